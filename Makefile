@@ -1,0 +1,35 @@
+# tempqueues build and test entry points. `make test` is the command CI runs
+# (through .ci/run) and the one README.md gives: it installs what it needs.
+
+GO          ?= go
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+EMULATOR    := integration/emulator
+# Packages whose tests need a running fauxqs get one from internal/sqstestenv.
+PKGS        := ./...
+
+.PHONY: test emulator vet staticcheck unit fuzz-seeds clean-emulator
+
+test: emulator vet staticcheck unit
+
+# Installs the pinned fauxqs + Node 22 when missing (package-lock.json pins both).
+emulator: $(EMULATOR)/node_modules/.installed
+
+$(EMULATOR)/node_modules/.installed: $(EMULATOR)/package.json $(EMULATOR)/package-lock.json
+	@command -v npm >/dev/null || { echo "make: npm is required to install the SQS emulator (fauxqs)"; exit 1; }
+	cd $(EMULATOR) && npm ci --no-audit --no-fund
+	@$(EMULATOR)/node_modules/.bin/node --version | grep -q '^v22\.' || { echo "make: node@22 did not install (check npm install-scripts)"; exit 1; }
+	@touch $@
+
+vet:
+	$(GO) vet $(PKGS)
+
+staticcheck:
+	$(GO) run $(STATICCHECK) $(PKGS)
+
+# -race over every package, the fauxqs-backed ones included. Fuzz targets run
+# their seed corpus as ordinary tests.
+unit:
+	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+clean-emulator:
+	rm -rf $(EMULATOR)/node_modules

@@ -1,0 +1,43 @@
+package sqstestenv_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/internal/sqstestenv"
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+func TestFauxqsRoundTripAndCounter(t *testing.T) {
+	b := sqstestenv.Fauxqs(t)
+	client, counter := b.Client(t)
+	ctx := context.Background()
+	name := sqstestenv.QueueName(t, "q")
+	if !sqsapi.ValidQueueName(name) {
+		t.Fatalf("QueueName gave invalid name %q", name)
+	}
+	out, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
+	if _, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: out.QueueUrl, MessageBody: aws.String("hi")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := counter.Get("SendMessage"); got != 1 {
+		t.Fatalf("SendMessage count = %d, want 1", got)
+	}
+	if got := counter.Total(); got != 2 {
+		t.Fatalf("total = %d, want 2 (%v)", got, counter.Snapshot())
+	}
+	_, err = client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name + "-missing")})
+	var qdne *types.QueueDoesNotExist
+	if !errors.As(err, &qdne) {
+		t.Fatalf("GetQueueUrl on a missing queue = %v, want *types.QueueDoesNotExist", err)
+	}
+}

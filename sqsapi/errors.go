@@ -1,0 +1,100 @@
+package sqsapi
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+// ErrInvalidInput is matched (errors.Is) by every *InvalidInputError: input
+// that tempqueues rejected before making any API call.
+var ErrInvalidInput = errors.New("invalid input")
+
+// InvalidInputError reports a parameter rejected before any API call.
+type InvalidInputError struct {
+	Op     string // operation, e.g. "SendMessage" or "requester.New"
+	Param  string // offending parameter, e.g. "MessageAttributes"
+	Reason string // what is wrong with it
+}
+
+func (e *InvalidInputError) Error() string {
+	if e.Op == "" {
+		return fmt.Sprintf("tempqueues: invalid %s: %s", e.Param, e.Reason)
+	}
+	return fmt.Sprintf("tempqueues: %s: invalid %s: %s", e.Op, e.Param, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrInvalidInput) true.
+func (e *InvalidInputError) Is(target error) bool { return target == ErrInvalidInput }
+
+// Invalid returns an *InvalidInputError; reason is formatted with args.
+func Invalid(op, param, reason string, args ...any) error {
+	if len(args) > 0 {
+		reason = fmt.Sprintf(reason, args...)
+	}
+	return &InvalidInputError{Op: op, Param: param, Reason: reason}
+}
+
+var queueNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,80}$`)
+
+// ValidQueueName reports whether name follows SQS's queue naming rules: 1 to
+// 80 characters of A-Z, a-z, 0-9, '-' and '_'; a FIFO queue name ends in
+// ".fifo", which counts towards the 80.
+func ValidQueueName(name string) bool {
+	if len(name) > MaxQueueNameLength {
+		return false
+	}
+	return queueNameRE.MatchString(strings.TrimSuffix(name, ".fifo"))
+}
+
+// CheckMessageAttributes rejects a message whose attributes, plus the extra
+// ones tempqueues will add, exceed SQS's limit of 10, or that carry an
+// attribute without a DataType. op names the calling operation in the error.
+func CheckMessageAttributes(op string, attrs map[string]types.MessageAttributeValue, extra int) error {
+	if n := len(attrs) + extra; n > MaxMessageAttributes {
+		if extra > 0 {
+			return Invalid(op, "MessageAttributes", "%d attributes plus %d added by tempqueues exceed the SQS limit of %d", len(attrs), extra, MaxMessageAttributes)
+		}
+		return Invalid(op, "MessageAttributes", "%d attributes exceed the SQS limit of %d", len(attrs), MaxMessageAttributes)
+	}
+	for name, v := range attrs {
+		if name == "" || len(name) > MaxAttributeNameLength {
+			return Invalid(op, "MessageAttributes", "attribute name %q must have 1 to %d characters", name, MaxAttributeNameLength)
+		}
+		if v.DataType == nil || *v.DataType == "" {
+			return Invalid(op, "MessageAttributes", "attribute %q has no DataType", name)
+		}
+	}
+	return nil
+}
+
+// MessageSize is the size SQS charges against MaximumMessageSize: the body
+// plus, for each message attribute, its name, data type and value.
+func MessageSize(body *string, attrs map[string]types.MessageAttributeValue) int {
+	n := 0
+	if body != nil {
+		n = len(*body)
+	}
+	for name, v := range attrs {
+		n += len(name)
+		if v.DataType != nil {
+			n += len(*v.DataType)
+		}
+		if v.StringValue != nil {
+			n += len(*v.StringValue)
+		}
+		n += len(v.BinaryValue)
+	}
+	return n
+}
+
+// CheckMessageSize rejects a message larger than SQS's maximum (1 MiB).
+func CheckMessageSize(op string, body *string, attrs map[string]types.MessageAttributeValue) error {
+	if n := MessageSize(body, attrs); n > MaxMessageSize {
+		return Invalid(op, "MessageBody", "message of %d bytes exceeds the SQS maximum of %d", n, MaxMessageSize)
+	}
+	return nil
+}

@@ -1,0 +1,71 @@
+package sqsapi
+
+import "time"
+
+// Wire constants shared with AWS's Java Temporary Queue Client
+// (amazon-sqs-java-temporary-queues-client). Go and Java requesters,
+// responders and sweepers interoperate through these exact names.
+const (
+	// HostQueueURLAttribute is the pseudo queue attribute that, passed to
+	// CreateQueue, makes a virtual queue on the named host queue. It is also
+	// returned by GetQueueAttributes on a virtual queue.
+	HostQueueURLAttribute = "HostQueueUrl"
+
+	// IdleQueueRetentionPeriodAttribute is the pseudo queue attribute giving
+	// the number of idle seconds after which a virtual queue (or a temporary
+	// host queue) may be deleted.
+	IdleQueueRetentionPeriodAttribute = "IdleQueueRetentionPeriodSeconds"
+
+	// VirtualQueueNameAttribute is the String message attribute that routes a
+	// message sent to a host queue to the virtual queue of that name.
+	VirtualQueueNameAttribute = "__AmazonSQSVirtualQueuesClient.QueueName"
+
+	// ResponseQueueURLAttribute is the String message attribute on a request
+	// that names the (virtual) queue the reply goes to.
+	ResponseQueueURLAttribute = "ResponseQueueUrl"
+
+	// RetentionTag is the queue tag (seconds, decimal) that marks a queue as
+	// temporary: the reaper considers only queues carrying it.
+	RetentionTag = "__IdleQueueRetentionPeriodSeconds"
+
+	// HeartbeatTag is the queue tag holding the epoch milliseconds of the last
+	// heartbeat of a live temporary queue.
+	HeartbeatTag = "__AmazonSQSIdleQueueDeletingClient.LastHeartbeatTimestamp"
+
+	// DefaultQueuePrefix is the name prefix of requester host queues, and the
+	// prefix the reaper sweeps by default.
+	DefaultQueuePrefix = "__RequesterClientQueues__"
+
+	// DefaultIdleQueueRetention is the default idle retention of temporary
+	// queues.
+	DefaultIdleQueueRetention = 300 * time.Second
+
+	// MinIdleQueueRetention is the smallest accepted idle retention.
+	MinIdleQueueRetention = 1 * time.Second
+)
+
+// Attributes added by tempqueues on top of the Java wire format. A Java peer
+// ignores them; they count against SQS's limit of 10 message attributes.
+const (
+	// RequestIDAttribute is the String message attribute carrying a request's
+	// id. It is set by the requester, survives dead-letter redrive (unlike the
+	// MessageId) and is the key of the responder's deduplication.
+	RequestIDAttribute = "TempQueues.RequestId"
+
+	// CorrelationIDAttribute is the String message attribute on a reply that
+	// repeats the request id of the request it answers.
+	CorrelationIDAttribute = "TempQueues.CorrelationId"
+)
+
+// SQS hard limits that tempqueues checks before making a call.
+const (
+	MaxMessageAttributes   = 10           // message attributes per message
+	MaxBatchEntries        = 10           // entries per batch call
+	MaxReceiveMessages     = 10           // MaxNumberOfMessages
+	MaxWaitTimeSeconds     = 20           // WaitTimeSeconds
+	MaxDelaySeconds        = 900          // DelaySeconds
+	MaxVisibilityTimeout   = 12 * 60 * 60 // seconds; also the cap since receipt
+	MaxQueueNameLength     = 80           // characters, ".fifo" included
+	MaxMessageSize         = 1 << 20      // bytes of body plus attributes
+	MaxAttributeNameLength = 256          // characters
+)
