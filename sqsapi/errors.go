@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
 )
 
 // ErrInvalidInput is matched (errors.Is) by every *InvalidInputError: input
@@ -97,4 +98,31 @@ func CheckMessageSize(op string, body *string, attrs map[string]types.MessageAtt
 		return Invalid(op, "MessageBody", "message of %d bytes exceeds the SQS maximum of %d", n, MaxMessageSize)
 	}
 	return nil
+}
+
+// BatchEntryError is the failure of one entry of a batch call
+// (types.BatchResultErrorEntry) as an error. It implements smithy.APIError,
+// so errors.As(err, new(smithy.APIError)) exposes the SQS error code.
+type BatchEntryError struct {
+	Code        string
+	Message     string
+	SenderFault bool
+}
+
+func (e *BatchEntryError) Error() string {
+	return fmt.Sprintf("sqs batch entry failed: %s: %s", e.Code, e.Message)
+}
+
+// ErrorCode returns the SQS error code, e.g. "ReceiptHandleIsInvalid".
+func (e *BatchEntryError) ErrorCode() string { return e.Code }
+
+// ErrorMessage returns the SQS error message.
+func (e *BatchEntryError) ErrorMessage() string { return e.Message }
+
+// ErrorFault tells whether the client (sender) or the server is at fault.
+func (e *BatchEntryError) ErrorFault() smithy.ErrorFault {
+	if e.SenderFault {
+		return smithy.FaultClient
+	}
+	return smithy.FaultServer
 }

@@ -1,0 +1,237 @@
+// Package batch coalesces single SQS operations (send, delete, change
+// visibility) from many goroutines into the batch APIs, without delaying a
+// lone call: a queue's pending entries are flushed at once when no batch call
+// is in flight for that queue, and otherwise when a full batch (10 entries, or
+// the byte limit) is waiting and fewer than MaxInFlight calls run. Entries
+// that arrive while a call is in flight ride on the next call, so batches
+// grow with load and the call count per entry falls towards 1/10.
+package batch
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// ErrClosed is returned for entries submitted after Close.
+var ErrClosed = errors.New("batch: coalescer closed")
+
+// Result is the outcome of one entry of a batch call.
+type Result[R any] struct {
+	Value R
+	Err   error
+}
+
+// Func performs one batch call for entries that share a key (a queue URL).
+// It returns one Result per entry, in order, or an error for the whole call,
+// which every entry then receives.
+type Func[E, R any] func(ctx context.Context, key string, entries []E) ([]Result[R], error)
+
+// Options tune a Coalescer. The zero value means 10 entries per call, no byte
+// limit and 2 concurrent calls per key.
+type Options[E any] struct {
+	MaxEntries  int                    // entries per call, at most 10
+	MaxBytes    int                    // bytes per call as measured by Size; 0 = no limit
+	Size        func(E) int            // size of an entry, used with MaxBytes
+	MaxInFlight int                    // concurrent calls per key
+	Context     func() context.Context // context of each batch call; default Background
+}
+
+// Coalescer batches entries per key. It is safe for concurrent use; its
+// goroutines (one per running batch call) stop by Close.
+type Coalescer[E, R any] struct {
+	fn   Func[E, R]
+	opts Options[E]
+
+	mu     sync.Mutex
+	keys   map[string]*keyState[E, R]
+	closed bool
+	idle   *sync.Cond // signalled when a call ends
+	calls  sync.WaitGroup
+}
+
+type keyState[E, R any] struct {
+	pending  []item[E, R]
+	bytes    int
+	inFlight int
+}
+
+type item[E, R any] struct {
+	entry E
+	done  func(R, error)
+}
+
+// New returns a Coalescer that performs batch calls with fn.
+func New[E, R any](fn Func[E, R], opts Options[E]) *Coalescer[E, R] {
+	if opts.MaxEntries <= 0 || opts.MaxEntries > sqsapi.MaxBatchEntries {
+		opts.MaxEntries = sqsapi.MaxBatchEntries
+	}
+	if opts.MaxInFlight <= 0 {
+		opts.MaxInFlight = 2
+	}
+	if opts.Context == nil {
+		opts.Context = context.Background
+	}
+	c := &Coalescer[E, R]{fn: fn, opts: opts, keys: make(map[string]*keyState[E, R])}
+	c.idle = sync.NewCond(&c.mu)
+	return c
+}
+
+// Submit queues entry for key and calls done with its result from the batch
+// call's goroutine (done must not block for long). After Close, done is called
+// at once with ErrClosed.
+func (c *Coalescer[E, R]) Submit(key string, entry E, done func(R, error)) {
+	if done == nil {
+		done = func(R, error) {}
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		var zero R
+		done(zero, ErrClosed)
+		return
+	}
+	ks := c.keys[key]
+	if ks == nil {
+		ks = &keyState[E, R]{}
+		c.keys[key] = ks
+	}
+	size := 0
+	if c.opts.Size != nil {
+		size = c.opts.Size(entry)
+	}
+	// An entry that would push the pending batch past the byte limit first
+	// flushes what is pending, if a call slot is free.
+	if c.opts.MaxBytes > 0 && len(ks.pending) > 0 && ks.bytes+size > c.opts.MaxBytes && ks.inFlight < c.opts.MaxInFlight {
+		c.startLocked(key, ks)
+	}
+	ks.pending = append(ks.pending, item[E, R]{entry: entry, done: done})
+	ks.bytes += size
+	c.maybeStartLocked(key, ks)
+	c.mu.Unlock()
+}
+
+// Do submits entry and waits for its result or for ctx. When ctx ends first
+// the entry is still processed; only the wait is abandoned.
+func (c *Coalescer[E, R]) Do(ctx context.Context, key string, entry E) (R, error) {
+	ch := make(chan Result[R], 1)
+	c.Submit(key, entry, func(v R, err error) { ch <- Result[R]{v, err} })
+	select {
+	case r := <-ch:
+		return r.Value, r.Err
+	case <-ctx.Done():
+		var zero R
+		return zero, ctx.Err()
+	}
+}
+
+func (c *Coalescer[E, R]) full(ks *keyState[E, R]) bool {
+	return len(ks.pending) >= c.opts.MaxEntries || (c.opts.MaxBytes > 0 && ks.bytes >= c.opts.MaxBytes)
+}
+
+func (c *Coalescer[E, R]) maybeStartLocked(key string, ks *keyState[E, R]) {
+	for len(ks.pending) > 0 && (ks.inFlight == 0 || (c.full(ks) && ks.inFlight < c.opts.MaxInFlight)) {
+		c.startLocked(key, ks)
+	}
+}
+
+// startLocked takes up to one batch of pending entries and starts its call.
+func (c *Coalescer[E, R]) startLocked(key string, ks *keyState[E, R]) {
+	n, bytes := 0, 0
+	for n < len(ks.pending) && n < c.opts.MaxEntries {
+		s := 0
+		if c.opts.Size != nil {
+			s = c.opts.Size(ks.pending[n].entry)
+		}
+		if c.opts.MaxBytes > 0 && n > 0 && bytes+s > c.opts.MaxBytes {
+			break
+		}
+		bytes += s
+		n++
+	}
+	batch := make([]item[E, R], n)
+	copy(batch, ks.pending[:n])
+	rest := copy(ks.pending, ks.pending[n:])
+	clear(ks.pending[rest:])
+	ks.pending = ks.pending[:rest]
+	ks.bytes -= bytes
+	ks.inFlight++
+	c.calls.Add(1)
+	go c.run(key, ks, batch)
+}
+
+func (c *Coalescer[E, R]) run(key string, ks *keyState[E, R], batch []item[E, R]) {
+	defer c.calls.Done()
+	entries := make([]E, len(batch))
+	for i, it := range batch {
+		entries[i] = it.entry
+	}
+	results, err := c.fn(c.opts.Context(), key, entries)
+	if err == nil && len(results) != len(batch) {
+		err = errors.New("batch: call returned a wrong number of results")
+	}
+	for i, it := range batch {
+		if err != nil {
+			var zero R
+			it.done(zero, err)
+			continue
+		}
+		it.done(results[i].Value, results[i].Err)
+	}
+	c.mu.Lock()
+	ks.inFlight--
+	c.maybeStartLocked(key, ks)
+	if ks.inFlight == 0 && len(ks.pending) == 0 {
+		delete(c.keys, key)
+	}
+	c.idle.Broadcast()
+	c.mu.Unlock()
+}
+
+// Pending returns the number of entries submitted and not yet answered.
+func (c *Coalescer[E, R]) Pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, ks := range c.keys {
+		n += len(ks.pending)
+	}
+	return n
+}
+
+// Flush waits until every entry submitted before the call has its result, or
+// until ctx ends.
+func (c *Coalescer[E, R]) Flush(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		c.mu.Lock()
+		for len(c.keys) > 0 && ctx.Err() == nil {
+			c.idle.Wait()
+		}
+		c.mu.Unlock()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return ctx.Err()
+	case <-ctx.Done():
+		// Wake the waiter so its goroutine ends.
+		c.mu.Lock()
+		c.idle.Broadcast()
+		c.mu.Unlock()
+		<-done
+		return ctx.Err()
+	}
+}
+
+// Close refuses new entries, then waits for pending ones to be sent (or ctx).
+// It is idempotent. Calls still running when ctx ends keep running until the
+// batch function returns; Close does not abandon their results.
+func (c *Coalescer[E, R]) Close(ctx context.Context) error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	return c.Flush(ctx)
+}

@@ -1,0 +1,188 @@
+package batch
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// recorder is a batch Func that records call sizes and can be held.
+type recorder struct {
+	mu    sync.Mutex
+	sizes []int
+	hold  chan struct{} // when non-nil, each call waits on it
+	fail  error
+}
+
+func (r *recorder) fn(ctx context.Context, key string, es []int) ([]Result[int], error) {
+	r.mu.Lock()
+	r.sizes = append(r.sizes, len(es))
+	hold := r.hold
+	r.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
+	if r.fail != nil {
+		return nil, r.fail
+	}
+	res := make([]Result[int], len(es))
+	for i, e := range es {
+		if e < 0 {
+			res[i].Err = errors.New("negative")
+			continue
+		}
+		res[i].Value = e * 2
+	}
+	return res, nil
+}
+
+func (r *recorder) calls() []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]int(nil), r.sizes...)
+}
+
+func TestLoneEntryIsNotDelayed(t *testing.T) {
+	r := &recorder{}
+	c := New(r.fn, Options[int]{})
+	defer c.Close(context.Background())
+	start := time.Now()
+	v, err := c.Do(context.Background(), "q", 21)
+	if err != nil || v != 42 {
+		t.Fatalf("Do = %v, %v", v, err)
+	}
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Fatalf("lone entry took %v; it must be flushed at once", d)
+	}
+	if got := r.calls(); len(got) != 1 || got[0] != 1 {
+		t.Fatalf("calls = %v, want [1]", got)
+	}
+}
+
+func TestEntriesCoalesceWhileACallIsInFlight(t *testing.T) {
+	r := &recorder{hold: make(chan struct{})}
+	c := New(r.fn, Options[int]{MaxInFlight: 2})
+	var wg sync.WaitGroup
+	var sum atomic.Int64
+	submit := func(v int) {
+		wg.Add(1)
+		c.Submit("q", v, func(got int, err error) {
+			if err != nil {
+				t.Errorf("entry %d: %v", v, err)
+			}
+			sum.Add(int64(got))
+			wg.Done()
+		})
+	}
+	submit(1) // starts call 1 at once, which is held
+	for len(r.calls()) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	for i := 2; i <= 26; i++ {
+		submit(i)
+	}
+	// 25 entries wait: one full batch of 10 may start (second slot), the rest
+	// wait for a call to end.
+	close(r.hold)
+	wg.Wait()
+	if want := int64(26 * 27); sum.Load() != want {
+		t.Fatalf("sum = %d, want %d", sum.Load(), want)
+	}
+	sizes := r.calls()
+	total := 0
+	for _, s := range sizes {
+		if s > 10 {
+			t.Fatalf("batch of %d entries", s)
+		}
+		total += s
+	}
+	if total != 26 || len(sizes) > 5 {
+		t.Fatalf("calls = %v: want 26 entries in at most 5 calls", sizes)
+	}
+	if sizes[0] != 1 || sizes[1] != 10 {
+		t.Fatalf("calls = %v: want the lone first entry, then a full batch in the second slot", sizes)
+	}
+	c.Close(context.Background())
+}
+
+func TestPerEntryAndWholeCallErrors(t *testing.T) {
+	r := &recorder{}
+	c := New(r.fn, Options[int]{})
+	if _, err := c.Do(context.Background(), "q", -1); err == nil || err.Error() != "negative" {
+		t.Fatalf("per-entry error = %v", err)
+	}
+	r.fail = errors.New("boom")
+	if _, err := c.Do(context.Background(), "q", 1); err == nil || err.Error() != "boom" {
+		t.Fatalf("whole-call error = %v", err)
+	}
+	c.Close(context.Background())
+}
+
+func TestByteLimitSplitsBatches(t *testing.T) {
+	r := &recorder{hold: make(chan struct{})}
+	c := New(r.fn, Options[int]{MaxBytes: 100, Size: func(int) int { return 40 }, MaxInFlight: 1})
+	var wg sync.WaitGroup
+	for i := 0; i < 7; i++ {
+		wg.Add(1)
+		c.Submit("q", i, func(int, error) { wg.Done() })
+	}
+	close(r.hold)
+	wg.Wait()
+	for _, s := range r.calls() {
+		if s*40 > 100 && s > 1 {
+			t.Fatalf("calls = %v exceed the byte limit", r.calls())
+		}
+	}
+	c.Close(context.Background())
+}
+
+func TestCloseFlushesAndRefuses(t *testing.T) {
+	r := &recorder{hold: make(chan struct{})}
+	c := New(r.fn, Options[int]{})
+	var done atomic.Int32
+	for i := 0; i < 5; i++ {
+		c.Submit("q", i, func(int, error) { done.Add(1) })
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	if err := c.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close with held calls = %v, want deadline exceeded", err)
+	}
+	cancel()
+	close(r.hold)
+	if err := c.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if done.Load() != 5 {
+		t.Fatalf("%d of 5 entries answered after Close", done.Load())
+	}
+	if _, err := c.Do(context.Background(), "q", 1); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Do after Close = %v, want ErrClosed", err)
+	}
+	if c.Pending() != 0 {
+		t.Fatal("pending entries after Close")
+	}
+}
+
+func TestKeysAreIndependent(t *testing.T) {
+	r := &recorder{hold: make(chan struct{})}
+	c := New(r.fn, Options[int]{})
+	var wg sync.WaitGroup
+	for _, k := range []string{"a", "b", "c"} {
+		wg.Add(1)
+		c.Submit(k, 1, func(int, error) { wg.Done() })
+	}
+	// Each key gets its own immediate call even though all are held.
+	deadline := time.Now().Add(2 * time.Second)
+	for len(r.calls()) < 3 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if n := len(r.calls()); n != 3 {
+		t.Fatalf("%d calls started for 3 keys, want 3", n)
+	}
+	close(r.hold)
+	wg.Wait()
+	c.Close(context.Background())
+}

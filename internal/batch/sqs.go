@@ -1,0 +1,126 @@
+package batch
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// Deletes coalesces DeleteMessage calls (entries are receipt handles) into
+// DeleteMessageBatch.
+type Deletes = Coalescer[string, struct{}]
+
+// Visibility is an entry of a visibility change.
+type Visibility struct {
+	ReceiptHandle string
+	Timeout       int32 // seconds
+}
+
+// Visibilities coalesces ChangeMessageVisibility calls into
+// ChangeMessageVisibilityBatch.
+type Visibilities = Coalescer[Visibility, struct{}]
+
+// Sends coalesces SendMessage calls into SendMessageBatch. Entry Ids are
+// assigned by the coalescer.
+type Sends = Coalescer[types.SendMessageBatchRequestEntry, types.SendMessageBatchResultEntry]
+
+// NewDeletes returns a coalescer of deletes made through client.
+func NewDeletes(client sqsapi.Deleter, maxInFlight int) *Deletes {
+	return New(func(ctx context.Context, queueURL string, handles []string) ([]Result[struct{}], error) {
+		in := &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(queueURL), Entries: make([]types.DeleteMessageBatchRequestEntry, len(handles))}
+		for i, h := range handles {
+			in.Entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(h)}
+		}
+		out, err := client.DeleteMessageBatch(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		res := make([]Result[struct{}], len(handles))
+		applyFailures(res, out.Failed)
+		return res, nil
+	}, Options[string]{MaxInFlight: maxInFlight})
+}
+
+// NewVisibilities returns a coalescer of visibility changes made through
+// client.
+func NewVisibilities(client sqsapi.VisibilityChanger, maxInFlight int) *Visibilities {
+	return New(func(ctx context.Context, queueURL string, vs []Visibility) ([]Result[struct{}], error) {
+		in := &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(queueURL), Entries: make([]types.ChangeMessageVisibilityBatchRequestEntry, len(vs))}
+		for i, v := range vs {
+			in.Entries[i] = types.ChangeMessageVisibilityBatchRequestEntry{
+				Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(v.ReceiptHandle), VisibilityTimeout: v.Timeout,
+			}
+		}
+		out, err := client.ChangeMessageVisibilityBatch(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		res := make([]Result[struct{}], len(vs))
+		applyFailures(res, out.Failed)
+		return res, nil
+	}, Options[Visibility]{MaxInFlight: maxInFlight})
+}
+
+// NewSends returns a coalescer of sends made through client. Batches respect
+// SQS's limit on the total payload of a SendMessageBatch call.
+func NewSends(client sqsapi.Sender, maxInFlight int) *Sends {
+	return New(func(ctx context.Context, queueURL string, es []types.SendMessageBatchRequestEntry) ([]Result[types.SendMessageBatchResultEntry], error) {
+		in := &sqs.SendMessageBatchInput{QueueUrl: aws.String(queueURL), Entries: make([]types.SendMessageBatchRequestEntry, len(es))}
+		for i, e := range es {
+			e.Id = aws.String(strconv.Itoa(i))
+			in.Entries[i] = e
+		}
+		out, err := client.SendMessageBatch(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		res := make([]Result[types.SendMessageBatchResultEntry], len(es))
+		got := make([]bool, len(es))
+		for _, s := range out.Successful {
+			if i, ok := entryIndex(s.Id, len(es)); ok {
+				res[i].Value = s
+				got[i] = true
+			}
+		}
+		for _, f := range out.Failed {
+			if i, ok := entryIndex(f.Id, len(es)); ok {
+				res[i].Err = entryError(f)
+				got[i] = true
+			}
+		}
+		for i := range got {
+			if !got[i] {
+				res[i].Err = &sqsapi.BatchEntryError{Code: "MissingBatchResult", Message: "SendMessageBatch returned no result for the entry"}
+			}
+		}
+		return res, nil
+	}, Options[types.SendMessageBatchRequestEntry]{
+		MaxInFlight: maxInFlight,
+		MaxBytes:    sqsapi.MaxMessageSize,
+		Size: func(e types.SendMessageBatchRequestEntry) int {
+			return sqsapi.MessageSize(e.MessageBody, e.MessageAttributes)
+		},
+	})
+}
+
+func applyFailures(res []Result[struct{}], failed []types.BatchResultErrorEntry) {
+	for _, f := range failed {
+		if i, ok := entryIndex(f.Id, len(res)); ok {
+			res[i].Err = entryError(f)
+		}
+	}
+}
+
+func entryIndex(id *string, n int) (int, bool) {
+	i, err := strconv.Atoi(aws.ToString(id))
+	return i, err == nil && i >= 0 && i < n
+}
+
+func entryError(f types.BatchResultErrorEntry) error {
+	return &sqsapi.BatchEntryError{Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault}
+}

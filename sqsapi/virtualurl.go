@@ -1,0 +1,39 @@
+package sqsapi
+
+import (
+	"net/url"
+	"strings"
+)
+
+// IsVirtualQueueURL reports whether u is a virtual queue URL, that is, has a
+// '#' fragment. Such a URL must never reach SQS.
+func IsVirtualQueueURL(u string) bool { return strings.IndexByte(u, '#') >= 0 }
+
+// VirtualQueueURL returns the URL of the virtual queue name on hostURL, in the
+// Java client's format "<host-url>#<name>".
+func VirtualQueueURL(hostURL, name string) string { return hostURL + "#" + name }
+
+// ParseVirtualQueueURL splits a virtual queue URL "<host-url>#<name>" at its
+// first '#'. It returns an *InvalidInputError when u is not a well-formed
+// virtual queue URL: no '#', an empty or non-absolute host URL, or a name
+// that breaks SQS's queue naming rules.
+func ParseVirtualQueueURL(u string) (hostURL, name string, err error) {
+	hostURL, name, found := strings.Cut(u, "#")
+	switch {
+	case !found:
+		return "", "", Invalid("", "QueueUrl", "%q is not a virtual queue URL (no '#')", u)
+	case !validHostURL(hostURL):
+		return "", "", Invalid("", "QueueUrl", "virtual queue URL %q has no valid host queue URL before '#'", u)
+	case !ValidQueueName(name) || strings.HasSuffix(name, ".fifo"):
+		return "", "", Invalid("", "QueueUrl", "virtual queue URL %q: name after '#' must be 1-80 characters of A-Z a-z 0-9 - _", u)
+	}
+	return hostURL, name, nil
+}
+
+func validHostURL(s string) bool {
+	if s == "" || strings.ContainsAny(s, " \t\r\n") {
+		return false
+	}
+	p, err := url.Parse(s)
+	return err == nil && p.Scheme != "" && p.Host != "" && p.Path != "" && p.Path != "/"
+}
