@@ -1,0 +1,59 @@
+// Package leakcheck fails a test when goroutines running tempqueues code are
+// still alive after the code under test was closed.
+package leakcheck
+
+import (
+	"bytes"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+)
+
+const module = "github.com/tempqueues/tempqueues/"
+
+// Check waits up to 5 seconds for every goroutine executing tempqueues code,
+// other than test goroutines, to end, and fails tb with their stacks if some
+// remain. Call it after closing what the test created (or defer it).
+func Check(tb testing.TB) {
+	tb.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		leaked := Leaked()
+		if len(leaked) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("leakcheck: %d goroutines still running tempqueues code:\n\n%s", len(leaked), strings.Join(leaked, "\n\n"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Leaked returns the stacks of goroutines running tempqueues code outside
+// tests and this package.
+func Leaked() []string {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	var out []string
+	for _, g := range bytes.Split(buf, []byte("\n\n")) {
+		s := string(g)
+		if !strings.Contains(s, module) || strings.Contains(s, "testing.tRunner") ||
+			strings.Contains(s, module+"internal/leakcheck") || strings.Contains(s, "testing.(*F).Fuzz") {
+			continue
+		}
+		// Goroutines of the fauxqs harness outlive tests by design.
+		if strings.Contains(s, module+"internal/sqstestenv") {
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}

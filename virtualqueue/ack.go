@@ -1,0 +1,182 @@
+package virtualqueue
+
+import (
+	"context"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/internal/batch"
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// settle updates the in-flight record of handles on a virtual queue of this
+// client: deleted (deadline zero) or with a new visibility deadline.
+func (c *Client) settle(hostURL, name string, deadline time.Time, handles ...string) {
+	h := c.lookupHost(hostURL)
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	if q := h.queues[name]; q != nil {
+		q.touch(time.Now())
+		if q.st != nil && q.st.inflight != nil {
+			for _, hd := range handles {
+				if _, ok := q.st.inflight[hd]; !ok {
+					continue
+				}
+				if deadline.IsZero() {
+					delete(q.st.inflight, hd)
+				} else {
+					q.st.inflight[hd] = deadline
+				}
+			}
+			q.compactLocked()
+		}
+	}
+	h.mu.Unlock()
+}
+
+// DeleteMessage passes through, or deletes a message received from a virtual
+// queue from its host queue. Concurrent deletes to one host share
+// DeleteMessageBatch calls; a lone delete goes out at once. It works even
+// after Close or after the virtual queue was deleted: deleting a handled
+// message is always right.
+func (c *Client) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error) {
+	if in == nil || !sqsapi.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
+		return c.sqs.DeleteMessage(ctx, in, optFns...)
+	}
+	const op = "DeleteMessage"
+	hostURL, name, err := sqsapi.ParseVirtualQueueURL(*in.QueueUrl)
+	if err != nil {
+		return nil, withOp(err, op)
+	}
+	handle := aws.ToString(in.ReceiptHandle)
+	if handle == "" {
+		return nil, sqsapi.Invalid(op, "ReceiptHandle", "empty")
+	}
+	c.settle(hostURL, name, time.Time{}, handle)
+	if len(optFns) > 0 || c.closed.Load() {
+		return c.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(hostURL), ReceiptHandle: in.ReceiptHandle}, optFns...)
+	}
+	if _, err := c.deletes.Do(ctx, hostURL, handle); err != nil {
+		return nil, err
+	}
+	return &sqs.DeleteMessageOutput{}, nil
+}
+
+// DeleteMessageAsync deletes a message received from a virtual queue without
+// waiting: the delete joins the host's next DeleteMessageBatch call, and done
+// (which may be nil) gets its result from a client goroutine. It suits
+// callers that must not wait on the delete, such as a requester handing a
+// reply to its caller.
+func (c *Client) DeleteMessageAsync(queueURL, receiptHandle string, done func(error)) {
+	hostURL, name, err := sqsapi.ParseVirtualQueueURL(queueURL)
+	if err == nil && receiptHandle == "" {
+		err = sqsapi.Invalid("DeleteMessageAsync", "ReceiptHandle", "empty")
+	}
+	if err != nil {
+		if done != nil {
+			done(withOp(err, "DeleteMessageAsync"))
+		}
+		return
+	}
+	c.settle(hostURL, name, time.Time{}, receiptHandle)
+	c.deletes.Submit(hostURL, receiptHandle, func(_ struct{}, err error) {
+		if done != nil {
+			done(err)
+		}
+	})
+}
+
+// DeleteMessageBatch passes through, or deletes messages received from a
+// virtual queue from its host queue in one call.
+func (c *Client) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
+	if in == nil || !sqsapi.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
+		return c.sqs.DeleteMessageBatch(ctx, in, optFns...)
+	}
+	const op = "DeleteMessageBatch"
+	hostURL, name, err := sqsapi.ParseVirtualQueueURL(*in.QueueUrl)
+	if err != nil {
+		return nil, withOp(err, op)
+	}
+	if n := len(in.Entries); n == 0 || n > sqsapi.MaxBatchEntries {
+		return nil, sqsapi.Invalid(op, "Entries", "%d entries; a batch takes 1 to %d", n, sqsapi.MaxBatchEntries)
+	}
+	handles := make([]string, len(in.Entries))
+	for i, e := range in.Entries {
+		handles[i] = aws.ToString(e.ReceiptHandle)
+	}
+	c.settle(hostURL, name, time.Time{}, handles...)
+	cp := *in
+	cp.QueueUrl = aws.String(hostURL)
+	return c.sqs.DeleteMessageBatch(ctx, &cp, optFns...)
+}
+
+// ChangeMessageVisibility passes through, or changes the host visibility of a
+// message received from a virtual queue. Concurrent changes to one host share
+// ChangeMessageVisibilityBatch calls.
+func (c *Client) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
+	if in == nil || !sqsapi.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
+		return c.sqs.ChangeMessageVisibility(ctx, in, optFns...)
+	}
+	const op = "ChangeMessageVisibility"
+	hostURL, name, err := sqsapi.ParseVirtualQueueURL(*in.QueueUrl)
+	if err != nil {
+		return nil, withOp(err, op)
+	}
+	if in.VisibilityTimeout < 0 || in.VisibilityTimeout > sqsapi.MaxVisibilityTimeout {
+		return nil, sqsapi.Invalid(op, "VisibilityTimeout", "%d is outside 0 to %d", in.VisibilityTimeout, sqsapi.MaxVisibilityTimeout)
+	}
+	handle := aws.ToString(in.ReceiptHandle)
+	if handle == "" {
+		return nil, sqsapi.Invalid(op, "ReceiptHandle", "empty")
+	}
+	if c.closed.Load() {
+		return nil, ErrClosed
+	}
+	c.settle(hostURL, name, time.Now().Add(time.Duration(in.VisibilityTimeout)*time.Second), handle)
+	if len(optFns) > 0 {
+		cp := *in
+		cp.QueueUrl = aws.String(hostURL)
+		return c.sqs.ChangeMessageVisibility(ctx, &cp, optFns...)
+	}
+	if _, err := c.vis.Do(ctx, hostURL, batch.Visibility{ReceiptHandle: handle, Timeout: in.VisibilityTimeout}); err != nil {
+		return nil, err
+	}
+	return &sqs.ChangeMessageVisibilityOutput{}, nil
+}
+
+// ChangeMessageVisibilityBatch passes through, or changes the host visibility
+// of messages received from a virtual queue in one call.
+func (c *Client) ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
+	if in == nil || !sqsapi.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
+		return c.sqs.ChangeMessageVisibilityBatch(ctx, in, optFns...)
+	}
+	const op = "ChangeMessageVisibilityBatch"
+	hostURL, name, err := sqsapi.ParseVirtualQueueURL(*in.QueueUrl)
+	if err != nil {
+		return nil, withOp(err, op)
+	}
+	if n := len(in.Entries); n == 0 || n > sqsapi.MaxBatchEntries {
+		return nil, sqsapi.Invalid(op, "Entries", "%d entries; a batch takes 1 to %d", n, sqsapi.MaxBatchEntries)
+	}
+	for _, e := range in.Entries {
+		if e.VisibilityTimeout < 0 || e.VisibilityTimeout > sqsapi.MaxVisibilityTimeout {
+			return nil, sqsapi.Invalid(op, "VisibilityTimeout", "%d is outside 0 to %d", e.VisibilityTimeout, sqsapi.MaxVisibilityTimeout)
+		}
+	}
+	if c.closed.Load() {
+		return nil, ErrClosed
+	}
+	now := time.Now()
+	for _, e := range in.Entries {
+		c.settle(hostURL, name, now.Add(time.Duration(e.VisibilityTimeout)*time.Second), aws.ToString(e.ReceiptHandle))
+	}
+	cp := *in
+	cp.QueueUrl = aws.String(hostURL)
+	cp.Entries = append([]types.ChangeMessageVisibilityBatchRequestEntry(nil), in.Entries...)
+	return c.sqs.ChangeMessageVisibilityBatch(ctx, &cp, optFns...)
+}

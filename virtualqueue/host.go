@@ -1,0 +1,475 @@
+package virtualqueue
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/internal/batch"
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// host is one real host queue and the virtual queues on it. A single mutex
+// guards the host and all of its virtual queues: routing a received batch,
+// taking buffered messages and registering waiters are short critical
+// sections, and one lock keeps them consistent without lock ordering.
+type host struct {
+	c   *Client
+	url string
+
+	ready   chan struct{} // closed when the attributes below are known
+	initErr error
+
+	visibility time.Duration // host VisibilityTimeout
+	waitTime   int32         // host ReceiveMessageWaitTimeSeconds
+
+	mu       sync.Mutex
+	queues   map[string]*vqueue
+	demand   int // registered waiters across the host's virtual queues
+	kick     bool
+	pollers  int
+	failures int        // consecutive failed polls, for backoff
+	pending  []*bufMsg  // buffered messages in receipt order
+	expiry   expiryHeap // virtual queues with a retention period
+	wake     chan struct{}
+	closed   bool
+}
+
+// bufMsg is a routed message waiting in a virtual queue's buffer.
+type bufMsg struct {
+	m        types.Message
+	q        *vqueue
+	deadline time.Time // host visibility deadline
+	taken    bool      // given to a receiver, released or deleted
+}
+
+func (h *host) isReady() bool {
+	select {
+	case <-h.ready:
+		return h.initErr == nil
+	default:
+		return false
+	}
+}
+
+// getHost returns the ready host for hostURL, reading its attributes on first
+// use. Concurrent first uses share one GetQueueAttributes call.
+func (c *Client) getHost(ctx context.Context, hostURL string) (*host, error) {
+	c.mu.Lock()
+	h := c.hosts[hostURL]
+	if h == nil {
+		h = &host{c: c, url: hostURL, ready: make(chan struct{}), queues: make(map[string]*vqueue), wake: make(chan struct{}, 1)}
+		c.hosts[hostURL] = h
+		c.mu.Unlock()
+		h.initErr = h.init(ctx)
+		if h.initErr == nil && c.closed.Load() {
+			h.initErr = ErrClosed
+		}
+		if h.initErr != nil {
+			c.mu.Lock()
+			delete(c.hosts, hostURL)
+			c.mu.Unlock()
+		} else {
+			c.wg.Add(1)
+			go h.maintain()
+		}
+		close(h.ready)
+		return h, h.initErr
+	}
+	c.mu.Unlock()
+	select {
+	case <-h.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if h.initErr != nil {
+		// The first caller's failure (perhaps its context) is not ours: retry.
+		return c.getHost(ctx, hostURL)
+	}
+	return h, nil
+}
+
+func (h *host) init(ctx context.Context) error {
+	if strings.HasSuffix(h.url, ".fifo") {
+		return sqsapi.Invalid("CreateQueue", "HostQueueUrl", "host queue %s is a FIFO queue; virtual queues need a standard host queue", h.url)
+	}
+	out, err := h.c.sqs.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(h.url),
+		AttributeNames: []types.QueueAttributeName{
+			types.QueueAttributeNameVisibilityTimeout, types.QueueAttributeNameReceiveMessageWaitTimeSeconds,
+		},
+	})
+	if err != nil {
+		return err
+	}
+	vt, _ := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameVisibilityTimeout)])
+	if vt <= 0 {
+		vt = 30
+	}
+	wt, _ := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameReceiveMessageWaitTimeSeconds)])
+	h.visibility = time.Duration(vt) * time.Second
+	h.waitTime = int32(wt)
+	return nil
+}
+
+// releaseMargin is how long before its visibility deadline an untaken
+// buffered message is released.
+func (h *host) releaseMargin() time.Duration {
+	if m := h.c.opts.ReleaseMargin; m > 0 {
+		return min(m, h.visibility/2)
+	}
+	return min(h.visibility/4, 5*time.Second)
+}
+
+// wantPollersLocked is the number of concurrent receives the current demand
+// justifies: one per 10 waiting receivers, at least one while anyone waits.
+func (h *host) wantPollersLocked() int {
+	if h.demand == 0 {
+		if h.kick {
+			return 1
+		}
+		return 0
+	}
+	return min((h.demand+sqsapi.MaxReceiveMessages-1)/sqsapi.MaxReceiveMessages, h.c.opts.MaxPollers)
+}
+
+// startPollersLocked starts pollers up to the wanted number.
+func (h *host) startPollersLocked() {
+	if h.closed || h.c.closed.Load() {
+		return
+	}
+	for h.pollers < h.wantPollersLocked() {
+		h.pollers++
+		h.c.wg.Add(1)
+		go h.poll()
+	}
+}
+
+// poll receives from the host queue while there is demand and routes what it
+// gets. Several may run at once under load; each exits when demand no longer
+// justifies it, so an idle host costs no calls.
+func (h *host) poll() {
+	defer h.c.wg.Done()
+	ctx := h.c.ctx
+	for {
+		h.mu.Lock()
+		if ctx.Err() != nil || h.pollers > h.wantPollersLocked() {
+			h.pollers--
+			h.mu.Unlock()
+			return
+		}
+		h.kick = false
+		failures := h.failures
+		h.mu.Unlock()
+		if failures > 0 {
+			if sleepCtx(ctx, h.c.opts.Backoff.Delay(failures-1)) != nil {
+				continue // the loop head sees the cancelled context
+			}
+		}
+		out, err := h.c.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl:                    aws.String(h.url),
+			MaxNumberOfMessages:         sqsapi.MaxReceiveMessages,
+			WaitTimeSeconds:             int32(h.c.opts.PollWaitTime / time.Second),
+			MessageAttributeNames:       []string{"All"},
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				continue
+			}
+			h.pollFailed(err)
+			continue
+		}
+		h.mu.Lock()
+		h.failures = 0
+		h.mu.Unlock()
+		h.route(out.Messages)
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// pollFailed backs off after a failed receive. A missing host queue, or any
+// error that retrying will not fix, is reported to every waiting receiver;
+// transient errors (throttling, 5xx, network) are retried after a jittered
+// backoff while receivers keep waiting.
+func (h *host) pollFailed(err error) {
+	h.mu.Lock()
+	h.failures++
+	var failed []*waiter
+	if !sqsapi.IsTransient(err) {
+		failed = h.takeAllWaitersLocked()
+	}
+	h.mu.Unlock()
+	h.c.log.LogAttrs(context.Background(), slog.LevelWarn, "virtualqueue: host queue receive failed",
+		slog.String("queue_url", h.url), slog.Int("waiters_failed", len(failed)), slog.Any("error", err))
+	for _, w := range failed {
+		w.fn(nil, err)
+	}
+}
+
+func (h *host) takeAllWaitersLocked() []*waiter {
+	var all []*waiter
+	for _, q := range h.queues {
+		if q.st == nil {
+			continue
+		}
+		all = append(all, q.st.waiters...)
+		q.st.waiters = nil
+		q.receivers = 0
+		q.compactLocked()
+	}
+	h.demand = 0
+	return all
+}
+
+type delivery struct {
+	w    *waiter
+	msgs []types.Message
+}
+
+// route hands received messages to waiting receivers, buffers the rest in
+// their virtual queues, and applies the orphan policy to messages no virtual
+// queue here can take.
+func (h *host) route(msgs []types.Message) {
+	if len(msgs) == 0 {
+		return
+	}
+	now := time.Now()
+	deadline := now.Add(h.visibility)
+	var (
+		orphans   []types.Message
+		overflow  []types.Message
+		deliver   []delivery
+		touched   []*vqueue
+		toRelease []types.Message
+	)
+	h.mu.Lock()
+	closing := h.closed || h.c.closed.Load()
+	for _, m := range msgs {
+		if closing {
+			toRelease = append(toRelease, m)
+			continue
+		}
+		name := routingName(m)
+		q := h.queues[name]
+		if q == nil {
+			orphans = append(orphans, m)
+			continue
+		}
+		st := q.state()
+		if len(st.buf) >= h.c.opts.BufferSize {
+			overflow = append(overflow, m)
+			continue
+		}
+		b := &bufMsg{m: m, q: q, deadline: deadline}
+		st.buf = append(st.buf, b)
+		h.pending = append(h.pending, b)
+		q.touch(now)
+		if len(st.buf) == 1 {
+			touched = append(touched, q)
+		}
+	}
+	for _, q := range touched {
+		deliver = q.serveWaitersLocked(deliver, now)
+	}
+	h.mu.Unlock()
+	h.signal()
+
+	h.c.routed.Add(int64(len(msgs) - len(orphans) - len(overflow) - len(toRelease)))
+	for _, d := range deliver {
+		d.w.fn(d.msgs, nil)
+	}
+	for _, m := range toRelease {
+		h.release(m, 0)
+	}
+	for _, m := range overflow {
+		h.c.overflowed.Add(1)
+		h.release(m, h.c.opts.OrphanReleaseDelay)
+	}
+	for _, m := range orphans {
+		h.orphan(m)
+	}
+}
+
+func routingName(m types.Message) string {
+	if v, ok := m.MessageAttributes[sqsapi.VirtualQueueNameAttribute]; ok && v.StringValue != nil {
+		return *v.StringValue
+	}
+	return ""
+}
+
+// release makes a host message visible again after delay, in a batch call.
+func (h *host) release(m types.Message, delay time.Duration) {
+	h.c.released.Add(1)
+	h.c.vis.Submit(h.url, batch.Visibility{ReceiptHandle: aws.ToString(m.ReceiptHandle), Timeout: int32(delay / time.Second)}, func(_ struct{}, err error) {
+		if err != nil {
+			h.c.log.LogAttrs(context.Background(), slog.LevelWarn, "virtualqueue: releasing a message failed; it reappears after its visibility timeout",
+				slog.String("queue_url", h.url), slog.String("message_id", aws.ToString(m.MessageId)), slog.Any("error", err))
+		}
+	})
+}
+
+func (h *host) deleteAsync(m types.Message, why string) {
+	h.c.deletes.Submit(h.url, aws.ToString(m.ReceiptHandle), func(_ struct{}, err error) {
+		if err != nil {
+			h.c.log.LogAttrs(context.Background(), slog.LevelWarn, "virtualqueue: deleting a message failed",
+				slog.String("queue_url", h.url), slog.String("message_id", aws.ToString(m.MessageId)), slog.String("reason", why), slog.Any("error", err))
+		}
+	})
+}
+
+// orphan applies the orphan policy to a message no virtual queue here takes.
+func (h *host) orphan(m types.Message) {
+	h.c.orphaned.Add(1)
+	name := routingName(m)
+	action := DeleteOrphan
+	switch h.c.opts.Orphans {
+	case OrphanRelease:
+		action = ReleaseOrphan
+	case OrphanHandle:
+		if h.c.opts.OrphanHandler != nil {
+			action = h.c.opts.OrphanHandler(h.c.ctx, h.url, name, m)
+		}
+	}
+	h.c.log.LogAttrs(context.Background(), slog.LevelInfo, "virtualqueue: orphaned message",
+		slog.String("queue_url", h.url), slog.String("virtual_queue", name),
+		slog.String("message_id", aws.ToString(m.MessageId)), slog.Int("action", int(action)))
+	switch action {
+	case DeleteOrphan:
+		h.deleteAsync(m, "orphan")
+	case ReleaseOrphan:
+		h.release(m, h.c.opts.OrphanReleaseDelay)
+	}
+}
+
+// signal wakes the maintenance goroutine to recompute its next deadline.
+func (h *host) signal() {
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+// maintain releases buffered messages before their host visibility timeout
+// ends and deletes virtual queues that stayed idle past their retention. One
+// goroutine per host sleeps until the earliest such deadline.
+func (h *host) maintain() {
+	defer h.c.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		now := time.Now()
+		h.mu.Lock()
+		release := h.dueReleasesLocked(now)
+		expired, next := h.dueExpiriesLocked(now)
+		if n := h.nextReleaseLocked(); !n.IsZero() && (next.IsZero() || n.Before(next)) {
+			next = n
+		}
+		var dropped []*bufMsg
+		var failed []*waiter
+		for _, q := range expired {
+			d, f := h.removeLocked(q)
+			dropped = append(dropped, d...)
+			failed = append(failed, f...)
+		}
+		h.mu.Unlock()
+		for _, b := range release {
+			h.release(b.m, 0)
+		}
+		for _, q := range expired {
+			h.c.expired.Add(1)
+			h.c.log.LogAttrs(context.Background(), slog.LevelDebug, "virtualqueue: idle virtual queue expired",
+				slog.String("queue_url", h.url), slog.String("virtual_queue", q.name))
+		}
+		h.c.settleRemoved(h, dropped, failed)
+
+		wait := time.Hour
+		if !next.IsZero() {
+			wait = max(time.Until(next), time.Millisecond)
+		}
+		timer.Reset(wait)
+		select {
+		case <-h.c.ctx.Done():
+			return
+		case <-h.wake: // Reset above re-arms the timer (Go 1.23+ timer semantics)
+		case <-timer.C:
+		}
+	}
+}
+
+// dueReleasesLocked pops buffered messages whose release time has come and
+// marks them taken; taken entries at the front are dropped on the way.
+func (h *host) dueReleasesLocked(now time.Time) []*bufMsg {
+	margin := h.releaseMargin()
+	var due []*bufMsg
+	i := 0
+	for ; i < len(h.pending); i++ {
+		b := h.pending[i]
+		if b.taken {
+			continue
+		}
+		if now.Before(b.deadline.Add(-margin)) {
+			break
+		}
+		b.taken = true
+		b.q.unbufferLocked(b)
+		due = append(due, b)
+	}
+	h.pending = h.pending[:copy(h.pending, h.pending[i:])]
+	return due
+}
+
+func (h *host) nextReleaseLocked() time.Time {
+	for _, b := range h.pending {
+		if !b.taken {
+			return b.deadline.Add(-h.releaseMargin())
+		}
+	}
+	return time.Time{}
+}
+
+// shutdown fails waiting receivers with ErrClosed and releases the buffered
+// messages. It runs after the host's goroutines stopped.
+func (h *host) shutdown() {
+	h.mu.Lock()
+	h.closed = true
+	waiters := h.takeAllWaitersLocked()
+	var release []*bufMsg
+	for _, b := range h.pending {
+		if !b.taken {
+			b.taken = true
+			release = append(release, b)
+		}
+	}
+	h.pending = nil
+	for _, q := range h.queues {
+		if q.st != nil {
+			q.st.buf = nil
+			q.compactLocked()
+		}
+	}
+	h.mu.Unlock()
+	for _, w := range waiters {
+		w.fn(nil, ErrClosed)
+	}
+	for _, b := range release {
+		h.release(b.m, 0)
+	}
+}

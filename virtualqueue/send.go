@@ -1,0 +1,139 @@
+package virtualqueue
+
+import (
+	"context"
+	"maps"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// routed returns a copy of attrs with the routing attribute naming the
+// virtual queue, after checking that it fits SQS's attribute limit.
+func routed(op, name string, attrs map[string]types.MessageAttributeValue, body *string) (map[string]types.MessageAttributeValue, error) {
+	extra := 1
+	if _, ok := attrs[sqsapi.VirtualQueueNameAttribute]; ok {
+		extra = 0
+	}
+	if err := sqsapi.CheckMessageAttributes(op, attrs, extra); err != nil {
+		return nil, err
+	}
+	out := make(map[string]types.MessageAttributeValue, len(attrs)+1)
+	maps.Copy(out, attrs)
+	out[sqsapi.VirtualQueueNameAttribute] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(name)}
+	if err := sqsapi.CheckMessageSize(op, body, out); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// parseSendTarget validates a virtual destination URL.
+func parseSendTarget(op, queueURL string) (hostURL, name string, err error) {
+	hostURL, name, err = sqsapi.ParseVirtualQueueURL(queueURL)
+	if err != nil {
+		return "", "", withOp(err, op)
+	}
+	if len(hostURL) > 5 && hostURL[len(hostURL)-5:] == ".fifo" {
+		return "", "", sqsapi.Invalid(op, "QueueUrl", "virtual queues live on standard host queues, not FIFO queue %s", hostURL)
+	}
+	return hostURL, name, nil
+}
+
+// SendMessage passes through, or sends to a virtual queue: the message goes
+// to the host queue with the routing attribute. The virtual queue need not
+// exist in this client (it may live in another process). Unless
+// Options.DisableSendBatching is set or optFns are given, concurrent sends to
+// one host share SendMessageBatch calls; a lone send goes out at once.
+func (c *Client) SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	if in == nil || !sqsapi.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
+		return c.sqs.SendMessage(ctx, in, optFns...)
+	}
+	const op = "SendMessage"
+	hostURL, name, err := parseSendTarget(op, *in.QueueUrl)
+	if err != nil {
+		return nil, err
+	}
+	attrs, err := routed(op, name, in.MessageAttributes, in.MessageBody)
+	if err != nil {
+		return nil, err
+	}
+	if in.DelaySeconds < 0 || in.DelaySeconds > sqsapi.MaxDelaySeconds {
+		return nil, sqsapi.Invalid(op, "DelaySeconds", "%d is outside 0 to %d", in.DelaySeconds, sqsapi.MaxDelaySeconds)
+	}
+	c.touch(hostURL, name)
+	if c.opts.DisableSendBatching || len(optFns) > 0 || c.closed.Load() {
+		cp := *in
+		cp.QueueUrl = aws.String(hostURL)
+		cp.MessageAttributes = attrs
+		return c.sqs.SendMessage(ctx, &cp, optFns...)
+	}
+	res, err := c.sends.Do(ctx, hostURL, types.SendMessageBatchRequestEntry{
+		MessageBody:             in.MessageBody,
+		DelaySeconds:            in.DelaySeconds,
+		MessageAttributes:       attrs,
+		MessageSystemAttributes: in.MessageSystemAttributes,
+		MessageDeduplicationId:  in.MessageDeduplicationId,
+		MessageGroupId:          in.MessageGroupId,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &sqs.SendMessageOutput{
+		MessageId:                    res.MessageId,
+		MD5OfMessageBody:             res.MD5OfMessageBody,
+		MD5OfMessageAttributes:       res.MD5OfMessageAttributes,
+		MD5OfMessageSystemAttributes: res.MD5OfMessageSystemAttributes,
+		SequenceNumber:               res.SequenceNumber,
+	}, nil
+}
+
+// SendMessageBatch passes through, or sends every entry to the virtual
+// queue's host queue with the routing attribute, in one call.
+func (c *Client) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	if in == nil || !sqsapi.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
+		return c.sqs.SendMessageBatch(ctx, in, optFns...)
+	}
+	const op = "SendMessageBatch"
+	hostURL, name, err := parseSendTarget(op, *in.QueueUrl)
+	if err != nil {
+		return nil, err
+	}
+	if n := len(in.Entries); n == 0 || n > sqsapi.MaxBatchEntries {
+		return nil, sqsapi.Invalid(op, "Entries", "%d entries; a batch takes 1 to %d", n, sqsapi.MaxBatchEntries)
+	}
+	cp := *in
+	cp.QueueUrl = aws.String(hostURL)
+	cp.Entries = make([]types.SendMessageBatchRequestEntry, len(in.Entries))
+	total := 0
+	for i, e := range in.Entries {
+		attrs, err := routed(op, name, e.MessageAttributes, e.MessageBody)
+		if err != nil {
+			return nil, err
+		}
+		e.MessageAttributes = attrs
+		total += sqsapi.MessageSize(e.MessageBody, attrs)
+		cp.Entries[i] = e
+	}
+	if total > sqsapi.MaxMessageSize {
+		return nil, sqsapi.Invalid(op, "Entries", "batch of %d bytes exceeds the SQS maximum of %d", total, sqsapi.MaxMessageSize)
+	}
+	c.touch(hostURL, name)
+	return c.sqs.SendMessageBatch(ctx, &cp, optFns...)
+}
+
+// touch records activity on a virtual queue of this client, if it exists.
+func (c *Client) touch(hostURL, name string) {
+	h := c.lookupHost(hostURL)
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	if q := h.queues[name]; q != nil {
+		q.touch(time.Now())
+	}
+	h.mu.Unlock()
+}
