@@ -1,0 +1,58 @@
+package virtualqueue_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/virtualqueue"
+)
+
+// Use the virtual-queue client as a drop-in *sqs.Client: one real host queue,
+// any number of virtual queues on it, created and deleted with no API call.
+func Example() {
+	ctx := context.Background()
+	cfg, err := config.LoadDefaultConfig(ctx) // honours AWS_ENDPOINT_URL_SQS
+	if err != nil {
+		log.Fatal(err)
+	}
+	client := virtualqueue.New(sqs.NewFromConfig(cfg))
+	defer client.Close(ctx) // releases buffered messages, flushes deletes
+
+	host, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("my-host-queue")})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// A virtual queue: no API call once the host is known.
+	vq, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{
+		QueueName: aws.String("replies-42"),
+		Attributes: map[string]string{
+			sqsapi.HostQueueURLAttribute:             *host.QueueUrl,
+			sqsapi.IdleQueueRetentionPeriodAttribute: "300",
+		},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	// Sends go to the host queue with the routing attribute.
+	if _, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: vq.QueueUrl, MessageBody: aws.String("hello")}); err != nil {
+		log.Fatal(err)
+	}
+	// Receives wait on the virtual queue's buffer, filled by the host poller.
+	out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: vq.QueueUrl, WaitTimeSeconds: 20})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, m := range out.Messages {
+		fmt.Println(*m.Body)
+		// At least once: the host message is deleted only now.
+		if _, err := client.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: vq.QueueUrl, ReceiptHandle: m.ReceiptHandle}); err != nil {
+			log.Fatal(err)
+		}
+	}
+}
