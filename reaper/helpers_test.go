@@ -51,7 +51,9 @@ func createQueue(t testing.TB, client *sqs.Client, name string, tags map[string]
 		t.Fatalf("CreateQueue %s: %v", name, err)
 	}
 	u := aws.ToString(out.QueueUrl)
-	t.Cleanup(func() { _, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(u)}) })
+	t.Cleanup(func() {
+		_, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(u)})
+	})
 	if tags != nil {
 		if _, err := client.TagQueue(ctx, &sqs.TagQueueInput{QueueUrl: aws.String(u), Tags: tags}); err != nil {
 			t.Fatalf("TagQueue %s: %v", name, err)

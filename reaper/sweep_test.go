@@ -48,7 +48,7 @@ func TestSweepIdleRule(t *testing.T) {
 	send(t, client, staleHost.url, 0)
 	mk(hostName(prefix, 1), javaTags(300, fresh), false)
 	mk(hostName(prefix, 2), map[string]string{sqsapi.RetentionTag: "300"}, true) // no heartbeat: idle (Java rule)
-	mk(hostName(prefix, 3), javaTags(300, now.Add(time.Hour)), false)          // heartbeat in the future
+	mk(hostName(prefix, 3), javaTags(300, now.Add(time.Hour)), false)            // heartbeat in the future
 	// Exactly at the retention is not "older than" it.
 	mk(hostName(prefix, 4), javaTags(300, now.Add(-300*time.Second)), false)
 
