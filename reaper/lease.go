@@ -326,7 +326,10 @@ func (l *lease) fail(ctx context.Context, what string, err error) {
 	l.errs.Add(1)
 	var gone *types.QueueDoesNotExist
 	if errors.As(err, &gone) {
+		// Recreate the queue at the next poll and check for a token at
+		// once: the deleted queue took it along.
 		l.url = ""
+		l.hasPolled = false
 	}
 	l.log().Warn("reaper: lease: "+what, slog.String("queue", l.name), slog.Any("err", err))
 }
