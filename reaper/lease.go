@@ -1,0 +1,335 @@
+package reaper
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// The lease: one token message in the coordination queue <prefix>sweeper.
+//
+// Time is cut into periods aligned on a fixed origin (time.Time's zero
+// instant, as Truncate uses), so every process of a fleet agrees on them
+// without talking. Each period has a window, starting
+// `margin` after the period boundary and `margin` long. Every process polls
+// the coordination queue once per period, at a random moment of the window.
+// The first poll that finds the token visible receives it with a
+// VisibilityTimeout reaching the next window's start, sweeps, and leaves the
+// token hidden: there is no renewal and no release. The token reappears at
+// the next window whatever happened to its holder, and the first poll of
+// that window takes it. Hence:
+//
+//   - at most one sweep per period: the token is hidden from the moment it
+//     is taken until the next window;
+//   - a dead sweeper is replaced in the very next window, within one period;
+//   - the holder rotates at random across the fleet, spreading the sweeps;
+//   - each process pays one ReceiveMessage per period (12 an hour at the
+//     default 5 minutes), holder or not.
+//
+// A missing token (first start of a fleet, a purge, 14-day expiry) cannot
+// be told from a token held by another process by an empty receive, so a
+// process checks the queue's message counts on its first empty poll and
+// after every leaseCheckEvery consecutive empty polls, and sends a token
+// when there is none. Two processes doing so at once create two tokens;
+// both are hidden until the same window, where the first poll receives both
+// (MaxNumberOfMessages 10) and deletes the extra one.
+const (
+	// leaseTokenPrefix starts the body of every token; the version after
+	// the slash lets a later format coexist.
+	leaseTokenPrefix = "tempqueues-reaper-lease/"
+	leaseTokenBody   = leaseTokenPrefix + "1"
+	// leaseWaitSeconds makes the poll a (short) long poll: a short poll of
+	// a standard queue samples only some SQS servers and can miss the only
+	// message. The second also absorbs the whole-second rounding of the
+	// token's visibility.
+	leaseWaitSeconds = 1
+	// leaseCheckEvery: consecutive empty polls before a count check, about
+	// two checks an hour per process at the default period.
+	leaseCheckEvery = 6
+	// leaseRetention keeps the token as long as SQS allows (14 days) ...
+	leaseRetention = 14 * 24 * time.Hour
+	// ... and the holder replaces a token older than leaseRefreshAge,
+	// about two calls a week.
+	leaseRefreshAge = 7 * 24 * time.Hour
+)
+
+// leaseMargin is the offset and the length of each period's poll window:
+// a tenth of the period, between 1 s (the unit of visibility timeouts) and
+// 30 s (enough for clock skew between NTP-synchronized hosts).
+func leaseMargin(period time.Duration) time.Duration {
+	return min(max(period/10, time.Second), 30*time.Second)
+}
+
+type lease struct {
+	client sqsapi.Client
+	opts   Options
+	name   string
+	margin time.Duration
+
+	// Owned by the lease goroutine.
+	url       string
+	empties   int  // consecutive empty polls
+	hasPolled bool // the first empty poll checks the counts
+
+	checks, won, created, duplicates, errs atomic.Int64
+}
+
+func newLease(client sqsapi.Client, o Options) *lease {
+	return &lease{
+		client: client,
+		opts:   o,
+		name:   o.Prefix + CoordinationQueueSuffix,
+		margin: leaseMargin(o.Period),
+	}
+}
+
+// windowAfter returns the first window start at or after t + gap.
+func (l *lease) windowAfter(t time.Time, gap time.Duration) time.Time {
+	t = t.Add(gap)
+	p := l.opts.Period
+	start := t.Truncate(p).Add(l.margin) // absolute: the same boundaries in every process
+	if start.Before(t) {
+		start = start.Add(p)
+	}
+	return start
+}
+
+// nextPoll returns when this process polls next: at a random moment of the
+// next window.
+func (l *lease) nextPoll(now time.Time) time.Time {
+	return l.windowAfter(now, time.Nanosecond).Add(rand.N(l.margin))
+}
+
+// hideUntil returns until when a token taken at now stays hidden: the next
+// window start at least one margin away, so a token picked up just before a
+// window (at start-up) skips that window rather than causing a second sweep
+// within moments.
+func (l *lease) hideUntil(now time.Time) time.Time {
+	return l.windowAfter(now, l.margin)
+}
+
+// visibility converts a hiding duration to whole seconds, rounding up: the
+// token then reappears up to a second after the window starts, which the
+// long poll of that window's first poller absorbs.
+func visibility(d time.Duration) int32 {
+	s := (d + time.Second - 1) / time.Second
+	return int32(min(max(s, 1), sqsapi.MaxVisibilityTimeout))
+}
+
+func (l *lease) log() *slog.Logger { return l.opts.Logger }
+
+func (l *lease) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, l.opts.CallTimeout+leaseWaitSeconds*time.Second)
+}
+
+// ensure finds or creates the coordination queue. It carries no tags, so no
+// sweeper (Go or Java) ever deletes it.
+func (l *lease) ensure(ctx context.Context) error {
+	cctx, cancel := l.callCtx(ctx)
+	defer cancel()
+	out, err := l.client.CreateQueue(cctx, &sqs.CreateQueueInput{
+		QueueName: aws.String(l.name),
+		Attributes: map[string]string{
+			string(types.QueueAttributeNameMessageRetentionPeriod): strconv.Itoa(int(leaseRetention / time.Second)),
+		},
+	})
+	var exists *types.QueueNameExists
+	if errors.As(err, &exists) {
+		// Created with other attributes (by hand, or a later version): use it.
+		var got *sqs.GetQueueUrlOutput
+		got, err = l.client.GetQueueUrl(cctx, &sqs.GetQueueUrlInput{QueueName: aws.String(l.name)})
+		if err == nil {
+			l.url = aws.ToString(got.QueueUrl)
+		}
+		return err
+	}
+	if err != nil {
+		return err
+	}
+	l.url = aws.ToString(out.QueueUrl)
+	return nil
+}
+
+// acquire makes this period's lease check. It reports whether this process
+// won the lease, with the token's receipt handle ("" when it cannot be
+// extended) and until when it is hidden.
+func (l *lease) acquire(ctx context.Context) (receipt string, until time.Time, won bool) {
+	if l.url == "" {
+		if err := l.ensure(ctx); err != nil {
+			l.fail(ctx, "creating the coordination queue", err)
+			return "", time.Time{}, false
+		}
+	}
+	tokens, until, err := l.receive(ctx)
+	if err != nil {
+		l.fail(ctx, "polling the coordination queue", err)
+		return "", time.Time{}, false
+	}
+	if len(tokens) == 0 {
+		l.empties++
+		if l.hasPolled && l.empties%leaseCheckEvery != 0 {
+			return "", time.Time{}, false
+		}
+		l.hasPolled = true
+		missing, err := l.missing(ctx)
+		if err != nil {
+			l.fail(ctx, "counting lease tokens", err)
+			return "", time.Time{}, false
+		}
+		if !missing {
+			return "", time.Time{}, false
+		}
+		if err := l.send(ctx, 0); err != nil {
+			l.fail(ctx, "creating the lease token", err)
+			return "", time.Time{}, false
+		}
+		l.created.Add(1)
+		l.log().Info("reaper: created the sweeper lease token", slog.String("queue", l.name))
+		// Take it at once, so a new fleet sweeps in its first period; a
+		// process that created a token concurrently may get it instead.
+		if tokens, until, err = l.receive(ctx); err != nil || len(tokens) == 0 {
+			return "", time.Time{}, false
+		}
+	}
+	l.hasPolled = true
+	l.empties = 0
+	for _, dup := range tokens[1:] {
+		if l.deleteMessage(ctx, dup) == nil {
+			l.duplicates.Add(1)
+		}
+	}
+	tok := tokens[0]
+	l.won.Add(1)
+	receipt = aws.ToString(tok.ReceiptHandle)
+	if l.tooOld(tok) {
+		// Replace the token before SQS's retention drops it; the new one is
+		// delayed so that it does not show up before the next window.
+		delay := min(visibility(until.Sub(l.opts.Now())), sqsapi.MaxDelaySeconds)
+		if err := l.send(ctx, delay); err == nil && l.deleteMessage(ctx, tok) == nil {
+			receipt = ""
+		}
+	}
+	return receipt, until, true
+}
+
+// receive polls once and returns the tokens received, hidden until the
+// returned time. Other messages in the queue are deleted: it is ours, and a
+// stray message would defeat the missing-token check.
+func (l *lease) receive(ctx context.Context) ([]types.Message, time.Time, error) {
+	now := l.opts.Now()
+	until := l.hideUntil(now)
+	l.checks.Add(1)
+	cctx, cancel := l.callCtx(ctx)
+	out, err := l.client.ReceiveMessage(cctx, &sqs.ReceiveMessageInput{
+		QueueUrl:                    aws.String(l.url),
+		MaxNumberOfMessages:         sqsapi.MaxReceiveMessages,
+		WaitTimeSeconds:             leaseWaitSeconds,
+		VisibilityTimeout:           visibility(until.Sub(now)),
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameSentTimestamp},
+	})
+	cancel()
+	if err != nil {
+		return nil, until, err
+	}
+	var tokens []types.Message
+	for _, m := range out.Messages {
+		if strings.HasPrefix(aws.ToString(m.Body), leaseTokenPrefix) {
+			tokens = append(tokens, m)
+			continue
+		}
+		l.log().Warn("reaper: deleting a foreign message from the coordination queue", slog.String("queue", l.name))
+		_ = l.deleteMessage(ctx, m)
+	}
+	return tokens, until, nil
+}
+
+// missing reports whether the coordination queue holds no message at all,
+// visible, hidden or delayed.
+func (l *lease) missing(ctx context.Context) (bool, error) {
+	cctx, cancel := l.callCtx(ctx)
+	defer cancel()
+	counts := []types.QueueAttributeName{
+		types.QueueAttributeNameApproximateNumberOfMessages,
+		types.QueueAttributeNameApproximateNumberOfMessagesNotVisible,
+		types.QueueAttributeNameApproximateNumberOfMessagesDelayed,
+	}
+	out, err := l.client.GetQueueAttributes(cctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(l.url), AttributeNames: counts})
+	if err != nil {
+		return false, err
+	}
+	for _, k := range counts {
+		if n, ok := out.Attributes[string(k)]; !ok || n != "0" {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+func (l *lease) send(ctx context.Context, delaySeconds int32) error {
+	cctx, cancel := l.callCtx(ctx)
+	defer cancel()
+	_, err := l.client.SendMessage(cctx, &sqs.SendMessageInput{
+		QueueUrl:     aws.String(l.url),
+		MessageBody:  aws.String(leaseTokenBody),
+		DelaySeconds: delaySeconds,
+	})
+	return err
+}
+
+func (l *lease) deleteMessage(ctx context.Context, m types.Message) error {
+	cctx, cancel := l.callCtx(ctx)
+	defer cancel()
+	_, err := l.client.DeleteMessage(cctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(l.url), ReceiptHandle: m.ReceiptHandle})
+	if err != nil {
+		l.fail(ctx, "deleting a coordination message", err)
+	}
+	return err
+}
+
+// extend keeps a held token hidden until the next window, for a sweep that
+// outlasts its period.
+func (l *lease) extend(ctx context.Context, receipt string) (time.Time, error) {
+	now := l.opts.Now()
+	until := l.hideUntil(now)
+	cctx, cancel := l.callCtx(ctx)
+	defer cancel()
+	_, err := l.client.ChangeMessageVisibility(cctx, &sqs.ChangeMessageVisibilityInput{
+		QueueUrl:          aws.String(l.url),
+		ReceiptHandle:     aws.String(receipt),
+		VisibilityTimeout: visibility(until.Sub(now)),
+	})
+	return until, err
+}
+
+func (l *lease) tooOld(m types.Message) bool {
+	sent, err := strconv.ParseInt(m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], 10, 64)
+	return err == nil && l.opts.Now().Sub(time.UnixMilli(sent)) > leaseRefreshAge
+}
+
+// fail records a lease error; a deleted coordination queue is recreated at
+// the next poll.
+func (l *lease) fail(ctx context.Context, what string, err error) {
+	if ctx.Err() != nil {
+		return // shutting down
+	}
+	l.errs.Add(1)
+	var gone *types.QueueDoesNotExist
+	if errors.As(err, &gone) {
+		// Recreate the queue at the next poll and check for a token at
+		// once: the deleted queue took it along.
+		l.url = ""
+		l.hasPolled = false
+	}
+	l.log().Warn("reaper: lease: "+what, slog.String("queue", l.name), slog.Any("err", err))
+}

@@ -1,0 +1,288 @@
+package reaper_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/internal/sqstestenv"
+	"github.com/tempqueues/tempqueues/reaper"
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// The lease tests run at a 2 s period; the poll window is then 1 s long and
+// starts 1 s after each period boundary.
+const (
+	testPeriod = 2 * time.Second
+	testMargin = time.Second
+)
+
+// fleet is a set of Reapers sharing a prefix, each with its own client, as
+// separate processes would be.
+type fleet struct {
+	t      *testing.T
+	b      *sqstestenv.Backend
+	prefix string
+
+	mu      sync.Mutex
+	sweeps  []sweepRecord
+	members []*member
+}
+
+type sweepRecord struct {
+	id int
+	at time.Time
+}
+
+type member struct {
+	id      int
+	r       *reaper.Reaper
+	counter *sqsapi.CallCounter
+	closed  bool
+}
+
+func newFleet(t *testing.T) *fleet {
+	return &fleet{t: t, b: sqstestenv.Fauxqs(t), prefix: testPrefix(t)}
+}
+
+func (f *fleet) start(optFns ...func(*reaper.Options)) *member {
+	f.t.Helper()
+	client, counter := f.b.Client(f.t)
+	f.mu.Lock()
+	id := len(f.members)
+	f.mu.Unlock()
+	opts := append([]func(*reaper.Options){func(o *reaper.Options) {
+		o.Prefix = f.prefix
+		o.Period = testPeriod
+		o.OnSweep = func(rep reaper.Report) {
+			f.mu.Lock()
+			f.sweeps = append(f.sweeps, sweepRecord{id: id, at: rep.Start})
+			f.mu.Unlock()
+		}
+	}}, optFns...)
+	r, err := reaper.New(client, opts...)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	m := &member{id: id, r: r, counter: counter}
+	f.mu.Lock()
+	f.members = append(f.members, m)
+	f.mu.Unlock()
+	if err := r.Start(); err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { _ = r.Close(context.Background()) })
+	return m
+}
+
+func (f *fleet) records() []sweepRecord {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]sweepRecord(nil), f.sweeps...)
+}
+
+// bucket is the lease period a sweep belongs to: from one window start to
+// the next.
+func bucket(at time.Time) time.Time { return at.Add(-testMargin).Truncate(testPeriod) }
+
+// checkOnePerPeriod fails when two sweeps fall in one period.
+func (f *fleet) checkOnePerPeriod() {
+	f.t.Helper()
+	seen := map[time.Time]sweepRecord{}
+	for _, s := range f.records() {
+		if prev, ok := seen[bucket(s.at)]; ok {
+			f.t.Errorf("two sweeps in one period: reaper %d at %v and reaper %d at %v",
+				prev.id, prev.at.Format("15:04:05.000"), s.id, s.at.Format("15:04:05.000"))
+		}
+		seen[bucket(s.at)] = s
+	}
+}
+
+func (f *fleet) sweepsSince(t0 time.Time) []sweepRecord {
+	var out []sweepRecord
+	for _, s := range f.records() {
+		if !s.at.Before(t0) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func TestLeaseOneSweepPerPeriodAndTakeover(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+
+	a := f.start()
+	eventually(t, 5*time.Second, "the first reaper to create and take the token", func() bool { return a.r.Stats().LeasesWon == 1 })
+	if st := a.r.Stats(); st.TokensCreated != 1 {
+		t.Fatalf("stats %+v, want one token created", st)
+	}
+	f.start()
+
+	// Two reapers: one sweep per period.
+	t0 := time.Now()
+	time.Sleep(4 * testPeriod)
+	f.checkOnePerPeriod()
+	if n := len(f.sweepsSince(t0)); n < 3 || n > 5 {
+		t.Errorf("%d sweeps in 4 periods with 2 reapers, want about 4", n)
+	}
+
+	// Three reapers.
+	f.start()
+	t1 := time.Now()
+	time.Sleep(4 * testPeriod)
+	f.checkOnePerPeriod()
+	recent := f.sweepsSince(t1)
+	if n := len(recent); n < 3 || n > 5 {
+		t.Errorf("%d sweeps in 4 periods with 3 reapers, want about 4", n)
+	}
+	created := int64(0)
+	for _, m := range f.members {
+		created += m.r.Stats().TokensCreated
+	}
+	if created != 1 {
+		t.Errorf("%d tokens created, want 1", created)
+	}
+
+	// Stop the last sweeper while it holds the token: another reaper takes
+	// over at the next window, within one period.
+	all := f.records()
+	last := f.members[all[len(all)-1].id]
+	if err := last.r.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	closedAt := time.Now()
+	time.Sleep(testPeriod + 2*testMargin + 1500*time.Millisecond)
+	var takeover *sweepRecord
+	for _, s := range f.sweepsSince(closedAt) {
+		if s.id == last.id {
+			t.Errorf("closed reaper %d swept at %v", s.id, s.at)
+		}
+		if takeover == nil {
+			takeover = &s
+		}
+	}
+	if takeover == nil {
+		t.Fatalf("no sweep within %v after the sweeper stopped", testPeriod+2*testMargin+1500*time.Millisecond)
+	}
+	t.Logf("sweeper %d stopped; reaper %d took over %v later", last.id, takeover.id, takeover.at.Sub(closedAt).Round(time.Millisecond))
+	f.checkOnePerPeriod()
+}
+
+// TestLeaseDuplicateTokensConverge starts reapers at the same instant, so
+// several may create a token; the extras are deleted at the next window.
+func TestLeaseDuplicateTokensConverge(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	for range 3 {
+		go f.start()
+	}
+	eventually(t, 5*time.Second, "three reapers", func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return len(f.members) == 3
+	})
+	time.Sleep(3 * testPeriod)
+	var created, dups int64
+	for _, m := range f.members {
+		st := m.r.Stats()
+		created += st.TokensCreated
+		dups += st.DuplicateTokens
+	}
+	t.Logf("%d tokens created, %d duplicates deleted", created, dups)
+	if created < 1 || created-dups != 1 {
+		t.Errorf("%d tokens created and %d deleted, want exactly one left", created, dups)
+	}
+	client, _ := f.b.Client(t)
+	out, err := client.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String(f.prefix + reaper.CoordinationQueueSuffix)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
+	attrs, err := client.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: out.QueueUrl, AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameAll}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for _, k := range []string{"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed"} {
+		n, _ := strconv.Atoi(attrs.Attributes[k])
+		total += n
+	}
+	if total != 1 {
+		t.Errorf("coordination queue holds %d messages, want the one token", total)
+	}
+	if tags := tagsOf(t, client, aws.ToString(out.QueueUrl)); len(tags) != 0 {
+		t.Errorf("coordination queue has tags %v: a sweeper might delete it", tags)
+	}
+	f.checkOnePerPeriod()
+}
+
+// TestLeaseRecreatesDeletedCoordinationQueue deletes the coordination queue
+// under a running reaper; it recreates queue and token and sweeps again.
+func TestLeaseRecreatesDeletedCoordinationQueue(t *testing.T) {
+	t.Parallel()
+	f := newFleet(t)
+	a := f.start()
+	eventually(t, 5*time.Second, "the first sweep", func() bool { return len(f.records()) == 1 })
+	client, _ := f.b.Client(t)
+	out, err := client.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String(f.prefix + reaper.CoordinationQueueSuffix)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
+	eventually(t, 4*testPeriod, "a sweep after the coordination queue was deleted", func() bool {
+		return a.r.Stats().TokensCreated == 2 && len(f.records()) >= 2
+	})
+}
+
+// TestIdleCostScaled runs one idle process, the worst case (it is alone, so
+// it sweeps every period), with retention and period scaled down 150 times
+// from the defaults (300 s, 5 min), and converts the counted calls to calls
+// per hour at the defaults.
+func TestIdleCostScaled(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("runs for 12 s")
+	}
+	const scale = 150 // 300 s / 2 s
+	f := newFleet(t)
+	client, _ := f.b.Client(t)
+	host := createQueue(t, client, hostName(f.prefix, 0), nil)
+	m := f.start()
+	if err := m.r.Add(host, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// Let the one-time calls (coordination queue, token) happen first.
+	eventually(t, 5*time.Second, "the first sweep", func() bool { return len(f.records()) == 1 })
+	time.Sleep(testPeriod) // start measuring at an arbitrary phase
+	before := m.counter.Snapshot()
+	start := time.Now()
+	time.Sleep(12 * time.Second)
+	after := m.counter.Snapshot()
+	elapsed := time.Since(start)
+
+	hours := elapsed.Seconds() * scale / 3600
+	perHour := map[string]float64{}
+	total := 0.0
+	for op, n := range after {
+		perHour[op] = float64(n-before[op]) / hours
+		total += perHour[op]
+	}
+	t.Logf("idle process alone, at the defaults: %.0f calls/hour: %v", total, perHour)
+	// 36 TagQueue + 12 ReceiveMessage + 12 ListQueues = 60.
+	if total > 70 {
+		t.Errorf("%.0f calls/hour, want about 60", total)
+	}
+	if n := perHour["ListQueueTags"]; n != 0 {
+		t.Errorf("%.0f ListQueueTags/hour: the process's own queue and the coordination queue must be skipped", n)
+	}
+}

@@ -1,0 +1,114 @@
+package reaper_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/tempqueues/tempqueues/reaper"
+)
+
+// TestSweepSurvivesFaults injects failures per queue: the sweep records
+// them, retries throttled calls with backoff, treats vanished queues as
+// fine, and handles every other queue.
+func TestSweepSurvivesFaults(t *testing.T) {
+	t.Parallel()
+	m := newMemSQS()
+	const p = "pfx_"
+	stale := javaTags(60, time.Now().Add(-time.Hour))
+	q := make([]string, 5)
+	for i := range q {
+		q[i] = m.add(hostName(p, i), stale, 1)
+	}
+	internal := &smithy.GenericAPIError{Code: "InternalError", Message: "boom", Fault: smithy.FaultServer}
+	throttle := &types.RequestThrottled{Message: new(string)}
+	var mu sync.Mutex
+	deleteCalls := map[string]int{}
+	m.fault = func(op, u string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case op == "ListQueueTags" && u == q[0]:
+			return internal
+		case op == "ListQueueTags" && u == q[1]:
+			return &types.QueueDoesNotExist{}
+		case op == "DeleteQueue" && u == q[2]:
+			deleteCalls[u]++
+			if deleteCalls[u] <= 2 {
+				return throttle
+			}
+		case op == "DeleteQueue" && u == q[3]:
+			deleteCalls[u]++
+			return throttle
+		}
+		return nil
+	}
+	s, err := reaper.NewSweeper(m, func(o *reaper.Options) { o.Prefix = p })
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := s.Sweep(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Deleted) != 2 || m.has(q[2]) || m.has(q[4]) {
+		t.Errorf("deleted %v, want q2 (after 2 throttles) and q4", rep.Deleted)
+	}
+	if rep.Vanished != 1 {
+		t.Errorf("vanished %d, want 1", rep.Vanished)
+	}
+	if len(rep.Errors) != 2 {
+		t.Fatalf("errors %v, want 2", rep.Errors)
+	}
+	var apiErr smithy.APIError
+	var qe *reaper.QueueError
+	for _, e := range rep.Errors {
+		if !errors.As(e, &qe) || !errors.As(e, &apiErr) {
+			t.Errorf("error %v: want a *QueueError wrapping the API error", e)
+		}
+	}
+	if !errors.As(rep.Err(), &apiErr) {
+		t.Errorf("Report.Err() = %v", rep.Err())
+	}
+	if deleteCalls[q[3]] != 4 {
+		t.Errorf("%d DeleteQueue attempts on a throttled queue, want 4 (3 retries)", deleteCalls[q[3]])
+	}
+
+	// A failed listing is the sweep's own error.
+	m.fault = func(op, _ string) error {
+		if op == "ListQueues" {
+			return internal
+		}
+		return nil
+	}
+	if _, err := s.Sweep(context.Background()); !errors.As(err, &apiErr) || apiErr.ErrorCode() != "InternalError" {
+		t.Errorf("Sweep with ListQueues failing = %v", err)
+	}
+}
+
+// TestSweepPagesOnMemory checks pagination against the in-memory fake with
+// a page size the fake enforces, complementing the fauxqs test.
+func TestSweepPagesOnMemory(t *testing.T) {
+	t.Parallel()
+	m := newMemSQS()
+	const p = "pfx_"
+	for i := range 2500 {
+		m.add(hostName(p, i), javaTags(60, time.Now()), 0)
+	}
+	s, err := reaper.NewSweeper(m, func(o *reaper.Options) { o.Prefix = p })
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := s.Sweep(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Listed != 2500 || rep.Live != 2500 || m.calls["ListQueues"] != 3 {
+		t.Errorf("listed %d, live %d, ListQueues %d; want 2500, 2500, 3", rep.Listed, rep.Live, m.calls["ListQueues"])
+	}
+}
