@@ -37,3 +37,10 @@ func validHostURL(s string) bool {
 	p, err := url.Parse(s)
 	return err == nil && p.Scheme != "" && p.Host != "" && p.Path != "" && p.Path != "/"
 }
+
+// HostURLOf returns the host queue URL of a virtual queue URL, or u itself
+// when it is not virtual.
+func HostURLOf(u string) string {
+	host, _, _ := strings.Cut(u, "#")
+	return host
+}

@@ -1,0 +1,503 @@
+// Package requester sends requests over SQS and waits for their responses,
+// wire-compatible with AWS's Java Temporary Queue Client
+// (AmazonSQSRequester): each request carries a ResponseQueueUrl message
+// attribute naming a virtual reply queue on this process's host queue, and a
+// TempQueues.RequestId attribute that responders use to deduplicate.
+//
+//	r, err := requester.New(sqsClient)
+//	defer r.Close(ctx)
+//	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+//	defer cancel()
+//	reply, err := r.SendMessageAndGetResponse(ctx, &sqs.SendMessageInput{
+//		QueueUrl: aws.String(requestQueueURL), MessageBody: aws.String("login alice"),
+//	})
+//	if errors.Is(err, requester.ErrTimeout) { ... }
+//
+// The host queue (<prefix><uuid>-<n>) is created on the first request,
+// tagged and heartbeated for the reaper, and deleted by Close. Reply queues
+// are virtual: creating and deleting one costs no API call. Waiting costs no
+// goroutine per request, and the host queue is polled only while requests
+// are pending. Replies are deleted in batches off the caller's path. A reply
+// arriving after its caller gave up is deleted, counted and logged once.
+package requester
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/google/uuid"
+
+	"github.com/tempqueues/tempqueues/internal/batch"
+	"github.com/tempqueues/tempqueues/reaper"
+	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/tempqueue"
+	"github.com/tempqueues/tempqueues/virtualqueue"
+)
+
+var (
+	// ErrTimeout is matched by the error of a request whose context deadline
+	// passed before its response arrived. That error also matches
+	// context.DeadlineExceeded.
+	ErrTimeout = errors.New("requester: timed out waiting for the response")
+	// ErrClosed is returned for requests made after Close, and to requests
+	// pending when Close is called.
+	ErrClosed = errors.New("requester: closed")
+)
+
+// TimeoutError is the error of a request that timed out. It matches both
+// ErrTimeout and context.DeadlineExceeded with errors.Is.
+type TimeoutError struct {
+	RequestID string        // the request's TempQueues.RequestId
+	QueueURL  string        // the queue the request was sent to
+	Waited    time.Duration // from the send to the deadline
+}
+
+func (e *TimeoutError) Error() string {
+	return fmt.Sprintf("requester: no response to request %s on %s within %v", e.RequestID, e.QueueURL, e.Waited.Round(time.Millisecond))
+}
+
+// Is makes errors.Is match ErrTimeout and context.DeadlineExceeded.
+func (e *TimeoutError) Is(target error) bool {
+	return target == ErrTimeout || target == context.DeadlineExceeded
+}
+
+// Options configure a Requester.
+type Options struct {
+	// QueuePrefix starts host queue names; default sqsapi.DefaultQueuePrefix.
+	// New rejects a prefix that would make host queue names exceed 80
+	// characters.
+	QueuePrefix string
+	// IdleQueueRetention is how long the host queue may miss heartbeats
+	// before a reaper deletes it; default 300s.
+	IdleQueueRetention time.Duration
+	// HostQueueAttributes are the attributes of the host queue that receives
+	// replies (VisibilityTimeout, MessageRetentionPeriod, KmsMasterKeyId, a
+	// Policy letting another account reply...). See tempqueue.HostAttributes.
+	HostQueueAttributes map[string]string
+	// Timeout bounds requests whose context has no deadline; default 30s. A
+	// negative value waits until the context is cancelled.
+	Timeout time.Duration
+	// DisableSweeping stops this process from sweeping idle host queues of
+	// dead processes; it still heartbeats its own.
+	DisableSweeping bool
+	// DisableSendBatching sends each request with its own SendMessage call
+	// instead of coalescing concurrent requests to one queue into
+	// SendMessageBatch calls.
+	DisableSendBatching bool
+	// Logger receives operational logs; nil discards them.
+	Logger *slog.Logger
+	// VirtualQueue and Reaper tune the layers underneath.
+	VirtualQueue []func(*virtualqueue.Options)
+	Reaper       []func(*reaper.Options)
+}
+
+// Requester sends requests and waits for responses. It is safe for
+// concurrent use.
+type Requester struct {
+	tq    *tempqueue.Client
+	opts  Options
+	log   *slog.Logger
+	sends *batch.Sends
+
+	mu      sync.Mutex
+	pending map[*Call]struct{}
+	closed  bool
+
+	sent, replied, timedOut, failed atomic.Int64
+}
+
+// New returns a Requester over client. It validates the options and starts
+// the reaper (heartbeats and, unless disabled, sweeps); the host queue is
+// created on the first request.
+func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
+	opts := Options{QueuePrefix: sqsapi.DefaultQueuePrefix, IdleQueueRetention: sqsapi.DefaultIdleQueueRetention, Timeout: 30 * time.Second}
+	for _, fn := range optFns {
+		fn(&opts)
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = 30 * time.Second
+	}
+	if _, err := tempqueueKey(opts.HostQueueAttributes); err != nil {
+		return nil, err
+	}
+	tq, err := tempqueue.New(client, func(o *tempqueue.Options) {
+		o.Prefix = opts.QueuePrefix
+		o.IdleQueueRetention = opts.IdleQueueRetention
+		o.DisableSweeping = opts.DisableSweeping
+		o.Logger = opts.Logger
+		o.VirtualQueue = opts.VirtualQueue
+		o.Reaper = opts.Reaper
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Requester{
+		tq:      tq,
+		opts:    opts,
+		log:     opts.Logger,
+		sends:   batch.NewSends(tq, 4),
+		pending: make(map[*Call]struct{}),
+	}, nil
+}
+
+// tempqueueKey validates host attributes the way the temporary-queue layer
+// will, so New fails early.
+func tempqueueKey(attrs map[string]string) (string, error) {
+	for k := range attrs {
+		ok := false
+		for _, a := range tempqueue.HostAttributes {
+			ok = ok || a == k
+		}
+		if !ok {
+			return "", sqsapi.Invalid("requester.New", "HostQueueAttributes", "%q is not a host queue attribute", k)
+		}
+	}
+	return "", nil
+}
+
+// Call is a request in flight. Its methods are safe for concurrent use.
+type Call struct {
+	r         *Requester
+	requestID string
+	queueURL  string // where the request went
+	replyURL  string
+	sentAt    time.Time
+
+	done chan struct{}
+	once sync.Once
+	msg  *types.Message
+	err  error
+
+	withdraw  func() bool        // cancels the reply registration
+	cancelCtx context.CancelFunc // releases the default-timeout context
+
+	mu        sync.Mutex
+	finished  bool
+	stopWatch func() bool // stops the context watch, set after the send
+}
+
+// RequestID returns the id carried in the request's TempQueues.RequestId
+// attribute and echoed in the response's TempQueues.CorrelationId.
+func (c *Call) RequestID() string { return c.requestID }
+
+// Done is closed when the call has its response or error.
+func (c *Call) Done() <-chan struct{} { return c.done }
+
+// Result returns the response or the error once Done is closed, and
+// (nil, nil) before.
+func (c *Call) Result() (*types.Message, error) {
+	select {
+	case <-c.done:
+		return c.msg, c.err
+	default:
+		return nil, nil
+	}
+}
+
+// Wait waits for the response or the call's error. If ctx ends first, Wait
+// returns ctx's error and the call goes on until its own context ends.
+func (c *Call) Wait(ctx context.Context) (*types.Message, error) {
+	select {
+	case <-c.done:
+		return c.msg, c.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Cancel abandons the call: a response arriving later is an orphan. It
+// reports whether the call was still pending.
+func (c *Call) Cancel() bool {
+	if c.withdraw != nil && c.withdraw() {
+		c.finish(nil, context.Canceled)
+		return true
+	}
+	return false
+}
+
+// finish completes the call once and releases what it holds.
+func (c *Call) finish(msg *types.Message, err error) {
+	c.once.Do(func() {
+		c.msg, c.err = msg, err
+		c.mu.Lock()
+		c.finished = true
+		stop := c.stopWatch
+		c.mu.Unlock()
+		if stop != nil {
+			stop()
+		}
+		if c.cancelCtx != nil {
+			c.cancelCtx()
+		}
+		// The reply queue is virtual: deleting it is local, no API call.
+		_, _ = c.r.tq.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(c.replyURL)})
+		c.r.mu.Lock()
+		delete(c.r.pending, c)
+		c.r.mu.Unlock()
+		close(c.done)
+	})
+}
+
+// onReply runs on the host poller's goroutine with the reply or an error.
+func (c *Call) onReply(msgs []types.Message, err error) {
+	if err != nil {
+		if sqsapi.IsQueueDoesNotExist(err) {
+			c.r.tq.HostGone(sqsapi.HostURLOf(c.replyURL))
+		}
+		c.r.failed.Add(1)
+		c.finish(nil, fmt.Errorf("requester: waiting for the response to %s: %w", c.requestID, err))
+		return
+	}
+	m := msgs[0]
+	// Off the caller's path: the delete joins the host's next batch.
+	c.r.tq.DeleteMessageAsync(c.replyURL, aws.ToString(m.ReceiptHandle), func(err error) {
+		if err != nil {
+			c.r.log.LogAttrs(context.Background(), slog.LevelWarn, "requester: deleting a response failed; it may be delivered again as an orphan",
+				slog.String("request_id", c.requestID), slog.Any("error", err))
+		}
+	})
+	c.r.replied.Add(1)
+	c.finish(&m, nil)
+}
+
+// onContextDone runs when the call's context ends before the response.
+func (c *Call) onContextDone(ctx context.Context) {
+	if !c.withdraw() {
+		return // the response is being delivered
+	}
+	err := ctx.Err()
+	if errors.Is(err, context.DeadlineExceeded) {
+		c.r.timedOut.Add(1)
+		err = &TimeoutError{RequestID: c.requestID, QueueURL: c.queueURL, Waited: time.Since(c.sentAt)}
+	}
+	c.finish(nil, err)
+}
+
+// SendMessageAndGetResponse sends a request and waits for its response. The
+// context bounds the whole call (Options.Timeout applies when it has no
+// deadline). A timeout returns a *TimeoutError, which matches ErrTimeout and
+// context.DeadlineExceeded; a failed send returns the send's error.
+func (r *Requester) SendMessageAndGetResponse(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*types.Message, error) {
+	call, err := r.SendMessageAndGetResponseAsync(ctx, in, optFns...)
+	if err != nil {
+		return nil, err
+	}
+	<-call.done
+	return call.msg, call.err
+}
+
+// SendMessageAndGetResponseAsync sends a request and returns once it is
+// sent; the Call delivers the response later. The context bounds the wait
+// for the response (Options.Timeout applies when it has no deadline). No
+// goroutine waits on the call's behalf.
+func (r *Requester) SendMessageAndGetResponseAsync(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*Call, error) {
+	const op = "SendMessageAndGetResponse"
+	requestID, attrs, err := checkRequest(op, in)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed {
+		return nil, ErrClosed
+	}
+	host, err := r.tq.HostQueue(ctx, r.opts.HostQueueAttributes)
+	if err != nil {
+		return nil, err
+	}
+	replyName := uuid.NewString()
+	if requestID == "" {
+		requestID = replyName
+	}
+	out, err := r.tq.CreateQueue(ctx, &sqs.CreateQueueInput{
+		QueueName:  aws.String(replyName),
+		Attributes: map[string]string{sqsapi.HostQueueURLAttribute: host},
+	})
+	if err != nil {
+		return nil, err
+	}
+	call := &Call{r: r, requestID: requestID, queueURL: aws.ToString(in.QueueUrl), replyURL: aws.ToString(out.QueueUrl), done: make(chan struct{})}
+	waitCtx := ctx
+	if _, ok := ctx.Deadline(); !ok && r.opts.Timeout > 0 {
+		waitCtx, call.cancelCtx = context.WithTimeout(ctx, r.opts.Timeout)
+	}
+	// Register for the reply before sending, so no reply can come too early.
+	call.withdraw, err = r.tq.ReceiveMessageFunc(call.replyURL, 1, call.onReply)
+	if err != nil {
+		call.withdraw = func() bool { return false }
+		call.finish(nil, err)
+		return nil, err
+	}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		call.withdraw()
+		call.finish(nil, ErrClosed)
+		return nil, ErrClosed
+	}
+	r.pending[call] = struct{}{}
+	r.mu.Unlock()
+
+	attrs[sqsapi.ResponseQueueURLAttribute] = stringAttr(call.replyURL)
+	attrs[sqsapi.RequestIDAttribute] = stringAttr(requestID)
+	req := *in
+	req.MessageAttributes = attrs
+	call.sentAt = time.Now()
+	if err := r.send(ctx, &req, optFns); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+			r.timedOut.Add(1)
+			err = &TimeoutError{RequestID: requestID, QueueURL: call.queueURL, Waited: time.Since(call.sentAt)}
+		} else {
+			r.failed.Add(1)
+		}
+		call.withdraw()
+		call.finish(nil, err)
+		return nil, err
+	}
+	r.sent.Add(1)
+
+	// Watch the context only now: a send that outlives the deadline must
+	// report its own error, not a timeout.
+	call.mu.Lock()
+	if !call.finished {
+		call.stopWatch = context.AfterFunc(waitCtx, func() { call.onContextDone(waitCtx) })
+	}
+	call.mu.Unlock()
+	return call, nil
+}
+
+// send sends the request, coalescing concurrent sends to one queue.
+func (r *Requester) send(ctx context.Context, in *sqs.SendMessageInput, optFns []func(*sqs.Options)) error {
+	if r.opts.DisableSendBatching || len(optFns) > 0 || sqsapi.IsVirtualQueueURL(aws.ToString(in.QueueUrl)) {
+		_, err := r.tq.SendMessage(ctx, in, optFns...)
+		return err
+	}
+	_, err := r.sends.Do(ctx, aws.ToString(in.QueueUrl), types.SendMessageBatchRequestEntry{
+		MessageBody:             in.MessageBody,
+		DelaySeconds:            in.DelaySeconds,
+		MessageAttributes:       in.MessageAttributes,
+		MessageSystemAttributes: in.MessageSystemAttributes,
+		MessageDeduplicationId:  in.MessageDeduplicationId,
+		MessageGroupId:          in.MessageGroupId,
+	})
+	return err
+}
+
+func stringAttr(v string) types.MessageAttributeValue {
+	return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+}
+
+// checkRequest validates a request before any call and returns the caller's
+// own request id, if set, and a copy of the attributes.
+func checkRequest(op string, in *sqs.SendMessageInput) (string, map[string]types.MessageAttributeValue, error) {
+	if in == nil {
+		return "", nil, sqsapi.Invalid(op, "input", "nil")
+	}
+	if aws.ToString(in.QueueUrl) == "" {
+		return "", nil, sqsapi.Invalid(op, "QueueUrl", "empty")
+	}
+	if sqsapi.IsVirtualQueueURL(*in.QueueUrl) {
+		if _, _, err := sqsapi.ParseVirtualQueueURL(*in.QueueUrl); err != nil {
+			return "", nil, err
+		}
+	}
+	if aws.ToString(in.MessageBody) == "" {
+		return "", nil, sqsapi.Invalid(op, "MessageBody", "empty (SQS requires a body)")
+	}
+	if _, ok := in.MessageAttributes[sqsapi.ResponseQueueURLAttribute]; ok {
+		return "", nil, sqsapi.Invalid(op, "MessageAttributes", "%s is set by the requester", sqsapi.ResponseQueueURLAttribute)
+	}
+	extra := 2
+	requestID := ""
+	if v, ok := in.MessageAttributes[sqsapi.RequestIDAttribute]; ok {
+		requestID = aws.ToString(v.StringValue)
+		if requestID == "" || aws.ToString(v.DataType) != "String" {
+			return "", nil, sqsapi.Invalid(op, "MessageAttributes", "%s must be a non-empty String", sqsapi.RequestIDAttribute)
+		}
+		extra = 1
+	}
+	if sqsapi.IsVirtualQueueURL(*in.QueueUrl) {
+		extra++ // the routing attribute
+	}
+	if err := sqsapi.CheckMessageAttributes(op, in.MessageAttributes, extra); err != nil {
+		return "", nil, err
+	}
+	attrs := make(map[string]types.MessageAttributeValue, len(in.MessageAttributes)+2)
+	maps.Copy(attrs, in.MessageAttributes)
+	// Budget the attributes we add with a full-length reply URL.
+	probe := maps.Clone(attrs)
+	probe[sqsapi.ResponseQueueURLAttribute] = stringAttr(string(make([]byte, 200)))
+	probe[sqsapi.RequestIDAttribute] = stringAttr(string(make([]byte, 36)))
+	if err := sqsapi.CheckMessageSize(op, in.MessageBody, probe); err != nil {
+		return "", nil, err
+	}
+	return requestID, attrs, nil
+}
+
+// Stats are counters of a Requester.
+type Stats struct {
+	Sent     int64 // requests sent
+	Replied  int64 // responses delivered to callers
+	TimedOut int64 // requests whose deadline passed first
+	Failed   int64 // sends that failed, or waits ended by an error
+	Pending  int   // requests waiting for a response now
+	// LateReplies counts messages on the host queue that no pending request
+	// could take (mostly responses after a timeout): deleted, counted,
+	// logged once each.
+	LateReplies int64
+	// Calls counts SQS API calls by operation, heartbeats and sweeps
+	// excluded (see Reaper().Stats()).
+	Calls map[string]int64
+}
+
+// Stats returns the requester's counters.
+func (r *Requester) Stats() Stats {
+	r.mu.Lock()
+	n := len(r.pending)
+	r.mu.Unlock()
+	vs := r.tq.Stats()
+	return Stats{
+		Sent: r.sent.Load(), Replied: r.replied.Load(), TimedOut: r.timedOut.Load(), Failed: r.failed.Load(),
+		Pending: n, LateReplies: vs.Orphaned, Calls: vs.Calls,
+	}
+}
+
+// Reaper returns the requester's reaper (heartbeats, sweeps), for its
+// statistics or an immediate Sweep.
+func (r *Requester) Reaper() *reaper.Reaper { return r.tq.Reaper() }
+
+// Close fails pending requests with ErrClosed, flushes request sends and
+// response deletes, stops the poller and the reaper, and deletes this
+// process's host queues. It is idempotent.
+func (r *Requester) Close(ctx context.Context) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	calls := make([]*Call, 0, len(r.pending))
+	for c := range r.pending {
+		calls = append(calls, c)
+	}
+	r.mu.Unlock()
+	for _, c := range calls {
+		if c.withdraw() {
+			c.finish(nil, ErrClosed)
+		}
+	}
+	return errors.Join(r.sends.Close(ctx), r.tq.Close(ctx))
+}
