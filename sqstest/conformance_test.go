@@ -353,6 +353,7 @@ var checks = []check{
 			x.t.Fatalf("named: %v", a)
 		}
 		out, err = x.c.ReceiveMessage(x.ctx, &sqs.ReceiveMessageInput{QueueUrl: &url,
+			//lint:ignore SA1019 the deprecated AttributeNames must keep working.
 			AttributeNames: []types.QueueAttributeName{"ApproximateReceiveCount"}})
 		if err != nil || len(out.Messages) != 1 {
 			x.t.Fatal(err)
