@@ -189,6 +189,13 @@ func (s *Server) Close() {
 			<-s.served
 		}
 		s.inflight.Wait()
+		// Parked receives have stopped their own timers; stop the queues'
+		// so that no callback runs after Close.
+		s.mu.Lock()
+		for _, q := range s.queues {
+			q.stopTimer()
+		}
+		s.mu.Unlock()
 	})
 }
 
@@ -222,10 +229,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, op, senderError("MissingAction", "the request has no X-Amz-Target: AmazonSQS.<Operation> header"))
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBytes))
-	if err != nil {
-		s.writeError(w, op, senderError("RequestEntityTooLarge", "request body too large or unreadable: %v", err))
-		return
+	var body []byte
+	if r.Body != nil { // nil on a client-side request without a body
+		var err error
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBytes))
+		if err != nil {
+			s.writeError(w, op, senderError("RequestEntityTooLarge", "request body too large or unreadable: %v", err))
+			return
+		}
 	}
 	ctx := r.Context()
 	if f, ok := s.faults.take(op); ok {
