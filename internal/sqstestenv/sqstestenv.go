@@ -1,7 +1,7 @@
 // Package sqstestenv gives tests real SQS-compatible servers to run against:
 // the pinned fauxqs emulator (integration/emulator), started once per test
-// binary on 127.0.0.1 and stopped when the binary exits, or an external
-// endpoint.
+// binary on 127.0.0.1 and stopped when the binary exits, the in-process
+// sqstest server, or an external endpoint. Each runs a test on all of them.
 //
 // Environment:
 //
@@ -34,6 +34,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/sqstest"
 )
 
 // Backend is one SQS-compatible server.
@@ -42,6 +43,9 @@ type Backend struct {
 	Name string
 	// Endpoint is the base URL, empty for real AWS.
 	Endpoint string
+	// Server is the in-process server of an "sqstest" backend, for its test
+	// controls (clock, faults, call counts); nil for the others.
+	Server *sqstest.Server
 
 	awsConfig *aws.Config // set for "aws"
 }
@@ -167,6 +171,8 @@ func startFauxqs() (*Backend, error) {
 }
 
 // keepAlive holds the launcher's stdin open for the life of the test binary.
+//
+//lint:ignore U1000 written only: holding the pipe keeps its finalizer from closing it.
 var keepAlive io.WriteCloser
 
 var unsafeChars = regexp.MustCompile(`[^A-Za-z0-9_-]+`)

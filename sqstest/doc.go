@@ -1,0 +1,90 @@
+// Package sqstest is an in-process Amazon SQS server for tests and for
+// running programs without an AWS account. It speaks the AWS JSON 1.0
+// protocol of current SQS SDKs over HTTP on 127.0.0.1, keeps everything in
+// memory, and adds controls that a real queue cannot offer: a clock the
+// test moves, injected faults, and per-operation API-call counts.
+//
+// A test starts one with Start, which closes it when the test ends:
+//
+//	func TestWorker(t *testing.T) {
+//		srv := sqstest.Start(t)
+//		client := srv.Client() // *sqs.Client, region us-east-1, dummy credentials
+//		q, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("jobs")})
+//		...
+//	}
+//
+// Any SDK or tool can also use its URL() as the SQS endpoint (for the Go
+// SDK, sqs.Options.BaseEndpoint or AWS_ENDPOINT_URL_SQS). The server is an
+// http.Handler too: NewHandler returns one to mount in your own server. Run
+// and the command cmd/sqstest serve it standalone.
+//
+// # Behaviour
+//
+// The server implements CreateQueue, GetQueueUrl, ListQueues, DeleteQueue,
+// GetQueueAttributes, SetQueueAttributes, TagQueue, UntagQueue,
+// ListQueueTags, PurgeQueue, ListDeadLetterSourceQueues, SendMessage,
+// SendMessageBatch, ReceiveMessage, DeleteMessage, DeleteMessageBatch,
+// ChangeMessageVisibility and ChangeMessageVisibilityBatch, as SQS documents
+// them, including:
+//
+//   - standard and FIFO queues: message groups delivered in order and locked
+//     while a message of the group is in flight, deduplication by id or by
+//     content within 5 minutes, SequenceNumber;
+//   - visibility timeouts (queue default and per receive), message and queue
+//     delays, retention, redrive to a dead-letter queue after
+//     maxReceiveCount receives;
+//   - long polling that parks the request and wakes it when a message
+//     becomes visible: a parked receive costs no CPU;
+//   - exact ApproximateNumberOfMessages, ...NotVisible and ...Delayed;
+//   - MD5OfMessageBody and MD5OfMessageAttributes computed as AWS does;
+//   - the limits and validation of SQS: 1 MiB messages (body plus
+//     attributes), 10 message attributes, 10 entries per batch,
+//     MaxNumberOfMessages 1-10, WaitTimeSeconds 0-20, DelaySeconds 0-900,
+//     visibility 0-12 h (also in total since receipt), queue attribute
+//     ranges, queue name rules, and the characters SQS accepts (emoji
+//     included);
+//   - errors as AWS sends them: HTTP 400 with the error shape in __type and
+//     the x-amzn-query-error header, so the SDK's typed errors work:
+//     errors.As(err, new(*types.QueueDoesNotExist)).
+//
+// A conformance suite runs the same checks against this server and against
+// the fauxqs emulator, so that both keep to what AWS does.
+//
+// # Test controls
+//
+//   - Options.Clock: pass a *ManualClock and call Advance to expire
+//     visibility timeouts, end delays, drop messages past retention and end
+//     long polls, without sleeping. Parked receives and delayed messages
+//     react to Advance. Server.Parked tells a test when its receives are
+//     parked. With a ManualClock a long poll ends only when the clock passes
+//     its wait time, a message arrives or its client gives up.
+//   - Server.InjectFault: fail calls of an operation with throttling
+//     (Throttle), 500 (InternalError), 503 (Unavailable) or any error code,
+//     add latency (Latency), for every call or the next Fault.Count.
+//   - Server.Calls, CallCounts, TotalCalls, ResetCalls: requests received per
+//     operation, failed ones included, as SQS would bill them.
+//
+// # What it does not emulate
+//
+//   - Authentication and authorization: no SigV4 signature check, no IAM, no
+//     queue policies (Policy is stored and returned, never enforced);
+//     AddPermission and RemovePermission answer UnsupportedOperation.
+//   - The 60 s wait before a deleted queue's name can be reused
+//     (QueueDeletedRecently), the 60 s minimum between purges
+//     (PurgeQueueInProgress), and the delay of up to 60 s before a purge or
+//     a new queue takes effect on AWS: here everything is immediate.
+//   - Distribution: receives always see every visible message (short polls
+//     do not sample servers), counts are exact rather than approximate, and
+//     a standard queue never delivers a message twice while it is in flight.
+//     Code must still tolerate duplicates on AWS.
+//   - Throughput quotas and throttling (inject them with faults), the 120,000
+//     in-flight message limit of standard queues (20,000 for FIFO).
+//   - Encryption (KMS and SSE attributes are stored only), message move tasks
+//     (StartMessageMoveTask and friends), RedriveAllowPolicy enforcement,
+//     high-throughput FIFO partitioning, ReceiveRequestAttemptId retries, and
+//     list-typed message attribute values.
+//   - Persistence: state lives in memory and ends with the server.
+//   - Multiple accounts and regions: the account id and region are fixed per
+//     server (Options.AccountID, Options.Region); the host of a queue URL is
+//     ignored, only its last path segment names the queue.
+package sqstest

@@ -1,0 +1,132 @@
+package sqstest_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/sqstest"
+)
+
+// A server, a queue, and one message sent, received and deleted. In a test,
+// sqstest.Start(t) does what NewServer and Close do here.
+func ExampleNewServer() {
+	srv := sqstest.NewServer()
+	defer srv.Close()
+	client := srv.Client()
+	ctx := context.Background()
+
+	q, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("jobs")})
+	if err != nil {
+		panic(err)
+	}
+	_, err = client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("resize photo 42")})
+	if err != nil {
+		panic(err)
+	}
+	out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, WaitTimeSeconds: 1})
+	if err != nil {
+		panic(err)
+	}
+	for _, m := range out.Messages {
+		fmt.Println(*m.Body)
+		_, _ = client.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: q.QueueUrl, ReceiptHandle: m.ReceiptHandle})
+	}
+	// Output: resize photo 42
+}
+
+// A manual clock expires a visibility timeout without sleeping: the
+// message comes back, received twice.
+func ExampleManualClock() {
+	clock := sqstest.NewManualClock(time.Time{})
+	srv := sqstest.NewServer(func(o *sqstest.Options) { o.Clock = clock })
+	defer srv.Close()
+	client := srv.Client()
+	ctx := context.Background()
+
+	q, _ := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("work"),
+		Attributes: map[string]string{"VisibilityTimeout": "30"}})
+	_, _ = client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("task")})
+
+	receive := func() []types.Message {
+		out, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl,
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameApproximateReceiveCount}})
+		if err != nil {
+			panic(err)
+		}
+		return out.Messages
+	}
+	fmt.Println("first receive:", len(receive()))
+	fmt.Println("while in flight:", len(receive()))
+	clock.Advance(30 * time.Second)
+	again := receive()
+	fmt.Println("after 30 s:", len(again), "receive count", again[0].Attributes["ApproximateReceiveCount"])
+	// Output:
+	// first receive: 1
+	// while in flight: 0
+	// after 30 s: 1 receive count 2
+}
+
+// Inject throttling into the next two SendMessage calls and watch the SDK
+// retry them: the third attempt succeeds and the server counts all three.
+func ExampleServer_InjectFault() {
+	srv := sqstest.NewServer()
+	defer srv.Close()
+	// The SDK's standard retryer (3 attempts), its backoff capped so the
+	// example runs fast.
+	client := srv.Client(func(o *sqs.Options) {
+		o.Retryer = retry.AddWithMaxBackoffDelay(retry.NewStandard(), 10*time.Millisecond)
+	})
+	ctx := context.Background()
+	q, _ := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("busy")})
+
+	fault := sqstest.Throttle("SendMessage")
+	fault.Count = 2
+	srv.InjectFault(fault)
+
+	_, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("m")})
+	fmt.Println("error:", err)
+	fmt.Println("SendMessage calls:", srv.Calls("SendMessage"))
+
+	// Without retries the throttling error surfaces, typed.
+	srv.InjectFault(sqstest.Throttle("SendMessage"))
+	noRetry := srv.Client(func(o *sqs.Options) { o.RetryMaxAttempts = 1 })
+	_, err = noRetry.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("m")})
+	var throttled *types.RequestThrottled
+	fmt.Println("throttled:", errors.As(err, &throttled))
+	// Output:
+	// error: <nil>
+	// SendMessage calls: 3
+	// throttled: true
+}
+
+// Count the API calls a piece of code makes: here, an empty short poll and
+// an empty long poll each cost one ReceiveMessage.
+func ExampleServer_CallCounts() {
+	clock := sqstest.NewManualClock(time.Time{})
+	srv := sqstest.NewServer(func(o *sqstest.Options) { o.Clock = clock })
+	defer srv.Close()
+	client := srv.Client()
+	ctx := context.Background()
+	q, _ := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("idle")})
+
+	_, _ = client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, WaitTimeSeconds: 20})
+	}()
+	for srv.Parked() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	clock.Advance(20 * time.Second) // ends the long poll at once
+	<-done
+	fmt.Println(srv.CallCounts())
+	// Output: map[CreateQueue:1 ReceiveMessage:2]
+}

@@ -1,0 +1,448 @@
+package sqstest
+
+import (
+	"context"
+	"encoding/base64"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// queue is one SQS queue. Every field is guarded by Server.mu.
+type queue struct {
+	name     string
+	arn      string
+	fifo     bool
+	created  time.Time
+	modified time.Time
+
+	attrs   map[string]string // settable attributes, canonical form, defaults included
+	redrive *redrivePolicy
+	tags    map[string]string
+
+	// Messages in a doubly linked list. FIFO queues keep send order;
+	// standard queues move a message to the tail when it is received, which
+	// keeps visible messages near the head so a receive scans little.
+	head, tail *message
+	byID       map[string]*message
+	seq        uint64 // last SequenceNumber (FIFO) or send counter
+
+	dedup     map[string]dedupEntry // FIFO deduplication window
+	lastPrune time.Time
+
+	waiters []*waiter // parked long polls, oldest first
+	// timer wakes waiters when the earliest delayed or in-flight message
+	// becomes visible; armed only while waiters exist.
+	timer   Timer
+	timerAt time.Time
+	deleted bool
+}
+
+func (q *queue) intAttr(name string) int {
+	n, _ := strconv.Atoi(q.attrs[name])
+	return n
+}
+
+func (q *queue) boolAttr(name string) bool { return q.attrs[name] == "true" }
+
+func (s *Server) queueURL(base, name string) string {
+	return base + "/" + s.opts.AccountID + "/" + name
+}
+
+func (s *Server) queueARN(name string) string {
+	return "arn:aws:sqs:" + s.opts.Region + ":" + s.opts.AccountID + ":" + name
+}
+
+// lookup returns the live queue a QueueUrl names. Only the last path
+// segment matters: the host differs between clients (and the SDK always
+// posts to its BaseEndpoint), as does the account id in tests. Callers hold
+// s.mu.
+func (s *Server) lookup(rawURL string) (*queue, *apiError) {
+	if rawURL == "" {
+		return nil, errMissingParameter("QueueUrl")
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Fragment != "" {
+		// A virtual queue URL (host#name) reaching the server is a bug in
+		// the caller, and AWS would not find such a queue either.
+		return nil, errQueueDoesNotExist()
+	}
+	name := u.Path[strings.LastIndexByte(u.Path, '/')+1:]
+	q := s.queues[name]
+	if q == nil {
+		return nil, errQueueDoesNotExist()
+	}
+	return q, nil
+}
+
+// queueByARN returns the live queue with that ARN, or nil.
+func (s *Server) queueByARN(arn string) *queue {
+	name := arn[strings.LastIndexByte(arn, ':')+1:]
+	if q := s.queues[name]; q != nil && q.arn == arn {
+		return q
+	}
+	return nil
+}
+
+func (s *Server) createQueue(base string, in *createQueueInput) (*queueURLOutput, error) {
+	name := in.QueueName
+	if name == "" {
+		return nil, errMissingParameter("QueueName")
+	}
+	if !sqsapi.ValidQueueName(name) {
+		return nil, errInvalidParameter("Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length")
+	}
+	fifo := strings.HasSuffix(name, ".fifo")
+	if v, ok := in.Attributes[attrFifo]; ok {
+		if b, _ := parseBool(v); b && !fifo {
+			return nil, errInvalidParameter("The name of a FIFO queue can only include alphanumeric characters, hyphens, or underscores, must end with .fifo suffix and be 1 to 80 in length.")
+		}
+	} else if fifo {
+		return nil, errInvalidParameter("The name of a non-FIFO queue must not end with .fifo; set the attribute FifoQueue=true for a FIFO queue.")
+	}
+	attrs, aerr := normalizeAttributes(in.Attributes, fifo, true)
+	if aerr != nil {
+		return nil, aerr
+	}
+	if aerr := validateTags(in.Tags); aerr != nil {
+		return nil, aerr
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if q := s.queues[name]; q != nil {
+		// Same name: SQS returns the existing URL if every attribute given
+		// matches; tags are not compared.
+		for k, v := range attrs {
+			if q.attrs[k] != v {
+				return nil, senderError("QueueNameExists", "A queue already exists with the same name and a different value for attribute %s", k)
+			}
+		}
+		return &queueURLOutput{QueueURL: s.queueURL(base, name)}, nil
+	}
+	redrive, aerr := s.checkRedrive(attrs[attrRedrive], fifo)
+	if aerr != nil {
+		return nil, aerr
+	}
+	now := s.clock.Now()
+	q := &queue{
+		name:     name,
+		arn:      s.queueARN(name),
+		fifo:     fifo,
+		created:  now,
+		modified: now,
+		attrs: map[string]string{
+			attrVisibility: strconv.Itoa(defaultVisibility),
+			attrMaxSize:    strconv.Itoa(defaultMaxSize),
+			attrRetention:  strconv.Itoa(defaultRetention),
+			attrDelay:      "0",
+			attrWait:       "0",
+			attrSSE:        "true",
+		},
+		redrive: redrive,
+		tags:    make(map[string]string, len(in.Tags)),
+		byID:    make(map[string]*message),
+	}
+	if fifo {
+		q.attrs[attrFifo] = "true"
+		q.attrs[attrContentDedup] = "false"
+		q.attrs[attrDedupScope] = "queue"
+		q.attrs[attrThroughput] = "perQueue"
+		q.dedup = make(map[string]dedupEntry)
+	}
+	for k, v := range attrs {
+		q.attrs[k] = v
+	}
+	if v, ok := q.attrs[attrRedrive]; ok && v == "" {
+		delete(q.attrs, attrRedrive)
+	}
+	for k, v := range in.Tags {
+		q.tags[k] = v
+	}
+	s.queues[name] = q
+	return &queueURLOutput{QueueURL: s.queueURL(base, name)}, nil
+}
+
+// checkRedrive parses a canonical RedrivePolicy and checks that its target
+// exists and is of the same kind. Callers hold s.mu.
+func (s *Server) checkRedrive(v string, fifo bool) (*redrivePolicy, *apiError) {
+	if v == "" {
+		return nil, nil
+	}
+	p, err := parseRedrivePolicy(v)
+	if err != nil {
+		return nil, err
+	}
+	dlq := s.queueByARN(p.targetARN)
+	if dlq == nil {
+		return nil, errInvalidParameter("Value %s for parameter RedrivePolicy is invalid. Reason: Dead letter target does not exist.", v)
+	}
+	if dlq.fifo != fifo {
+		return nil, errInvalidParameter("Value %s for parameter RedrivePolicy is invalid. Reason: Dead-letter queue must be the same type of queue as the source.", v)
+	}
+	return p, nil
+}
+
+func validateTags(tags map[string]string) *apiError {
+	if len(tags) > 50 {
+		return errInvalidParameter("Too many tags: at most 50 are allowed.")
+	}
+	for k, v := range tags {
+		if k == "" || len(k) > 128 || len(v) > 256 {
+			return errInvalidParameter("Tag keys must have 1 to 128 characters and values at most 256.")
+		}
+	}
+	return nil
+}
+
+func (s *Server) getQueueURL(base string, in *getQueueURLInput) (*queueURLOutput, error) {
+	if in.QueueName == "" {
+		return nil, errMissingParameter("QueueName")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.queues[in.QueueName] == nil {
+		return nil, errQueueDoesNotExist()
+	}
+	return &queueURLOutput{QueueURL: s.queueURL(base, in.QueueName)}, nil
+}
+
+// page applies MaxResults/NextToken to sorted names. NextToken is the
+// last name of the previous page, so pages stay consistent when queues come
+// and go between calls.
+func page(names []string, nextToken string, maxResults *int) ([]string, string, *apiError) {
+	limit := 1000
+	if maxResults != nil {
+		if *maxResults < 1 || *maxResults > 1000 {
+			return nil, "", errInvalidParameter("Value %d for parameter MaxResults is invalid. Reason: must be between 1 and 1000.", *maxResults)
+		}
+		limit = *maxResults
+	}
+	start := 0
+	if nextToken != "" {
+		after, err := base64.RawURLEncoding.DecodeString(nextToken)
+		if err != nil {
+			return nil, "", errInvalidParameter("Invalid NextToken value.")
+		}
+		start = sort.SearchStrings(names, string(after)+"\x00")
+	}
+	names = names[start:]
+	if len(names) <= limit {
+		return names, "", nil
+	}
+	names = names[:limit]
+	if maxResults == nil {
+		return names, "", nil // without MaxResults SQS returns 1,000 and no token
+	}
+	return names, base64.RawURLEncoding.EncodeToString([]byte(names[len(names)-1])), nil
+}
+
+func (s *Server) listQueues(base string, in *listQueuesInput) (*listQueuesOutput, error) {
+	s.mu.Lock()
+	var names []string
+	for name := range s.queues {
+		if strings.HasPrefix(name, in.QueueNamePrefix) {
+			names = append(names, name)
+		}
+	}
+	s.mu.Unlock()
+	sort.Strings(names)
+	names, next, err := page(names, in.NextToken, in.MaxResults)
+	if err != nil {
+		return nil, err
+	}
+	out := &listQueuesOutput{NextToken: next}
+	for _, n := range names {
+		out.QueueURLs = append(out.QueueURLs, s.queueURL(base, n))
+	}
+	return out, nil
+}
+
+func (s *Server) deleteQueue(_ context.Context, in *queueInput) (*empty, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q, err := s.lookup(in.QueueURL)
+	if err != nil {
+		return nil, err
+	}
+	delete(s.queues, q.name)
+	q.deleted = true
+	q.wake(len(q.waiters)) // they answer QueueDoesNotExist
+	q.stopTimer()
+	return &empty{}, nil
+}
+
+func (s *Server) getQueueAttributes(_ context.Context, in *getQueueAttributesInput) (*attributesOutput, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q, err := s.lookup(in.QueueURL)
+	if err != nil {
+		return nil, err
+	}
+	want := make(map[string]bool)
+	for _, n := range in.AttributeNames {
+		switch {
+		case n == "All":
+			for _, a := range allAttributeNames {
+				want[a] = true
+			}
+		case knownAttribute(n):
+			want[n] = true
+		default:
+			return nil, senderError("InvalidAttributeName", "Unknown Attribute %s.", n)
+		}
+	}
+	out := make(map[string]string)
+	for n := range want {
+		if v, ok := q.attrs[n]; ok {
+			out[n] = v
+		}
+	}
+	if want[attrArn] {
+		out[attrArn] = q.arn
+	}
+	if want[attrCreated] {
+		out[attrCreated] = strconv.FormatInt(q.created.Unix(), 10)
+	}
+	if want[attrLastModified] {
+		out[attrLastModified] = strconv.FormatInt(q.modified.Unix(), 10)
+	}
+	if want[attrNumVisible] || want[attrNumNotVisible] || want[attrNumDelayed] {
+		c := s.count(q, s.clock.Now())
+		for n, v := range map[string]int{attrNumVisible: c.visible, attrNumNotVisible: c.inflight, attrNumDelayed: c.delayed} {
+			if want[n] {
+				out[n] = strconv.Itoa(v)
+			}
+		}
+	}
+	return &attributesOutput{Attributes: out}, nil
+}
+
+func (s *Server) setQueueAttributes(_ context.Context, in *setQueueAttributesInput) (*empty, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q, err := s.lookup(in.QueueURL)
+	if err != nil {
+		return nil, err
+	}
+	attrs, aerr := normalizeAttributes(in.Attributes, q.fifo, false)
+	if aerr != nil {
+		return nil, aerr
+	}
+	redrive := q.redrive
+	if v, ok := attrs[attrRedrive]; ok {
+		if redrive, aerr = s.checkRedrive(v, q.fifo); aerr != nil {
+			return nil, aerr
+		}
+	}
+	for k, v := range attrs {
+		if k == attrRedrive && v == "" {
+			delete(q.attrs, k)
+			continue
+		}
+		q.attrs[k] = v
+	}
+	q.redrive = redrive
+	q.modified = s.clock.Now()
+	// A shorter ReceiveMessageWaitTimeSeconds does not affect parked polls,
+	// as on AWS; other changes take effect at the next receive.
+	return &empty{}, nil
+}
+
+func (s *Server) tagQueue(_ context.Context, in *tagQueueInput) (*empty, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q, err := s.lookup(in.QueueURL)
+	if err != nil {
+		return nil, err
+	}
+	if len(in.Tags) == 0 {
+		return nil, errMissingParameter("Tags")
+	}
+	merged := make(map[string]string, len(q.tags)+len(in.Tags))
+	for k, v := range q.tags {
+		merged[k] = v
+	}
+	for k, v := range in.Tags {
+		merged[k] = v
+	}
+	if aerr := validateTags(merged); aerr != nil {
+		return nil, aerr
+	}
+	q.tags = merged
+	return &empty{}, nil
+}
+
+func (s *Server) untagQueue(_ context.Context, in *untagQueueInput) (*empty, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q, err := s.lookup(in.QueueURL)
+	if err != nil {
+		return nil, err
+	}
+	if len(in.TagKeys) == 0 {
+		return nil, errMissingParameter("TagKeys")
+	}
+	for _, k := range in.TagKeys {
+		delete(q.tags, k)
+	}
+	return &empty{}, nil
+}
+
+func (s *Server) listQueueTags(_ context.Context, in *queueInput) (*listQueueTagsOutput, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q, err := s.lookup(in.QueueURL)
+	if err != nil {
+		return nil, err
+	}
+	out := &listQueueTagsOutput{Tags: make(map[string]string, len(q.tags))}
+	for k, v := range q.tags {
+		out.Tags[k] = v
+	}
+	return out, nil
+}
+
+// purgeQueue empties the queue at once, in-flight messages included. AWS
+// allows one purge per 60 s and may take that long; see the package doc.
+func (s *Server) purgeQueue(_ context.Context, in *queueInput) (*empty, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q, err := s.lookup(in.QueueURL)
+	if err != nil {
+		return nil, err
+	}
+	q.head, q.tail = nil, nil
+	q.byID = make(map[string]*message)
+	return &empty{}, nil
+}
+
+func (s *Server) listDeadLetterSourceQueues(base string, in *listDLQSourcesInput) (*listDLQSourcesOutput, error) {
+	s.mu.Lock()
+	q, err := s.lookup(in.QueueURL)
+	if err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	var names []string
+	for _, src := range s.queues {
+		if src.redrive != nil && src.redrive.targetARN == q.arn {
+			names = append(names, src.name)
+		}
+	}
+	s.mu.Unlock()
+	sort.Strings(names)
+	names, next, err := page(names, in.NextToken, in.MaxResults)
+	if err != nil {
+		return nil, err
+	}
+	out := &listDLQSourcesOutput{QueueURLs: []string{}, NextToken: next}
+	for _, n := range names {
+		out.QueueURLs = append(out.QueueURLs, s.queueURL(base, n))
+	}
+	return out, nil
+}

@@ -1,0 +1,371 @@
+package sqstest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/google/uuid"
+)
+
+// Options configure a Server.
+type Options struct {
+	// Addr is the TCP address NewServer and Run listen on. The default,
+	// "127.0.0.1:0", picks a free loopback port.
+	Addr string
+	// Region appears in queue ARNs and is the region of Client. Default
+	// "us-east-1".
+	Region string
+	// AccountID appears in queue URLs and ARNs. Default "000000000000".
+	AccountID string
+	// Clock is the server's time source; nil means real time. Pass a
+	// *ManualClock to control visibility timeouts, delays, retention and
+	// long-poll waits from a test.
+	Clock Clock
+	// Logger receives a debug record per request and the errors returned;
+	// nil logs nothing.
+	Logger *slog.Logger
+}
+
+// maxRequestBytes bounds a request body: a full SendMessageBatch of ten
+// 1 MiB messages is rejected by SQS anyway, base64 and JSON overhead
+// included this is well above anything valid.
+const maxRequestBytes = 16 << 20
+
+// Server is an in-process SQS server speaking the AWS JSON 1.0 protocol.
+// It is an http.Handler; NewServer and Start also serve it on a loopback
+// port. All methods are safe for concurrent use.
+type Server struct {
+	opts   Options
+	clock  Clock
+	log    *slog.Logger
+	faults faults
+
+	ln       net.Listener
+	http     *http.Server
+	url      string
+	served   chan struct{} // closed when the accept loop has ended
+	done     chan struct{} // closed by Close: parked receives return
+	closeMu  sync.Once
+	inflight sync.WaitGroup // running handlers
+
+	mu     sync.Mutex // guards everything below, and every queue
+	queues map[string]*queue
+	parked int // receives waiting in a long poll
+}
+
+// NewServer starts a Server listening on Options.Addr (default a free port
+// on 127.0.0.1). It panics if it cannot listen, like httptest.NewServer;
+// use Run to get an error instead. Close stops it.
+func NewServer(optFns ...func(*Options)) *Server {
+	s := newServer(optFns)
+	ln, err := net.Listen("tcp", s.opts.Addr)
+	if err != nil {
+		panic(fmt.Sprintf("sqstest: listening on %s: %v", s.opts.Addr, err))
+	}
+	s.serve(ln)
+	return s
+}
+
+// Start starts a Server for a test and closes it when the test ends.
+func Start(tb testing.TB, optFns ...func(*Options)) *Server {
+	tb.Helper()
+	s := NewServer(optFns...)
+	tb.Cleanup(s.Close)
+	return s
+}
+
+// NewHandler returns a Server that does not listen: serve it with any
+// http.Server or httptest.Server. Queue URLs then use the Host of each
+// request. Close still ends its parked long polls.
+func NewHandler(optFns ...func(*Options)) *Server {
+	return newServer(optFns)
+}
+
+// Run serves SQS on Options.Addr until ctx is done, then closes the server
+// and returns nil. Once listening it writes "sqstest listening on <URL>" and
+// a newline to w (if not nil), so a parent process or a person can find the
+// endpoint. It is the body of the standalone command.
+func Run(ctx context.Context, w io.Writer, optFns ...func(*Options)) error {
+	s := newServer(optFns)
+	ln, err := net.Listen("tcp", s.opts.Addr)
+	if err != nil {
+		return fmt.Errorf("sqstest: %w", err)
+	}
+	s.serve(ln)
+	if w != nil {
+		if _, err := fmt.Fprintf(w, "sqstest listening on %s\n", s.URL()); err != nil {
+			s.Close()
+			return err
+		}
+	}
+	select {
+	case <-ctx.Done():
+	case <-s.served:
+	}
+	s.Close()
+	return nil
+}
+
+func newServer(optFns []func(*Options)) *Server {
+	opts := Options{Addr: "127.0.0.1:0", Region: "us-east-1", AccountID: "000000000000"}
+	for _, fn := range optFns {
+		fn(&opts)
+	}
+	s := &Server{
+		opts:   opts,
+		clock:  opts.Clock,
+		log:    opts.Logger,
+		served: make(chan struct{}),
+		done:   make(chan struct{}),
+		queues: make(map[string]*queue),
+	}
+	if s.clock == nil {
+		s.clock = realClock{}
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	return s
+}
+
+func (s *Server) serve(ln net.Listener) {
+	s.ln = ln
+	s.url = "http://" + ln.Addr().String()
+	s.http = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		defer close(s.served)
+		_ = s.http.Serve(ln)
+	}()
+}
+
+// URL returns the server's base URL, e.g. "http://127.0.0.1:43127": the
+// SDK's BaseEndpoint. It is empty for a server made by NewHandler.
+func (s *Server) URL() string { return s.url }
+
+// Clock returns the server's clock: the *ManualClock passed in Options, or
+// the real clock.
+func (s *Server) Clock() Clock { return s.clock }
+
+// Client returns a new SDK client for the server: region from Options,
+// static dummy credentials, BaseEndpoint URL(). It calls the server in
+// process, without a socket (several times faster; the SDK still encodes,
+// signs and decodes everything); to go over TCP instead, set o.HTTPClient
+// in optFns or build a client for URL() yourself. optFns adjust it, e.g.
+// to set RetryMaxAttempts or add API options.
+func (s *Server) Client(optFns ...func(*sqs.Options)) *sqs.Client {
+	o := sqs.Options{
+		Region:       s.opts.Region,
+		BaseEndpoint: aws.String(s.url),
+		Credentials:  credentials.NewStaticCredentialsProvider("sqstest", "sqstest", ""),
+		HTTPClient:   &http.Client{Transport: memTransport{s}},
+	}
+	for _, fn := range optFns {
+		fn(&o)
+	}
+	return sqs.New(o)
+}
+
+// Close stops the server: parked long polls return, open connections are
+// closed, and Close waits for every handler and the accept loop to end. It
+// is safe to call more than once.
+func (s *Server) Close() {
+	s.closeMu.Do(func() {
+		close(s.done)
+		if s.http != nil {
+			_ = s.http.Close()
+			<-s.served
+		}
+		s.inflight.Wait()
+		// Parked receives have stopped their own timers; stop the queues'
+		// so that no callback runs after Close.
+		s.mu.Lock()
+		for _, q := range s.queues {
+			q.stopTimer()
+		}
+		s.mu.Unlock()
+	})
+}
+
+// Parked returns the number of ReceiveMessage calls waiting in a long poll.
+// Tests use it to know that a receive is parked before they send or advance
+// the clock.
+func (s *Server) Parked() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.parked
+}
+
+// ServeHTTP implements the SQS JSON 1.0 protocol: POST with
+// X-Amz-Target: AmazonSQS.<Operation> and a JSON body.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.inflight.Add(1)
+	defer s.inflight.Done()
+	reqID := uuid.NewString()
+	w.Header().Set("x-amzn-RequestId", reqID)
+	select {
+	case <-s.done:
+		// Only in-process clients and NewHandler servers get here: a
+		// closed listener accepts nothing.
+		s.writeError(w, "", errClosed)
+		return
+	default:
+	}
+
+	op, ok := strings.CutPrefix(r.Header.Get("X-Amz-Target"), "AmazonSQS.")
+	if r.Method != http.MethodPost || !ok || op == "" {
+		s.writeError(w, op, senderError("MissingAction", "the request has no X-Amz-Target: AmazonSQS.<Operation> header"))
+		return
+	}
+	var body []byte
+	if r.Body != nil { // nil on a client-side request without a body
+		var err error
+		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBytes))
+		if err != nil {
+			s.writeError(w, op, senderError("RequestEntityTooLarge", "request body too large or unreadable: %v", err))
+			return
+		}
+	}
+	ctx := r.Context()
+	if f, ok := s.faults.take(op); ok {
+		if f.Latency > 0 && !s.sleep(ctx, f.Latency) {
+			return
+		}
+		if e := f.err(); e != nil {
+			s.writeError(w, op, e)
+			return
+		}
+	}
+	base := s.url
+	if base == "" {
+		base = "http://" + r.Host
+	}
+	out, err := s.dispatch(ctx, base, op, body)
+	if err != nil {
+		var ae *apiError
+		if !errors.As(err, &ae) {
+			if ctx.Err() != nil {
+				return // the client has gone; nobody reads an answer
+			}
+			ae = newError(http.StatusInternalServerError, "InternalFailure", "%v", err)
+		}
+		s.writeError(w, op, ae)
+		return
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		s.writeError(w, op, newError(http.StatusInternalServerError, "InternalFailure", "encoding response: %v", err))
+		return
+	}
+	s.log.Debug("sqstest request", "op", op, "request_id", reqID)
+	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+	_, _ = w.Write(b)
+}
+
+func (s *Server) writeError(w http.ResponseWriter, op string, e *apiError) {
+	s.log.Debug("sqstest error", "op", op, "code", e.code, "status", e.status, "message", e.msg)
+	fault := "Sender"
+	if !e.sender {
+		fault = "Receiver"
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/x-amz-json-1.0")
+	h.Set("x-amzn-query-error", e.queryCode+";"+fault)
+	w.WriteHeader(e.status)
+	b, _ := json.Marshal(struct {
+		Type    string `json:"__type"`
+		Message string `json:"message"`
+	}{"com.amazonaws.sqs#" + e.code, e.msg})
+	_, _ = w.Write(b)
+}
+
+// sleep waits d of real time; it reports false if the request or the
+// server ended first.
+func (s *Server) sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-s.done:
+		return false
+	}
+}
+
+// call decodes a request into In and runs fn on it.
+func call[In, Out any](ctx context.Context, body []byte, fn func(context.Context, *In) (*Out, error)) (any, error) {
+	in := new(In)
+	if len(body) > 0 {
+		if err := json.Unmarshal(body, in); err != nil {
+			return nil, senderError("SerializationException", "malformed request body: %v", err)
+		}
+	}
+	return fn(ctx, in)
+}
+
+func (s *Server) dispatch(ctx context.Context, base, op string, body []byte) (any, error) {
+	switch op {
+	case "CreateQueue":
+		return call(ctx, body, func(ctx context.Context, in *createQueueInput) (*queueURLOutput, error) {
+			return s.createQueue(base, in)
+		})
+	case "GetQueueUrl":
+		return call(ctx, body, func(ctx context.Context, in *getQueueURLInput) (*queueURLOutput, error) {
+			return s.getQueueURL(base, in)
+		})
+	case "ListQueues":
+		return call(ctx, body, func(ctx context.Context, in *listQueuesInput) (*listQueuesOutput, error) {
+			return s.listQueues(base, in)
+		})
+	case "DeleteQueue":
+		return call(ctx, body, s.deleteQueue)
+	case "GetQueueAttributes":
+		return call(ctx, body, s.getQueueAttributes)
+	case "SetQueueAttributes":
+		return call(ctx, body, s.setQueueAttributes)
+	case "TagQueue":
+		return call(ctx, body, s.tagQueue)
+	case "UntagQueue":
+		return call(ctx, body, s.untagQueue)
+	case "ListQueueTags":
+		return call(ctx, body, s.listQueueTags)
+	case "PurgeQueue":
+		return call(ctx, body, s.purgeQueue)
+	case "ListDeadLetterSourceQueues":
+		return call(ctx, body, func(ctx context.Context, in *listDLQSourcesInput) (*listDLQSourcesOutput, error) {
+			return s.listDeadLetterSourceQueues(base, in)
+		})
+	case "SendMessage":
+		return call(ctx, body, s.sendMessage)
+	case "SendMessageBatch":
+		return call(ctx, body, s.sendMessageBatch)
+	case "ReceiveMessage":
+		return call(ctx, body, s.receiveMessage)
+	case "DeleteMessage":
+		return call(ctx, body, s.deleteMessage)
+	case "DeleteMessageBatch":
+		return call(ctx, body, s.deleteMessageBatch)
+	case "ChangeMessageVisibility":
+		return call(ctx, body, s.changeMessageVisibility)
+	case "ChangeMessageVisibilityBatch":
+		return call(ctx, body, s.changeMessageVisibilityBatch)
+	case "AddPermission", "RemovePermission", "StartMessageMoveTask", "CancelMessageMoveTask", "ListMessageMoveTasks":
+		return nil, senderError("UnsupportedOperation", "sqstest does not implement %s", op)
+	default:
+		return nil, senderError("InvalidAction", "the action %s is not valid for this endpoint", op)
+	}
+}

@@ -1,0 +1,420 @@
+package sqstest_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/sqstest"
+)
+
+// Tests of the test controls, which only sqstest has.
+
+func newQueue(t *testing.T, c *sqs.Client, name string, attrs map[string]string) string {
+	t.Helper()
+	out, err := c.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: &name, Attributes: attrs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return *out.QueueUrl
+}
+
+// receiveAsync starts a long poll and returns the channel its result
+// arrives on.
+func receiveAsync(c *sqs.Client, url string, wait int32) <-chan *sqs.ReceiveMessageOutput {
+	ch := make(chan *sqs.ReceiveMessageOutput, 1)
+	go func() {
+		out, _ := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: &url, WaitTimeSeconds: wait})
+		ch <- out
+	}()
+	return ch
+}
+
+func waitParked(t *testing.T, srv *sqstest.Server, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for srv.Parked() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d receives parked", srv.Parked(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func wantPending(t *testing.T, ch <-chan *sqs.ReceiveMessageOutput) {
+	t.Helper()
+	select {
+	case out := <-ch:
+		t.Fatalf("receive returned early: %+v", out)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+func wantResult(t *testing.T, ch <-chan *sqs.ReceiveMessageOutput, messages int) *sqs.ReceiveMessageOutput {
+	t.Helper()
+	select {
+	case out := <-ch:
+		if out == nil || len(out.Messages) != messages {
+			t.Fatalf("receive gave %+v, want %d messages", out, messages)
+		}
+		return out
+	case <-time.After(5 * time.Second):
+		t.Fatal("receive did not return")
+	}
+	return nil
+}
+
+func TestManualClockEndsLongPoll(t *testing.T) {
+	clock := sqstest.NewManualClock(time.Time{})
+	srv := sqstest.Start(t, func(o *sqstest.Options) { o.Clock = clock })
+	c := srv.Client()
+	url := newQueue(t, c, "q", nil)
+	ch := receiveAsync(c, url, 20)
+	waitParked(t, srv, 1)
+	clock.Advance(19 * time.Second)
+	wantPending(t, ch)
+	clock.Advance(time.Second)
+	wantResult(t, ch, 0)
+}
+
+func TestManualClockDelayedMessageWakesPoll(t *testing.T) {
+	clock := sqstest.NewManualClock(time.Time{})
+	srv := sqstest.Start(t, func(o *sqstest.Options) { o.Clock = clock })
+	c := srv.Client()
+	url := newQueue(t, c, "q", nil)
+	ch := receiveAsync(c, url, 20)
+	waitParked(t, srv, 1)
+	if _, err := c.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: &url, MessageBody: aws.String("later"), DelaySeconds: 5}); err != nil {
+		t.Fatal(err)
+	}
+	waitParked(t, srv, 1) // the send makes the poll re-arm for the delay
+	clock.Advance(4 * time.Second)
+	wantPending(t, ch)
+	clock.Advance(time.Second)
+	wantResult(t, ch, 1)
+}
+
+func TestManualClockVisibilityExpiryWakesPoll(t *testing.T) {
+	clock := sqstest.NewManualClock(time.Time{})
+	srv := sqstest.Start(t, func(o *sqstest.Options) { o.Clock = clock })
+	c := srv.Client()
+	url := newQueue(t, c, "q", map[string]string{"VisibilityTimeout": "10"})
+	ctx := context.Background()
+	c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &url, MessageBody: aws.String("m")})
+	if out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &url}); err != nil || len(out.Messages) != 1 {
+		t.Fatal(err)
+	}
+	ch := receiveAsync(c, url, 20)
+	waitParked(t, srv, 1)
+	clock.Advance(9 * time.Second)
+	wantPending(t, ch)
+	clock.Advance(time.Second)
+	wantResult(t, ch, 1)
+}
+
+func TestManualClockRetention(t *testing.T) {
+	clock := sqstest.NewManualClock(time.Time{})
+	srv := sqstest.Start(t, func(o *sqstest.Options) { o.Clock = clock })
+	c := srv.Client()
+	url := newQueue(t, c, "q", map[string]string{"MessageRetentionPeriod": "60"})
+	ctx := context.Background()
+	c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &url, MessageBody: aws.String("m")})
+	clock.Advance(59 * time.Second)
+	count := func() string {
+		out, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: &url, AttributeNames: []types.QueueAttributeName{"ApproximateNumberOfMessages"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out.Attributes["ApproximateNumberOfMessages"]
+	}
+	if n := count(); n != "1" {
+		t.Fatalf("before retention: %s messages", n)
+	}
+	clock.Advance(time.Second)
+	if n := count(); n != "0" {
+		t.Fatalf("after retention: %s messages", n)
+	}
+}
+
+func TestManualClockTimers(t *testing.T) {
+	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := sqstest.NewManualClock(start)
+	var mu sync.Mutex
+	var order []string
+	var seen []time.Time
+	rec := func(name string) func() {
+		return func() {
+			mu.Lock()
+			order = append(order, name)
+			seen = append(seen, clock.Now())
+			mu.Unlock()
+		}
+	}
+	clock.AfterFunc(3*time.Second, rec("c"))
+	clock.AfterFunc(time.Second, rec("a"))
+	stopped := clock.AfterFunc(2*time.Second, rec("b"))
+	if !stopped.Stop() || stopped.Stop() {
+		t.Fatal("Stop should report true once")
+	}
+	clock.Advance(5 * time.Second)
+	if strings.Join(order, "") != "ac" {
+		t.Fatalf("fired %v", order)
+	}
+	if !seen[0].Equal(start.Add(time.Second)) || !clock.Now().Equal(start.Add(5*time.Second)) || clock.Pending() != 0 {
+		t.Fatalf("times %v, now %v", seen, clock.Now())
+	}
+}
+
+func TestFaultThrottle(t *testing.T) {
+	srv := sqstest.Start(t)
+	c := srv.Client(func(o *sqs.Options) { o.RetryMaxAttempts = 1 })
+	url := newQueue(t, c, "q", nil)
+	srv.InjectFault(sqstest.Throttle("SendMessage"))
+	_, err := c.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: &url, MessageBody: aws.String("m")})
+	var thr *types.RequestThrottled
+	if !errors.As(err, &thr) {
+		t.Fatalf("err = %v, want *types.RequestThrottled", err)
+	}
+	// Other operations are not affected.
+	if _, err := c.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String("q")}); err != nil {
+		t.Fatal(err)
+	}
+	srv.ClearFaults()
+	if _, err := c.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: &url, MessageBody: aws.String("m")}); err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.Calls("SendMessage"); n != 2 {
+		t.Fatalf("SendMessage calls = %d, want 2 (failed calls count)", n)
+	}
+}
+
+func TestFaultFailNextNRetriedBySDK(t *testing.T) {
+	srv := sqstest.Start(t)
+	// The SDK's standard retryer (3 attempts), with backoff shortened so
+	// the test does not wait for it.
+	c := srv.Client(func(o *sqs.Options) {
+		o.Retryer = retry.AddWithMaxBackoffDelay(retry.NewStandard(), time.Millisecond)
+	})
+	url := newQueue(t, c, "q", nil)
+	f := sqstest.InternalError("SendMessage")
+	f.Count = 2
+	srv.InjectFault(f)
+	srv.ResetCalls()
+	if _, err := c.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: &url, MessageBody: aws.String("m")}); err != nil {
+		t.Fatalf("after 2 transient failures the 3rd attempt should succeed: %v", err)
+	}
+	if n := srv.Calls("SendMessage"); n != 3 {
+		t.Fatalf("SendMessage attempts = %d, want 3", n)
+	}
+	u := sqstest.Unavailable("")
+	u.Count = 5
+	remove := srv.InjectFault(u)
+	_, err := c.ListQueues(context.Background(), &sqs.ListQueuesInput{})
+	if err == nil || !strings.Contains(err.Error(), "503") {
+		t.Fatalf("err = %v, want a 503", err)
+	}
+	remove()
+	if _, err := c.ListQueues(context.Background(), &sqs.ListQueuesInput{}); err != nil {
+		t.Fatalf("after remove: %v", err)
+	}
+}
+
+func TestFaultLatency(t *testing.T) {
+	srv := sqstest.Start(t)
+	c := srv.Client()
+	srv.InjectFault(sqstest.Latency("ListQueues", 100*time.Millisecond))
+	start := time.Now()
+	if _, err := c.ListQueues(context.Background(), &sqs.ListQueuesInput{}); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < 100*time.Millisecond {
+		t.Fatalf("call took %v, want >= 100ms", d)
+	}
+}
+
+func TestCallCounts(t *testing.T) {
+	srv := sqstest.Start(t)
+	c := srv.Client()
+	url := newQueue(t, c, "q", nil)
+	ctx := context.Background()
+	for i := 0; i < 3; i++ {
+		c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &url, MessageBody: aws.String("m")})
+	}
+	c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &url})
+	got := srv.CallCounts()
+	if got["CreateQueue"] != 1 || got["SendMessage"] != 3 || got["ReceiveMessage"] != 1 || srv.TotalCalls() != 5 {
+		t.Fatalf("counts %v", got)
+	}
+	srv.ResetCalls()
+	if srv.TotalCalls() != 0 {
+		t.Fatal("ResetCalls left counts")
+	}
+}
+
+func TestCloseEndsParkedPolls(t *testing.T) {
+	srv := sqstest.NewServer()
+	c := srv.Client(func(o *sqs.Options) { o.RetryMaxAttempts = 1 })
+	url := newQueue(t, c, "q", nil)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: &url, WaitTimeSeconds: 20})
+		errc <- err
+	}()
+	waitParked(t, srv, 1)
+	start := time.Now()
+	srv.Close()
+	srv.Close() // idempotent
+	select {
+	case err := <-errc:
+		if err == nil {
+			t.Fatal("parked receive succeeded on a closed server")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("parked receive outlived Close")
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("Close took %v", d)
+	}
+}
+
+func TestClientGoneUnparks(t *testing.T) {
+	srv := sqstest.Start(t)
+	c := srv.Client()
+	url := newQueue(t, c, "q", nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &url, WaitTimeSeconds: 20})
+	}()
+	waitParked(t, srv, 1)
+	cancel()
+	<-done
+	deadline := time.Now().Add(5 * time.Second)
+	for srv.Parked() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("receive still parked after its client gave up")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestNewHandler(t *testing.T) {
+	h := sqstest.NewHandler()
+	defer h.Close()
+	hs := httptest.NewServer(h)
+	defer hs.Close()
+	c := sqs.New(sqs.Options{Region: "us-east-1", BaseEndpoint: aws.String(hs.URL)})
+	url := newQueue(t, c, "q", nil)
+	if !strings.HasPrefix(url, hs.URL+"/000000000000/") {
+		t.Fatalf("queue URL %s does not use the request's host", url)
+	}
+	// Requests that are not SQS get an SQS-shaped error.
+	resp, err := http.Post(hs.URL, "application/json", strings.NewReader("{}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || resp.Header.Get("x-amzn-query-error") == "" {
+		t.Fatalf("status %d, headers %v", resp.StatusCode, resp.Header)
+	}
+}
+
+func TestUnsupportedOperation(t *testing.T) {
+	srv := sqstest.Start(t)
+	c := srv.Client()
+	url := newQueue(t, c, "q", nil)
+	_, err := c.AddPermission(context.Background(), &sqs.AddPermissionInput{QueueUrl: &url, Label: aws.String("l"),
+		AWSAccountIds: []string{"111111111111"}, Actions: []string{"SendMessage"}})
+	var u *types.UnsupportedOperation
+	if !errors.As(err, &u) {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func TestRun(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var out syncBuffer
+	errc := make(chan error, 1)
+	go func() { errc <- sqstest.Run(ctx, &out) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(out.String(), "\n") {
+		if time.Now().After(deadline) {
+			t.Fatal("Run printed nothing")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	url := strings.TrimSpace(strings.TrimPrefix(out.String(), "sqstest listening on "))
+	c := sqs.New(sqs.Options{Region: "us-east-1", BaseEndpoint: &url})
+	if _, err := c.ListQueues(ctx, &sqs.ListQueuesInput{}); err != nil {
+		t.Fatalf("server at %q: %v", url, err)
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestIdleParkedPollsCostNoCPU parks 50 long polls and measures the CPU the
+// whole test process (server and clients) uses while they wait: a busy
+// loop anywhere would show up as a large fraction of a core.
+func TestIdleParkedPollsCostNoCPU(t *testing.T) {
+	clock := sqstest.NewManualClock(time.Time{})
+	srv := sqstest.Start(t, func(o *sqstest.Options) { o.Clock = clock })
+	c := srv.Client()
+	url := newQueue(t, c, "q", nil)
+	var chans []<-chan *sqs.ReceiveMessageOutput
+	for i := 0; i < 50; i++ {
+		chans = append(chans, receiveAsync(c, url, 20))
+	}
+	waitParked(t, srv, 50)
+	time.Sleep(100 * time.Millisecond) // let start-up work settle
+	const window = time.Second
+	before := cpuTime()
+	time.Sleep(window)
+	used := cpuTime() - before
+	share := float64(used) / float64(window)
+	t.Logf("CPU with 50 parked long polls: %v in %v (%.2f%% of a core)", used, window, 100*share)
+	if share > 0.05 {
+		t.Fatalf("%.1f%% of a core used while idle: something is polling", 100*share)
+	}
+	clock.Advance(20 * time.Second)
+	for _, ch := range chans {
+		wantResult(t, ch, 0)
+	}
+}
