@@ -26,9 +26,9 @@ type env struct {
 	prefix  string
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, b *sqstestenv.Backend) *env {
 	t.Helper()
-	raw, counter := sqstestenv.Fauxqs(t).Client(t)
+	raw, counter := b.Client(t)
 	out, err := raw.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String(sqstestenv.QueueName(t, "req"))})
 	if err != nil {
 		t.Fatal(err)
@@ -98,191 +98,205 @@ func (e *env) rawResponder(t *testing.T, ctx context.Context, delay time.Duratio
 }
 
 func TestRoundTripsWithAJavaStyleResponder(t *testing.T) {
-	e := newEnv(t)
-	r := e.requester(t)
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	e.rawResponder(t, ctx, 0)
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		r := e.requester(t)
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		e.rawResponder(t, ctx, 0)
 
-	var wg sync.WaitGroup
-	for i := 0; i < 20; i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
-			body := fmt.Sprint("ping ", i)
-			m, err := r.SendMessageAndGetResponse(cctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String(body)})
-			if err != nil {
-				t.Errorf("request %d: %v", i, err)
-				return
-			}
-			if aws.ToString(m.Body) != "re: "+body {
-				t.Errorf("request %d got %q", i, aws.ToString(m.Body))
-			}
-			if aws.ToString(m.MessageAttributes[sqsapi.CorrelationIDAttribute].StringValue) == "" {
-				t.Errorf("reply without correlation id")
-			}
-		}()
-	}
-	wg.Wait()
-	s := r.Stats()
-	if s.Sent != 20 || s.Replied != 20 || s.Pending != 0 {
-		t.Fatalf("stats %+v", s)
-	}
-	t.Logf("calls for 20 concurrent round trips (requester side): %v", s.Calls)
+		var wg sync.WaitGroup
+		for i := 0; i < 20; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				defer cancel()
+				body := fmt.Sprint("ping ", i)
+				m, err := r.SendMessageAndGetResponse(cctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String(body)})
+				if err != nil {
+					t.Errorf("request %d: %v", i, err)
+					return
+				}
+				if aws.ToString(m.Body) != "re: "+body {
+					t.Errorf("request %d got %q", i, aws.ToString(m.Body))
+				}
+				if aws.ToString(m.MessageAttributes[sqsapi.CorrelationIDAttribute].StringValue) == "" {
+					t.Errorf("reply without correlation id")
+				}
+			}()
+		}
+		wg.Wait()
+		s := r.Stats()
+		if s.Sent != 20 || s.Replied != 20 || s.Pending != 0 {
+			t.Fatalf("stats %+v", s)
+		}
+		t.Logf("calls for 20 concurrent round trips (requester side): %v", s.Calls)
+	})
 }
 
 func TestTimeoutIsDistinctAndLateReplyIsOrphaned(t *testing.T) {
-	e := newEnv(t)
-	r := e.requester(t)
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	e.rawResponder(t, ctx, 1500*time.Millisecond)
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		r := e.requester(t)
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		e.rawResponder(t, ctx, 1500*time.Millisecond)
 
-	cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	defer cancel()
-	_, err := r.SendMessageAndGetResponse(cctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("slow")})
-	if !errors.Is(err, requester.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("err = %v, want ErrTimeout and DeadlineExceeded", err)
-	}
-	var te *requester.TimeoutError
-	if !errors.As(err, &te) || te.RequestID == "" {
-		t.Fatalf("err = %#v, want *TimeoutError with the request id", err)
-	}
-	// Keep the host polled so the late reply arrives and is orphaned.
-	c2, cancel2 := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel2()
-	_, _ = r.SendMessageAndGetResponse(c2, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("keeps the poller busy")})
-	deadline := time.Now().Add(5 * time.Second)
-	for r.Stats().LateReplies < 1 && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
-	if s := r.Stats(); s.LateReplies < 1 || s.TimedOut != 1 {
-		t.Fatalf("stats %+v: want the late reply orphaned and one timeout", s)
-	}
+		cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		defer cancel()
+		_, err := r.SendMessageAndGetResponse(cctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("slow")})
+		if !errors.Is(err, requester.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err = %v, want ErrTimeout and DeadlineExceeded", err)
+		}
+		var te *requester.TimeoutError
+		if !errors.As(err, &te) || te.RequestID == "" {
+			t.Fatalf("err = %#v, want *TimeoutError with the request id", err)
+		}
+		// Keep the host polled so the late reply arrives and is orphaned.
+		c2, cancel2 := context.WithTimeout(ctx, 3*time.Second)
+		defer cancel2()
+		_, _ = r.SendMessageAndGetResponse(c2, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("keeps the poller busy")})
+		deadline := time.Now().Add(5 * time.Second)
+		for r.Stats().LateReplies < 1 && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if s := r.Stats(); s.LateReplies < 1 || s.TimedOut != 1 {
+			t.Fatalf("stats %+v: want the late reply orphaned and one timeout", s)
+		}
+	})
 }
 
 func TestCancelledContextIsNotATimeout(t *testing.T) {
-	e := newEnv(t)
-	r := e.requester(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	call, err := r.SendMessageAndGetResponseAsync(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("x")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cancel()
-	_, err = call.Wait(context.Background())
-	if !errors.Is(err, context.Canceled) || errors.Is(err, requester.ErrTimeout) {
-		t.Fatalf("err = %v, want context.Canceled only", err)
-	}
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		r := e.requester(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		call, err := r.SendMessageAndGetResponseAsync(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("x")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		_, err = call.Wait(context.Background())
+		if !errors.Is(err, context.Canceled) || errors.Is(err, requester.ErrTimeout) {
+			t.Fatalf("err = %v, want context.Canceled only", err)
+		}
+	})
 }
 
 func TestAsyncCallsShareOnePoller(t *testing.T) {
-	e := newEnv(t)
-	r := e.requester(t)
-	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
-	e.rawResponder(t, ctx, 100*time.Millisecond)
-	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
-	calls := make([]*requester.Call, 50)
-	for i := range calls {
-		c, err := r.SendMessageAndGetResponseAsync(cctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String(fmt.Sprint(i))})
-		if err != nil {
-			t.Fatal(err)
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		r := e.requester(t)
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		e.rawResponder(t, ctx, 100*time.Millisecond)
+		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		calls := make([]*requester.Call, 50)
+		for i := range calls {
+			c, err := r.SendMessageAndGetResponseAsync(cctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String(fmt.Sprint(i))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls[i] = c
 		}
-		calls[i] = c
-	}
-	for i, c := range calls {
-		m, err := c.Wait(context.Background())
-		if err != nil || aws.ToString(m.Body) != fmt.Sprint("re: ", i) {
-			t.Fatalf("call %d: %v %v", i, m, err)
+		for i, c := range calls {
+			m, err := c.Wait(context.Background())
+			if err != nil || aws.ToString(m.Body) != fmt.Sprint("re: ", i) {
+				t.Fatalf("call %d: %v %v", i, m, err)
+			}
 		}
-	}
+	})
 }
 
 func TestSendFailureLeaksNothing(t *testing.T) {
-	e := newEnv(t)
-	r := e.requester(t)
-	_, err := r.SendMessageAndGetResponse(context.Background(), &sqs.SendMessageInput{
-		QueueUrl: aws.String(e.queue + "-does-not-exist"), MessageBody: aws.String("x"),
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		r := e.requester(t)
+		_, err := r.SendMessageAndGetResponse(context.Background(), &sqs.SendMessageInput{
+			QueueUrl: aws.String(e.queue + "-does-not-exist"), MessageBody: aws.String("x"),
+		})
+		if !sqsapi.IsQueueDoesNotExist(err) {
+			t.Fatalf("err = %v, want the send's QueueDoesNotExist", err)
+		}
+		if s := r.Stats(); s.Pending != 0 || s.Failed != 1 {
+			t.Fatalf("stats %+v", s)
+		}
 	})
-	if !sqsapi.IsQueueDoesNotExist(err) {
-		t.Fatalf("err = %v, want the send's QueueDoesNotExist", err)
-	}
-	if s := r.Stats(); s.Pending != 0 || s.Failed != 1 {
-		t.Fatalf("stats %+v", s)
-	}
 }
 
 func TestBadRequestsRejectedBeforeAnyCall(t *testing.T) {
-	e := newEnv(t)
-	r := e.requester(t)
-	e.counter.Reset()
-	ten := map[string]types.MessageAttributeValue{}
-	for i := 0; i < 9; i++ {
-		ten[fmt.Sprint("a", i)] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String("v")}
-	}
-	for name, in := range map[string]*sqs.SendMessageInput{
-		"nil":           nil,
-		"no queue":      {MessageBody: aws.String("x")},
-		"no body":       {QueueUrl: aws.String(e.queue)},
-		"bad virtual":   {QueueUrl: aws.String("#x"), MessageBody: aws.String("x")},
-		"9 + 2 attrs":   {QueueUrl: aws.String(e.queue), MessageBody: aws.String("x"), MessageAttributes: ten},
-		"huge body":     {QueueUrl: aws.String(e.queue), MessageBody: aws.String(strings.Repeat("x", 1<<20))},
-		"own reply url": {QueueUrl: aws.String(e.queue), MessageBody: aws.String("x"), MessageAttributes: map[string]types.MessageAttributeValue{sqsapi.ResponseQueueURLAttribute: {DataType: aws.String("String"), StringValue: aws.String("u")}}},
-	} {
-		_, err := r.SendMessageAndGetResponse(context.Background(), in)
-		if !errors.Is(err, sqsapi.ErrInvalidInput) {
-			t.Errorf("%s: err = %v, want ErrInvalidInput", name, err)
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		r := e.requester(t)
+		e.counter.Reset()
+		ten := map[string]types.MessageAttributeValue{}
+		for i := 0; i < 9; i++ {
+			ten[fmt.Sprint("a", i)] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String("v")}
 		}
-	}
-	if n := e.counter.Total(); n != 0 {
-		t.Fatalf("bad requests made %d calls: %v", n, e.counter.Snapshot())
-	}
-	for _, p := range []string{"", strings.Repeat("p", 41), "bad prefix"} {
-		if _, err := requester.New(e.raw, func(o *requester.Options) { o.QueuePrefix = p }); !errors.Is(err, sqsapi.ErrInvalidInput) {
-			t.Errorf("prefix %q: err = %v", p, err)
+		for name, in := range map[string]*sqs.SendMessageInput{
+			"nil":           nil,
+			"no queue":      {MessageBody: aws.String("x")},
+			"no body":       {QueueUrl: aws.String(e.queue)},
+			"bad virtual":   {QueueUrl: aws.String("#x"), MessageBody: aws.String("x")},
+			"9 + 2 attrs":   {QueueUrl: aws.String(e.queue), MessageBody: aws.String("x"), MessageAttributes: ten},
+			"huge body":     {QueueUrl: aws.String(e.queue), MessageBody: aws.String(strings.Repeat("x", 1<<20))},
+			"own reply url": {QueueUrl: aws.String(e.queue), MessageBody: aws.String("x"), MessageAttributes: map[string]types.MessageAttributeValue{sqsapi.ResponseQueueURLAttribute: {DataType: aws.String("String"), StringValue: aws.String("u")}}},
+		} {
+			_, err := r.SendMessageAndGetResponse(context.Background(), in)
+			if !errors.Is(err, sqsapi.ErrInvalidInput) {
+				t.Errorf("%s: err = %v, want ErrInvalidInput", name, err)
+			}
 		}
-	}
+		if n := e.counter.Total(); n != 0 {
+			t.Fatalf("bad requests made %d calls: %v", n, e.counter.Snapshot())
+		}
+		for _, p := range []string{"", strings.Repeat("p", 41), "bad prefix"} {
+			if _, err := requester.New(e.raw, func(o *requester.Options) { o.QueuePrefix = p }); !errors.Is(err, sqsapi.ErrInvalidInput) {
+				t.Errorf("prefix %q: err = %v", p, err)
+			}
+		}
+	})
 }
 
 func TestCloseFailsPendingAndDeletesHostQueue(t *testing.T) {
-	e := newEnv(t)
-	r, err := requester.New(e.raw, func(o *requester.Options) { o.QueuePrefix = e.prefix; o.DisableSweeping = true })
-	if err != nil {
-		t.Fatal(err)
-	}
-	call, err := r.SendMessageAndGetResponseAsync(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("x")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	list := func() []string {
-		out, err := e.raw.ListQueues(context.Background(), &sqs.ListQueuesInput{QueueNamePrefix: aws.String(e.prefix)})
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		r, err := requester.New(e.raw, func(o *requester.Options) { o.QueuePrefix = e.prefix; o.DisableSweeping = true })
 		if err != nil {
 			t.Fatal(err)
 		}
-		return out.QueueUrls
-	}
-	if got := list(); len(got) != 1 {
-		t.Fatalf("host queues %v, want 1", got)
-	}
-	tags, err := e.raw.ListQueueTags(context.Background(), &sqs.ListQueueTagsInput{QueueUrl: aws.String(list()[0])})
-	if err != nil || tags.Tags[sqsapi.RetentionTag] != "300" || tags.Tags[sqsapi.HeartbeatTag] == "" {
-		t.Fatalf("host queue tags %v, %v", tags.Tags, err)
-	}
-	if err := r.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := call.Wait(context.Background()); !errors.Is(err, requester.ErrClosed) {
-		t.Fatalf("pending call got %v, want ErrClosed", err)
-	}
-	if got := list(); len(got) != 0 {
-		t.Fatalf("host queues left after Close: %v", got)
-	}
-	if _, err := r.SendMessageAndGetResponse(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("x")}); !errors.Is(err, requester.ErrClosed) {
-		t.Fatalf("after Close: %v", err)
-	}
-	leakcheck.Check(t)
+		call, err := r.SendMessageAndGetResponseAsync(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("x")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		list := func() []string {
+			out, err := e.raw.ListQueues(context.Background(), &sqs.ListQueuesInput{QueueNamePrefix: aws.String(e.prefix)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out.QueueUrls
+		}
+		if got := list(); len(got) != 1 {
+			t.Fatalf("host queues %v, want 1", got)
+		}
+		tags, err := e.raw.ListQueueTags(context.Background(), &sqs.ListQueueTagsInput{QueueUrl: aws.String(list()[0])})
+		if err != nil || tags.Tags[sqsapi.RetentionTag] != "300" || tags.Tags[sqsapi.HeartbeatTag] == "" {
+			t.Fatalf("host queue tags %v, %v", tags.Tags, err)
+		}
+		if err := r.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := call.Wait(context.Background()); !errors.Is(err, requester.ErrClosed) {
+			t.Fatalf("pending call got %v, want ErrClosed", err)
+		}
+		if got := list(); len(got) != 0 {
+			t.Fatalf("host queues left after Close: %v", got)
+		}
+		if _, err := r.SendMessageAndGetResponse(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("x")}); !errors.Is(err, requester.ErrClosed) {
+			t.Fatalf("after Close: %v", err)
+		}
+		leakcheck.Check(t)
+	})
 }

@@ -25,9 +25,8 @@ type env struct {
 
 // newEnv creates a host queue with the given visibility timeout (seconds) on
 // the test server; the queue is deleted when the test ends.
-func newEnv(t *testing.T, visibility int) *env {
+func newEnv(t *testing.T, b *sqstestenv.Backend, visibility int) *env {
 	t.Helper()
-	b := sqstestenv.Fauxqs(t)
 	raw, counter := b.Client(t)
 	out, err := raw.CreateQueue(context.Background(), &sqs.CreateQueueInput{
 		QueueName:  aws.String(sqstestenv.QueueName(t, "host")),

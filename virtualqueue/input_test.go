@@ -15,6 +15,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/tempqueues/tempqueues/internal/backoff"
+	"github.com/tempqueues/tempqueues/internal/sqstestenv"
 	"github.com/tempqueues/tempqueues/sqsapi"
 	"github.com/tempqueues/tempqueues/virtualqueue"
 )
@@ -29,99 +30,101 @@ func attrs(n int) map[string]types.MessageAttributeValue {
 
 // Every bad input fails with a typed error and makes no API call.
 func TestBadInputIsRejectedBeforeAnyCall(t *testing.T) {
-	e := newEnv(t, 30)
-	c := e.client()
-	u := e.createVQ(c, "ok")
-	e.counter.Reset()
-	ctx := context.Background()
-	create := func(name string, a map[string]string) error {
-		_, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: a})
-		return err
-	}
-	host := map[string]string{sqsapi.HostQueueURLAttribute: e.host}
-	with := func(k, v string) map[string]string {
-		return map[string]string{sqsapi.HostQueueURLAttribute: e.host, k: v}
-	}
-	cases := map[string]error{
-		"empty name":        create("", host),
-		"bad name":          create("has space", host),
-		"long name":         create(strings.Repeat("n", 81), host),
-		"fifo name":         create("v.fifo", host),
-		"other attribute":   create("v", with("VisibilityTimeout", "5")),
-		"retention zero":    create("v", with(sqsapi.IdleQueueRetentionPeriodAttribute, "0")),
-		"retention not int": create("v", with(sqsapi.IdleQueueRetentionPeriodAttribute, "1.5")),
-		"virtual host":      create("v", map[string]string{sqsapi.HostQueueURLAttribute: u}),
-		"relative host":     create("v", map[string]string{sqsapi.HostQueueURLAttribute: "queue"}),
-		"fifo host":         create("v", map[string]string{sqsapi.HostQueueURLAttribute: "http://127.0.0.1:1/000000000000/h.fifo"}),
-		"set attributes": func() error {
-			_, err := c.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: aws.String(u)})
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b, 30)
+		c := e.client()
+		u := e.createVQ(c, "ok")
+		e.counter.Reset()
+		ctx := context.Background()
+		create := func(name string, a map[string]string) error {
+			_, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: a})
 			return err
-		}(),
-		"malformed url": func() error {
-			_, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String("#x")})
-			return err
-		}(),
-		"max messages 11": func() error {
-			_, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(u), MaxNumberOfMessages: 11})
-			return err
-		}(),
-		"wait 21": func() error {
-			_, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(u), WaitTimeSeconds: 21})
-			return err
-		}(),
-		"receive visibility": func() error {
-			_, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(u), VisibilityTimeout: 43201})
-			return err
-		}(),
-		"10 attributes + ours": func() error {
-			_, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(u), MessageBody: aws.String("b"), MessageAttributes: attrs(10)})
-			return err
-		}(),
-		"oversized body": func() error {
-			_, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(u), MessageBody: aws.String(strings.Repeat("b", 1<<20))})
-			return err
-		}(),
-		"delay 901": func() error {
-			_, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(u), MessageBody: aws.String("b"), DelaySeconds: 901})
-			return err
-		}(),
-		"batch of 11": func() error {
-			es := make([]types.SendMessageBatchRequestEntry, 11)
-			for i := range es {
-				es[i] = types.SendMessageBatchRequestEntry{Id: aws.String(string(rune('a' + i))), MessageBody: aws.String("b")}
-			}
-			_, err := c.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(u), Entries: es})
-			return err
-		}(),
-		"visibility past 12h": func() error {
-			_, err := c.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(u), ReceiptHandle: aws.String("h"), VisibilityTimeout: 43201})
-			return err
-		}(),
-		"empty receipt handle": func() error {
-			_, err := c.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(u)})
-			return err
-		}(),
-	}
-	for name, err := range cases {
-		var ie *sqsapi.InvalidInputError
-		if !errors.As(err, &ie) || !errors.Is(err, sqsapi.ErrInvalidInput) {
-			t.Errorf("%s: got %v, want *sqsapi.InvalidInputError", name, err)
 		}
-	}
-	if n := e.counter.Total(); n != 0 {
-		t.Fatalf("bad input made %d API calls: %v", n, e.counter.Snapshot())
-	}
-	// Unknown virtual queues look like SQS's missing queues.
-	_, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(e.host + "#nobody")})
-	var qdne *types.QueueDoesNotExist
-	if !errors.As(err, &qdne) {
-		t.Fatalf("receive on unknown virtual queue = %v", err)
-	}
-	// Nine attributes of the caller's plus the routing one is fine.
-	send := &sqs.SendMessageInput{QueueUrl: aws.String(u), MessageBody: aws.String("b"), MessageAttributes: attrs(9)}
-	if _, err := c.SendMessage(ctx, send); err != nil {
-		t.Fatalf("9 attributes: %v", err)
-	}
+		host := map[string]string{sqsapi.HostQueueURLAttribute: e.host}
+		with := func(k, v string) map[string]string {
+			return map[string]string{sqsapi.HostQueueURLAttribute: e.host, k: v}
+		}
+		cases := map[string]error{
+			"empty name":        create("", host),
+			"bad name":          create("has space", host),
+			"long name":         create(strings.Repeat("n", 81), host),
+			"fifo name":         create("v.fifo", host),
+			"other attribute":   create("v", with("VisibilityTimeout", "5")),
+			"retention zero":    create("v", with(sqsapi.IdleQueueRetentionPeriodAttribute, "0")),
+			"retention not int": create("v", with(sqsapi.IdleQueueRetentionPeriodAttribute, "1.5")),
+			"virtual host":      create("v", map[string]string{sqsapi.HostQueueURLAttribute: u}),
+			"relative host":     create("v", map[string]string{sqsapi.HostQueueURLAttribute: "queue"}),
+			"fifo host":         create("v", map[string]string{sqsapi.HostQueueURLAttribute: "http://127.0.0.1:1/000000000000/h.fifo"}),
+			"set attributes": func() error {
+				_, err := c.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: aws.String(u)})
+				return err
+			}(),
+			"malformed url": func() error {
+				_, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String("#x")})
+				return err
+			}(),
+			"max messages 11": func() error {
+				_, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(u), MaxNumberOfMessages: 11})
+				return err
+			}(),
+			"wait 21": func() error {
+				_, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(u), WaitTimeSeconds: 21})
+				return err
+			}(),
+			"receive visibility": func() error {
+				_, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(u), VisibilityTimeout: 43201})
+				return err
+			}(),
+			"10 attributes + ours": func() error {
+				_, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(u), MessageBody: aws.String("b"), MessageAttributes: attrs(10)})
+				return err
+			}(),
+			"oversized body": func() error {
+				_, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(u), MessageBody: aws.String(strings.Repeat("b", 1<<20))})
+				return err
+			}(),
+			"delay 901": func() error {
+				_, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(u), MessageBody: aws.String("b"), DelaySeconds: 901})
+				return err
+			}(),
+			"batch of 11": func() error {
+				es := make([]types.SendMessageBatchRequestEntry, 11)
+				for i := range es {
+					es[i] = types.SendMessageBatchRequestEntry{Id: aws.String(string(rune('a' + i))), MessageBody: aws.String("b")}
+				}
+				_, err := c.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(u), Entries: es})
+				return err
+			}(),
+			"visibility past 12h": func() error {
+				_, err := c.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(u), ReceiptHandle: aws.String("h"), VisibilityTimeout: 43201})
+				return err
+			}(),
+			"empty receipt handle": func() error {
+				_, err := c.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(u)})
+				return err
+			}(),
+		}
+		for name, err := range cases {
+			var ie *sqsapi.InvalidInputError
+			if !errors.As(err, &ie) || !errors.Is(err, sqsapi.ErrInvalidInput) {
+				t.Errorf("%s: got %v, want *sqsapi.InvalidInputError", name, err)
+			}
+		}
+		if n := e.counter.Total(); n != 0 {
+			t.Fatalf("bad input made %d API calls: %v", n, e.counter.Snapshot())
+		}
+		// Unknown virtual queues look like SQS's missing queues.
+		_, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(e.host + "#nobody")})
+		var qdne *types.QueueDoesNotExist
+		if !errors.As(err, &qdne) {
+			t.Fatalf("receive on unknown virtual queue = %v", err)
+		}
+		// Nine attributes of the caller's plus the routing one is fine.
+		send := &sqs.SendMessageInput{QueueUrl: aws.String(u), MessageBody: aws.String("b"), MessageAttributes: attrs(9)}
+		if _, err := c.SendMessage(ctx, send); err != nil {
+			t.Fatalf("9 attributes: %v", err)
+		}
+	})
 }
 
 // faulty wraps a client and fails host receives while failing is set.
@@ -141,61 +144,65 @@ func (f *faulty) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput
 }
 
 func TestTransientErrorsBackOffAndLoseNothing(t *testing.T) {
-	for name, injected := range map[string]error{
-		"throttling": &smithy.GenericAPIError{Code: "ThrottlingException", Message: "slow down", Fault: smithy.FaultClient},
-		"network":    &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")},
-		"5xx":        &smithy.GenericAPIError{Code: "InternalError", Message: "oops", Fault: smithy.FaultServer},
-	} {
-		t.Run(name, func(t *testing.T) {
-			e := newEnv(t, 30)
-			f := &faulty{Client: e.raw, err: injected}
-			f.failing.Store(true)
-			c := virtualqueue.New(f, func(o *virtualqueue.Options) {
-				o.Backoff = backoff.Policy{Base: 50 * time.Millisecond, Cap: 400 * time.Millisecond}
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		for name, injected := range map[string]error{
+			"throttling": &smithy.GenericAPIError{Code: "ThrottlingException", Message: "slow down", Fault: smithy.FaultClient},
+			"network":    &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")},
+			"5xx":        &smithy.GenericAPIError{Code: "InternalError", Message: "oops", Fault: smithy.FaultServer},
+		} {
+			t.Run(name, func(t *testing.T) {
+				e := newEnv(t, b, 30)
+				f := &faulty{Client: e.raw, err: injected}
+				f.failing.Store(true)
+				c := virtualqueue.New(f, func(o *virtualqueue.Options) {
+					o.Backoff = backoff.Policy{Base: 50 * time.Millisecond, Cap: 400 * time.Millisecond}
+				})
+				defer c.Close(context.Background())
+				u := e.createVQ(c, "v")
+				send(t, c, u, "survives")
+				got := make(chan []types.Message, 1)
+				if _, err := c.ReceiveMessageFunc(u, 1, func(m []types.Message, err error) {
+					if err != nil {
+						t.Errorf("transient error reached the receiver: %v", err)
+					}
+					got <- m
+				}); err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(time.Second)
+				// Full-jitter backoff from 50ms capped at 400ms: a hot loop would
+				// make thousands of calls in a second.
+				if n := f.receives.Load(); n > 40 || n < 3 {
+					t.Fatalf("%d receives in 1s of failures: want a few, backed off", n)
+				}
+				f.failing.Store(false)
+				select {
+				case m := <-got:
+					if len(m) != 1 || *m[0].Body != "survives" {
+						t.Fatalf("got %v", m)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatal("message not delivered after the faults stopped")
+				}
 			})
-			defer c.Close(context.Background())
-			u := e.createVQ(c, "v")
-			send(t, c, u, "survives")
-			got := make(chan []types.Message, 1)
-			if _, err := c.ReceiveMessageFunc(u, 1, func(m []types.Message, err error) {
-				if err != nil {
-					t.Errorf("transient error reached the receiver: %v", err)
-				}
-				got <- m
-			}); err != nil {
-				t.Fatal(err)
-			}
-			time.Sleep(time.Second)
-			// Full-jitter backoff from 50ms capped at 400ms: a hot loop would
-			// make thousands of calls in a second.
-			if n := f.receives.Load(); n > 40 || n < 3 {
-				t.Fatalf("%d receives in 1s of failures: want a few, backed off", n)
-			}
-			f.failing.Store(false)
-			select {
-			case m := <-got:
-				if len(m) != 1 || *m[0].Body != "survives" {
-					t.Fatalf("got %v", m)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("message not delivered after the faults stopped")
-			}
-		})
-	}
+		}
+	})
 }
 
 func TestPermanentErrorReachesWaiters(t *testing.T) {
-	e := newEnv(t, 30)
-	f := &faulty{Client: e.raw, err: &smithy.GenericAPIError{Code: "AccessDenied", Message: "no", Fault: smithy.FaultClient}}
-	f.failing.Store(true)
-	c := virtualqueue.New(f)
-	defer c.Close(context.Background())
-	u := e.createVQ(c, "v")
-	_, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(u), WaitTimeSeconds: 5})
-	var apiErr smithy.APIError
-	if !errors.As(err, &apiErr) || apiErr.ErrorCode() != "AccessDenied" {
-		t.Fatalf("receive = %v, want the AccessDenied API error", err)
-	}
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b, 30)
+		f := &faulty{Client: e.raw, err: &smithy.GenericAPIError{Code: "AccessDenied", Message: "no", Fault: smithy.FaultClient}}
+		f.failing.Store(true)
+		c := virtualqueue.New(f)
+		defer c.Close(context.Background())
+		u := e.createVQ(c, "v")
+		_, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(u), WaitTimeSeconds: 5})
+		var apiErr smithy.APIError
+		if !errors.As(err, &apiErr) || apiErr.ErrorCode() != "AccessDenied" {
+			t.Fatalf("receive = %v, want the AccessDenied API error", err)
+		}
+	})
 }
 
 // FuzzCreateQueueInput checks that any CreateQueue input either makes a

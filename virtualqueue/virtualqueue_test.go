@@ -14,208 +14,219 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/leakcheck"
+	"github.com/tempqueues/tempqueues/internal/sqstestenv"
 	"github.com/tempqueues/tempqueues/sqsapi"
 	"github.com/tempqueues/tempqueues/virtualqueue"
 )
 
 func TestRoutingAcrossManyVirtualQueues(t *testing.T) {
-	e := newEnv(t, 30)
-	c := e.client()
-	const queues, perQueue = 12, 4
-	urls := make([]string, queues)
-	for i := range urls {
-		urls[i] = e.createVQ(c, fmt.Sprintf("vq-%d", i))
-	}
-	if got := e.counter.Total(); got != 1 {
-		t.Fatalf("creating %d virtual queues made %d API calls, want 1 (host attributes once): %v", queues, got, e.counter.Snapshot())
-	}
-	for i, u := range urls {
-		for j := 0; j < perQueue; j++ {
-			send(t, c, u, fmt.Sprintf("%d/%d", i, j))
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b, 30)
+		c := e.client()
+		const queues, perQueue = 12, 4
+		urls := make([]string, queues)
+		for i := range urls {
+			urls[i] = e.createVQ(c, fmt.Sprintf("vq-%d", i))
 		}
-	}
-	var wg sync.WaitGroup
-	for i, u := range urls {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			msgs := receiveN(t, c, u, perQueue, 20*time.Second)
-			var bodies []string
-			for _, m := range msgs {
-				bodies = append(bodies, *m.Body)
-				if _, err := c.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(u), ReceiptHandle: m.ReceiptHandle}); err != nil {
-					t.Errorf("DeleteMessage: %v", err)
-				}
+		if got := e.counter.Total(); got != 1 {
+			t.Fatalf("creating %d virtual queues made %d API calls, want 1 (host attributes once): %v", queues, got, e.counter.Snapshot())
+		}
+		for i, u := range urls {
+			for j := 0; j < perQueue; j++ {
+				send(t, c, u, fmt.Sprintf("%d/%d", i, j))
 			}
-			sort.Strings(bodies)
-			for j, b := range bodies {
-				if want := fmt.Sprintf("%d/%d", i, j); b != want {
-					t.Errorf("queue %d got %q, want %q", i, b, want)
+		}
+		var wg sync.WaitGroup
+		for i, u := range urls {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				msgs := receiveN(t, c, u, perQueue, 20*time.Second)
+				var bodies []string
+				for _, m := range msgs {
+					bodies = append(bodies, *m.Body)
+					if _, err := c.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(u), ReceiptHandle: m.ReceiptHandle}); err != nil {
+						t.Errorf("DeleteMessage: %v", err)
+					}
 				}
-			}
-		}()
-	}
-	wg.Wait()
-	if s := c.Stats(); s.Routed < queues*perQueue || s.Orphaned != 0 {
-		t.Fatalf("stats %+v: want %d routed, 0 orphaned", s, queues*perQueue)
-	}
-	eventually(t, 5*time.Second, "host queue empty", func() bool { v, f := e.hostCounts(); return v == 0 && f == 0 })
+				sort.Strings(bodies)
+				for j, b := range bodies {
+					if want := fmt.Sprintf("%d/%d", i, j); b != want {
+						t.Errorf("queue %d got %q, want %q", i, b, want)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if s := c.Stats(); s.Routed < queues*perQueue || s.Orphaned != 0 {
+			t.Fatalf("stats %+v: want %d routed, 0 orphaned", s, queues*perQueue)
+		}
+		eventually(t, 5*time.Second, "host queue empty", func() bool { v, f := e.hostCounts(); return v == 0 && f == 0 })
+	})
 }
 
 func TestJavaWireFormat(t *testing.T) {
-	e := newEnv(t, 30)
-	c := e.client()
-	u := e.createVQ(c, "java-peer")
-	if want := e.host + "#java-peer"; u != want {
-		t.Fatalf("virtual URL %q, want %q", u, want)
-	}
-	// A Java peer sends to the host with only the routing attribute.
-	_, err := e.raw.SendMessage(context.Background(), &sqs.SendMessageInput{
-		QueueUrl: aws.String(e.host), MessageBody: aws.String("from java"),
-		MessageAttributes: map[string]types.MessageAttributeValue{
-			"__AmazonSQSVirtualQueuesClient.QueueName": {DataType: aws.String("String"), StringValue: aws.String("java-peer")},
-			"custom": {DataType: aws.String("Number"), StringValue: aws.String("7")},
-		},
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b, 30)
+		c := e.client()
+		u := e.createVQ(c, "java-peer")
+		if want := e.host + "#java-peer"; u != want {
+			t.Fatalf("virtual URL %q, want %q", u, want)
+		}
+		// A Java peer sends to the host with only the routing attribute.
+		_, err := e.raw.SendMessage(context.Background(), &sqs.SendMessageInput{
+			QueueUrl: aws.String(e.host), MessageBody: aws.String("from java"),
+			MessageAttributes: map[string]types.MessageAttributeValue{
+				"__AmazonSQSVirtualQueuesClient.QueueName": {DataType: aws.String("String"), StringValue: aws.String("java-peer")},
+				"custom": {DataType: aws.String("Number"), StringValue: aws.String("7")},
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := receiveN(t, c, u, 1, 10*time.Second)[0]
+		if *m.Body != "from java" || *m.MessageAttributes["custom"].StringValue != "7" {
+			t.Fatalf("got %q with %v", *m.Body, m.MessageAttributes)
+		}
+		// And our send reaches the host in the same format a Java poller routes.
+		send(t, c, e.host+"#somebody-else", "to java")
+		out, err := e.raw.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(e.host), WaitTimeSeconds: 5, MessageAttributeNames: []string{"All"},
+		})
+		if err != nil || len(out.Messages) != 1 {
+			t.Fatalf("raw receive: %v, %d messages", err, len(out.Messages))
+		}
+		attr := out.Messages[0].MessageAttributes[sqsapi.VirtualQueueNameAttribute]
+		if aws.ToString(attr.DataType) != "String" || aws.ToString(attr.StringValue) != "somebody-else" {
+			t.Fatalf("routing attribute %+v", attr)
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := receiveN(t, c, u, 1, 10*time.Second)[0]
-	if *m.Body != "from java" || *m.MessageAttributes["custom"].StringValue != "7" {
-		t.Fatalf("got %q with %v", *m.Body, m.MessageAttributes)
-	}
-	// And our send reaches the host in the same format a Java poller routes.
-	send(t, c, e.host+"#somebody-else", "to java")
-	out, err := e.raw.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
-		QueueUrl: aws.String(e.host), WaitTimeSeconds: 5, MessageAttributeNames: []string{"All"},
-	})
-	if err != nil || len(out.Messages) != 1 {
-		t.Fatalf("raw receive: %v, %d messages", err, len(out.Messages))
-	}
-	attr := out.Messages[0].MessageAttributes[sqsapi.VirtualQueueNameAttribute]
-	if aws.ToString(attr.DataType) != "String" || aws.ToString(attr.StringValue) != "somebody-else" {
-		t.Fatalf("routing attribute %+v", attr)
-	}
 }
 
 func TestIdleExpiryAndRecreation(t *testing.T) {
-	e := newEnv(t, 30)
-	c := e.client()
-	idle := e.createVQ(c, "idle", sqsapi.IdleQueueRetentionPeriodAttribute, "1")
-	busy := e.createVQ(c, "busy", sqsapi.IdleQueueRetentionPeriodAttribute, "1")
-	// A receive in progress keeps "busy" alive past its retention.
-	done := make(chan error, 1)
-	go func() {
-		_, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(busy), WaitTimeSeconds: 3})
-		done <- err
-	}()
-	eventually(t, 5*time.Second, "idle queue expiry", func() bool {
-		_, err := c.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(idle)})
-		var qdne *types.QueueDoesNotExist
-		return errors.As(err, &qdne)
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b, 30)
+		c := e.client()
+		idle := e.createVQ(c, "idle", sqsapi.IdleQueueRetentionPeriodAttribute, "1")
+		busy := e.createVQ(c, "busy", sqsapi.IdleQueueRetentionPeriodAttribute, "1")
+		// A receive in progress keeps "busy" alive past its retention.
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(busy), WaitTimeSeconds: 3})
+			done <- err
+		}()
+		eventually(t, 5*time.Second, "idle queue expiry", func() bool {
+			_, err := c.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(idle)})
+			var qdne *types.QueueDoesNotExist
+			return errors.As(err, &qdne)
+		})
+		if err := <-done; err != nil {
+			t.Fatalf("receive on busy queue: %v", err)
+		}
+		if _, err := c.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(busy)}); err != nil {
+			t.Fatalf("busy queue expired during a receive: %v", err)
+		}
+		if got := c.Stats().Expired; got < 1 {
+			t.Fatalf("Expired = %d", got)
+		}
+
+		// Re-creating returns the same URL; other settings are a typed error.
+		again := e.createVQ(c, "busy", sqsapi.IdleQueueRetentionPeriodAttribute, "1")
+		if again != busy {
+			t.Fatalf("re-create gave %q, want %q", again, busy)
+		}
+		_, err := c.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String("busy"), Attributes: map[string]string{
+			sqsapi.HostQueueURLAttribute: e.host, sqsapi.IdleQueueRetentionPeriodAttribute: "60",
+		}})
+		var exists *types.QueueNameExists
+		if !errors.As(err, &exists) {
+			t.Fatalf("re-create with another retention = %v, want *types.QueueNameExists", err)
+		}
+
+		// An old expiry must not delete a newer queue of the same name.
+		short := e.createVQ(c, "reborn", sqsapi.IdleQueueRetentionPeriodAttribute, "1")
+		if _, err := c.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(short)}); err != nil {
+			t.Fatal(err)
+		}
+		reborn := e.createVQ(c, "reborn")
+		time.Sleep(1500 * time.Millisecond)
+		if _, err := c.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(reborn)}); err != nil {
+			t.Fatalf("re-created queue without retention was deleted: %v", err)
+		}
 	})
-	if err := <-done; err != nil {
-		t.Fatalf("receive on busy queue: %v", err)
-	}
-	if _, err := c.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(busy)}); err != nil {
-		t.Fatalf("busy queue expired during a receive: %v", err)
-	}
-	if got := c.Stats().Expired; got < 1 {
-		t.Fatalf("Expired = %d", got)
-	}
-
-	// Re-creating returns the same URL; other settings are a typed error.
-	again := e.createVQ(c, "busy", sqsapi.IdleQueueRetentionPeriodAttribute, "1")
-	if again != busy {
-		t.Fatalf("re-create gave %q, want %q", again, busy)
-	}
-	_, err := c.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String("busy"), Attributes: map[string]string{
-		sqsapi.HostQueueURLAttribute: e.host, sqsapi.IdleQueueRetentionPeriodAttribute: "60",
-	}})
-	var exists *types.QueueNameExists
-	if !errors.As(err, &exists) {
-		t.Fatalf("re-create with another retention = %v, want *types.QueueNameExists", err)
-	}
-
-	// An old expiry must not delete a newer queue of the same name.
-	short := e.createVQ(c, "reborn", sqsapi.IdleQueueRetentionPeriodAttribute, "1")
-	if _, err := c.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(short)}); err != nil {
-		t.Fatal(err)
-	}
-	reborn := e.createVQ(c, "reborn")
-	time.Sleep(1500 * time.Millisecond)
-	if _, err := c.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(reborn)}); err != nil {
-		t.Fatalf("re-created queue without retention was deleted: %v", err)
-	}
 }
 
 func TestOrphansDeletedCountedOrReleased(t *testing.T) {
-	e := newEnv(t, 30)
-	c := e.client()
-	u := e.createVQ(c, "known")
-	send(t, e.raw, e.host, "no attribute")
-	send(t, c, e.host+"#unknown", "unknown name")
-	send(t, c, u, "known")
-	receiveN(t, c, u, 1, 10*time.Second)
-	eventually(t, 10*time.Second, "two orphans", func() bool { return c.Stats().Orphaned == 2 })
-	// Deleted: only the known message remains (in flight, not yet deleted).
-	eventually(t, 5*time.Second, "orphans deleted", func() bool { v, f := e.hostCounts(); return v == 0 && f == 1 })
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b, 30)
+		c := e.client()
+		u := e.createVQ(c, "known")
+		send(t, e.raw, e.host, "no attribute")
+		send(t, c, e.host+"#unknown", "unknown name")
+		send(t, c, u, "known")
+		receiveN(t, c, u, 1, 10*time.Second)
+		eventually(t, 10*time.Second, "two orphans", func() bool { return c.Stats().Orphaned == 2 })
+		// Deleted: only the known message remains (in flight, not yet deleted).
+		eventually(t, 5*time.Second, "orphans deleted", func() bool { v, f := e.hostCounts(); return v == 0 && f == 1 })
 
-	// Release policy: an orphan stays on the host for another process.
-	e2 := newEnv(t, 30)
-	var handled sync.Map
-	c2 := e2.client(func(o *virtualqueue.Options) {
-		o.Orphans = virtualqueue.OrphanHandle
-		o.OrphanHandler = func(_ context.Context, hostURL, name string, m types.Message) virtualqueue.OrphanAction {
-			handled.Store(name, *m.Body)
-			return virtualqueue.ReleaseOrphan
+		// Release policy: an orphan stays on the host for another process.
+		e2 := newEnv(t, b, 30)
+		var handled sync.Map
+		c2 := e2.client(func(o *virtualqueue.Options) {
+			o.Orphans = virtualqueue.OrphanHandle
+			o.OrphanHandler = func(_ context.Context, hostURL, name string, m types.Message) virtualqueue.OrphanAction {
+				handled.Store(name, *m.Body)
+				return virtualqueue.ReleaseOrphan
+			}
+			o.OrphanReleaseDelay = time.Hour
+		})
+		u2 := e2.createVQ(c2, "known")
+		send(t, c2, e2.host+"#stranger", "for someone else")
+		send(t, c2, u2, "mine")
+		receiveN(t, c2, u2, 1, 10*time.Second)
+		eventually(t, 10*time.Second, "orphan handled", func() bool { _, ok := handled.Load("stranger"); return ok })
+		if _, inflight := e2.hostCounts(); inflight != 2 {
+			t.Fatalf("released orphan: host has %d in flight, want 2 (mine, and the orphan hidden for an hour)", inflight)
 		}
-		o.OrphanReleaseDelay = time.Hour
 	})
-	u2 := e2.createVQ(c2, "known")
-	send(t, c2, e2.host+"#stranger", "for someone else")
-	send(t, c2, u2, "mine")
-	receiveN(t, c2, u2, 1, 10*time.Second)
-	eventually(t, 10*time.Second, "orphan handled", func() bool { _, ok := handled.Load("stranger"); return ok })
-	if _, inflight := e2.hostCounts(); inflight != 2 {
-		t.Fatalf("released orphan: host has %d in flight, want 2 (mine, and the orphan hidden for an hour)", inflight)
-	}
 }
 
 func TestAtLeastOnceAcrossClose(t *testing.T) {
-	e := newEnv(t, 2)
-	c1 := virtualqueue.New(e.raw)
-	u := e.createVQ(c1, "worker")
-	other := e.createVQ(c1, "other")
-	send(t, c1, u, "received, never deleted")
-	receiveN(t, c1, u, 1, 10*time.Second)
-	// A message for "other" gets buffered while someone waits on "worker".
-	send(t, c1, other, "buffered")
-	go c1.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(u), WaitTimeSeconds: 5})
-	eventually(t, 10*time.Second, "buffered message", func() bool {
-		out, err := c1.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{
-			QueueUrl: aws.String(other), AttributeNames: []types.QueueAttributeName{"ApproximateNumberOfMessages"},
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b, 2)
+		c1 := virtualqueue.New(e.raw)
+		u := e.createVQ(c1, "worker")
+		other := e.createVQ(c1, "other")
+		send(t, c1, u, "received, never deleted")
+		receiveN(t, c1, u, 1, 10*time.Second)
+		// A message for "other" gets buffered while someone waits on "worker".
+		send(t, c1, other, "buffered")
+		go c1.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(u), WaitTimeSeconds: 5})
+		eventually(t, 10*time.Second, "buffered message", func() bool {
+			out, err := c1.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{
+				QueueUrl: aws.String(other), AttributeNames: []types.QueueAttributeName{"ApproximateNumberOfMessages"},
+			})
+			return err == nil && out.Attributes["ApproximateNumberOfMessages"] == "1"
 		})
-		return err == nil && out.Attributes["ApproximateNumberOfMessages"] == "1"
+		if err := c1.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if c1.Stats().Released < 1 {
+			t.Fatalf("Close released %d buffered messages", c1.Stats().Released)
+		}
+		// A new process gets both back: the buffered one at once (released), the
+		// received one when its visibility timeout ends.
+		c2 := e.client()
+		u2 := e.createVQ(c2, "worker")
+		other2 := e.createVQ(c2, "other")
+		if m := receiveN(t, c2, other2, 1, 5*time.Second)[0]; *m.Body != "buffered" {
+			t.Fatalf("got %q", *m.Body)
+		}
+		if m := receiveN(t, c2, u2, 1, 10*time.Second)[0]; *m.Body != "received, never deleted" {
+			t.Fatalf("got %q", *m.Body)
+		}
+		leakcheckAfterClose(t, c2)
 	})
-	if err := c1.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if c1.Stats().Released < 1 {
-		t.Fatalf("Close released %d buffered messages", c1.Stats().Released)
-	}
-	// A new process gets both back: the buffered one at once (released), the
-	// received one when its visibility timeout ends.
-	c2 := e.client()
-	u2 := e.createVQ(c2, "worker")
-	other2 := e.createVQ(c2, "other")
-	if m := receiveN(t, c2, other2, 1, 5*time.Second)[0]; *m.Body != "buffered" {
-		t.Fatalf("got %q", *m.Body)
-	}
-	if m := receiveN(t, c2, u2, 1, 10*time.Second)[0]; *m.Body != "received, never deleted" {
-		t.Fatalf("got %q", *m.Body)
-	}
-	leakcheckAfterClose(t, c2)
 }
 
 func leakcheckAfterClose(t *testing.T, c *virtualqueue.Client) {
@@ -227,216 +238,232 @@ func leakcheckAfterClose(t *testing.T, c *virtualqueue.Client) {
 }
 
 func TestBufferedMessagesReleasedBeforeVisibilityEnds(t *testing.T) {
-	e := newEnv(t, 2)
-	c := e.client(func(o *virtualqueue.Options) { o.ReleaseMargin = 500 * time.Millisecond })
-	waiting := e.createVQ(c, "waiting")
-	idle := e.createVQ(c, "idle")
-	send(t, c, idle, "nobody takes me")
-	go c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(waiting), WaitTimeSeconds: 1})
-	eventually(t, 5*time.Second, "release", func() bool { return c.Stats().Released >= 1 })
-	// Released, not lost: a receive on the idle queue gets it routed again.
-	if m := receiveN(t, c, idle, 1, 10*time.Second)[0]; *m.Body != "nobody takes me" {
-		t.Fatalf("got %q", *m.Body)
-	}
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b, 2)
+		c := e.client(func(o *virtualqueue.Options) { o.ReleaseMargin = 500 * time.Millisecond })
+		waiting := e.createVQ(c, "waiting")
+		idle := e.createVQ(c, "idle")
+		send(t, c, idle, "nobody takes me")
+		go c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(waiting), WaitTimeSeconds: 1})
+		eventually(t, 5*time.Second, "release", func() bool { return c.Stats().Released >= 1 })
+		// Released, not lost: a receive on the idle queue gets it routed again.
+		if m := receiveN(t, c, idle, 1, 10*time.Second)[0]; *m.Body != "nobody takes me" {
+			t.Fatalf("got %q", *m.Body)
+		}
+	})
 }
 
 func TestBatchingCoalescesCalls(t *testing.T) {
-	e := newEnv(t, 30)
-	c := e.client()
-	u := e.createVQ(c, "batch")
-	const n = 50
-	var wg sync.WaitGroup
-	for i := 0; i < n; i++ {
-		wg.Add(1)
-		go func() { defer wg.Done(); send(t, c, u, fmt.Sprint(i)) }()
-	}
-	wg.Wait()
-	calls := c.Stats().Calls
-	if sends := calls["SendMessageBatch"] + calls["SendMessage"]; sends >= n/2 {
-		t.Fatalf("%d send calls for %d concurrent sends", sends, n)
-	}
-	msgs := receiveN(t, c, u, n, 20*time.Second)
-	for _, m := range msgs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if _, err := c.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(u), ReceiptHandle: m.ReceiptHandle}); err != nil {
-				t.Error(err)
-			}
-		}()
-	}
-	wg.Wait()
-	calls = c.Stats().Calls
-	if calls["DeleteMessage"] != 0 || calls["DeleteMessageBatch"] >= n/2 {
-		t.Fatalf("deletes not coalesced: %v", calls)
-	}
-	t.Logf("calls for %d sends, receives and deletes: %v", n, calls)
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b, 30)
+		c := e.client()
+		u := e.createVQ(c, "batch")
+		const n = 50
+		var wg sync.WaitGroup
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func() { defer wg.Done(); send(t, c, u, fmt.Sprint(i)) }()
+		}
+		wg.Wait()
+		calls := c.Stats().Calls
+		if sends := calls["SendMessageBatch"] + calls["SendMessage"]; sends >= n/2 {
+			t.Fatalf("%d send calls for %d concurrent sends", sends, n)
+		}
+		msgs := receiveN(t, c, u, n, 20*time.Second)
+		for _, m := range msgs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := c.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(u), ReceiptHandle: m.ReceiptHandle}); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		calls = c.Stats().Calls
+		if calls["DeleteMessage"] != 0 || calls["DeleteMessageBatch"] >= n/2 {
+			t.Fatalf("deletes not coalesced: %v", calls)
+		}
+		t.Logf("calls for %d sends, receives and deletes: %v", n, calls)
+	})
 }
 
 func TestIdleHostCostsNoCalls(t *testing.T) {
-	e := newEnv(t, 30)
-	c := e.client()
-	e.createVQ(c, "a")
-	e.createVQ(c, "b")
-	time.Sleep(300 * time.Millisecond)
-	if got := c.Stats().Calls["ReceiveMessage"]; got != 0 {
-		t.Fatalf("idle host polled %d times", got)
-	}
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b, 30)
+		c := e.client()
+		e.createVQ(c, "a")
+		e.createVQ(c, "b")
+		time.Sleep(300 * time.Millisecond)
+		if got := c.Stats().Calls["ReceiveMessage"]; got != 0 {
+			t.Fatalf("idle host polled %d times", got)
+		}
+	})
 }
 
 func TestHostQueueDeletedUnderClient(t *testing.T) {
-	e := newEnv(t, 30)
-	c := e.client()
-	u := e.createVQ(c, "v")
-	errc := make(chan error, 1)
-	go func() {
-		_, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(u), WaitTimeSeconds: 20})
-		errc <- err
-	}()
-	time.Sleep(200 * time.Millisecond)
-	if _, err := e.raw.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(e.host)}); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-errc:
-		if !sqsapi.IsQueueDoesNotExist(err) {
-			t.Fatalf("receive after host deletion = %v, want QueueDoesNotExist", err)
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b, 30)
+		c := e.client()
+		u := e.createVQ(c, "v")
+		errc := make(chan error, 1)
+		go func() {
+			_, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(u), WaitTimeSeconds: 20})
+			errc <- err
+		}()
+		time.Sleep(200 * time.Millisecond)
+		if _, err := e.raw.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(e.host)}); err != nil {
+			t.Fatal(err)
 		}
-	case <-time.After(25 * time.Second):
-		t.Fatal("waiting receiver not told that the host queue is gone")
-	}
+		select {
+		case err := <-errc:
+			if !sqsapi.IsQueueDoesNotExist(err) {
+				t.Fatalf("receive after host deletion = %v, want QueueDoesNotExist", err)
+			}
+		case <-time.After(25 * time.Second):
+			t.Fatal("waiting receiver not told that the host queue is gone")
+		}
+	})
 }
 
 func TestCloseWakesReceiversAndStopsEverything(t *testing.T) {
-	e := newEnv(t, 30)
-	c := virtualqueue.New(e.raw)
-	u := e.createVQ(c, "v")
-	errc := make(chan error, 2)
-	go func() {
-		_, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(u), WaitTimeSeconds: 20})
-		errc <- err
-	}()
-	if _, err := c.ReceiveMessageFunc(u, 1, func(_ []types.Message, err error) { errc <- err }); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(200 * time.Millisecond)
-	start := time.Now()
-	if err := c.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i < 2; i++ {
-		if err := <-errc; !errors.Is(err, virtualqueue.ErrClosed) {
-			t.Fatalf("waiting receiver got %v, want ErrClosed", err)
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b, 30)
+		c := virtualqueue.New(e.raw)
+		u := e.createVQ(c, "v")
+		errc := make(chan error, 2)
+		go func() {
+			_, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(u), WaitTimeSeconds: 20})
+			errc <- err
+		}()
+		if _, err := c.ReceiveMessageFunc(u, 1, func(_ []types.Message, err error) { errc <- err }); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if d := time.Since(start); d > 3*time.Second {
-		t.Fatalf("Close took %v with a 20 s poll in flight", d)
-	}
-	if err := c.Close(context.Background()); err != nil {
-		t.Fatalf("second Close: %v", err)
-	}
-	if _, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(u)}); !errors.Is(err, virtualqueue.ErrClosed) {
-		t.Fatalf("receive after Close = %v", err)
-	}
-	leakcheck.Check(t)
+		time.Sleep(200 * time.Millisecond)
+		start := time.Now()
+		if err := c.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 2; i++ {
+			if err := <-errc; !errors.Is(err, virtualqueue.ErrClosed) {
+				t.Fatalf("waiting receiver got %v, want ErrClosed", err)
+			}
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Fatalf("Close took %v with a 20 s poll in flight", d)
+		}
+		if err := c.Close(context.Background()); err != nil {
+			t.Fatalf("second Close: %v", err)
+		}
+		if _, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(u)}); !errors.Is(err, virtualqueue.ErrClosed) {
+			t.Fatalf("receive after Close = %v", err)
+		}
+		leakcheck.Check(t)
+	})
 }
 
 func TestReceiveMessageFuncAndCancel(t *testing.T) {
-	e := newEnv(t, 30)
-	c := e.client()
-	u := e.createVQ(c, "async")
-	got := make(chan string, 1)
-	cancel, err := c.ReceiveMessageFunc(u, 1, func(m []types.Message, err error) {
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b, 30)
+		c := e.client()
+		u := e.createVQ(c, "async")
+		got := make(chan string, 1)
+		cancel, err := c.ReceiveMessageFunc(u, 1, func(m []types.Message, err error) {
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			got <- *m[0].Body
+			c.DeleteMessageAsync(u, *m[0].ReceiptHandle, nil)
+		})
 		if err != nil {
-			t.Error(err)
-			return
+			t.Fatal(err)
 		}
-		got <- *m[0].Body
-		c.DeleteMessageAsync(u, *m[0].ReceiptHandle, nil)
+		send(t, c, u, "callback")
+		select {
+		case b := <-got:
+			if b != "callback" {
+				t.Fatalf("got %q", b)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("callback not called")
+		}
+		if cancel() {
+			t.Fatal("cancel after delivery reported true")
+		}
+		cancel2, err := c.ReceiveMessageFunc(u, 1, func([]types.Message, error) { t.Error("cancelled callback ran") })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !cancel2() {
+			t.Fatal("cancel of a pending registration reported false")
+		}
+		eventually(t, 5*time.Second, "host queue empty", func() bool { v, f := e.hostCounts(); return v == 0 && f == 0 })
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	send(t, c, u, "callback")
-	select {
-	case b := <-got:
-		if b != "callback" {
-			t.Fatalf("got %q", b)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("callback not called")
-	}
-	if cancel() {
-		t.Fatal("cancel after delivery reported true")
-	}
-	cancel2, err := c.ReceiveMessageFunc(u, 1, func([]types.Message, error) { t.Error("cancelled callback ran") })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !cancel2() {
-		t.Fatal("cancel of a pending registration reported false")
-	}
-	eventually(t, 5*time.Second, "host queue empty", func() bool { v, f := e.hostCounts(); return v == 0 && f == 0 })
 }
 
 func TestVirtualQueueAttributesAndTags(t *testing.T) {
-	e := newEnv(t, 17)
-	c := e.client()
-	out, err := c.CreateQueue(context.Background(), &sqs.CreateQueueInput{
-		QueueName:  aws.String("attrs"),
-		Attributes: map[string]string{sqsapi.HostQueueURLAttribute: e.host, sqsapi.IdleQueueRetentionPeriodAttribute: "300"},
-		Tags:       map[string]string{"team": "a"},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := out.QueueUrl
-	before := e.counter.Total()
-	attrs, err := c.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: u, AttributeNames: []types.QueueAttributeName{"All"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string]string{"HostQueueUrl": e.host, "IdleQueueRetentionPeriodSeconds": "300", "VisibilityTimeout": "17", "ApproximateNumberOfMessages": "0"}
-	for k, v := range want {
-		if attrs.Attributes[k] != v {
-			t.Errorf("attribute %s = %q, want %q", k, attrs.Attributes[k], v)
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b, 17)
+		c := e.client()
+		out, err := c.CreateQueue(context.Background(), &sqs.CreateQueueInput{
+			QueueName:  aws.String("attrs"),
+			Attributes: map[string]string{sqsapi.HostQueueURLAttribute: e.host, sqsapi.IdleQueueRetentionPeriodAttribute: "300"},
+			Tags:       map[string]string{"team": "a"},
+		})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if _, err := c.TagQueue(context.Background(), &sqs.TagQueueInput{QueueUrl: u, Tags: map[string]string{"env": "test"}}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.UntagQueue(context.Background(), &sqs.UntagQueueInput{QueueUrl: u, TagKeys: []string{"team"}}); err != nil {
-		t.Fatal(err)
-	}
-	tags, err := c.ListQueueTags(context.Background(), &sqs.ListQueueTagsInput{QueueUrl: u})
-	if err != nil || len(tags.Tags) != 1 || tags.Tags["env"] != "test" {
-		t.Fatalf("tags %v, %v", tags.Tags, err)
-	}
-	if e.counter.Total() != before {
-		t.Fatalf("local attribute and tag calls reached SQS: %v", e.counter.Snapshot())
-	}
-	// Purge is local: buffered messages are deleted from the host.
-	if _, err := c.PurgeQueue(context.Background(), &sqs.PurgeQueueInput{QueueUrl: u}); err != nil {
-		t.Fatal(err)
-	}
+		u := out.QueueUrl
+		before := e.counter.Total()
+		attrs, err := c.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: u, AttributeNames: []types.QueueAttributeName{"All"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{"HostQueueUrl": e.host, "IdleQueueRetentionPeriodSeconds": "300", "VisibilityTimeout": "17", "ApproximateNumberOfMessages": "0"}
+		for k, v := range want {
+			if attrs.Attributes[k] != v {
+				t.Errorf("attribute %s = %q, want %q", k, attrs.Attributes[k], v)
+			}
+		}
+		if _, err := c.TagQueue(context.Background(), &sqs.TagQueueInput{QueueUrl: u, Tags: map[string]string{"env": "test"}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.UntagQueue(context.Background(), &sqs.UntagQueueInput{QueueUrl: u, TagKeys: []string{"team"}}); err != nil {
+			t.Fatal(err)
+		}
+		tags, err := c.ListQueueTags(context.Background(), &sqs.ListQueueTagsInput{QueueUrl: u})
+		if err != nil || len(tags.Tags) != 1 || tags.Tags["env"] != "test" {
+			t.Fatalf("tags %v, %v", tags.Tags, err)
+		}
+		if e.counter.Total() != before {
+			t.Fatalf("local attribute and tag calls reached SQS: %v", e.counter.Snapshot())
+		}
+		// Purge is local: buffered messages are deleted from the host.
+		if _, err := c.PurgeQueue(context.Background(), &sqs.PurgeQueueInput{QueueUrl: u}); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 func TestRealURLsPassThrough(t *testing.T) {
-	e := newEnv(t, 30)
-	c := e.client()
-	send(t, c, e.host, "plain")
-	out, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(e.host), WaitTimeSeconds: 2})
-	if err != nil || len(out.Messages) != 1 {
-		t.Fatalf("pass-through receive: %v %d", err, len(out.Messages))
-	}
-	if _, err := c.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(e.host), ReceiptHandle: out.Messages[0].ReceiptHandle}); err != nil {
-		t.Fatal(err)
-	}
-	calls := c.Stats().Calls
-	if calls["SendMessage"] != 1 || calls["ReceiveMessage"] != 1 || calls["DeleteMessage"] != 1 {
-		t.Fatalf("pass-through calls %v", calls)
-	}
-	if c.Stats().Orphaned != 0 || c.Stats().Routed != 0 {
-		t.Fatal("pass-through traffic was routed")
-	}
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b, 30)
+		c := e.client()
+		send(t, c, e.host, "plain")
+		out, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(e.host), WaitTimeSeconds: 2})
+		if err != nil || len(out.Messages) != 1 {
+			t.Fatalf("pass-through receive: %v %d", err, len(out.Messages))
+		}
+		if _, err := c.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(e.host), ReceiptHandle: out.Messages[0].ReceiptHandle}); err != nil {
+			t.Fatal(err)
+		}
+		calls := c.Stats().Calls
+		if calls["SendMessage"] != 1 || calls["ReceiveMessage"] != 1 || calls["DeleteMessage"] != 1 {
+			t.Fatalf("pass-through calls %v", calls)
+		}
+		if c.Stats().Orphaned != 0 || c.Stats().Routed != 0 {
+			t.Fatal("pass-through traffic was routed")
+		}
+	})
 }
