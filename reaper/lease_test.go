@@ -44,7 +44,18 @@ type member struct {
 	id      int
 	r       *reaper.Reaper
 	counter *sqsapi.CallCounter
-	closed  bool
+	host    string // its host queue, when it has one
+}
+
+// addHost gives the member a requester host queue with a 2 s retention:
+// the default 300 s scaled like testPeriod (150 times).
+func (f *fleet) addHost(m *member) {
+	f.t.Helper()
+	client, _ := f.b.Client(f.t)
+	m.host = createQueue(f.t, client, hostName(f.prefix, 0), nil)
+	if err := m.r.Add(m.host, 2*time.Second); err != nil {
+		f.t.Fatal(err)
+	}
 }
 
 func newFleet(t *testing.T) *fleet {
@@ -119,11 +130,12 @@ func TestLeaseOneSweepPerPeriodAndTakeover(t *testing.T) {
 	f := newFleet(t)
 
 	a := f.start()
+	f.addHost(a)
 	eventually(t, 5*time.Second, "the first reaper to create and take the token", func() bool { return a.r.Stats().LeasesWon == 1 })
 	if st := a.r.Stats(); st.TokensCreated != 1 {
 		t.Fatalf("stats %+v, want one token created", st)
 	}
-	f.start()
+	f.addHost(f.start())
 
 	// Two reapers: one sweep per period.
 	t0 := time.Now()
@@ -134,10 +146,20 @@ func TestLeaseOneSweepPerPeriodAndTakeover(t *testing.T) {
 	}
 
 	// Three reapers.
-	f.start()
+	f.addHost(f.start())
 	t1 := time.Now()
+	before := make([]int64, len(f.members))
+	for i, m := range f.members {
+		before[i] = m.counter.Total()
+	}
 	time.Sleep(4 * testPeriod)
+	elapsed := time.Since(t1)
 	f.checkOnePerPeriod()
+	// Each process's calls per hour at the defaults (time scaled 150 times).
+	for i, m := range f.members {
+		perHour := float64(m.counter.Total()-before[i]) / (elapsed.Seconds() * 150 / 3600)
+		t.Logf("fleet of 3, reaper %d: %.0f calls/hour at the defaults (%v)", i, perHour, m.counter.Snapshot())
+	}
 	recent := f.sweepsSince(t1)
 	if n := len(recent); n < 3 || n > 5 {
 		t.Errorf("%d sweeps in 4 periods with 3 reapers, want about 4", n)
@@ -172,6 +194,16 @@ func TestLeaseOneSweepPerPeriodAndTakeover(t *testing.T) {
 		t.Fatalf("no sweep within %v after the sweeper stopped", testPeriod+2*testMargin+1500*time.Millisecond)
 	}
 	t.Logf("sweeper %d stopped; reaper %d took over %v later", last.id, takeover.id, takeover.at.Sub(closedAt).Round(time.Millisecond))
+
+	// The stopped process's host queue goes idle after its retention (2 s)
+	// and the next sweep deletes it; the live ones stay.
+	client, _ := f.b.Client(t)
+	eventually(t, 2*testPeriod+2*time.Second, "the stopped reaper's host queue to be swept", func() bool { return !exists(t, client, last.host) })
+	for _, m := range f.members {
+		if m != last && !exists(t, client, m.host) {
+			t.Errorf("live reaper %d lost its host queue", m.id)
+		}
+	}
 	f.checkOnePerPeriod()
 }
 
@@ -180,14 +212,11 @@ func TestLeaseOneSweepPerPeriodAndTakeover(t *testing.T) {
 func TestLeaseDuplicateTokensConverge(t *testing.T) {
 	t.Parallel()
 	f := newFleet(t)
+	// Start returns at once and each reaper polls in its own goroutine, so
+	// the three first polls race.
 	for range 3 {
-		go f.start()
+		f.start()
 	}
-	eventually(t, 5*time.Second, "three reapers", func() bool {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		return len(f.members) == 3
-	})
 	time.Sleep(3 * testPeriod)
 	var created, dups int64
 	for _, m := range f.members {

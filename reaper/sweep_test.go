@@ -75,7 +75,6 @@ func TestSweepIdleRule(t *testing.T) {
 	// Not under the prefix.
 	mk("x"+hostName(prefix, 0), javaTags(1, stale), false)
 
-	var reports []reaper.Report
 	s, err := reaper.NewSweeper(client, func(o *reaper.Options) {
 		o.Prefix = prefix
 		o.Now = clk.Now
@@ -88,7 +87,6 @@ func TestSweepIdleRule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reports = append(reports, rep)
 
 	want := reaper.Report{Listed: 15, Skipped: 3, Candidates: 12, Kept: 8, NotTemporary: 2, Live: 2, FutureHeartbeat: 1, NotEmpty: 3, Vanished: 0}
 	got := rep
