@@ -7,6 +7,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
+
 	"github.com/tempqueues/tempqueues/internal/batch"
 )
 
@@ -47,6 +50,7 @@ func (h *heartbeat) add(f *inflight) {
 func (h *heartbeat) remove(f *inflight) {
 	h.mu.Lock()
 	delete(h.live, f)
+	f.removed = true
 	h.mu.Unlock()
 }
 
@@ -106,7 +110,7 @@ func (h *heartbeat) tick(now time.Time) {
 	)
 	h.mu.Lock()
 	for f := range h.live {
-		if f.state.Load() == stateAbandoned || f.extending {
+		if f.state.Load() == stateAbandoned || f.extending || f.lost {
 			continue
 		}
 		if f.capped {
@@ -155,23 +159,49 @@ func (h *heartbeat) tick(now time.Time) {
 func (h *heartbeat) extend(now time.Time, f *inflight, ext time.Duration) {
 	r := h.s.r
 	r.vis.Submit(h.s.queueURL, batch.Visibility{ReceiptHandle: f.handle, Timeout: int32(ext / time.Second)}, func(_ struct{}, err error) {
+		lost := err != nil && receiptLost(err)
 		h.mu.Lock()
 		f.extending = false
+		removed := f.removed
 		if err == nil {
 			// Measured from before the call: never later than SQS's clock.
 			f.deadline = now.Add(ext)
 		}
+		f.lost = f.lost || lost
 		h.mu.Unlock()
-		if err != nil {
+		switch {
+		case err == nil:
+			r.stats.extended.Add(1)
+		case removed:
+			// The request finished (and was perhaps deleted) while this
+			// extension waited for its batch: nothing is wrong.
+		case lost:
+			r.stats.extendErrors.Add(1)
+			r.log.Warn("responder: request visibility expired before it could be extended; another consumer may receive it",
+				slog.String("queue_url", h.s.queueURL), slog.String("request_id", f.req.ID), slog.Any("error", err))
+		default:
 			r.stats.extendErrors.Add(1)
 			if !errors.Is(err, batch.ErrClosed) {
 				r.log.Warn("responder: extending request visibility failed; retrying next tick",
 					slog.String("queue_url", h.s.queueURL), slog.String("request_id", f.req.ID), slog.Any("error", err))
 			}
-			return
 		}
-		r.stats.extended.Add(1)
 	})
+}
+
+// receiptLost reports whether err says the receipt handle no longer
+// designates an in-flight message: its visibility ended (it may be received
+// by another consumer) or it was deleted. Retrying cannot help.
+func receiptLost(err error) bool {
+	var apiErr smithy.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	switch apiErr.ErrorCode() {
+	case (&types.ReceiptHandleIsInvalid{}).ErrorCode(), (&types.MessageNotInflight{}).ErrorCode():
+		return true
+	}
+	return false
 }
 
 // renew extends the Store leases of requests whose visibility was just

@@ -152,6 +152,8 @@ type inflight struct {
 	extending bool      // an extension call is in flight
 	capped    bool      // the last extension reached the 12-hour cap
 	limitHit  bool      // the handler was cancelled for the cap
+	lost      bool      // SQS no longer knows the receipt handle: stop extending
+	removed   bool      // processing ended
 }
 
 func (s *server) setFatal(err error) {

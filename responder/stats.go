@@ -48,7 +48,7 @@ type Stats struct {
 
 type counters struct {
 	receives, emptyReceives, receiveErrors                                       atomic.Int64
-	received, handled, failed, panics, replied, replyErrors, repliesDropped       atomic.Int64
+	received, handled, failed, panics, replied, replyErrors, repliesDropped      atomic.Int64
 	deleted, deleteErrors, deduplicated, deferred, storeErrors                   atomic.Int64
 	extended, extendErrors, visibilityLimits, released, inFlight, processingNano atomic.Int64
 
