@@ -58,7 +58,8 @@ const opSendResponse = "SendResponseMessage"
 //
 // Sends go through a coalescer: a lone reply is sent at once with
 // SendMessageBatch, and concurrent replies to the same host queue share
-// calls.
+// calls. If ctx ends first, SendResponseMessage returns ctx.Err() but the
+// reply may still be sent.
 func (r *Responder) SendResponseMessage(ctx context.Context, request types.Message, reply *Reply) error {
 	target, entry, err := buildReply(request, reply)
 	if err != nil {

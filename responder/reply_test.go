@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -105,7 +106,7 @@ func TestReplyToDeletedQueueDroppedOnce(t *testing.T) {
 	if _, err := e.client.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: &host}); err != nil {
 		t.Fatal(err)
 	}
-	r := newResponder(t, e.client)
+	r := newResponder(t, e.client, func(o *Options) { o.WaitTime = time.Second })
 	e.counter.Reset()
 	req := msgWith(map[string]string{sqsapi.ResponseQueueURLAttribute: host + "#gone", sqsapi.RequestIDAttribute: "rid"})
 	err := r.SendResponseMessage(ctx, req, &Reply{Body: "late"})

@@ -54,8 +54,9 @@ type Options struct {
 	// full and slots are free; an extra poller stops on an empty receive.
 	// Default ceil(MaxConcurrency/10), at most 4.
 	MaxPollers int
-	// WaitTime is the long-poll wait of each receive, 1 s to 20 s.
-	// Default 20 s.
+	// WaitTime is the long-poll wait of each receive, 1 s to 20 s. A
+	// graceful stop lets a poll in flight run out, so it is also how long
+	// an idle Serve may take to stop. Default 20 s.
 	WaitTime time.Duration
 	// VisibilityTimeout is requested on every receive (whole seconds, 1 s to
 	// 12 h) and is the step of the visibility heartbeat: while a handler
@@ -86,6 +87,8 @@ type Options struct {
 	StoreTTL time.Duration
 	// InProgressDelay is how long a request held by another consumer stays
 	// invisible before it is looked at again. Default VisibilityTimeout.
+	// Each look counts as a receive towards the queue's maxReceiveCount, so
+	// keep maxReceiveCount x InProgressDelay above your longest handler.
 	InProgressDelay time.Duration
 
 	// OnRequestDone, if set, is called after each handler run with the
@@ -243,8 +246,9 @@ func (r *Responder) register() bool {
 	return true
 }
 
-// Shutdown stops the responder gracefully: every Serve stops receiving,
-// running handlers may finish until ctx ends, then the rest are cancelled
+// Shutdown stops the responder gracefully: every Serve stops receiving
+// (a long poll in flight runs out its WaitTime unless ctx ends first and
+// what it returns is released), running handlers may finish until ctx ends, then the rest are cancelled
 // (cause ErrClosed) and their requests released (visibility 0); replies,
 // deletes and visibility changes are flushed, and Serve returns nil.
 // Later Serve and SendResponseMessage calls fail with ErrClosed.

@@ -34,9 +34,14 @@ import (
 //
 // When ctx is cancelled Serve stops receiving and waits up to
 // Options.DrainTimeout for running handlers; after Shutdown it waits until
-// Shutdown's context ends. Handlers still running then are cancelled and
-// their requests released for another consumer. Pending deletes are
-// flushed before Serve returns.
+// Shutdown's context ends. A long poll in flight is not aborted but runs
+// out its WaitTime, and the requests it returns are released at once:
+// SQS can hand messages to a poll whose client hung up, and they would stay
+// invisible for a visibility timeout. So an idle Serve takes up to
+// WaitTime to stop; lower WaitTime for quicker stops. At the deadline,
+// the poll is aborted, handlers still running are cancelled and their
+// requests released for another consumer. Pending deletes are flushed
+// before Serve returns.
 //
 // Serve returns nil after a graceful stop, ErrClosed if the responder was
 // already shut down, and a wrapped *types.QueueDoesNotExist if the request
@@ -62,30 +67,61 @@ func (r *Responder) Serve(ctx context.Context, queueURL string, h Handler) error
 		slots:    make(chan struct{}, r.opts.MaxConcurrency),
 		fatal:    make(chan struct{}),
 	}
-	s.recvCtx, s.stopRecv = context.WithCancel(s.base)
-	defer s.stopRecv()
+	// Two stops: stopCtx ends intake (no new receive, backoff sleeps end);
+	// recvCtx aborts a receive in flight, which happens only at the hard
+	// deadline, because SQS may still hand messages to a long poll whose
+	// client went away, and they would stay invisible for a whole
+	// visibility timeout.
+	s.stopCtx, s.stopIntake = context.WithCancel(s.base)
+	s.recvCtx, s.abortRecv = context.WithCancel(s.base)
+	defer s.stopIntake()
+	defer s.abortRecv()
 	s.hb.init(s)
 	go s.hb.run()
 	s.addPoller()
 	log := r.log.With(slog.String("queue_url", queueURL))
 	log.Debug("responder: serving")
 
-	var drainTimeout <-chan time.Time
+	var drainLimit <-chan time.Time // nil for Shutdown: its context rules
 	select {
 	case <-ctx.Done():
 		t := time.NewTimer(r.opts.DrainTimeout)
 		defer t.Stop()
-		drainTimeout = t.C
+		drainLimit = t.C
 	case <-s.fatal:
 		t := time.NewTimer(r.opts.DrainTimeout)
 		defer t.Stop()
-		drainTimeout = t.C
+		drainLimit = t.C
 	case <-r.stopping:
 	}
+	hard := make(chan struct{})
+	stopped := make(chan struct{})
+	defer close(stopped)
+	go func() {
+		select {
+		case <-drainLimit:
+		case <-r.hardStop:
+		case <-stopped:
+			return
+		}
+		close(hard)
+	}()
 
-	// Stop receiving first: no new work starts while the old drains.
-	s.stopRecv()
-	s.pollers.Wait()
+	// Stop intake first: no new work starts while the old drains. A receive
+	// in flight runs out its wait; what it returns is released at once.
+	s.stopIntake()
+	polled := make(chan struct{})
+	go func() {
+		s.pollers.Wait()
+		close(polled)
+	}()
+	select {
+	case <-polled:
+	case <-hard:
+		s.abortRecv()
+		<-polled
+	}
+	// The pollers are gone, so no handler starts any more.
 	handled := make(chan struct{})
 	go func() {
 		s.handlers.Wait()
@@ -93,10 +129,7 @@ func (r *Responder) Serve(ctx context.Context, queueURL string, h Handler) error
 	}()
 	select {
 	case <-handled:
-	case <-drainTimeout:
-		s.abandonAll()
-		<-handled
-	case <-r.hardStop:
+	case <-hard:
 		s.abandonAll()
 		<-handled
 	}
@@ -118,13 +151,15 @@ type server struct {
 	h        Handler
 	base     context.Context // Serve's context without its cancellation
 
-	slots    chan struct{} // one token per running handler
-	recvCtx  context.Context
-	stopRecv context.CancelFunc
-	pollers  sync.WaitGroup
-	nPollers atomic.Int32
-	handlers sync.WaitGroup
-	hb       heartbeat
+	slots      chan struct{} // one token per running handler
+	stopCtx    context.Context
+	stopIntake context.CancelFunc
+	recvCtx    context.Context
+	abortRecv  context.CancelFunc
+	pollers    sync.WaitGroup
+	nPollers   atomic.Int32
+	handlers   sync.WaitGroup
+	hb         heartbeat
 
 	fatalOnce sync.Once
 	fatal     chan struct{}
@@ -166,10 +201,11 @@ func (s *server) setFatal(err error) {
 func (s *server) addPoller() {
 	for {
 		n := s.nPollers.Load()
-		if n >= int32(s.r.opts.MaxPollers) || s.recvCtx.Err() != nil {
+		if n >= int32(s.r.opts.MaxPollers) || s.stopCtx.Err() != nil {
 			return
 		}
 		if s.nPollers.CompareAndSwap(n, n+1) {
+			s.r.stats.pollers.Add(1)
 			s.pollers.Add(1)
 			go s.poll()
 			return
@@ -185,6 +221,7 @@ func (s *server) retirePoller() bool {
 			return false
 		}
 		if s.nPollers.CompareAndSwap(n, n-1) {
+			s.r.stats.pollers.Add(-1)
 			return true
 		}
 	}
@@ -193,9 +230,14 @@ func (s *server) retirePoller() bool {
 // acquire waits for a free handler slot and takes up to 10; it returns 0
 // when receiving stops.
 func (s *server) acquire() int {
+	// Checked first: select picks at random among ready cases, and a free
+	// slot must not win over a stop.
+	if s.stopCtx.Err() != nil {
+		return 0
+	}
 	select {
 	case s.slots <- struct{}{}:
-	case <-s.recvCtx.Done():
+	case <-s.stopCtx.Done():
 		return 0
 	}
 	n := 1
@@ -208,6 +250,12 @@ func (s *server) acquire() int {
 		}
 	}
 	return n
+}
+
+// pollerExit accounts for a poller that stops without retiring.
+func (s *server) pollerExit() {
+	s.nPollers.Add(-1)
+	s.r.stats.pollers.Add(-1)
 }
 
 func (s *server) releaseSlots(n int) {
@@ -223,7 +271,7 @@ func (s *server) poll() {
 	for {
 		n := s.acquire()
 		if n == 0 {
-			s.nPollers.Add(-1)
+			s.pollerExit()
 			return
 		}
 		out, err := r.client.ReceiveMessage(s.recvCtx, &sqs.ReceiveMessageInput{
@@ -237,15 +285,15 @@ func (s *server) poll() {
 		now := time.Now()
 		if err != nil {
 			s.releaseSlots(n)
-			if s.recvCtx.Err() != nil {
-				s.nPollers.Add(-1)
+			if s.stopCtx.Err() != nil {
+				s.pollerExit()
 				return
 			}
 			var gone *types.QueueDoesNotExist
 			if errors.As(err, &gone) {
 				r.log.Error("responder: request queue does not exist; Serve stops", slog.String("queue_url", s.queueURL), slog.Any("error", err))
 				s.setFatal(fmt.Errorf("responder: receiving from %s: %w", s.queueURL, err))
-				s.nPollers.Add(-1)
+				s.pollerExit()
 				return
 			}
 			r.stats.receiveErrors.Add(1)
@@ -257,8 +305,8 @@ func (s *server) poll() {
 			failures++
 			r.log.Warn("responder: receive failed; backing off", slog.String("queue_url", s.queueURL),
 				slog.Int("attempt", failures), slog.Duration("delay", d), slog.Any("error", err))
-			if backoff.Sleep(s.recvCtx, d) != nil {
-				s.nPollers.Add(-1)
+			if backoff.Sleep(s.stopCtx, d) != nil {
+				s.pollerExit()
 				return
 			}
 			continue
@@ -275,6 +323,15 @@ func (s *server) poll() {
 			continue
 		}
 		r.stats.received.Add(int64(got))
+		if s.stopCtx.Err() != nil {
+			// Stopping: hand these back untouched rather than start work.
+			for _, m := range out.Messages {
+				s.release(&inflight{req: newRequest(s.queueURL, m, now), handle: aws.ToString(m.ReceiptHandle)}, 0)
+			}
+			s.releaseSlots(got)
+			s.pollerExit()
+			return
+		}
 		for _, m := range out.Messages {
 			s.handlers.Add(1)
 			go s.handle(m, now)
@@ -412,6 +469,11 @@ func (s *server) process(ctx context.Context, f *inflight) action {
 		}
 	}
 
+	if f.state.Load() == stateAbandoned {
+		// Stopped while the store was consulted: do not start the handler.
+		releaseLease()
+		return action{kind: actNone}
+	}
 	reply, d, err := s.run(ctx, req)
 	if !f.state.CompareAndSwap(stateRunning, stateFinished) {
 		// Abandoned at a stop deadline: the request was released already and

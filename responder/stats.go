@@ -37,6 +37,7 @@ type Stats struct {
 	Released         int64 // requests made visible again early (failure policy, shutdown)
 
 	InFlight int64 // requests being processed now
+	Pollers  int64 // receive loops running now (1 per idle Serve, more under backlog)
 
 	// ProcessingTime is the total handler time of Handled and Failed runs;
 	// ProcessingTime / (Handled+Failed) is the mean since New.
@@ -51,6 +52,7 @@ type counters struct {
 	received, handled, failed, panics, replied, replyErrors, repliesDropped      atomic.Int64
 	deleted, deleteErrors, deduplicated, deferred, storeErrors                   atomic.Int64
 	extended, extendErrors, visibilityLimits, released, inFlight, processingNano atomic.Int64
+	pollers                                                                      atomic.Int64
 
 	mu   sync.Mutex
 	ewma float64 // nanoseconds
@@ -82,7 +84,7 @@ func (r *Responder) Stats() Stats {
 		Deleted: c.deleted.Load(), DeleteErrors: c.deleteErrors.Load(),
 		Deduplicated: c.deduplicated.Load(), Deferred: c.deferred.Load(), StoreErrors: c.storeErrors.Load(),
 		Extended: c.extended.Load(), ExtendErrors: c.extendErrors.Load(), VisibilityLimits: c.visibilityLimits.Load(),
-		Released: c.released.Load(), InFlight: c.inFlight.Load(),
+		Released: c.released.Load(), InFlight: c.inFlight.Load(), Pollers: c.pollers.Load(),
 		ProcessingTime: time.Duration(c.processingNano.Load()), AverageProcessingTime: avg,
 	}
 }
