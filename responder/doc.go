@@ -1,0 +1,67 @@
+// Package responder is the server side of request/response over Amazon SQS:
+// it answers requests sent by a tempqueues requester or by AWS's Java
+// Temporary Queue Client, and speaks the Java client's wire format.
+//
+// A request carries the String message attribute ResponseQueueUrl. When it
+// names a virtual queue, "<host-queue-url>#<name>", the reply is sent to the
+// host queue with the attribute __AmazonSQSVirtualQueuesClient.QueueName set
+// to <name>, which the requester's poller routes to the waiting caller; any
+// other URL gets a plain send. Replies also carry TempQueues.CorrelationId,
+// a copy of the request's TempQueues.RequestId (or of its MessageId), which
+// a Java peer ignores.
+//
+// Use SendResponseMessage from a receive loop of your own, or let Serve run
+// the loop:
+//
+//	r, err := responder.New(sqsClient, func(o *responder.Options) {
+//		o.MaxConcurrency = 32
+//		o.Store = responder.NewMemoryStore() // deduplicate redeliveries
+//	})
+//	...
+//	err = r.Serve(ctx, requestQueueURL, responder.HandlerFunc(
+//		func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+//			return &responder.Reply{Body: "hello " + req.Body()}, nil
+//		}))
+//
+// # Delivery semantics
+//
+// SQS delivers at least once, and so does Serve: a request is deleted only
+// after its handler succeeded and its reply was sent. A handler may
+// therefore see a request again after a crash, a failed delete, a lost
+// visibility extension or an SQS duplicate. With Options.Store set, a
+// request id that was answered before is answered again from the stored
+// reply without running the handler, and one being handled elsewhere is
+// put back rather than run twice; the built-in MemoryStore covers one
+// process, and a shared store (Redis with a lock) covers a fleet. Without a
+// Store, handlers must be idempotent. A requester may thus receive a reply
+// twice; the tempqueues requester drops the second as an orphan.
+//
+// While a handler runs, one heartbeat goroutine per Serve extends the
+// visibility of every in-flight request in ChangeMessageVisibilityBatch
+// calls, so a long handler keeps its request, and a crashed process's
+// requests reappear within one VisibilityTimeout. SQS caps a message's
+// visibility at 12 hours after receipt: a handler still running then is
+// cancelled with the cause ErrVisibilityLimit.
+//
+// A failed handler (an error or a recovered panic) leaves its request to
+// be received again (Options.Retry); with a RedrivePolicy on the request
+// queue, a request that keeps failing ends in the dead-letter queue after
+// maxReceiveCount receives.
+//
+// Replies, deletes and visibility changes go through batching coalescers:
+// a lone call goes out at once, and concurrent ones share batch calls.
+//
+// # Cost
+//
+// At steady load Serve makes well under one API call per request (receives
+// of up to 10, batched replies and deletes); one request at a time costs a
+// receive, a reply send and a delete. An idle Serve makes one long poll per
+// WaitTime (20 s by default): 180 calls an hour.
+//
+// # IAM
+//
+// On the request queue: sqs:ReceiveMessage, sqs:DeleteMessage,
+// sqs:ChangeMessageVisibility. On the requesters' host queues (or reply
+// queues): sqs:SendMessage. The batch APIs are authorised by the same
+// actions.
+package responder

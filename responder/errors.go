@@ -1,0 +1,49 @@
+package responder
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrNoResponseRequested is returned by SendResponseMessage for a request
+	// that carries no ResponseQueueUrl attribute: nobody waits for a reply.
+	ErrNoResponseRequested = errors.New("responder: request has no ResponseQueueUrl attribute")
+
+	// ErrResponseQueueGone is returned by SendResponseMessage when the queue
+	// named by ResponseQueueUrl no longer exists (*types.QueueDoesNotExist):
+	// the requester is gone and the reply is dropped. The SDK error stays in
+	// the chain, so errors.As(err, new(*types.QueueDoesNotExist)) holds too.
+	// Retrying is pointless; Serve deletes the request.
+	ErrResponseQueueGone = errors.New("responder: response queue no longer exists, reply dropped")
+
+	// ErrClosed is returned by Serve and SendResponseMessage after Shutdown,
+	// and is the cause of a handler context cancelled because the responder
+	// stopped before the handler finished (see context.Cause).
+	ErrClosed = errors.New("responder: shut down")
+
+	// ErrVisibilityLimit is the cause (context.Cause) of a handler context
+	// cancelled because its request reached SQS's cap on total visibility
+	// (12 hours since receipt): SQS will make the request visible again and
+	// another consumer may receive it, so the handler should stop.
+	ErrVisibilityLimit = errors.New("responder: request reached the SQS 12-hour visibility limit")
+
+	// ErrLeaseLost is returned by Store.Renew when the caller no longer holds
+	// the key's lease (it expired, or another owner took it).
+	ErrLeaseLost = errors.New("responder: idempotency lease lost")
+)
+
+// PanicError is the error of a handler that panicked. Serve recovers the
+// panic, logs it with the stack and treats the request as failed.
+type PanicError struct {
+	Value any    // the value passed to panic
+	Stack []byte // the goroutine's stack at the panic
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("responder: handler panicked: %v", e.Value) }
+
+// Unwrap returns the panic value when it is an error.
+func (e *PanicError) Unwrap() error {
+	err, _ := e.Value.(error)
+	return err
+}

@@ -1,0 +1,80 @@
+package responder
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// Request is a request received by Serve.
+type Request struct {
+	// Message is the SQS message as received, with all its message
+	// attributes and system attributes (ApproximateReceiveCount,
+	// SentTimestamp, ...).
+	Message types.Message
+	// QueueURL is the request queue it was received from.
+	QueueURL string
+	// ID is the request id: the TempQueues.RequestId attribute set by the
+	// requester, or the MessageId when the sender set none (a Java
+	// requester). It is the deduplication key.
+	ID string
+	// ReceiveCount is SQS's ApproximateReceiveCount: 1 on first delivery.
+	ReceiveCount int
+	// ReceivedAt is when this process received the message.
+	ReceivedAt time.Time
+}
+
+// Body returns the message body.
+func (r *Request) Body() string { return aws.ToString(r.Message.Body) }
+
+// Attribute returns the string value of the message attribute name.
+func (r *Request) Attribute(name string) (string, bool) {
+	return stringAttribute(r.Message, name)
+}
+
+// ResponseRequested reports whether the sender waits for a reply.
+func (r *Request) ResponseRequested() bool { return IsResponseMessageRequested(r.Message) }
+
+func newRequest(queueURL string, m types.Message, receivedAt time.Time) *Request {
+	n, _ := strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
+	return &Request{Message: m, QueueURL: queueURL, ID: requestID(m), ReceiveCount: max(n, 1), ReceivedAt: receivedAt}
+}
+
+// requestID is the id a reply correlates with and deduplication keys on.
+func requestID(m types.Message) string {
+	if id, ok := stringAttribute(m, sqsapi.RequestIDAttribute); ok && id != "" {
+		return id
+	}
+	return aws.ToString(m.MessageId)
+}
+
+func stringAttribute(m types.Message, name string) (string, bool) {
+	v, ok := m.MessageAttributes[name]
+	if !ok || v.StringValue == nil {
+		return "", false
+	}
+	return *v.StringValue, true
+}
+
+// Handler answers requests. HandleRequest runs once per delivery (unless an
+// idempotency Store says the request was answered already); it should
+// return when ctx is cancelled. A nil error with a non-nil Reply answers a
+// request that asked for one; the Reply is ignored for fire-and-forget
+// requests, and a nil Reply sends nothing. An error (or a panic) leaves the
+// request for redelivery according to Options.Retry.
+type Handler interface {
+	HandleRequest(ctx context.Context, req *Request) (*Reply, error)
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, req *Request) (*Reply, error)
+
+// HandleRequest calls f(ctx, req).
+func (f HandlerFunc) HandleRequest(ctx context.Context, req *Request) (*Reply, error) {
+	return f(ctx, req)
+}

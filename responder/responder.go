@@ -1,0 +1,308 @@
+package responder
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/tempqueues/tempqueues/internal/backoff"
+	"github.com/tempqueues/tempqueues/internal/batch"
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// Client is the part of the SQS API a Responder calls. *sqs.Client
+// implements it.
+type Client interface {
+	sqsapi.Sender
+	sqsapi.Receiver
+	sqsapi.Deleter
+	sqsapi.VisibilityChanger
+}
+
+// RetryPolicy says when a request whose handler failed becomes visible
+// again. Every redelivery raises the request's receive count, so with a
+// RedrivePolicy on the request queue a request that keeps failing moves to
+// the dead-letter queue after maxReceiveCount deliveries.
+type RetryPolicy int
+
+const (
+	// RetryAfterVisibilityTimeout stops extending the request's visibility
+	// and lets it reappear when its current visibility ends (at most
+	// Options.VisibilityTimeout later). No API call.
+	RetryAfterVisibilityTimeout RetryPolicy = iota
+	// RetryImmediately makes the request visible again at once
+	// (ChangeMessageVisibility to 0).
+	RetryImmediately
+	// RetryWithBackoff makes the request visible again after an exponential
+	// backoff with full jitter on its receive count: a random delay up to
+	// min(RetryBackoffCap, RetryBackoffBase x 2^(receives-1)).
+	RetryWithBackoff
+)
+
+// Options configure a Responder. Zero values mean the documented defaults.
+type Options struct {
+	// Logger receives the responder's logs; nil means silent. Per-request
+	// events log at Debug, dropped replies and failures at Warn/Error.
+	Logger *slog.Logger
+
+	// MaxConcurrency is the number of handlers Serve runs at once (handler
+	// slots). Each receive asks for min(10, free slots). Default 10.
+	MaxConcurrency int
+	// MaxPollers bounds the concurrent ReceiveMessage calls of one Serve.
+	// Serve starts with one poller and adds one while receives come back
+	// full and slots are free; an extra poller stops on an empty receive.
+	// Default ceil(MaxConcurrency/10), at most 4.
+	MaxPollers int
+	// WaitTime is the long-poll wait of each receive, 1 s to 20 s. A
+	// graceful stop lets a poll in flight run out, so it is also how long
+	// an idle Serve may take to stop. Default 20 s.
+	WaitTime time.Duration
+	// VisibilityTimeout is requested on every receive (whole seconds, 1 s to
+	// 12 h) and is the step of the visibility heartbeat: while a handler
+	// runs its request is extended when less than half of it remains. A
+	// crashed responder's request reappears at most this long after the
+	// last heartbeat. Default 30 s.
+	VisibilityTimeout time.Duration
+	// HandlerTimeout, if positive, bounds each handler run.
+	HandlerTimeout time.Duration
+	// DrainTimeout bounds how long Serve waits for running handlers after
+	// its context is cancelled before it cancels them and releases their
+	// requests. (Shutdown uses its own context instead.) Default 30 s.
+	DrainTimeout time.Duration
+
+	// Retry says when a failed request becomes visible again. Default
+	// RetryAfterVisibilityTimeout.
+	Retry RetryPolicy
+	// RetryBackoffBase and RetryBackoffCap shape RetryWithBackoff. Defaults
+	// 1 s and 15 min.
+	RetryBackoffBase, RetryBackoffCap time.Duration
+
+	// Store, if set, deduplicates deliveries by request id: a request
+	// answered before is answered again from the stored reply without
+	// running the handler, and one held by another consumer is put back for
+	// InProgressDelay instead of running twice.
+	Store Store
+	// StoreTTL is how long answers are kept in the Store. Default 1 h.
+	StoreTTL time.Duration
+	// InProgressDelay is how long a request held by another consumer stays
+	// invisible before it is looked at again. Default VisibilityTimeout.
+	// Each look counts as a receive towards the queue's maxReceiveCount, so
+	// keep maxReceiveCount x InProgressDelay above your longest handler.
+	InProgressDelay time.Duration
+
+	// OnRequestDone, if set, is called after each handler run with the
+	// request, the handler's duration and its error (a *PanicError after a
+	// panic). It runs on the request's goroutine and must not block.
+	OnRequestDone func(req *Request, d time.Duration, err error)
+}
+
+const (
+	defaultMaxConcurrency = 10
+	defaultVisibility     = 30 * time.Second
+	defaultDrainTimeout   = 30 * time.Second
+	defaultStoreTTL       = time.Hour
+	maxPollersCap         = 4
+	// finalTimeout bounds the calls made after a stop deadline passed: the
+	// releases and the flush of pending deletes must still reach SQS.
+	finalTimeout = 5 * time.Second
+)
+
+// Responder answers requests sent by a requester (Go or Java). It is safe
+// for concurrent use: several Serve loops, on one or more request queues,
+// may share it, and SendResponseMessage may be called from any goroutine.
+type Responder struct {
+	client Client
+	opts   Options
+	log    *slog.Logger
+
+	sends  *batch.Sends
+	dels   *batch.Deletes
+	vis    *batch.Visibilities
+	stats  counters
+	recvBO backoff.Policy
+
+	// maxVisibility is SQS's cap on a message's total visibility since
+	// receipt; a field so tests can shrink it.
+	maxVisibility time.Duration
+
+	mu       sync.Mutex
+	closed   bool
+	servers  sync.WaitGroup // running Serve calls
+	stopping chan struct{}  // closed by Shutdown: stop receiving
+	hardStop chan struct{}  // closed when Shutdown's context ends: stop handlers
+	hardOnce sync.Once
+
+	shutdownOnce sync.Once
+	shutdownDone chan struct{}
+	shutdownErr  error
+}
+
+// New returns a Responder that calls SQS through client. It validates the
+// options and returns an *sqsapi.InvalidInputError for bad ones.
+func New(client Client, optFns ...func(*Options)) (*Responder, error) {
+	if client == nil {
+		return nil, sqsapi.Invalid("responder.New", "client", "nil client")
+	}
+	var o Options
+	for _, fn := range optFns {
+		fn(&o)
+	}
+	if err := resolveOptions(&o); err != nil {
+		return nil, err
+	}
+	inFlight := max(2, o.MaxConcurrency/10)
+	r := &Responder{
+		client:        client,
+		opts:          o,
+		log:           o.Logger,
+		sends:         batch.NewSends(client, inFlight),
+		dels:          batch.NewDeletes(client, inFlight),
+		vis:           batch.NewVisibilities(client, inFlight),
+		recvBO:        backoff.Policy{Base: 100 * time.Millisecond, Cap: 10 * time.Second},
+		maxVisibility: sqsapi.MaxVisibilityTimeout * time.Second,
+		stopping:      make(chan struct{}),
+		hardStop:      make(chan struct{}),
+		shutdownDone:  make(chan struct{}),
+	}
+	return r, nil
+}
+
+func resolveOptions(o *Options) error {
+	const op = "responder.New"
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case o.MaxConcurrency < 0:
+		return sqsapi.Invalid(op, "MaxConcurrency", "negative")
+	case o.MaxConcurrency == 0:
+		o.MaxConcurrency = defaultMaxConcurrency
+	}
+	switch {
+	case o.MaxPollers < 0:
+		return sqsapi.Invalid(op, "MaxPollers", "negative")
+	case o.MaxPollers == 0:
+		o.MaxPollers = min(maxPollersCap, (o.MaxConcurrency+sqsapi.MaxReceiveMessages-1)/sqsapi.MaxReceiveMessages)
+	}
+	switch {
+	case o.WaitTime == 0:
+		o.WaitTime = sqsapi.MaxWaitTimeSeconds * time.Second
+	case o.WaitTime < time.Second || o.WaitTime > sqsapi.MaxWaitTimeSeconds*time.Second:
+		return sqsapi.Invalid(op, "WaitTime", "%v is outside 1s to %ds", o.WaitTime, sqsapi.MaxWaitTimeSeconds)
+	}
+	switch {
+	case o.VisibilityTimeout == 0:
+		o.VisibilityTimeout = defaultVisibility
+	case o.VisibilityTimeout < time.Second || o.VisibilityTimeout > sqsapi.MaxVisibilityTimeout*time.Second:
+		return sqsapi.Invalid(op, "VisibilityTimeout", "%v is outside 1s to 12h", o.VisibilityTimeout)
+	case o.VisibilityTimeout%time.Second != 0:
+		return sqsapi.Invalid(op, "VisibilityTimeout", "%v is not a whole number of seconds", o.VisibilityTimeout)
+	}
+	if o.HandlerTimeout < 0 {
+		return sqsapi.Invalid(op, "HandlerTimeout", "negative")
+	}
+	switch {
+	case o.DrainTimeout < 0:
+		return sqsapi.Invalid(op, "DrainTimeout", "negative")
+	case o.DrainTimeout == 0:
+		o.DrainTimeout = defaultDrainTimeout
+	}
+	if o.Retry < RetryAfterVisibilityTimeout || o.Retry > RetryWithBackoff {
+		return sqsapi.Invalid(op, "Retry", "unknown policy %d", o.Retry)
+	}
+	if o.RetryBackoffBase < 0 || o.RetryBackoffCap < 0 {
+		return sqsapi.Invalid(op, "RetryBackoff", "negative")
+	}
+	if o.RetryBackoffBase == 0 {
+		o.RetryBackoffBase = time.Second
+	}
+	if o.RetryBackoffCap == 0 {
+		o.RetryBackoffCap = 15 * time.Minute
+	}
+	switch {
+	case o.StoreTTL < 0:
+		return sqsapi.Invalid(op, "StoreTTL", "negative")
+	case o.StoreTTL == 0:
+		o.StoreTTL = defaultStoreTTL
+	}
+	switch {
+	case o.InProgressDelay < 0 || o.InProgressDelay > sqsapi.MaxVisibilityTimeout*time.Second:
+		return sqsapi.Invalid(op, "InProgressDelay", "%v is outside 0 to 12h", o.InProgressDelay)
+	case o.InProgressDelay == 0:
+		o.InProgressDelay = o.VisibilityTimeout
+	}
+	return nil
+}
+
+// register adds a Serve call, unless the responder is shut down.
+func (r *Responder) register() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return false
+	}
+	r.servers.Add(1)
+	return true
+}
+
+// Shutdown stops the responder gracefully: every Serve stops receiving
+// (a long poll in flight runs out its WaitTime unless ctx ends first and
+// what it returns is released), running handlers may finish until ctx ends, then the rest are cancelled
+// (cause ErrClosed) and their requests released (visibility 0); replies,
+// deletes and visibility changes are flushed, and Serve returns nil.
+// Later Serve and SendResponseMessage calls fail with ErrClosed.
+//
+// Shutdown returns nil when everything finished in time and ctx.Err() when
+// handlers had to be cancelled. A handler that ignores its context keeps
+// its Serve (not Shutdown) from returning. Shutdown is idempotent: later
+// calls wait for the first and return its result.
+func (r *Responder) Shutdown(ctx context.Context) error {
+	first := false
+	r.shutdownOnce.Do(func() {
+		r.mu.Lock()
+		r.closed = true
+		close(r.stopping)
+		r.mu.Unlock()
+		first = true
+	})
+	if first {
+		r.shutdown(ctx)
+		return r.shutdownErr
+	}
+	select {
+	case <-r.shutdownDone:
+		return r.shutdownErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (r *Responder) shutdown(ctx context.Context) {
+	defer close(r.shutdownDone)
+	served := make(chan struct{})
+	go func() {
+		r.servers.Wait()
+		close(served)
+	}()
+	var err error
+	select {
+	case <-served:
+	case <-ctx.Done():
+		err = ctx.Err()
+		r.hardOnce.Do(func() { close(r.hardStop) })
+		select {
+		case <-served:
+		case <-time.After(finalTimeout):
+			r.log.Warn("responder: Shutdown: handlers ignore their cancelled context; returning without them")
+		}
+	}
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalTimeout)
+	defer cancel()
+	for _, c := range []interface{ Close(context.Context) error }{r.sends, r.dels, r.vis} {
+		if cerr := c.Close(fctx); cerr != nil && err == nil {
+			err = cerr
+		}
+	}
+	r.shutdownErr = err
+}
