@@ -1,0 +1,37 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tempqueues/tempqueues/internal/leakcheck"
+)
+
+// The main example must keep working: run it as `go run ./examples/login`
+// does, on the embedded server.
+func TestLoginExample(t *testing.T) {
+	t.Setenv("AWS_ENDPOINT_URL_SQS", "")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	if err := run(ctx, nil, &out); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	s := out.String()
+	for _, want := range []string{"embedded sqstest", `ok     "welcome, alice"`, `denied "invalid user name or password"`, "5 requests, 5 replies, 0 timed out"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("output lacks %q:\n%s", want, s)
+		}
+	}
+	leakcheck.Check(t)
+}
+
+func TestSeparateProcessesNeedASharedServer(t *testing.T) {
+	t.Setenv("AWS_ENDPOINT_URL_SQS", "")
+	if err := run(context.Background(), []string{"-mode", "client"}, new(bytes.Buffer)); err == nil {
+		t.Fatal("client mode on the embedded server must fail")
+	}
+}
