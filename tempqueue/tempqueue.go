@@ -270,6 +270,9 @@ func (c *Client) CreateQueue(ctx context.Context, in *sqs.CreateQueueInput, optF
 	hostAttrs := maps.Clone(in.Attributes)
 	retention := strconv.Itoa(int(c.opts.IdleQueueRetention / time.Second))
 	if r, ok := hostAttrs[sqsapi.IdleQueueRetentionPeriodAttribute]; ok {
+		if n, err := strconv.Atoi(r); err != nil || n < 1 {
+			return nil, sqsapi.Invalid("CreateQueue", sqsapi.IdleQueueRetentionPeriodAttribute, "%q must be a whole number of seconds, at least 1", r)
+		}
 		retention = r
 		delete(hostAttrs, sqsapi.IdleQueueRetentionPeriodAttribute)
 	}

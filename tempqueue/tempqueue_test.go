@@ -1,0 +1,182 @@
+package tempqueue_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/internal/leakcheck"
+	"github.com/tempqueues/tempqueues/internal/sqstestenv"
+	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/tempqueue"
+)
+
+// prefix returns a host-queue prefix unique to the test.
+func prefix(t *testing.T) string {
+	n := sqstestenv.QueueName(t, "")
+	return "tqt" + n[len(n)-8:] + "_"
+}
+
+func listHosts(t *testing.T, raw *sqs.Client, p string) []string {
+	t.Helper()
+	out, err := raw.ListQueues(context.Background(), &sqs.ListQueuesInput{QueueNamePrefix: aws.String(p)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hosts []string
+	for _, u := range out.QueueUrls {
+		if !strings.HasSuffix(u, "sweeper") {
+			hosts = append(hosts, u)
+		}
+	}
+	return hosts
+}
+
+func TestDropInTemporaryQueues(t *testing.T) {
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		raw, counter := b.Client(t)
+		p := prefix(t)
+		c, err := tempqueue.New(raw, func(o *tempqueue.Options) { o.Prefix = p; o.DisableSweeping = true })
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx := context.Background()
+		create := func(name string, attrs map[string]string) string {
+			t.Helper()
+			out, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
+			if err != nil {
+				t.Fatalf("CreateQueue %s: %v", name, err)
+			}
+			return *out.QueueUrl
+		}
+		a := create("jobs-a", nil)
+		bq := create("jobs-b", nil)
+		slow := create("jobs-slow", map[string]string{"VisibilityTimeout": "120"})
+		before := counter.Total()
+		for i := 0; i < 50; i++ {
+			create("more-"+string(rune('a'+i%26))+strings.Repeat("x", i/26), nil)
+		}
+		if n := counter.Total() - before; n != 0 {
+			t.Fatalf("50 more temporary queues made %d API calls", n)
+		}
+		hosts := listHosts(t, raw, p)
+		if len(hosts) != 2 {
+			t.Fatalf("host queues %v: want one per attribute set (2)", hosts)
+		}
+		for _, u := range []string{a, bq, slow} {
+			if !sqsapi.IsVirtualQueueURL(u) || !strings.HasPrefix(u, hosts[0]+"#") && !strings.HasPrefix(u, hosts[1]+"#") {
+				t.Fatalf("temporary queue %s is not on a host queue %v", u, hosts)
+			}
+		}
+		if sqsapi.HostURLOf(a) != sqsapi.HostURLOf(bq) || sqsapi.HostURLOf(a) == sqsapi.HostURLOf(slow) {
+			t.Fatal("queues with the same attributes must share a host, others not")
+		}
+		// Host queues are named <prefix><uuid>-<n> and tagged for the reaper.
+		for _, h := range hosts {
+			name := h[strings.LastIndex(h, "/")+1:]
+			if len(name) != len(p)+36+2 || !strings.HasPrefix(name, p) {
+				t.Errorf("host queue name %q is not <prefix><uuid>-<n>", name)
+			}
+			tags, err := raw.ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: aws.String(h)})
+			if err != nil || tags.Tags[sqsapi.RetentionTag] != "300" || tags.Tags[sqsapi.HeartbeatTag] == "" {
+				t.Errorf("host %s tags %v %v", name, tags.Tags, err)
+			}
+		}
+		attrs, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(a), AttributeNames: []types.QueueAttributeName{"All"}})
+		if err != nil || attrs.Attributes[sqsapi.IdleQueueRetentionPeriodAttribute] != "300" {
+			t.Fatalf("temporary queue attributes %v %v", attrs.Attributes, err)
+		}
+		// It is a working queue.
+		if _, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(a), MessageBody: aws.String("hi")}); err != nil {
+			t.Fatal(err)
+		}
+		out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(a), WaitTimeSeconds: 5})
+		if err != nil || len(out.Messages) != 1 || *out.Messages[0].Body != "hi" {
+			t.Fatalf("receive %v %v", out, err)
+		}
+		if err := c.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if left := listHosts(t, raw, p); len(left) != 0 {
+			t.Fatalf("host queues left after Close: %v", left)
+		}
+		if _, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("late")}); !errors.Is(err, tempqueue.ErrClosed) {
+			t.Fatalf("CreateQueue after Close = %v", err)
+		}
+		leakcheck.Check(t)
+	})
+}
+
+func TestHostQueueRecreatedAfterExternalDelete(t *testing.T) {
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		raw, _ := b.Client(t)
+		p := prefix(t)
+		c, err := tempqueue.New(raw, func(o *tempqueue.Options) { o.Prefix = p; o.DisableSweeping = true })
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(context.Background())
+		ctx := context.Background()
+		host, err := c.HostQueue(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := raw.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(host)}); err != nil {
+			t.Fatal(err)
+		}
+		c.HostGone(host) // what the requester and the heartbeater do on QueueDoesNotExist
+		again, err := c.HostQueue(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if again == host || !strings.HasSuffix(again, "-1") {
+			t.Fatalf("recreated host %s (old %s): want a new queue with the next counter", again, host)
+		}
+		if got := c.HostQueueURLs(); len(got) != 1 || got[0] != again {
+			t.Fatalf("HostQueueURLs = %v", got)
+		}
+	})
+}
+
+func TestBadOptionsAndAttributes(t *testing.T) {
+	b := sqstestenv.SQSTest(t)
+	raw, counter := b.Client(t)
+	for _, fn := range []func(*tempqueue.Options){
+		func(o *tempqueue.Options) { o.Prefix = "" },
+		func(o *tempqueue.Options) { o.Prefix = strings.Repeat("p", 41) },
+		func(o *tempqueue.Options) { o.Prefix = "has space" },
+		func(o *tempqueue.Options) { o.IdleQueueRetention = 500 * time.Millisecond },
+	} {
+		if _, err := tempqueue.New(raw, fn); !errors.Is(err, sqsapi.ErrInvalidInput) {
+			t.Errorf("New = %v, want ErrInvalidInput", err)
+		}
+	}
+	c, err := tempqueue.New(raw, func(o *tempqueue.Options) { o.Prefix = prefix(t); o.DisableSweeping = true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	counter.Reset()
+	for name, attrs := range map[string]map[string]string{
+		"fifo":      {"FifoQueue": "true"},
+		"unknown":   {"Colour": "blue"},
+		"retention": {sqsapi.IdleQueueRetentionPeriodAttribute: "0"},
+	} {
+		_, err := c.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String("q"), Attributes: attrs})
+		if !errors.Is(err, sqsapi.ErrInvalidInput) {
+			t.Errorf("%s: CreateQueue = %v, want ErrInvalidInput", name, err)
+		}
+	}
+	if _, err := c.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String("bad name")}); !errors.Is(err, sqsapi.ErrInvalidInput) {
+		t.Errorf("bad name: %v", err)
+	}
+	if n := counter.Total(); n != 0 {
+		t.Fatalf("bad input made %d API calls: %v", n, counter.Snapshot())
+	}
+}
