@@ -156,6 +156,7 @@ type server struct {
 	stopIntake context.CancelFunc
 	recvCtx    context.Context
 	abortRecv  context.CancelFunc
+	pollUntil  atomic.Int64 // unix nanos: the latest end of a receive's wait
 	pollers    sync.WaitGroup
 	nPollers   atomic.Int32
 	handlers   sync.WaitGroup
@@ -274,6 +275,7 @@ func (s *server) poll() {
 			s.pollerExit()
 			return
 		}
+		s.notePoll(time.Now().Add(r.opts.WaitTime))
 		out, err := r.client.ReceiveMessage(s.recvCtx, &sqs.ReceiveMessageInput{
 			QueueUrl:                    aws.String(s.queueURL),
 			MaxNumberOfMessages:         int32(n),
@@ -560,15 +562,41 @@ func (s *server) failureAction(req *Request) action {
 	return action{kind: actNone}
 }
 
-// abandonAll cancels the running handlers and releases their requests at
-// once, for another consumer to pick up.
+// notePoll records that a receive may stay parked on the server until
+// until, even if this process aborts it.
+func (s *server) notePoll(until time.Time) {
+	u := until.UnixNano()
+	for {
+		old := s.pollUntil.Load()
+		if old >= u || s.pollUntil.CompareAndSwap(old, u) {
+			return
+		}
+	}
+}
+
+// zombieWait is how long a receive this process aborted may still be parked
+// on the server, rounded up to whole seconds, plus a second for the network.
+// SQS (and fauxqs) can hand a message to such a poll, hiding it for a whole
+// visibility timeout; a request released sooner could fall into it.
+func (s *server) zombieWait() time.Duration {
+	left := time.Until(time.Unix(0, s.pollUntil.Load()))
+	if left <= 0 {
+		return 0
+	}
+	return left.Truncate(time.Second) + 2*time.Second
+}
+
+// abandonAll cancels the running handlers and releases their requests for
+// another consumer to pick up: as soon as no receive this process aborted
+// can still take them.
 func (s *server) abandonAll() {
+	delay := s.zombieWait()
 	for _, f := range s.hb.snapshot() {
 		if f.state.CompareAndSwap(stateRunning, stateAbandoned) {
 			f.cancel(ErrClosed)
 			s.r.log.Warn("responder: stop deadline reached; cancelling handler and releasing its request",
 				slog.String("queue_url", s.queueURL), slog.String("request_id", f.req.ID))
-			s.release(f, 0)
+			s.release(f, delay)
 		}
 	}
 }

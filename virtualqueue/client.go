@@ -107,8 +107,13 @@ func (c *Client) Stats() Stats {
 }
 
 // Close stops the host pollers, wakes waiting receivers with ErrClosed,
-// releases every buffered message (ChangeMessageVisibilityBatch to 0) and
-// flushes pending deletes and visibility changes. It returns when all of the
+// releases every buffered message (ChangeMessageVisibilityBatch) and flushes
+// pending deletes and visibility changes. Released messages become visible
+// at once, or, when Close cancelled a long poll, as soon as that poll's wait
+// has surely ended on the server (at most PollWaitTime plus 2 s): SQS can
+// hand messages to a poll whose client went away, which would hide them for
+// a whole visibility timeout and count a receive against their
+// maxReceiveCount. It returns when all of the
 // client's goroutines have stopped, or with ctx's error when ctx ends first
 // (the remaining work still completes in the background). Close is
 // idempotent; the wrapped client stays usable. Calls on real queue URLs still

@@ -40,6 +40,11 @@ type host struct {
 	expiry   expiryHeap // virtual queues with a retention period
 	wake     chan struct{}
 	closed   bool
+	// pollUntil is when the latest receive's wait ends (unix nanos). A
+	// receive cancelled by Close may stay parked on the server until then,
+	// and SQS can hand it messages nobody will see; releases at Close wait
+	// that long.
+	pollUntil int64
 }
 
 // bufMsg is a routed message waiting in a virtual queue's buffer.
@@ -167,6 +172,7 @@ func (h *host) poll() {
 		}
 		h.kick = false
 		failures := h.failures
+		h.pollUntil = max(h.pollUntil, time.Now().Add(h.c.opts.PollWaitTime).UnixNano())
 		h.mu.Unlock()
 		if failures > 0 {
 			if sleepCtx(ctx, h.c.opts.Backoff.Delay(failures-1)) != nil {
@@ -465,11 +471,19 @@ func (h *host) shutdown() {
 			q.compactLocked()
 		}
 	}
+	delay := time.Until(time.Unix(0, h.pollUntil))
 	h.mu.Unlock()
 	for _, w := range waiters {
 		w.fn(nil, ErrClosed)
 	}
+	// Released messages must not fall into a receive that Close cancelled
+	// but the server still holds: make them visible after it ends.
+	if delay > 0 {
+		delay = delay.Truncate(time.Second) + 2*time.Second
+	} else {
+		delay = 0
+	}
 	for _, b := range release {
-		h.release(b.m, 0)
+		h.release(b.m, delay)
 	}
 }

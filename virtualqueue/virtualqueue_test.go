@@ -194,7 +194,7 @@ func TestOrphansDeletedCountedOrReleased(t *testing.T) {
 func TestAtLeastOnceAcrossClose(t *testing.T) {
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b, 2)
-		c1 := virtualqueue.New(e.raw)
+		c1 := virtualqueue.New(e.raw, func(o *virtualqueue.Options) { o.PollWaitTime = time.Second })
 		u := e.createVQ(c1, "worker")
 		other := e.createVQ(c1, "other")
 		send(t, c1, u, "received, never deleted")
@@ -219,7 +219,8 @@ func TestAtLeastOnceAcrossClose(t *testing.T) {
 		c2 := e.client()
 		u2 := e.createVQ(c2, "worker")
 		other2 := e.createVQ(c2, "other")
-		if m := receiveN(t, c2, other2, 1, 5*time.Second)[0]; *m.Body != "buffered" {
+		// Released so that a receive Close cancelled (1 s) cannot take it.
+		if m := receiveN(t, c2, other2, 1, 6*time.Second)[0]; *m.Body != "buffered" {
 			t.Fatalf("got %q", *m.Body)
 		}
 		if m := receiveN(t, c2, u2, 1, 10*time.Second)[0]; *m.Body != "received, never deleted" {
