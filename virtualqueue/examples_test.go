@@ -6,22 +6,21 @@ import (
 	"log"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/sqstest"
 	"github.com/tempqueues/tempqueues/virtualqueue"
 )
 
 // Use the virtual-queue client as a drop-in *sqs.Client: one real host queue,
 // any number of virtual queues on it, created and deleted with no API call.
+// (On AWS, wrap sqs.NewFromConfig(cfg) instead of the test server's client.)
 func Example() {
 	ctx := context.Background()
-	cfg, err := config.LoadDefaultConfig(ctx) // honours AWS_ENDPOINT_URL_SQS
-	if err != nil {
-		log.Fatal(err)
-	}
-	client := virtualqueue.New(sqs.NewFromConfig(cfg))
+	srv := sqstest.NewServer()
+	defer srv.Close()
+	client := virtualqueue.New(srv.Client())
 	defer client.Close(ctx) // releases buffered messages, flushes deletes
 
 	host, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("my-host-queue")})
@@ -55,4 +54,8 @@ func Example() {
 			log.Fatal(err)
 		}
 	}
+	fmt.Println("virtual queues:", client.Stats().VirtualQueues)
+	// Output:
+	// hello
+	// virtual queues: 1
 }
