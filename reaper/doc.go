@@ -24,7 +24,7 @@
 //     the Java sweeper spends about 8 calls per queue.
 //
 //   - A lease makes one process of the fleet sweep per period: a token
-//     message in the queue <prefix>sweeper, taken by the first process
+//     message in the queue <prefix>sweeper.fifo, taken by the first process
 //     polling in each period's window and hidden until the next window
 //     (see the comment in lease.go). It needs no renewal, so a dead
 //     sweeper is replaced in the next window, and it costs each process one
@@ -67,5 +67,5 @@
 // sqs:ListQueueTags, sqs:GetQueueAttributes, sqs:DeleteQueue. Lease:
 // sqs:CreateQueue, sqs:GetQueueUrl, sqs:ReceiveMessage, sqs:SendMessage,
 // sqs:DeleteMessage, sqs:ChangeMessageVisibility, sqs:GetQueueAttributes on
-// <prefix>sweeper.
+// <prefix>sweeper.fifo.
 package reaper

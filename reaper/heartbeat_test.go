@@ -21,124 +21,133 @@ import (
 
 func TestHeartbeaterRefreshesAtFraction(t *testing.T) {
 	t.Parallel()
-	client, counter := sqstestenv.Fauxqs(t).Client(t)
-	prefix := testPrefix(t)
-	u := createQueue(t, client, hostName(prefix, 0), nil)
-	counter.Reset()
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		t.Parallel()
+		client, counter := b.Client(t)
+		prefix := testPrefix(t)
+		u := createQueue(t, client, hostName(prefix, 0), nil)
+		counter.Reset()
 
-	h, err := reaper.NewHeartbeater(client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = h.Close(context.Background()) }()
-	if err := h.Add(u, 3*time.Second); err != nil { // interval 1 s ±10%
-		t.Fatal(err)
-	}
-	time.Sleep(2500 * time.Millisecond)
-	n := counter.Get("TagQueue")
-	if n < 2 || n > 4 {
-		t.Errorf("%d TagQueue calls in 2.5 s at a 1 s interval, want 3 (2-4)", n)
-	}
-	if got := tagsOf(t, client, u)[sqsapi.RetentionTag]; got != "3" {
-		t.Errorf("retention tag %q, want \"3\"", got)
-	}
-	// Adding again with the same retention keeps the schedule.
-	if err := h.Add(u, 3*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	h.Remove(u)
-	n = counter.Get("TagQueue")
-	time.Sleep(1300 * time.Millisecond)
-	if got := counter.Get("TagQueue"); got != n {
-		t.Errorf("%d TagQueue calls after Remove", got-n)
-	}
-	if h.Len() != 0 {
-		t.Errorf("Len = %d after Remove", h.Len())
-	}
+		h, err := reaper.NewHeartbeater(client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = h.Close(context.Background()) }()
+		if err := h.Add(u, 3*time.Second); err != nil { // interval 1 s ±10%
+			t.Fatal(err)
+		}
+		time.Sleep(2500 * time.Millisecond)
+		n := counter.Get("TagQueue")
+		if n < 2 || n > 4 {
+			t.Errorf("%d TagQueue calls in 2.5 s at a 1 s interval, want 3 (2-4)", n)
+		}
+		if got := tagsOf(t, client, u)[sqsapi.RetentionTag]; got != "3" {
+			t.Errorf("retention tag %q, want \"3\"", got)
+		}
+		// Adding again with the same retention keeps the schedule.
+		if err := h.Add(u, 3*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		h.Remove(u)
+		n = counter.Get("TagQueue")
+		time.Sleep(1300 * time.Millisecond)
+		if got := counter.Get("TagQueue"); got != n {
+			t.Errorf("%d TagQueue calls after Remove", got-n)
+		}
+		if h.Len() != 0 {
+			t.Errorf("Len = %d after Remove", h.Len())
+		}
+	})
 }
 
 func TestHeartbeaterAddTaggedSkipsFirstTag(t *testing.T) {
 	t.Parallel()
-	client, counter := sqstestenv.Fauxqs(t).Client(t)
-	prefix := testPrefix(t)
-	now := time.Now()
-	out, err := client.CreateQueue(context.Background(), &sqs.CreateQueueInput{
-		QueueName: aws.String(hostName(prefix, 0)),
-		Tags:      reaper.QueueTags(3*time.Second, now),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	u := aws.ToString(out.QueueUrl)
-	t.Cleanup(func() { _, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
-	counter.Reset()
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		t.Parallel()
+		client, counter := b.Client(t)
+		prefix := testPrefix(t)
+		now := time.Now()
+		out, err := client.CreateQueue(context.Background(), &sqs.CreateQueueInput{
+			QueueName: aws.String(hostName(prefix, 0)),
+			Tags:      reaper.QueueTags(3*time.Second, now),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := aws.ToString(out.QueueUrl)
+		t.Cleanup(func() { _, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
+		counter.Reset()
 
-	h, err := reaper.NewHeartbeater(client)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.AddTagged(u, 3*time.Second, now); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = h.Close(context.Background()) }()
-	time.Sleep(700 * time.Millisecond)
-	if got := counter.Get("TagQueue"); got != 0 {
-		t.Errorf("%d TagQueue calls before the first interval of a pre-tagged queue", got)
-	}
-	eventually(t, 2*time.Second, "the first refresh", func() bool { return counter.Get("TagQueue") == 1 })
+		h, err := reaper.NewHeartbeater(client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.AddTagged(u, 3*time.Second, now); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = h.Close(context.Background()) }()
+		time.Sleep(700 * time.Millisecond)
+		if got := counter.Get("TagQueue"); got != 0 {
+			t.Errorf("%d TagQueue calls before the first interval of a pre-tagged queue", got)
+		}
+		eventually(t, 2*time.Second, "the first refresh", func() bool { return counter.Get("TagQueue") == 1 })
+	})
 }
 
 func TestHeartbeaterReportsDeletedQueue(t *testing.T) {
 	t.Parallel()
-	client, counter := sqstestenv.Fauxqs(t).Client(t)
-	prefix := testPrefix(t)
-	u := createQueue(t, client, hostName(prefix, 0), nil)
-	if _, err := client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(u)}); err != nil {
-		t.Fatal(err)
-	}
-	counter.Reset()
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		t.Parallel()
+		client, counter := b.Client(t)
+		prefix := testPrefix(t)
+		u := createQueue(t, client, hostName(prefix, 0), nil)
+		if _, err := client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(u)}); err != nil {
+			t.Fatal(err)
+		}
+		counter.Reset()
 
-	gone := make(chan error, 1)
-	h, err := reaper.NewHeartbeater(client, func(o *reaper.Options) {
-		o.OnQueueGone = func(queueURL string, err error) {
-			if queueURL != u {
-				t.Errorf("OnQueueGone(%q), want %q", queueURL, u)
+		gone := make(chan error, 1)
+		h, err := reaper.NewHeartbeater(client, func(o *reaper.Options) {
+			o.OnQueueGone = func(queueURL string, err error) {
+				if queueURL != u {
+					t.Errorf("OnQueueGone(%q), want %q", queueURL, u)
+				}
+				gone <- err
 			}
-			gone <- err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Add(u, 3*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = h.Close(context.Background()) }()
+		select {
+		case err := <-gone:
+			var qdne *types.QueueDoesNotExist
+			if !errors.As(err, &qdne) {
+				t.Errorf("OnQueueGone error %v is not a *types.QueueDoesNotExist", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("OnQueueGone not called")
+		}
+		time.Sleep(1200 * time.Millisecond)
+		if got := counter.Get("TagQueue"); got != 1 {
+			t.Errorf("%d TagQueue calls, want 1: a deleted queue must be dropped", got)
+		}
+		if st := h.Stats(); st.QueuesGone != 1 || h.Len() != 0 {
+			t.Errorf("stats %+v, Len %d", st, h.Len())
 		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Add(u, 3*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = h.Close(context.Background()) }()
-	select {
-	case err := <-gone:
-		var qdne *types.QueueDoesNotExist
-		if !errors.As(err, &qdne) {
-			t.Errorf("OnQueueGone error %v is not a *types.QueueDoesNotExist", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("OnQueueGone not called")
-	}
-	time.Sleep(1200 * time.Millisecond)
-	if got := counter.Get("TagQueue"); got != 1 {
-		t.Errorf("%d TagQueue calls, want 1: a deleted queue must be dropped", got)
-	}
-	if st := h.Stats(); st.QueuesGone != 1 || h.Len() != 0 {
-		t.Errorf("stats %+v, Len %d", st, h.Len())
-	}
 }
 
 // throttlingTagger fails TagQueue with a throttling error until its

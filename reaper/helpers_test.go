@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -46,7 +47,11 @@ func javaTags(retentionSeconds int, heartbeat time.Time) map[string]string {
 func createQueue(t testing.TB, client *sqs.Client, name string, tags map[string]string) string {
 	t.Helper()
 	ctx := context.Background()
-	out, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name)})
+	in := &sqs.CreateQueueInput{QueueName: aws.String(name)}
+	if strings.HasSuffix(name, ".fifo") {
+		in.Attributes = map[string]string{"FifoQueue": "true"}
+	}
+	out, err := client.CreateQueue(ctx, in)
 	if err != nil {
 		t.Fatalf("CreateQueue %s: %v", name, err)
 	}

@@ -17,7 +17,8 @@ import (
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
-// The lease: one token message in the coordination queue <prefix>sweeper.
+// The lease: one token message in the FIFO coordination queue
+// <prefix>sweeper.fifo.
 //
 // Time is cut into periods aligned on a fixed origin (time.Time's zero
 // instant, as Truncate uses), so every process of a fleet agrees on them
@@ -37,18 +38,27 @@ import (
 //   - each process pays one ReceiveMessage per period (12 an hour at the
 //     default 5 minutes), holder or not.
 //
+// The queue is FIFO, and every token is in one message group, for two
+// guarantees a standard queue cannot give. SQS hands out the messages of a
+// group to one receiver at a time, so even if two tokens existed, a second
+// process could not take one while the first holds its own. And tokens are
+// sent with a deduplication id naming the period, so processes that find the
+// token missing at the same moment create one token, not several.
+//
 // A missing token (first start of a fleet, a purge, 14-day expiry) cannot
 // be told from a token held by another process by an empty receive, so a
 // process checks the queue's message counts on its first empty poll and
 // after every leaseCheckEvery consecutive empty polls, and sends a token
-// when there is none. Two processes doing so at once create two tokens;
-// both are hidden until the same window, where the first poll receives both
-// (MaxNumberOfMessages 10) and deletes the extra one.
+// when there is none, then polls for it at once, so a new fleet sweeps in
+// its first period. A holder that receives more than one token (a duplicate
+// made beyond the deduplication window) deletes the extras.
 const (
 	// leaseTokenPrefix starts the body of every token; the version after
 	// the slash lets a later format coexist.
 	leaseTokenPrefix = "tempqueues-reaper-lease/"
 	leaseTokenBody   = leaseTokenPrefix + "1"
+	// leaseGroup is the message group of every token: one holder at a time.
+	leaseGroup = "lease"
 	// leaseWaitSeconds makes the poll a (short) long poll: a short poll of
 	// a standard queue samples only some SQS servers and can miss the only
 	// message. The second also absorbs the whole-second rounding of the
@@ -141,6 +151,7 @@ func (l *lease) ensure(ctx context.Context) error {
 	out, err := l.client.CreateQueue(cctx, &sqs.CreateQueueInput{
 		QueueName: aws.String(l.name),
 		Attributes: map[string]string{
+			string(types.QueueAttributeNameFifoQueue):              "true",
 			string(types.QueueAttributeNameMessageRetentionPeriod): strconv.Itoa(int(leaseRetention / time.Second)),
 		},
 	})
@@ -190,14 +201,14 @@ func (l *lease) acquire(ctx context.Context) (receipt string, until time.Time, w
 		if !missing {
 			return "", time.Time{}, false
 		}
-		if err := l.send(ctx, 0); err != nil {
+		if err := l.send(ctx, "token-"+l.periodID()); err != nil {
 			l.fail(ctx, "creating the lease token", err)
 			return "", time.Time{}, false
 		}
 		l.created.Add(1)
 		l.log().Info("reaper: created the sweeper lease token", slog.String("queue", l.name))
 		// Take it at once, so a new fleet sweeps in its first period; a
-		// process that created a token concurrently may get it instead.
+		// process that created it concurrently may get it instead.
 		if tokens, until, err = l.receive(ctx); err != nil || len(tokens) == 0 {
 			return "", time.Time{}, false
 		}
@@ -213,11 +224,14 @@ func (l *lease) acquire(ctx context.Context) (receipt string, until time.Time, w
 	l.won.Add(1)
 	receipt = aws.ToString(tok.ReceiptHandle)
 	if l.tooOld(tok) {
-		// Replace the token before SQS's retention drops it; the new one is
-		// delayed so that it does not show up before the next window.
-		delay := min(visibility(until.Sub(l.opts.Now())), sqsapi.MaxDelaySeconds)
-		if err := l.send(ctx, delay); err == nil && l.deleteMessage(ctx, tok) == nil {
+		// Replace the token before SQS's retention drops it, and take the
+		// new one at once: the group lock hands it to no one else while the
+		// old one is held, and taking it hides it until the next window.
+		if err := l.send(ctx, "refresh-"+l.periodID()); err == nil && l.deleteMessage(ctx, tok) == nil {
 			receipt = ""
+			if fresh, u, err := l.receive(ctx); err == nil && len(fresh) > 0 {
+				receipt, until = aws.ToString(fresh[0].ReceiptHandle), u
+			}
 		}
 	}
 	return receipt, until, true
@@ -276,15 +290,23 @@ func (l *lease) missing(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
-func (l *lease) send(ctx context.Context, delaySeconds int32) error {
+// send sends a token. dedupID makes concurrent sends of one period (within
+// SQS's 5-minute deduplication window) create a single token.
+func (l *lease) send(ctx context.Context, dedupID string) error {
 	cctx, cancel := l.callCtx(ctx)
 	defer cancel()
 	_, err := l.client.SendMessage(cctx, &sqs.SendMessageInput{
-		QueueUrl:     aws.String(l.url),
-		MessageBody:  aws.String(leaseTokenBody),
-		DelaySeconds: delaySeconds,
+		QueueUrl:               aws.String(l.url),
+		MessageBody:            aws.String(leaseTokenBody),
+		MessageGroupId:         aws.String(leaseGroup),
+		MessageDeduplicationId: aws.String(dedupID),
 	})
 	return err
+}
+
+// periodID names the current period, the same in every process.
+func (l *lease) periodID() string {
+	return strconv.FormatInt(l.opts.Now().Truncate(l.opts.Period).Unix(), 10)
 }
 
 func (l *lease) deleteMessage(ctx context.Context, m types.Message) error {

@@ -58,8 +58,8 @@ func (f *fleet) addHost(m *member) {
 	}
 }
 
-func newFleet(t *testing.T) *fleet {
-	return &fleet{t: t, b: sqstestenv.Fauxqs(t), prefix: testPrefix(t)}
+func newFleet(t *testing.T, b *sqstestenv.Backend) *fleet {
+	return &fleet{t: t, b: b, prefix: testPrefix(t)}
 }
 
 func (f *fleet) start(optFns ...func(*reaper.Options)) *member {
@@ -127,149 +127,161 @@ func (f *fleet) sweepsSince(t0 time.Time) []sweepRecord {
 
 func TestLeaseOneSweepPerPeriodAndTakeover(t *testing.T) {
 	t.Parallel()
-	f := newFleet(t)
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		t.Parallel()
+		f := newFleet(t, b)
 
-	a := f.start()
-	f.addHost(a)
-	eventually(t, 5*time.Second, "the first reaper to create and take the token", func() bool { return a.r.Stats().LeasesWon == 1 })
-	if st := a.r.Stats(); st.TokensCreated != 1 {
-		t.Fatalf("stats %+v, want one token created", st)
-	}
-	f.addHost(f.start())
+		a := f.start()
+		f.addHost(a)
+		eventually(t, 5*time.Second, "the first reaper to create and take the token", func() bool { return a.r.Stats().LeasesWon == 1 })
+		if st := a.r.Stats(); st.TokensCreated != 1 {
+			t.Fatalf("stats %+v, want one token created", st)
+		}
+		f.addHost(f.start())
 
-	// Two reapers: one sweep per period.
-	t0 := time.Now()
-	time.Sleep(4 * testPeriod)
-	f.checkOnePerPeriod()
-	if n := len(f.sweepsSince(t0)); n < 3 || n > 5 {
-		t.Errorf("%d sweeps in 4 periods with 2 reapers, want about 4", n)
-	}
+		// Two reapers: one sweep per period.
+		t0 := time.Now()
+		time.Sleep(4 * testPeriod)
+		f.checkOnePerPeriod()
+		if n := len(f.sweepsSince(t0)); n < 3 || n > 5 {
+			t.Errorf("%d sweeps in 4 periods with 2 reapers, want about 4", n)
+		}
 
-	// Three reapers.
-	f.addHost(f.start())
-	t1 := time.Now()
-	before := make([]int64, len(f.members))
-	for i, m := range f.members {
-		before[i] = m.counter.Total()
-	}
-	time.Sleep(4 * testPeriod)
-	elapsed := time.Since(t1)
-	f.checkOnePerPeriod()
-	// Each process's calls per hour at the defaults (time scaled 150 times).
-	for i, m := range f.members {
-		perHour := float64(m.counter.Total()-before[i]) / (elapsed.Seconds() * 150 / 3600)
-		t.Logf("fleet of 3, reaper %d: %.0f calls/hour at the defaults (%v)", i, perHour, m.counter.Snapshot())
-	}
-	recent := f.sweepsSince(t1)
-	if n := len(recent); n < 3 || n > 5 {
-		t.Errorf("%d sweeps in 4 periods with 3 reapers, want about 4", n)
-	}
-	created := int64(0)
-	for _, m := range f.members {
-		created += m.r.Stats().TokensCreated
-	}
-	if created != 1 {
-		t.Errorf("%d tokens created, want 1", created)
-	}
+		// Three reapers.
+		f.addHost(f.start())
+		t1 := time.Now()
+		before := make([]int64, len(f.members))
+		for i, m := range f.members {
+			before[i] = m.counter.Total()
+		}
+		time.Sleep(4 * testPeriod)
+		elapsed := time.Since(t1)
+		f.checkOnePerPeriod()
+		// Each process's calls per hour at the defaults (time scaled 150 times).
+		for i, m := range f.members {
+			perHour := float64(m.counter.Total()-before[i]) / (elapsed.Seconds() * 150 / 3600)
+			t.Logf("fleet of 3, reaper %d: %.0f calls/hour at the defaults (%v)", i, perHour, m.counter.Snapshot())
+		}
+		recent := f.sweepsSince(t1)
+		if n := len(recent); n < 3 || n > 5 {
+			t.Errorf("%d sweeps in 4 periods with 3 reapers, want about 4", n)
+		}
+		created := int64(0)
+		for _, m := range f.members {
+			created += m.r.Stats().TokensCreated
+		}
+		if created != 1 {
+			t.Errorf("%d tokens created, want 1", created)
+		}
 
-	// Stop the last sweeper while it holds the token: another reaper takes
-	// over at the next window, within one period.
-	all := f.records()
-	last := f.members[all[len(all)-1].id]
-	if err := last.r.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	closedAt := time.Now()
-	time.Sleep(testPeriod + 2*testMargin + 1500*time.Millisecond)
-	var takeover *sweepRecord
-	for _, s := range f.sweepsSince(closedAt) {
-		if s.id == last.id {
-			t.Errorf("closed reaper %d swept at %v", s.id, s.at)
+		// Stop the last sweeper while it holds the token: another reaper takes
+		// over at the next window, within one period.
+		all := f.records()
+		last := f.members[all[len(all)-1].id]
+		if err := last.r.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		closedAt := time.Now()
+		time.Sleep(testPeriod + 2*testMargin + 1500*time.Millisecond)
+		var takeover *sweepRecord
+		for _, s := range f.sweepsSince(closedAt) {
+			if s.id == last.id {
+				t.Errorf("closed reaper %d swept at %v", s.id, s.at)
+			}
+			if takeover == nil {
+				takeover = &s
+			}
 		}
 		if takeover == nil {
-			takeover = &s
+			t.Fatalf("no sweep within %v after the sweeper stopped", testPeriod+2*testMargin+1500*time.Millisecond)
 		}
-	}
-	if takeover == nil {
-		t.Fatalf("no sweep within %v after the sweeper stopped", testPeriod+2*testMargin+1500*time.Millisecond)
-	}
-	t.Logf("sweeper %d stopped; reaper %d took over %v later", last.id, takeover.id, takeover.at.Sub(closedAt).Round(time.Millisecond))
+		t.Logf("sweeper %d stopped; reaper %d took over %v later", last.id, takeover.id, takeover.at.Sub(closedAt).Round(time.Millisecond))
 
-	// The stopped process's host queue goes idle after its retention (2 s)
-	// and the next sweep deletes it; the live ones stay.
-	client, _ := f.b.Client(t)
-	eventually(t, 2*testPeriod+2*time.Second, "the stopped reaper's host queue to be swept", func() bool { return !exists(t, client, last.host) })
-	for _, m := range f.members {
-		if m != last && !exists(t, client, m.host) {
-			t.Errorf("live reaper %d lost its host queue", m.id)
+		// The stopped process's host queue goes idle after its retention (2 s)
+		// and the next sweep deletes it; the live ones stay.
+		client, _ := f.b.Client(t)
+		eventually(t, 2*testPeriod+2*time.Second, "the stopped reaper's host queue to be swept", func() bool { return !exists(t, client, last.host) })
+		for _, m := range f.members {
+			if m != last && !exists(t, client, m.host) {
+				t.Errorf("live reaper %d lost its host queue", m.id)
+			}
 		}
-	}
-	f.checkOnePerPeriod()
+		f.checkOnePerPeriod()
+	})
 }
 
 // TestLeaseDuplicateTokensConverge starts reapers at the same instant, so
-// several may create a token; the extras are deleted at the next window.
+// several may send a token at once; one token results and one sweep per
+// period.
 func TestLeaseDuplicateTokensConverge(t *testing.T) {
 	t.Parallel()
-	f := newFleet(t)
-	// Start returns at once and each reaper polls in its own goroutine, so
-	// the three first polls race.
-	for range 3 {
-		f.start()
-	}
-	time.Sleep(3 * testPeriod)
-	var created, dups int64
-	for _, m := range f.members {
-		st := m.r.Stats()
-		created += st.TokensCreated
-		dups += st.DuplicateTokens
-	}
-	t.Logf("%d tokens created, %d duplicates deleted", created, dups)
-	if created < 1 || created-dups != 1 {
-		t.Errorf("%d tokens created and %d deleted, want exactly one left", created, dups)
-	}
-	client, _ := f.b.Client(t)
-	out, err := client.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String(f.prefix + reaper.CoordinationQueueSuffix)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
-	attrs, err := client.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: out.QueueUrl, AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameAll}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := 0
-	for _, k := range []string{"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed"} {
-		n, _ := strconv.Atoi(attrs.Attributes[k])
-		total += n
-	}
-	if total != 1 {
-		t.Errorf("coordination queue holds %d messages, want the one token", total)
-	}
-	if tags := tagsOf(t, client, aws.ToString(out.QueueUrl)); len(tags) != 0 {
-		t.Errorf("coordination queue has tags %v: a sweeper might delete it", tags)
-	}
-	f.checkOnePerPeriod()
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		t.Parallel()
+		f := newFleet(t, b)
+		// Start returns at once and each reaper polls in its own goroutine, so
+		// the three first polls race.
+		for range 3 {
+			f.start()
+		}
+		time.Sleep(3 * testPeriod)
+		var created, dups int64
+		for _, m := range f.members {
+			st := m.r.Stats()
+			created += st.TokensCreated
+			dups += st.DuplicateTokens
+		}
+		// Concurrent creations in one period share a deduplication id: SQS
+		// keeps one token however many processes sent one.
+		t.Logf("%d token sends, %d duplicates deleted", created, dups)
+		if created < 1 {
+			t.Errorf("no token created")
+		}
+		client, _ := f.b.Client(t)
+		out, err := client.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String(f.prefix + reaper.CoordinationQueueSuffix)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
+		attrs, err := client.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: out.QueueUrl, AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameAll}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		total := 0
+		for _, k := range []string{"ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible", "ApproximateNumberOfMessagesDelayed"} {
+			n, _ := strconv.Atoi(attrs.Attributes[k])
+			total += n
+		}
+		if total != 1 {
+			t.Errorf("coordination queue holds %d messages, want the one token", total)
+		}
+		if tags := tagsOf(t, client, aws.ToString(out.QueueUrl)); len(tags) != 0 {
+			t.Errorf("coordination queue has tags %v: a sweeper might delete it", tags)
+		}
+		f.checkOnePerPeriod()
+	})
 }
 
 // TestLeaseRecreatesDeletedCoordinationQueue deletes the coordination queue
 // under a running reaper; it recreates queue and token and sweeps again.
 func TestLeaseRecreatesDeletedCoordinationQueue(t *testing.T) {
 	t.Parallel()
-	f := newFleet(t)
-	a := f.start()
-	eventually(t, 5*time.Second, "the first sweep", func() bool { return len(f.records()) == 1 })
-	client, _ := f.b.Client(t)
-	out, err := client.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String(f.prefix + reaper.CoordinationQueueSuffix)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
-	eventually(t, 4*testPeriod, "a sweep after the coordination queue was deleted", func() bool {
-		return a.r.Stats().TokensCreated == 2 && len(f.records()) >= 2
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		t.Parallel()
+		f := newFleet(t, b)
+		a := f.start()
+		eventually(t, 5*time.Second, "the first sweep", func() bool { return len(f.records()) == 1 })
+		client, _ := f.b.Client(t)
+		out, err := client.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String(f.prefix + reaper.CoordinationQueueSuffix)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
+		eventually(t, 4*testPeriod, "a sweep after the coordination queue was deleted", func() bool {
+			return a.r.Stats().TokensCreated == 2 && len(f.records()) >= 2
+		})
 	})
 }
 
@@ -279,39 +291,42 @@ func TestLeaseRecreatesDeletedCoordinationQueue(t *testing.T) {
 // per hour at the defaults.
 func TestIdleCostScaled(t *testing.T) {
 	t.Parallel()
-	if testing.Short() {
-		t.Skip("runs for 12 s")
-	}
-	const scale = 150 // 300 s / 2 s
-	f := newFleet(t)
-	client, _ := f.b.Client(t)
-	host := createQueue(t, client, hostName(f.prefix, 0), nil)
-	m := f.start()
-	if err := m.r.Add(host, 2*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	// Let the one-time calls (coordination queue, token) happen first.
-	eventually(t, 5*time.Second, "the first sweep", func() bool { return len(f.records()) == 1 })
-	time.Sleep(testPeriod) // start measuring at an arbitrary phase
-	before := m.counter.Snapshot()
-	start := time.Now()
-	time.Sleep(12 * time.Second)
-	after := m.counter.Snapshot()
-	elapsed := time.Since(start)
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		t.Parallel()
+		if testing.Short() {
+			t.Skip("runs for 12 s")
+		}
+		const scale = 150 // 300 s / 2 s
+		f := newFleet(t, b)
+		client, _ := f.b.Client(t)
+		host := createQueue(t, client, hostName(f.prefix, 0), nil)
+		m := f.start()
+		if err := m.r.Add(host, 2*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		// Let the one-time calls (coordination queue, token) happen first.
+		eventually(t, 5*time.Second, "the first sweep", func() bool { return len(f.records()) == 1 })
+		time.Sleep(testPeriod) // start measuring at an arbitrary phase
+		before := m.counter.Snapshot()
+		start := time.Now()
+		time.Sleep(12 * time.Second)
+		after := m.counter.Snapshot()
+		elapsed := time.Since(start)
 
-	hours := elapsed.Seconds() * scale / 3600
-	perHour := map[string]float64{}
-	total := 0.0
-	for op, n := range after {
-		perHour[op] = float64(n-before[op]) / hours
-		total += perHour[op]
-	}
-	t.Logf("idle process alone, at the defaults: %.0f calls/hour: %v", total, perHour)
-	// 36 TagQueue + 12 ReceiveMessage + 12 ListQueues = 60.
-	if total > 70 {
-		t.Errorf("%.0f calls/hour, want about 60", total)
-	}
-	if n := perHour["ListQueueTags"]; n != 0 {
-		t.Errorf("%.0f ListQueueTags/hour: the process's own queue and the coordination queue must be skipped", n)
-	}
+		hours := elapsed.Seconds() * scale / 3600
+		perHour := map[string]float64{}
+		total := 0.0
+		for op, n := range after {
+			perHour[op] = float64(n-before[op]) / hours
+			total += perHour[op]
+		}
+		t.Logf("idle process alone, at the defaults: %.0f calls/hour: %v", total, perHour)
+		// 36 TagQueue + 12 ReceiveMessage + 12 ListQueues = 60.
+		if total > 70 {
+			t.Errorf("%.0f calls/hour, want about 60", total)
+		}
+		if n := perHour["ListQueueTags"]; n != 0 {
+			t.Errorf("%.0f ListQueueTags/hour: the process's own queue and the coordination queue must be skipped", n)
+		}
+	})
 }

@@ -34,10 +34,11 @@ const (
 	// connection cannot stall heartbeats for longer than a retry.
 	DefaultCallTimeout = 20 * time.Second
 
-	// CoordinationQueueSuffix is appended to the prefix to name the queue
-	// that holds the sweeper lease token. It differs from the Java client's
-	// sweeper queue, named exactly the prefix, so both can share a fleet.
-	CoordinationQueueSuffix = "sweeper"
+	// CoordinationQueueSuffix is appended to the prefix to name the FIFO
+	// queue that holds the sweeper lease token. It differs from the Java
+	// client's sweeper queue, named exactly the prefix, so both can share a
+	// fleet.
+	CoordinationQueueSuffix = "sweeper.fifo"
 )
 
 // Options configure a Reaper, a Heartbeater or a Sweeper; each uses the
@@ -50,7 +51,7 @@ const (
 //	})
 type Options struct {
 	// Prefix selects the queues swept: those whose name starts with it.
-	// The lease lives in the queue Prefix+"sweeper". Default
+	// The lease lives in the queue Prefix+"sweeper.fifo". Default
 	// sqsapi.DefaultQueuePrefix. Every process of a fleet must use the same.
 	Prefix string
 

@@ -31,7 +31,7 @@ func listHosts(t *testing.T, raw *sqs.Client, p string) []string {
 	}
 	var hosts []string
 	for _, u := range out.QueueUrls {
-		if !strings.HasSuffix(u, "sweeper") {
+		if !strings.HasSuffix(u, "sweeper.fifo") {
 			hosts = append(hosts, u)
 		}
 	}
