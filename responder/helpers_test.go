@@ -28,9 +28,8 @@ type env struct {
 	counter *sqsapi.CallCounter
 }
 
-func newEnv(t *testing.T) *env {
+func newEnv(t *testing.T, b *sqstestenv.Backend) *env {
 	t.Helper()
-	b := sqstestenv.Fauxqs(t)
 	client, counter := b.Client(t)
 	return &env{t: t, client: client, counter: counter}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/sqstestenv"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -63,74 +64,79 @@ func TestBuildReplyWireFormat(t *testing.T) {
 }
 
 func TestSendResponseMessageBadInputMakesNoCall(t *testing.T) {
-	e := newEnv(t)
-	r := newResponder(t, e.client)
-	ctx := context.Background()
-	const host = "http://127.0.0.1:1/000000000000/host"
-	virtual := msgWith(map[string]string{sqsapi.ResponseQueueURLAttribute: host + "#vq"})
-	cases := []struct {
-		name  string
-		req   types.Message
-		reply *Reply
-	}{
-		{"malformed virtual URL", msgWith(map[string]string{sqsapi.ResponseQueueURLAttribute: host + "#bad name"}), &Reply{Body: "b"}},
-		{"virtual URL without host", msgWith(map[string]string{sqsapi.ResponseQueueURLAttribute: "#vq"}), &Reply{Body: "b"}},
-		{"relative URL", msgWith(map[string]string{sqsapi.ResponseQueueURLAttribute: "queue-name"}), &Reply{Body: "b"}},
-		{"too many attributes with ours", virtual, &Reply{Body: "b", Attributes: nAttrs(9)}},
-		{"reserved attribute", virtual, &Reply{Body: "b", Attributes: map[string]types.MessageAttributeValue{sqsapi.CorrelationIDAttribute: stringValue("x")}}},
-		{"attribute without type", virtual, &Reply{Body: "b", Attributes: map[string]types.MessageAttributeValue{"k": {StringValue: aws.String("v")}}}},
-		{"empty body", virtual, &Reply{}},
-		{"nil reply", virtual, nil},
-		{"oversized", virtual, &Reply{Body: strings.Repeat("x", sqsapi.MaxMessageSize)}},
-	}
-	for _, c := range cases {
-		err := r.SendResponseMessage(ctx, c.req, c.reply)
-		var ie *sqsapi.InvalidInputError
-		if !errors.As(err, &ie) || !errors.Is(err, sqsapi.ErrInvalidInput) || ie.Op != opSendResponse {
-			t.Errorf("%s: err = %v, want *InvalidInputError from %s", c.name, err, opSendResponse)
+	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
+		e := newEnv(t, be)
+		r := newResponder(t, e.client)
+		ctx := context.Background()
+		const host = "http://127.0.0.1:1/000000000000/host"
+		virtual := msgWith(map[string]string{sqsapi.ResponseQueueURLAttribute: host + "#vq"})
+		cases := []struct {
+			name  string
+			req   types.Message
+			reply *Reply
+		}{
+			{"malformed virtual URL", msgWith(map[string]string{sqsapi.ResponseQueueURLAttribute: host + "#bad name"}), &Reply{Body: "b"}},
+			{"virtual URL without host", msgWith(map[string]string{sqsapi.ResponseQueueURLAttribute: "#vq"}), &Reply{Body: "b"}},
+			{"relative URL", msgWith(map[string]string{sqsapi.ResponseQueueURLAttribute: "queue-name"}), &Reply{Body: "b"}},
+			{"too many attributes with ours", virtual, &Reply{Body: "b", Attributes: nAttrs(9)}},
+			{"reserved attribute", virtual, &Reply{Body: "b", Attributes: map[string]types.MessageAttributeValue{sqsapi.CorrelationIDAttribute: stringValue("x")}}},
+			{"attribute without type", virtual, &Reply{Body: "b", Attributes: map[string]types.MessageAttributeValue{"k": {StringValue: aws.String("v")}}}},
+			{"empty body", virtual, &Reply{}},
+			{"nil reply", virtual, nil},
+			{"oversized", virtual, &Reply{Body: strings.Repeat("x", sqsapi.MaxMessageSize)}},
 		}
-	}
-	if err := r.SendResponseMessage(ctx, msgWith(nil), &Reply{Body: "b"}); !errors.Is(err, ErrNoResponseRequested) {
-		t.Errorf("no ResponseQueueUrl: err = %v, want ErrNoResponseRequested", err)
-	}
-	if n := e.counter.Total(); n != 0 {
-		t.Errorf("%d API calls for rejected replies, want 0: %v", n, e.counter.Snapshot())
-	}
+		for _, c := range cases {
+			err := r.SendResponseMessage(ctx, c.req, c.reply)
+			var ie *sqsapi.InvalidInputError
+			if !errors.As(err, &ie) || !errors.Is(err, sqsapi.ErrInvalidInput) || ie.Op != opSendResponse {
+				t.Errorf("%s: err = %v, want *InvalidInputError from %s", c.name, err, opSendResponse)
+			}
+		}
+		if err := r.SendResponseMessage(ctx, msgWith(nil), &Reply{Body: "b"}); !errors.Is(err, ErrNoResponseRequested) {
+			t.Errorf("no ResponseQueueUrl: err = %v, want ErrNoResponseRequested", err)
+		}
+		if n := e.counter.Total(); n != 0 {
+			t.Errorf("%d API calls for rejected replies, want 0: %v", n, e.counter.Snapshot())
+		}
+	})
 }
 
 func TestReplyToDeletedQueueDroppedOnce(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	ctx := context.Background()
-	host := e.queue("host", nil)
-	if _, err := e.client.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: &host}); err != nil {
-		t.Fatal(err)
-	}
-	r := newResponder(t, e.client, func(o *Options) { o.WaitTime = time.Second })
-	e.counter.Reset()
-	req := msgWith(map[string]string{sqsapi.ResponseQueueURLAttribute: host + "#gone", sqsapi.RequestIDAttribute: "rid"})
-	err := r.SendResponseMessage(ctx, req, &Reply{Body: "late"})
-	var qdne *types.QueueDoesNotExist
-	if !errors.Is(err, ErrResponseQueueGone) || !errors.As(err, &qdne) {
-		t.Fatalf("err = %v, want ErrResponseQueueGone wrapping *types.QueueDoesNotExist", err)
-	}
-	if n := e.counter.Total(); n != 1 {
-		t.Errorf("%d calls (%v), want 1 send and no retry loop", n, e.counter.Snapshot())
-	}
-	if s := r.Stats(); s.RepliesDropped != 1 || s.Replied != 0 {
-		t.Errorf("stats %+v, want 1 dropped reply", s)
-	}
+	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
+		t.Parallel()
+		e := newEnv(t, be)
+		ctx := context.Background()
+		host := e.queue("host", nil)
+		if _, err := e.client.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: &host}); err != nil {
+			t.Fatal(err)
+		}
+		r := newResponder(t, e.client, func(o *Options) { o.WaitTime = time.Second })
+		e.counter.Reset()
+		req := msgWith(map[string]string{sqsapi.ResponseQueueURLAttribute: host + "#gone", sqsapi.RequestIDAttribute: "rid"})
+		err := r.SendResponseMessage(ctx, req, &Reply{Body: "late"})
+		var qdne *types.QueueDoesNotExist
+		if !errors.Is(err, ErrResponseQueueGone) || !errors.As(err, &qdne) {
+			t.Fatalf("err = %v, want ErrResponseQueueGone wrapping *types.QueueDoesNotExist", err)
+		}
+		if n := e.counter.Total(); n != 1 {
+			t.Errorf("%d calls (%v), want 1 send and no retry loop", n, e.counter.Snapshot())
+		}
+		if s := r.Stats(); s.RepliesDropped != 1 || s.Replied != 0 {
+			t.Errorf("stats %+v, want 1 dropped reply", s)
+		}
 
-	// Through Serve: the request is handled, the reply dropped once, the
-	// request deleted (the requester is gone; retrying cannot help).
-	reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
-	e.request(reqQ, "hello", host+"#gone", "rid-2")
-	serve(t, r, reqQ, echo)
-	waitFor(t, "request deleted", func() bool { return r.Stats().Deleted == 1 })
-	if s := r.Stats(); s.RepliesDropped != 2 || s.Handled != 1 {
-		t.Errorf("stats %+v, want 2 dropped replies and 1 handled", s)
-	}
-	if v, inflight := e.depth(reqQ); v != "0" || inflight != "0" {
-		t.Errorf("request queue holds %s visible, %s in flight; want empty", v, inflight)
-	}
+		// Through Serve: the request is handled, the reply dropped once, the
+		// request deleted (the requester is gone; retrying cannot help).
+		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
+		e.request(reqQ, "hello", host+"#gone", "rid-2")
+		serve(t, r, reqQ, echo)
+		waitFor(t, "request deleted", func() bool { return r.Stats().Deleted == 1 })
+		if s := r.Stats(); s.RepliesDropped != 2 || s.Handled != 1 {
+			t.Errorf("stats %+v, want 2 dropped replies and 1 handled", s)
+		}
+		if v, inflight := e.depth(reqQ); v != "0" || inflight != "0" {
+			t.Errorf("request queue holds %s visible, %s in flight; want empty", v, inflight)
+		}
+	})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/tempqueues/tempqueues/internal/sqstestenv"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -30,282 +31,306 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // speaking only the documented attributes, as the Java client does.
 func TestRoundTripJavaWireFormat(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	host := e.queue("host", nil)
-	reqQ := e.queue("req", nil)
-	r := newResponder(t, e.client, func(o *Options) { o.WaitTime = time.Second })
-	var seen *Request
-	var mu sync.Mutex
-	serve(t, r, reqQ, HandlerFunc(func(_ context.Context, req *Request) (*Reply, error) {
-		mu.Lock()
-		seen = req
-		mu.Unlock()
-		return &Reply{Body: "re:" + req.Body(), Attributes: map[string]types.MessageAttributeValue{"Status": stringValue("ok")}}, nil
-	}))
+	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
+		t.Parallel()
+		e := newEnv(t, be)
+		host := e.queue("host", nil)
+		reqQ := e.queue("req", nil)
+		r := newResponder(t, e.client, func(o *Options) { o.WaitTime = time.Second })
+		var seen *Request
+		var mu sync.Mutex
+		serve(t, r, reqQ, HandlerFunc(func(_ context.Context, req *Request) (*Reply, error) {
+			mu.Lock()
+			seen = req
+			mu.Unlock()
+			return &Reply{Body: "re:" + req.Body(), Attributes: map[string]types.MessageAttributeValue{"Status": stringValue("ok")}}, nil
+		}))
 
-	e.request(reqQ, "login alice", host+"#reply-1", "rid-1")
-	got := e.replies(host, 1, 10*time.Second)
-	if len(got) != 1 {
-		t.Fatalf("got %d replies, want 1", len(got))
-	}
-	m := got[0]
-	if aws.ToString(m.Body) != "re:login alice" || attr(m, sqsapi.VirtualQueueNameAttribute) != "reply-1" ||
-		attr(m, sqsapi.CorrelationIDAttribute) != "rid-1" || attr(m, "Status") != "ok" {
-		t.Fatalf("reply body %q attributes %v", aws.ToString(m.Body), m.MessageAttributes)
-	}
-	if dt := aws.ToString(m.MessageAttributes[sqsapi.VirtualQueueNameAttribute].DataType); dt != "String" {
-		t.Errorf("routing attribute DataType %q, want String", dt)
-	}
-	mu.Lock()
-	if seen.ID != "rid-1" || seen.ReceiveCount != 1 || seen.Message.Attributes["SentTimestamp"] == "" || !seen.ResponseRequested() {
-		t.Errorf("request %+v: want id rid-1, receive count 1, system attributes", seen)
-	}
-	mu.Unlock()
-	waitFor(t, "request deleted", func() bool { return r.Stats().Deleted == 1 })
-	if v, f := e.depth(reqQ); v != "0" || f != "0" {
-		t.Errorf("request queue: %s visible, %s in flight", v, f)
-	}
-	// A Java requester sets no request id: the MessageId correlates.
-	e.request(reqQ, "bob", host+"#reply-2", "")
-	got = e.replies(host, 1, 10*time.Second)
-	if len(got) != 1 || attr(got[0], sqsapi.CorrelationIDAttribute) == "" || attr(got[0], sqsapi.VirtualQueueNameAttribute) != "reply-2" {
-		t.Fatalf("reply to a request without id: %v", got)
-	}
+		e.request(reqQ, "login alice", host+"#reply-1", "rid-1")
+		got := e.replies(host, 1, 10*time.Second)
+		if len(got) != 1 {
+			t.Fatalf("got %d replies, want 1", len(got))
+		}
+		m := got[0]
+		if aws.ToString(m.Body) != "re:login alice" || attr(m, sqsapi.VirtualQueueNameAttribute) != "reply-1" ||
+			attr(m, sqsapi.CorrelationIDAttribute) != "rid-1" || attr(m, "Status") != "ok" {
+			t.Fatalf("reply body %q attributes %v", aws.ToString(m.Body), m.MessageAttributes)
+		}
+		if dt := aws.ToString(m.MessageAttributes[sqsapi.VirtualQueueNameAttribute].DataType); dt != "String" {
+			t.Errorf("routing attribute DataType %q, want String", dt)
+		}
+		mu.Lock()
+		if seen.ID != "rid-1" || seen.ReceiveCount != 1 || seen.Message.Attributes["SentTimestamp"] == "" || !seen.ResponseRequested() {
+			t.Errorf("request %+v: want id rid-1, receive count 1, system attributes", seen)
+		}
+		mu.Unlock()
+		waitFor(t, "request deleted", func() bool { return r.Stats().Deleted == 1 })
+		if v, f := e.depth(reqQ); v != "0" || f != "0" {
+			t.Errorf("request queue: %s visible, %s in flight", v, f)
+		}
+		// A Java requester sets no request id: the MessageId correlates.
+		e.request(reqQ, "bob", host+"#reply-2", "")
+		got = e.replies(host, 1, 10*time.Second)
+		if len(got) != 1 || attr(got[0], sqsapi.CorrelationIDAttribute) == "" || attr(got[0], sqsapi.VirtualQueueNameAttribute) != "reply-2" {
+			t.Fatalf("reply to a request without id: %v", got)
+		}
+	})
 }
 
 func TestPlainResponseQueueAndFireAndForget(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	replyQ := e.queue("reply", nil)
-	reqQ := e.queue("req", nil)
-	r := newResponder(t, e.client, func(o *Options) { o.WaitTime = time.Second })
-	var runs atomic.Int32
-	serve(t, r, reqQ, HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
-		runs.Add(1)
-		return echo(ctx, req)
-	}))
-	e.request(reqQ, "plain", replyQ, "rid-p")
-	got := e.replies(replyQ, 1, 10*time.Second)
-	if len(got) != 1 || aws.ToString(got[0].Body) != "re:plain" || attr(got[0], sqsapi.CorrelationIDAttribute) != "rid-p" {
-		t.Fatalf("replies %v", got)
-	}
-	if _, routed := got[0].MessageAttributes[sqsapi.VirtualQueueNameAttribute]; routed {
-		t.Error("reply to a plain queue carries the routing attribute")
-	}
-	sendsBefore := r.Stats().Replied
-	e.request(reqQ, "fire", "", "rid-f")
-	waitFor(t, "both requests deleted", func() bool { return r.Stats().Deleted == 2 })
-	if runs.Load() != 2 || r.Stats().Replied != sendsBefore {
-		t.Errorf("fire-and-forget: %d runs, %d replies", runs.Load(), r.Stats().Replied-sendsBefore)
-	}
+	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
+		t.Parallel()
+		e := newEnv(t, be)
+		replyQ := e.queue("reply", nil)
+		reqQ := e.queue("req", nil)
+		r := newResponder(t, e.client, func(o *Options) { o.WaitTime = time.Second })
+		var runs atomic.Int32
+		serve(t, r, reqQ, HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
+			runs.Add(1)
+			return echo(ctx, req)
+		}))
+		e.request(reqQ, "plain", replyQ, "rid-p")
+		got := e.replies(replyQ, 1, 10*time.Second)
+		if len(got) != 1 || aws.ToString(got[0].Body) != "re:plain" || attr(got[0], sqsapi.CorrelationIDAttribute) != "rid-p" {
+			t.Fatalf("replies %v", got)
+		}
+		if _, routed := got[0].MessageAttributes[sqsapi.VirtualQueueNameAttribute]; routed {
+			t.Error("reply to a plain queue carries the routing attribute")
+		}
+		sendsBefore := r.Stats().Replied
+		e.request(reqQ, "fire", "", "rid-f")
+		waitFor(t, "both requests deleted", func() bool { return r.Stats().Deleted == 2 })
+		if runs.Load() != 2 || r.Stats().Replied != sendsBefore {
+			t.Errorf("fire-and-forget: %d runs, %d replies", runs.Load(), r.Stats().Replied-sendsBefore)
+		}
+	})
 }
 
 func TestManyConcurrentRequests(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	host := e.queue("host", nil)
-	reqQ := e.queue("req", nil)
-	rc := newEnv(t) // the responder's own client and counter
-	r := newResponder(t, rc.client, func(o *Options) { o.MaxConcurrency = 32; o.WaitTime = time.Second })
-	const n = 300
-	e.requests(reqQ, n, host)
-	var maxPollers atomic.Int64
-	serve(t, r, reqQ, HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
-		if p := r.Stats().Pollers; p > maxPollers.Load() {
-			maxPollers.Store(p) // racy max, good enough for a lower bound
+	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
+		t.Parallel()
+		e := newEnv(t, be)
+		host := e.queue("host", nil)
+		reqQ := e.queue("req", nil)
+		rc := newEnv(t, be) // the responder's own client and counter
+		r := newResponder(t, rc.client, func(o *Options) { o.MaxConcurrency = 32; o.WaitTime = time.Second })
+		const n = 300
+		e.requests(reqQ, n, host)
+		var maxPollers atomic.Int64
+		serve(t, r, reqQ, HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
+			if p := r.Stats().Pollers; p > maxPollers.Load() {
+				maxPollers.Store(p) // racy max, good enough for a lower bound
+			}
+			time.Sleep(5 * time.Millisecond)
+			return echo(ctx, req)
+		}))
+		got := e.replies(host, n, 30*time.Second)
+		seen := map[string]bool{}
+		for _, m := range got {
+			id := attr(m, sqsapi.CorrelationIDAttribute)
+			var i int
+			fmt.Sscanf(id, "id-%d", &i)
+			if attr(m, sqsapi.VirtualQueueNameAttribute) != fmt.Sprintf("vq-%d", i) || aws.ToString(m.Body) != fmt.Sprintf("re:req-%d", i) {
+				t.Fatalf("reply %q to %q routed to %q", aws.ToString(m.Body), id, attr(m, sqsapi.VirtualQueueNameAttribute))
+			}
+			seen[id] = true
 		}
-		time.Sleep(5 * time.Millisecond)
-		return echo(ctx, req)
-	}))
-	got := e.replies(host, n, 30*time.Second)
-	seen := map[string]bool{}
-	for _, m := range got {
-		id := attr(m, sqsapi.CorrelationIDAttribute)
-		var i int
-		fmt.Sscanf(id, "id-%d", &i)
-		if attr(m, sqsapi.VirtualQueueNameAttribute) != fmt.Sprintf("vq-%d", i) || aws.ToString(m.Body) != fmt.Sprintf("re:req-%d", i) {
-			t.Fatalf("reply %q to %q routed to %q", aws.ToString(m.Body), id, attr(m, sqsapi.VirtualQueueNameAttribute))
+		if len(seen) != n {
+			t.Fatalf("%d distinct replies, want %d", len(seen), n)
 		}
-		seen[id] = true
-	}
-	if len(seen) != n {
-		t.Fatalf("%d distinct replies, want %d", len(seen), n)
-	}
-	waitFor(t, "all deleted", func() bool { return r.Stats().Deleted == n })
-	calls := rc.counter.Snapshot()
-	t.Logf("%d requests: %v (%.2f calls per request), up to %d pollers", n, calls, float64(rc.counter.Total())/n, maxPollers.Load())
-	if maxPollers.Load() < 2 || maxPollers.Load() > 4 {
-		t.Errorf("%d pollers under a backlog, want 2 to 4 (MaxConcurrency 32)", maxPollers.Load())
-	}
-	if calls["DeleteMessageBatch"] >= n/2 || calls["SendMessageBatch"] >= n {
-		t.Errorf("deletes/sends did not coalesce: %v", calls)
-	}
+		waitFor(t, "all deleted", func() bool { return r.Stats().Deleted == n })
+		calls := rc.counter.Snapshot()
+		t.Logf("%d requests: %v (%.2f calls per request), up to %d pollers", n, calls, float64(rc.counter.Total())/n, maxPollers.Load())
+		if maxPollers.Load() < 2 || maxPollers.Load() > 4 {
+			t.Errorf("%d pollers under a backlog, want 2 to 4 (MaxConcurrency 32)", maxPollers.Load())
+		}
+		if calls["DeleteMessageBatch"] >= n/2 || calls["SendMessageBatch"] >= n {
+			t.Errorf("deletes/sends did not coalesce: %v", calls)
+		}
+	})
 }
 
 func TestSlowHandlerKeptAliveByHeartbeat(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	host := e.queue("host", nil)
-	reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
-	r := newResponder(t, e.client, func(o *Options) { o.VisibilityTimeout = time.Second; o.WaitTime = time.Second; o.MaxConcurrency = 4 })
-	var runs atomic.Int32
-	serve(t, r, reqQ, HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
-		runs.Add(1)
-		select {
-		case <-time.After(4 * time.Second): // four visibility timeouts
-		case <-ctx.Done():
-			return nil, ctx.Err()
+	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
+		t.Parallel()
+		e := newEnv(t, be)
+		host := e.queue("host", nil)
+		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
+		r := newResponder(t, e.client, func(o *Options) { o.VisibilityTimeout = time.Second; o.WaitTime = time.Second; o.MaxConcurrency = 4 })
+		var runs atomic.Int32
+		serve(t, r, reqQ, HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
+			runs.Add(1)
+			select {
+			case <-time.After(4 * time.Second): // four visibility timeouts
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+			return echo(ctx, req)
+		}))
+		e.request(reqQ, "slow", host+"#vq", "rid-slow")
+		got := e.replies(host, 1, 15*time.Second)
+		if len(got) != 1 || runs.Load() != 1 {
+			t.Fatalf("%d replies, %d handler runs; want 1 and 1 (the request was redelivered?)", len(got), runs.Load())
 		}
-		return echo(ctx, req)
-	}))
-	e.request(reqQ, "slow", host+"#vq", "rid-slow")
-	got := e.replies(host, 1, 15*time.Second)
-	if len(got) != 1 || runs.Load() != 1 {
-		t.Fatalf("%d replies, %d handler runs; want 1 and 1 (the request was redelivered?)", len(got), runs.Load())
-	}
-	s := r.Stats()
-	if s.Extended < 3 || s.Received != 1 {
-		t.Errorf("stats %+v: want at least 3 extensions and 1 receive", s)
-	}
+		s := r.Stats()
+		if s.Extended < 3 || s.Received != 1 {
+			t.Errorf("stats %+v: want at least 3 extensions and 1 receive", s)
+		}
+	})
 }
 
 func TestVisibilityLimitCancelsHandler(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
-	r := newResponder(t, e.client, func(o *Options) { o.VisibilityTimeout = time.Second; o.WaitTime = time.Second })
-	r.maxVisibility = 4 * time.Second // stands for SQS's 12 hours
-	causes := make(chan error, 1)
-	serve(t, r, reqQ, HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
-		<-ctx.Done()
+	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
+		t.Parallel()
+		e := newEnv(t, be)
+		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
+		r := newResponder(t, e.client, func(o *Options) { o.VisibilityTimeout = time.Second; o.WaitTime = time.Second })
+		r.maxVisibility = 4 * time.Second // stands for SQS's 12 hours
+		causes := make(chan error, 1)
+		serve(t, r, reqQ, HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
+			<-ctx.Done()
+			select {
+			case causes <- context.Cause(ctx):
+			default:
+			}
+			return nil, ctx.Err()
+		}))
+		e.request(reqQ, "forever", "", "rid-forever")
 		select {
-		case causes <- context.Cause(ctx):
-		default:
+		case c := <-causes:
+			if !errors.Is(c, ErrVisibilityLimit) {
+				t.Fatalf("handler cancelled with %v, want ErrVisibilityLimit", c)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("handler not cancelled at the visibility limit")
 		}
-		return nil, ctx.Err()
-	}))
-	e.request(reqQ, "forever", "", "rid-forever")
-	select {
-	case c := <-causes:
-		if !errors.Is(c, ErrVisibilityLimit) {
-			t.Fatalf("handler cancelled with %v, want ErrVisibilityLimit", c)
+		waitFor(t, "the failure recorded", func() bool { return r.Stats().Failed >= 1 })
+		if s := r.Stats(); s.VisibilityLimits != 1 || s.Extended < 1 {
+			t.Errorf("stats %+v", s)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("handler not cancelled at the visibility limit")
-	}
-	waitFor(t, "the failure recorded", func() bool { return r.Stats().Failed >= 1 })
-	if s := r.Stats(); s.VisibilityLimits != 1 || s.Extended < 1 {
-		t.Errorf("stats %+v", s)
-	}
+	})
 }
 
 func TestHandlerErrorsReachDLQ(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	dlq := e.queue("dlq", nil)
-	reqQ := e.queue("req", map[string]string{
-		"VisibilityTimeout": "1",
-		"RedrivePolicy":     fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"3"}`, e.queueARN(dlq)),
-	})
-	var done atomic.Int32
-	r := newResponder(t, e.client, func(o *Options) {
-		o.VisibilityTimeout = time.Second
-		o.WaitTime = time.Second
-		o.Retry = RetryImmediately
-		o.OnRequestDone = func(_ *Request, _ time.Duration, err error) {
-			if err != nil {
-				done.Add(1)
+	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
+		t.Parallel()
+		e := newEnv(t, be)
+		dlq := e.queue("dlq", nil)
+		reqQ := e.queue("req", map[string]string{
+			"VisibilityTimeout": "1",
+			"RedrivePolicy":     fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"3"}`, e.queueARN(dlq)),
+		})
+		var done atomic.Int32
+		r := newResponder(t, e.client, func(o *Options) {
+			o.VisibilityTimeout = time.Second
+			o.WaitTime = time.Second
+			o.Retry = RetryImmediately
+			o.OnRequestDone = func(_ *Request, _ time.Duration, err error) {
+				if err != nil {
+					done.Add(1)
+				}
 			}
+		})
+		serve(t, r, reqQ, HandlerFunc(func(context.Context, *Request) (*Reply, error) {
+			return nil, errors.New("poison")
+		}))
+		e.request(reqQ, "poison", "", "rid-poison")
+		got := e.replies(dlq, 1, 15*time.Second)
+		if len(got) != 1 || attr(got[0], sqsapi.RequestIDAttribute) != "rid-poison" {
+			t.Fatalf("DLQ holds %v, want the poison request with its request id", got)
+		}
+		if s := r.Stats(); s.Failed != 3 || s.Released != 3 || done.Load() != 3 || s.Deleted != 0 {
+			t.Errorf("stats %+v (hook saw %d failures): want 3 failures and releases, no delete", s, done.Load())
 		}
 	})
-	serve(t, r, reqQ, HandlerFunc(func(context.Context, *Request) (*Reply, error) {
-		return nil, errors.New("poison")
-	}))
-	e.request(reqQ, "poison", "", "rid-poison")
-	got := e.replies(dlq, 1, 15*time.Second)
-	if len(got) != 1 || attr(got[0], sqsapi.RequestIDAttribute) != "rid-poison" {
-		t.Fatalf("DLQ holds %v, want the poison request with its request id", got)
-	}
-	if s := r.Stats(); s.Failed != 3 || s.Released != 3 || done.Load() != 3 || s.Deleted != 0 {
-		t.Errorf("stats %+v (hook saw %d failures): want 3 failures and releases, no delete", s, done.Load())
-	}
 }
 
 func TestPanicRecoveredAndRetried(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	host := e.queue("host", nil)
-	reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
-	var hookErr atomic.Value
-	r := newResponder(t, e.client, func(o *Options) {
-		o.VisibilityTimeout = time.Second
-		o.WaitTime = time.Second
-		o.Retry = RetryWithBackoff
-		o.RetryBackoffBase = 100 * time.Millisecond
-		o.OnRequestDone = func(_ *Request, _ time.Duration, err error) {
-			if err != nil {
-				hookErr.Store(err)
+	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
+		t.Parallel()
+		e := newEnv(t, be)
+		host := e.queue("host", nil)
+		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
+		var hookErr atomic.Value
+		r := newResponder(t, e.client, func(o *Options) {
+			o.VisibilityTimeout = time.Second
+			o.WaitTime = time.Second
+			o.Retry = RetryWithBackoff
+			o.RetryBackoffBase = 100 * time.Millisecond
+			o.OnRequestDone = func(_ *Request, _ time.Duration, err error) {
+				if err != nil {
+					hookErr.Store(err)
+				}
 			}
+		})
+		serve(t, r, reqQ, HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
+			if req.ReceiveCount == 1 {
+				panic("boom")
+			}
+			return echo(ctx, req)
+		}))
+		e.request(reqQ, "p", host+"#vq", "rid-p")
+		got := e.replies(host, 1, 10*time.Second)
+		if len(got) != 1 {
+			t.Fatal("no reply after the panic")
+		}
+		var pe *PanicError
+		if err, _ := hookErr.Load().(error); !errors.As(err, &pe) || pe.Value != "boom" || len(pe.Stack) == 0 {
+			t.Errorf("hook saw %v, want *PanicError", hookErr.Load())
+		}
+		if s := r.Stats(); s.Panics != 1 || s.Failed != 1 || s.Handled != 1 {
+			t.Errorf("stats %+v", s)
 		}
 	})
-	serve(t, r, reqQ, HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
-		if req.ReceiveCount == 1 {
-			panic("boom")
-		}
-		return echo(ctx, req)
-	}))
-	e.request(reqQ, "p", host+"#vq", "rid-p")
-	got := e.replies(host, 1, 10*time.Second)
-	if len(got) != 1 {
-		t.Fatal("no reply after the panic")
-	}
-	var pe *PanicError
-	if err, _ := hookErr.Load().(error); !errors.As(err, &pe) || pe.Value != "boom" || len(pe.Stack) == 0 {
-		t.Errorf("hook saw %v, want *PanicError", hookErr.Load())
-	}
-	if s := r.Stats(); s.Panics != 1 || s.Failed != 1 || s.Handled != 1 {
-		t.Errorf("stats %+v", s)
-	}
 }
 
 // TestCrashedResponderMidRequest: responder A dies while its handler runs;
 // B answers after the visibility timeout, and the requester sees one reply.
 func TestCrashedResponderMidRequest(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	host := e.queue("host", nil)
-	reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
-	store := NewMemoryStore()
-	var dead atomic.Bool
-	fa := &faultClient{Client: e.client}
-	opts := func(o *Options) { o.VisibilityTimeout = time.Second; o.WaitTime = time.Second }
-	a := newResponder(t, fa, opts, func(o *Options) { o.Store = crashStore{store, &dead}; o.DrainTimeout = 200 * time.Millisecond })
-	started := make(chan struct{})
-	serve(t, a, reqQ, HandlerFunc(func(ctx context.Context, _ *Request) (*Reply, error) {
-		close(started)
-		<-ctx.Done() // hangs, as a crashed process would
-		return nil, ctx.Err()
-	}))
-	e.request(reqQ, "work", host+"#vq", "rid-crash")
-	<-started
-	fa.dead.Store(true) // nothing A does reaches SQS or the store any more
-	dead.Store(true)
-	crashedAt := time.Now()
+	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
+		t.Parallel()
+		e := newEnv(t, be)
+		host := e.queue("host", nil)
+		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
+		store := NewMemoryStore()
+		var dead atomic.Bool
+		fa := &faultClient{Client: e.client}
+		opts := func(o *Options) { o.VisibilityTimeout = time.Second; o.WaitTime = time.Second }
+		a := newResponder(t, fa, opts, func(o *Options) { o.Store = crashStore{store, &dead}; o.DrainTimeout = 200 * time.Millisecond })
+		started := make(chan struct{})
+		serve(t, a, reqQ, HandlerFunc(func(ctx context.Context, _ *Request) (*Reply, error) {
+			close(started)
+			<-ctx.Done() // hangs, as a crashed process would
+			return nil, ctx.Err()
+		}))
+		e.request(reqQ, "work", host+"#vq", "rid-crash")
+		<-started
+		fa.dead.Store(true) // nothing A does reaches SQS or the store any more
+		dead.Store(true)
+		crashedAt := time.Now()
 
-	b := newResponder(t, e.client, opts, func(o *Options) { o.Store = store; o.InProgressDelay = time.Second })
-	var runs atomic.Int32
-	serve(t, b, reqQ, HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
-		runs.Add(1)
-		return echo(ctx, req)
-	}))
-	got := e.replies(host, 1, 15*time.Second)
-	if len(got) != 1 || attr(got[0], sqsapi.CorrelationIDAttribute) != "rid-crash" {
-		t.Fatalf("replies %v", got)
-	}
-	t.Logf("answered %v after the crash", time.Since(crashedAt).Round(time.Millisecond))
-	if extra := e.replies(host, 1, 2*time.Second); len(extra) != 0 || runs.Load() != 1 {
-		t.Errorf("%d extra replies, %d runs on B", len(extra), runs.Load())
-	}
+		b := newResponder(t, e.client, opts, func(o *Options) { o.Store = store; o.InProgressDelay = time.Second })
+		var runs atomic.Int32
+		serve(t, b, reqQ, HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
+			runs.Add(1)
+			return echo(ctx, req)
+		}))
+		got := e.replies(host, 1, 15*time.Second)
+		if len(got) != 1 || attr(got[0], sqsapi.CorrelationIDAttribute) != "rid-crash" {
+			t.Fatalf("replies %v", got)
+		}
+		t.Logf("answered %v after the crash", time.Since(crashedAt).Round(time.Millisecond))
+		if extra := e.replies(host, 1, 2*time.Second); len(extra) != 0 || runs.Load() != 1 {
+			t.Errorf("%d extra replies, %d runs on B", len(extra), runs.Load())
+		}
+	})
 }
 
 // TestCrashBeforeDeleteRepliesFromStore: A answers but dies before deleting
@@ -313,260 +338,279 @@ func TestCrashedResponderMidRequest(t *testing.T) {
 // running the handler again.
 func TestCrashBeforeDeleteRepliesFromStore(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	host := e.queue("host", nil)
-	reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
-	store := NewMemoryStore()
-	var runs atomic.Int32
-	h := HandlerFunc(func(_ context.Context, req *Request) (*Reply, error) {
-		return &Reply{Body: fmt.Sprintf("run %d", runs.Add(1))}, nil
-	})
-	opts := func(o *Options) { o.VisibilityTimeout = time.Second; o.WaitTime = time.Second; o.Store = store }
-	fa := &faultClient{Client: e.client, deleteBatch: func() error { return errCrashed }}
-	a := newResponder(t, fa, opts)
-	stopA := serve(t, a, reqQ, h)
-	e.request(reqQ, "once", host+"#vq", "rid-once")
-	first := e.replies(host, 1, 10*time.Second)
-	waitFor(t, "A's failed delete", func() bool { return a.Stats().DeleteErrors == 1 })
-	fa.dead.Store(true)
-	_ = stopA()
+	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
+		t.Parallel()
+		e := newEnv(t, be)
+		host := e.queue("host", nil)
+		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
+		store := NewMemoryStore()
+		var runs atomic.Int32
+		h := HandlerFunc(func(_ context.Context, req *Request) (*Reply, error) {
+			return &Reply{Body: fmt.Sprintf("run %d", runs.Add(1))}, nil
+		})
+		opts := func(o *Options) { o.VisibilityTimeout = time.Second; o.WaitTime = time.Second; o.Store = store }
+		fa := &faultClient{Client: e.client, deleteBatch: func() error { return errCrashed }}
+		a := newResponder(t, fa, opts)
+		stopA := serve(t, a, reqQ, h)
+		e.request(reqQ, "once", host+"#vq", "rid-once")
+		first := e.replies(host, 1, 10*time.Second)
+		waitFor(t, "A's failed delete", func() bool { return a.Stats().DeleteErrors == 1 })
+		fa.dead.Store(true)
+		_ = stopA()
 
-	b := newResponder(t, e.client, opts)
-	serve(t, b, reqQ, h)
-	second := e.replies(host, 1, 10*time.Second)
-	if len(first) != 1 || len(second) != 1 || aws.ToString(second[0].Body) != "run 1" || runs.Load() != 1 {
-		t.Fatalf("replies %v then %v, %d runs: want the stored reply replayed, handler run once", first, second, runs.Load())
-	}
-	waitFor(t, "B deletes", func() bool { return b.Stats().Deleted == 1 })
-	if s := b.Stats(); s.Deduplicated != 1 || s.Handled != 0 {
-		t.Errorf("B stats %+v", s)
-	}
+		b := newResponder(t, e.client, opts)
+		serve(t, b, reqQ, h)
+		second := e.replies(host, 1, 10*time.Second)
+		if len(first) != 1 || len(second) != 1 || aws.ToString(second[0].Body) != "run 1" || runs.Load() != 1 {
+			t.Fatalf("replies %v then %v, %d runs: want the stored reply replayed, handler run once", first, second, runs.Load())
+		}
+		waitFor(t, "B deletes", func() bool { return b.Stats().Deleted == 1 })
+		if s := b.Stats(); s.Deduplicated != 1 || s.Handled != 0 {
+			t.Errorf("B stats %+v", s)
+		}
+	})
 }
 
 func TestDuplicateInProgressNotRunTwice(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	host := e.queue("host", nil)
-	reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
-	var runs atomic.Int32
-	r := newResponder(t, e.client, func(o *Options) {
-		o.VisibilityTimeout = time.Second
-		o.WaitTime = time.Second
-		o.Store = NewMemoryStore()
-		o.InProgressDelay = time.Second
+	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
+		t.Parallel()
+		e := newEnv(t, be)
+		host := e.queue("host", nil)
+		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
+		var runs atomic.Int32
+		r := newResponder(t, e.client, func(o *Options) {
+			o.VisibilityTimeout = time.Second
+			o.WaitTime = time.Second
+			o.Store = NewMemoryStore()
+			o.InProgressDelay = time.Second
+		})
+		serve(t, r, reqQ, HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
+			runs.Add(1)
+			time.Sleep(1500 * time.Millisecond)
+			return echo(ctx, req)
+		}))
+		// Two deliveries of one request (SQS duplicate, or a redriven copy).
+		e.request(reqQ, "dup", host+"#vq", "rid-dup")
+		e.request(reqQ, "dup", host+"#vq", "rid-dup")
+		got := e.replies(host, 2, 15*time.Second)
+		if len(got) != 2 || runs.Load() != 1 {
+			t.Fatalf("%d replies, %d runs: want the handler once and both deliveries answered", len(got), runs.Load())
+		}
+		waitFor(t, "both deleted", func() bool { return r.Stats().Deleted == 2 })
+		if s := r.Stats(); s.Deferred < 1 || s.Deduplicated != 1 {
+			t.Errorf("stats %+v", s)
+		}
 	})
-	serve(t, r, reqQ, HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
-		runs.Add(1)
-		time.Sleep(1500 * time.Millisecond)
-		return echo(ctx, req)
-	}))
-	// Two deliveries of one request (SQS duplicate, or a redriven copy).
-	e.request(reqQ, "dup", host+"#vq", "rid-dup")
-	e.request(reqQ, "dup", host+"#vq", "rid-dup")
-	got := e.replies(host, 2, 15*time.Second)
-	if len(got) != 2 || runs.Load() != 1 {
-		t.Fatalf("%d replies, %d runs: want the handler once and both deliveries answered", len(got), runs.Load())
-	}
-	waitFor(t, "both deleted", func() bool { return r.Stats().Deleted == 2 })
-	if s := r.Stats(); s.Deferred < 1 || s.Deduplicated != 1 {
-		t.Errorf("stats %+v", s)
-	}
 }
 
 func TestBatchingUnderLoad(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
-	rc := newEnv(t)
-	r := newResponder(t, rc.client, func(o *Options) {
-		o.VisibilityTimeout = time.Second
-		o.WaitTime = time.Second
-		o.MaxConcurrency = 30
-		o.Logger = testLogger(t)
+	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
+		t.Parallel()
+		e := newEnv(t, be)
+		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
+		rc := newEnv(t, be)
+		r := newResponder(t, rc.client, func(o *Options) {
+			o.VisibilityTimeout = time.Second
+			o.WaitTime = time.Second
+			o.MaxConcurrency = 30
+			o.Logger = testLogger(t)
+		})
+		const n = 30
+		e.requests(reqQ, n, "")
+		serve(t, r, reqQ, HandlerFunc(func(ctx context.Context, _ *Request) (*Reply, error) {
+			time.Sleep(2500 * time.Millisecond)
+			return nil, nil
+		}))
+		waitFor(t, "all deleted", func() bool { return r.Stats().Deleted == n })
+		s, calls := r.Stats(), rc.counter.Snapshot()
+		t.Logf("stats %+v calls %v", s, calls)
+		if s.Handled != n || s.Extended < n {
+			t.Fatalf("stats %+v: want %d handled, each extended", s, n)
+		}
+		if calls["ChangeMessageVisibilityBatch"]*3 > s.Extended || calls["DeleteMessageBatch"]*3 > n {
+			t.Errorf("extensions (%d in %d calls) or deletes (%d calls) did not coalesce", s.Extended, calls["ChangeMessageVisibilityBatch"], calls["DeleteMessageBatch"])
+		}
 	})
-	const n = 30
-	e.requests(reqQ, n, "")
-	serve(t, r, reqQ, HandlerFunc(func(ctx context.Context, _ *Request) (*Reply, error) {
-		time.Sleep(2500 * time.Millisecond)
-		return nil, nil
-	}))
-	waitFor(t, "all deleted", func() bool { return r.Stats().Deleted == n })
-	s, calls := r.Stats(), rc.counter.Snapshot()
-	t.Logf("stats %+v calls %v", s, calls)
-	if s.Handled != n || s.Extended < n {
-		t.Fatalf("stats %+v: want %d handled, each extended", s, n)
-	}
-	if calls["ChangeMessageVisibilityBatch"]*3 > s.Extended || calls["DeleteMessageBatch"]*3 > n {
-		t.Errorf("extensions (%d in %d calls) or deletes (%d calls) did not coalesce", s.Extended, calls["ChangeMessageVisibilityBatch"], calls["DeleteMessageBatch"])
-	}
 }
 
 func TestThrottlingBacksOffAndLosesNothing(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	host := e.queue("host", nil)
-	reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
-	failUntil := time.Now().Add(1500 * time.Millisecond)
-	var deleteFailures atomic.Int32
-	fc := &faultClient{Client: e.client,
-		receive: func() error {
-			if time.Now().Before(failUntil) {
-				return &smithy.GenericAPIError{Code: "ThrottlingException", Message: "Rate exceeded", Fault: smithy.FaultServer}
-			}
-			return nil
-		},
-		deleteBatch: func() error {
-			if deleteFailures.Add(1) <= 2 {
-				return &smithy.GenericAPIError{Code: "InternalError", Message: "500", Fault: smithy.FaultServer}
-			}
-			return nil
-		},
-	}
-	r := newResponder(t, fc, func(o *Options) { o.VisibilityTimeout = time.Second; o.WaitTime = time.Second; o.MaxConcurrency = 20 })
-	const n = 20
-	e.requests(reqQ, n, host)
-	serve(t, r, reqQ, echo)
-	got := e.replies(host, n, 20*time.Second)
-	ids := map[string]bool{}
-	for _, m := range got {
-		ids[attr(m, sqsapi.CorrelationIDAttribute)] = true
-	}
-	if len(ids) != n {
-		t.Fatalf("%d distinct replies, want %d", len(ids), n)
-	}
-	waitFor(t, "queue drained", func() bool { v, f := e.depth(reqQ); return v == "0" && f == "0" })
-	fc.receiveTimes.Lock()
-	during := 0
-	for _, at := range fc.receiveTimes.at {
-		if at.Before(failUntil) {
-			during++
+	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
+		t.Parallel()
+		e := newEnv(t, be)
+		host := e.queue("host", nil)
+		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
+		failUntil := time.Now().Add(1500 * time.Millisecond)
+		var deleteFailures atomic.Int32
+		fc := &faultClient{Client: e.client,
+			receive: func() error {
+				if time.Now().Before(failUntil) {
+					return &smithy.GenericAPIError{Code: "ThrottlingException", Message: "Rate exceeded", Fault: smithy.FaultServer}
+				}
+				return nil
+			},
+			deleteBatch: func() error {
+				if deleteFailures.Add(1) <= 2 {
+					return &smithy.GenericAPIError{Code: "InternalError", Message: "500", Fault: smithy.FaultServer}
+				}
+				return nil
+			},
 		}
-	}
-	fc.receiveTimes.Unlock()
-	t.Logf("%d receive attempts during 1.5s of throttling; %d replies for %d requests; stats %+v", during, len(got), n, r.Stats())
-	if during > 25 || during < 2 {
-		t.Errorf("%d receive attempts while throttled: want a few (backoff), not a hot loop", during)
-	}
-	if r.Stats().ReceiveErrors < 2 || r.Stats().DeleteErrors < 1 {
-		t.Errorf("stats %+v: faults not seen", r.Stats())
-	}
+		r := newResponder(t, fc, func(o *Options) { o.VisibilityTimeout = time.Second; o.WaitTime = time.Second; o.MaxConcurrency = 20 })
+		const n = 20
+		e.requests(reqQ, n, host)
+		serve(t, r, reqQ, echo)
+		got := e.replies(host, n, 20*time.Second)
+		ids := map[string]bool{}
+		for _, m := range got {
+			ids[attr(m, sqsapi.CorrelationIDAttribute)] = true
+		}
+		if len(ids) != n {
+			t.Fatalf("%d distinct replies, want %d", len(ids), n)
+		}
+		waitFor(t, "queue drained", func() bool { v, f := e.depth(reqQ); return v == "0" && f == "0" })
+		fc.receiveTimes.Lock()
+		during := 0
+		for _, at := range fc.receiveTimes.at {
+			if at.Before(failUntil) {
+				during++
+			}
+		}
+		fc.receiveTimes.Unlock()
+		t.Logf("%d receive attempts during 1.5s of throttling; %d replies for %d requests; stats %+v", during, len(got), n, r.Stats())
+		if during > 25 || during < 2 {
+			t.Errorf("%d receive attempts while throttled: want a few (backoff), not a hot loop", during)
+		}
+		if r.Stats().ReceiveErrors < 2 || r.Stats().DeleteErrors < 1 {
+			t.Errorf("stats %+v: faults not seen", r.Stats())
+		}
+	})
 }
 
 func TestGracefulShutdownLosesNothing(t *testing.T) {
-	e := newEnv(t)
-	host := e.queue("host", nil)
-	reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "30"})
-	r, err := New(e.client, func(o *Options) { o.WaitTime = time.Second; o.MaxConcurrency = 5 })
-	if err != nil {
-		t.Fatal(err)
-	}
-	const n = 20
-	e.requests(reqQ, n, host)
-	var started, finished atomic.Int32
-	errc := make(chan error, 1)
-	go func() {
-		errc <- r.Serve(context.Background(), reqQ, HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
-			started.Add(1)
-			time.Sleep(300 * time.Millisecond)
-			finished.Add(1)
-			return echo(ctx, req)
-		}))
-	}()
-	waitFor(t, "handlers running", func() bool { return started.Load() >= 5 })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := r.Shutdown(ctx); err != nil {
-		t.Fatalf("Shutdown: %v", err)
-	}
-	if err := <-errc; err != nil {
-		t.Fatalf("Serve: %v", err)
-	}
-	if err := r.Shutdown(ctx); err != nil {
-		t.Errorf("second Shutdown: %v", err)
-	}
-	if err := r.Serve(ctx, reqQ, echo); !errors.Is(err, ErrClosed) {
-		t.Errorf("Serve after Shutdown = %v, want ErrClosed", err)
-	}
-	if err := r.SendResponseMessage(ctx, msgWith(map[string]string{sqsapi.ResponseQueueURLAttribute: host + "#x"}), &Reply{Body: "x"}); !errors.Is(err, ErrClosed) {
-		t.Errorf("SendResponseMessage after Shutdown = %v, want ErrClosed", err)
-	}
-	s := r.Stats()
-	if started.Load() != finished.Load() || int64(finished.Load()) != s.Deleted || s.Replied != s.Deleted || s.InFlight != 0 || s.Pollers != 0 {
-		t.Fatalf("started %d finished %d, stats %+v: every started request must be answered and deleted", started.Load(), finished.Load(), s)
-	}
-	// Nothing lost: the requests not handled are still visible, at once.
-	v, f := e.depth(reqQ)
-	if v != fmt.Sprint(n-int(s.Deleted)) || f != "0" {
-		t.Errorf("after shutdown %s visible, %s in flight; want %d visible", v, f, n-int(s.Deleted))
-	}
-	if leaks := leakedGoroutines(); len(leaks) > 0 {
-		t.Errorf("%d goroutines left after Shutdown:\n%s", len(leaks), leaks[0])
-	}
+	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
+		e := newEnv(t, be)
+		host := e.queue("host", nil)
+		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "30"})
+		r, err := New(e.client, func(o *Options) { o.WaitTime = time.Second; o.MaxConcurrency = 5 })
+		if err != nil {
+			t.Fatal(err)
+		}
+		const n = 20
+		e.requests(reqQ, n, host)
+		var started, finished atomic.Int32
+		errc := make(chan error, 1)
+		go func() {
+			errc <- r.Serve(context.Background(), reqQ, HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
+				started.Add(1)
+				time.Sleep(300 * time.Millisecond)
+				finished.Add(1)
+				return echo(ctx, req)
+			}))
+		}()
+		waitFor(t, "handlers running", func() bool { return started.Load() >= 5 })
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := r.Shutdown(ctx); err != nil {
+			t.Fatalf("Shutdown: %v", err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+		if err := r.Shutdown(ctx); err != nil {
+			t.Errorf("second Shutdown: %v", err)
+		}
+		if err := r.Serve(ctx, reqQ, echo); !errors.Is(err, ErrClosed) {
+			t.Errorf("Serve after Shutdown = %v, want ErrClosed", err)
+		}
+		if err := r.SendResponseMessage(ctx, msgWith(map[string]string{sqsapi.ResponseQueueURLAttribute: host + "#x"}), &Reply{Body: "x"}); !errors.Is(err, ErrClosed) {
+			t.Errorf("SendResponseMessage after Shutdown = %v, want ErrClosed", err)
+		}
+		s := r.Stats()
+		if started.Load() != finished.Load() || int64(finished.Load()) != s.Deleted || s.Replied != s.Deleted || s.InFlight != 0 || s.Pollers != 0 {
+			t.Fatalf("started %d finished %d, stats %+v: every started request must be answered and deleted", started.Load(), finished.Load(), s)
+		}
+		// Nothing lost: the requests not handled are still visible, at once.
+		v, f := e.depth(reqQ)
+		if v != fmt.Sprint(n-int(s.Deleted)) || f != "0" {
+			t.Errorf("after shutdown %s visible, %s in flight; want %d visible", v, f, n-int(s.Deleted))
+		}
+		if leaks := leakedGoroutines(); len(leaks) > 0 {
+			t.Errorf("%d goroutines left after Shutdown:\n%s", len(leaks), leaks[0])
+		}
+	})
 }
 
 func TestShutdownDeadlineReleasesUnfinished(t *testing.T) {
-	e := newEnv(t)
-	reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "30"})
-	// One slot, held by the stuck handler: no long poll is in flight when
-	// the deadline aborts receives (an aborted poll may swallow the release
-	// for a visibility timeout, on SQS as on fauxqs).
-	r, err := New(e.client, func(o *Options) { o.WaitTime = time.Second; o.MaxConcurrency = 1; o.Store = NewMemoryStore() })
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.request(reqQ, "stuck", "", "rid-stuck")
-	causes := make(chan error, 1)
-	started := make(chan struct{})
-	errc := make(chan error, 1)
-	go func() {
-		errc <- r.Serve(context.Background(), reqQ, HandlerFunc(func(ctx context.Context, _ *Request) (*Reply, error) {
-			close(started)
-			<-ctx.Done()
-			causes <- context.Cause(ctx)
-			return nil, ctx.Err()
-		}))
-	}()
-	<-started
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	if err := r.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("Shutdown = %v, want DeadlineExceeded", err)
-	}
-	if err := <-errc; err != nil {
-		t.Errorf("Serve = %v", err)
-	}
-	if c := <-causes; !errors.Is(c, ErrClosed) {
-		t.Errorf("handler cancelled with %v, want ErrClosed", c)
-	}
-	// Released with visibility 0: visible again at once, not after 30s.
-	out, err := e.client.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: &reqQ, WaitTimeSeconds: 2})
-	if err != nil || len(out.Messages) != 1 {
-		t.Fatalf("unfinished request not released: %v %v", out, err)
-	}
-	if s := r.Stats(); s.Released != 1 || s.Deleted != 0 {
-		t.Errorf("stats %+v", s)
-	}
-	if leaks := leakedGoroutines(); len(leaks) > 0 {
-		t.Errorf("%d goroutines left after Shutdown:\n%s", len(leaks), leaks[0])
-	}
+	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
+		e := newEnv(t, be)
+		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "30"})
+		// One slot, held by the stuck handler: no long poll is in flight when
+		// the deadline aborts receives (an aborted poll may swallow the release
+		// for a visibility timeout, on SQS as on fauxqs).
+		r, err := New(e.client, func(o *Options) { o.WaitTime = time.Second; o.MaxConcurrency = 1; o.Store = NewMemoryStore() })
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.request(reqQ, "stuck", "", "rid-stuck")
+		causes := make(chan error, 1)
+		started := make(chan struct{})
+		errc := make(chan error, 1)
+		go func() {
+			errc <- r.Serve(context.Background(), reqQ, HandlerFunc(func(ctx context.Context, _ *Request) (*Reply, error) {
+				close(started)
+				<-ctx.Done()
+				causes <- context.Cause(ctx)
+				return nil, ctx.Err()
+			}))
+		}()
+		<-started
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		if err := r.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Shutdown = %v, want DeadlineExceeded", err)
+		}
+		if err := <-errc; err != nil {
+			t.Errorf("Serve = %v", err)
+		}
+		if c := <-causes; !errors.Is(c, ErrClosed) {
+			t.Errorf("handler cancelled with %v, want ErrClosed", c)
+		}
+		// Released with visibility 0: visible again at once, not after 30s.
+		out, err := e.client.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: &reqQ, WaitTimeSeconds: 2})
+		if err != nil || len(out.Messages) != 1 {
+			t.Fatalf("unfinished request not released: %v %v", out, err)
+		}
+		if s := r.Stats(); s.Released != 1 || s.Deleted != 0 {
+			t.Errorf("stats %+v", s)
+		}
+		if leaks := leakedGoroutines(); len(leaks) > 0 {
+			t.Errorf("%d goroutines left after Shutdown:\n%s", len(leaks), leaks[0])
+		}
+	})
 }
 
 func TestServeStopsOnMissingQueue(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	gone := e.queue("gone", nil)
-	if _, err := e.client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: &gone}); err != nil {
-		t.Fatal(err)
-	}
-	r := newResponder(t, e.client)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	err := r.Serve(ctx, gone, echo)
-	var qdne *types.QueueDoesNotExist
-	if !errors.As(err, &qdne) {
-		t.Fatalf("Serve on a missing queue = %v, want *types.QueueDoesNotExist", err)
-	}
-	if err := r.Serve(ctx, gone+"#v", echo); !errors.Is(err, sqsapi.ErrInvalidInput) {
-		t.Errorf("Serve on a virtual URL = %v, want ErrInvalidInput", err)
-	}
+	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
+		t.Parallel()
+		e := newEnv(t, be)
+		gone := e.queue("gone", nil)
+		if _, err := e.client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: &gone}); err != nil {
+			t.Fatal(err)
+		}
+		r := newResponder(t, e.client)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		err := r.Serve(ctx, gone, echo)
+		var qdne *types.QueueDoesNotExist
+		if !errors.As(err, &qdne) {
+			t.Fatalf("Serve on a missing queue = %v, want *types.QueueDoesNotExist", err)
+		}
+		if err := r.Serve(ctx, gone+"#v", echo); !errors.Is(err, sqsapi.ErrInvalidInput) {
+			t.Errorf("Serve on a virtual URL = %v, want ErrInvalidInput", err)
+		}
+	})
 }
