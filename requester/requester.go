@@ -129,7 +129,7 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 	if opts.Timeout == 0 {
 		opts.Timeout = 30 * time.Second
 	}
-	if _, err := tempqueueKey(opts.HostQueueAttributes); err != nil {
+	if err := tempqueue.CheckHostAttributes(opts.HostQueueAttributes); err != nil {
 		return nil, err
 	}
 	tq, err := tempqueue.New(client, func(o *tempqueue.Options) {
@@ -150,21 +150,6 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 		sends:   batch.NewSends(tq, 4),
 		pending: make(map[*Call]struct{}),
 	}, nil
-}
-
-// tempqueueKey validates host attributes the way the temporary-queue layer
-// will, so New fails early.
-func tempqueueKey(attrs map[string]string) (string, error) {
-	for k := range attrs {
-		ok := false
-		for _, a := range tempqueue.HostAttributes {
-			ok = ok || a == k
-		}
-		if !ok {
-			return "", sqsapi.Invalid("requester.New", "HostQueueAttributes", "%q is not a host queue attribute", k)
-		}
-	}
-	return "", nil
 }
 
 // Call is a request in flight. Its methods are safe for concurrent use.

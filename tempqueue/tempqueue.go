@@ -131,6 +131,13 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Client, error) {
 // Sweep.
 func (c *Client) Reaper() *reaper.Reaper { return c.reaper }
 
+// CheckHostAttributes reports an *sqsapi.InvalidInputError when attrs holds
+// an attribute a host queue cannot be created with (see HostAttributes).
+func CheckHostAttributes(attrs map[string]string) error {
+	_, err := canonical(attrs)
+	return err
+}
+
 // canonical returns a key identifying an attribute set, after validation.
 func canonical(attrs map[string]string) (string, error) {
 	keys := slices.Sorted(maps.Keys(attrs))

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/backoff"
 	"github.com/tempqueues/tempqueues/internal/batch"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -175,7 +176,7 @@ func (h *host) poll() {
 		h.pollUntil = max(h.pollUntil, time.Now().Add(h.c.opts.PollWaitTime).UnixNano())
 		h.mu.Unlock()
 		if failures > 0 {
-			if sleepCtx(ctx, h.c.opts.Backoff.Delay(failures-1)) != nil {
+			if backoff.Sleep(ctx, h.c.opts.Backoff.Delay(failures-1)) != nil {
 				continue // the loop head sees the cancelled context
 			}
 		}
@@ -197,17 +198,6 @@ func (h *host) poll() {
 		h.failures = 0
 		h.mu.Unlock()
 		h.route(out.Messages)
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
 
