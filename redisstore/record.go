@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -28,25 +30,27 @@ const recordVersion = 1
 // record is an answer as stored: format version 1.
 //
 //	{"v":1}                                  the handler returned no reply
-//	{"v":1,"reply":{"body":"...","attrs":{"name":{"type":"Binary","b":"AAE="}}}}
+//	{"v":1,"reply":{"body":"...","attrs":[{"name":"n","type":"Binary","b":"AAE="}]}}
 //
-// Strings that are not valid UTF-8 are written as {"b64":"..."} so that
-// every byte survives; binary values are base64.
+// Attributes are listed in name order. Strings that are not valid UTF-8
+// are written as {"b64":"..."} so that every byte survives; binary values
+// are base64.
 type record struct {
 	V     int        `json:"v"`
 	Reply *replyJSON `json:"reply,omitempty"`
 }
 
 type replyJSON struct {
-	Body  text                `json:"body"`
-	Attrs map[string]attrJSON `json:"attrs,omitempty"`
+	Body  text       `json:"body"`
+	Attrs []attrJSON `json:"attrs,omitempty"`
 }
 
 // attrJSON is a types.MessageAttributeValue: its DataType ("String",
 // "Number", "Binary", with any custom ".label") and the value fields SQS
 // defines, including the list fields it reserves.
 type attrJSON struct {
-	Type       string   `json:"type"`
+	Name       text     `json:"name"`
+	Type       text     `json:"type"`
 	String     *text    `json:"s,omitempty"`
 	Binary     []byte   `json:"b,omitempty"`
 	StringList []text   `json:"sl,omitempty"`
@@ -94,11 +98,9 @@ func encodeDone(r *responder.Reply) (string, error) {
 	rec := record{V: recordVersion}
 	if r != nil {
 		rec.Reply = &replyJSON{Body: text(r.Body)}
-		if len(r.Attributes) > 0 {
-			rec.Reply.Attrs = make(map[string]attrJSON, len(r.Attributes))
-		}
-		for name, v := range r.Attributes {
-			a := attrJSON{Type: aws.ToString(v.DataType), Binary: v.BinaryValue, BinaryList: v.BinaryListValues}
+		for _, name := range slices.Sorted(maps.Keys(r.Attributes)) {
+			v := r.Attributes[name]
+			a := attrJSON{Name: text(name), Type: text(aws.ToString(v.DataType)), Binary: v.BinaryValue, BinaryList: v.BinaryListValues}
 			if v.StringValue != nil {
 				s := text(*v.StringValue)
 				a.String = &s
@@ -106,7 +108,7 @@ func encodeDone(r *responder.Reply) (string, error) {
 			for _, s := range v.StringListValues {
 				a.StringList = append(a.StringList, text(s))
 			}
-			rec.Reply.Attrs[name] = a
+			rec.Reply.Attrs = append(rec.Reply.Attrs, a)
 		}
 	}
 	b, err := json.Marshal(rec)
@@ -136,15 +138,15 @@ func decodeDone(v string) (*responder.Reply, error) {
 	if len(rec.Reply.Attrs) > 0 {
 		r.Attributes = make(map[string]types.MessageAttributeValue, len(rec.Reply.Attrs))
 	}
-	for name, a := range rec.Reply.Attrs {
-		v := types.MessageAttributeValue{DataType: aws.String(a.Type), BinaryValue: a.Binary, BinaryListValues: a.BinaryList}
+	for _, a := range rec.Reply.Attrs {
+		v := types.MessageAttributeValue{DataType: aws.String(string(a.Type)), BinaryValue: a.Binary, BinaryListValues: a.BinaryList}
 		if a.String != nil {
 			v.StringValue = aws.String(string(*a.String))
 		}
 		for _, s := range a.StringList {
 			v.StringListValues = append(v.StringListValues, string(s))
 		}
-		r.Attributes[name] = v
+		r.Attributes[string(a.Name)] = v
 	}
 	return r, nil
 }
