@@ -47,8 +47,11 @@ var _ responder.Store = (*Store)(nil)
 
 // New returns a Store on rdb: a *redis.Client, *redis.ClusterClient,
 // *redis.Ring or redis.UniversalClient. Every call touches a single key, so
-// a cluster works. The Store does not close rdb.
+// a cluster works. The Store does not close rdb. New panics if rdb is nil.
 func New(rdb redis.Scripter, optFns ...func(*Options)) *Store {
+	if rdb == nil {
+		panic("redisstore: New with a nil Redis client")
+	}
 	var o Options
 	for _, fn := range optFns {
 		fn(&o)

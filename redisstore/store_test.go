@@ -213,3 +213,12 @@ func TestCompleteOverAnotherLeaseIsLogged(t *testing.T) {
 		t.Fatalf("logs:\n%s", out)
 	}
 }
+
+func TestNewNilClientPanics(t *testing.T) {
+	defer func() {
+		if p := recover(); p == nil || !strings.Contains(p.(string), "nil Redis client") {
+			t.Fatalf("New(nil) panicked with %v", p)
+		}
+	}()
+	redisstore.New(nil)
+}
