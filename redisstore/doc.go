@@ -23,7 +23,10 @@
 //     and message attributes of every data type; binary values in base64),
 //     with a Redis expiry of the responder's StoreTTL. Complete writes it
 //     in place of the lease in one step; Begin returns it as Done, and the
-//     responder resends it instead of running the handler again.
+//     responder resends it instead of running the handler again. As the
+//     responder.Store contract requires, Complete stores the answer even if
+//     the caller's lease expired or passed to another responder (the
+//     handler did run); that case is logged.
 //
 // Every operation is a single Lua script on a single key: one round trip,
 // atomic, and usable on Redis Cluster. Compare-and-set on the owner token
