@@ -7,9 +7,9 @@ EMULATOR    := integration/emulator
 # Packages whose tests need a running fauxqs get one from internal/sqstestenv.
 PKGS        := ./...
 
-.PHONY: test emulator vet staticcheck unit fuzz-seeds clean-emulator
+.PHONY: test emulator redis vet staticcheck unit nested fuzz-seeds clean-emulator
 
-test: emulator vet staticcheck unit
+test: emulator vet staticcheck unit nested
 
 # Installs the pinned fauxqs + Node 22 when missing (package-lock.json pins both).
 emulator: $(EMULATOR)/node_modules/.installed
@@ -19,6 +19,11 @@ $(EMULATOR)/node_modules/.installed: $(EMULATOR)/package.json $(EMULATOR)/packag
 	cd $(EMULATOR) && npm ci --no-audit --no-fund
 	@$(EMULATOR)/node_modules/.bin/node --version | grep -q '^v22\.' || { echo "make: node@22 did not install (check npm install-scripts)"; exit 1; }
 	@touch $@
+
+# redis-server (Debian package) for the redisstore tests, which start their
+# own servers on 127.0.0.1 with random ports and use no system service.
+redis:
+	@command -v redis-server >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server; }
 
 vet:
 	$(GO) vet $(PKGS)
@@ -30,6 +35,11 @@ staticcheck:
 # their seed corpus as ordinary tests.
 unit:
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+# Nested modules (own go.mod, so library users do not inherit their
+# dependencies): redisstore.
+nested: redis
+	cd redisstore && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
 
 clean-emulator:
 	rm -rf $(EMULATOR)/node_modules

@@ -44,10 +44,12 @@ type Entry struct {
 // either a lease (an owner token and an expiry) or a stored reply with a
 // TTL. Every method must be safe for concurrent use.
 //
-// The methods map onto a Redis implementation: Begin is GET reply:<key>,
-// else SET lock:<key> <token> NX PX <lease>; Renew and Release are
-// compare-token-then-PEXPIRE / -DEL scripts; Complete is SET reply:<key>
-// <encoded reply> PX <ttl> followed by the compare-and-delete of the lock.
+// The methods map onto Redis (the nested module
+// github.com/tempqueues/tempqueues/redisstore): Begin is SET <key> <token>
+// NX PX <lease>, else a look at what holds the key; Renew and Release are
+// compare-token-then-PEXPIRE / -DEL scripts; Complete replaces the lease
+// with the encoded reply, SET <key> <reply> PX <ttl>. The package
+// responder/storetest checks an implementation against this contract.
 //
 // Serve calls Begin when a request arrives, Renew from its heartbeat while
 // the handler runs (the lease is about one visibility timeout long, so the
