@@ -7,7 +7,7 @@ EMULATOR    := integration/emulator
 # Packages whose tests need a running fauxqs get one from internal/sqstestenv.
 PKGS        := ./...
 
-.PHONY: test emulator redis vet staticcheck unit nested fuzz-seeds clean-emulator
+.PHONY: test emulator redis vet staticcheck unit nested clean-emulator
 
 test: emulator vet staticcheck unit nested
 

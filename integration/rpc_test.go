@@ -1,9 +1,13 @@
 package integration_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/aws/smithy-go/logging"
+	"io"
+	"log/slog"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -30,6 +34,15 @@ type env struct {
 
 func newEnv(t *testing.T, b *sqstestenv.Backend) *env {
 	raw, counter := b.Client(t)
+	// SDK retries are logged: a retried receive can hide messages handed to
+	// an attempt whose response was lost.
+	log := testLogger(t)
+	raw = sqs.New(raw.Options(), func(o *sqs.Options) {
+		o.ClientLogMode = aws.LogRetries
+		o.Logger = logging.LoggerFunc(func(c logging.Classification, format string, v ...any) {
+			log.Warn(fmt.Sprintf(format, v...), "sdk", string(c))
+		})
+	})
 	n := sqstestenv.QueueName(t, "")
 	return &env{b: b, raw: raw, counter: counter, prefix: "it" + n[len(n)-8:] + "_"}
 }
@@ -46,7 +59,11 @@ func (e *env) queue(t *testing.T, base string, attrs map[string]string) string {
 
 func (e *env) requester(t *testing.T) *requester.Requester {
 	t.Helper()
-	r, err := requester.New(e.raw, func(o *requester.Options) { o.QueuePrefix = e.prefix; o.DisableSweeping = true })
+	r, err := requester.New(e.raw, func(o *requester.Options) {
+		o.QueuePrefix = e.prefix
+		o.DisableSweeping = true
+		o.Logger = testLogger(t)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,6 +77,7 @@ func serve(t *testing.T, client responder.Client, queue string, h responder.Hand
 	r, err := responder.New(client, append([]func(*responder.Options){func(o *responder.Options) {
 		o.WaitTime = time.Second
 		o.MaxConcurrency = 32
+		o.Logger = testLogger(t)
 	}}, optFns...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -74,6 +92,31 @@ func serve(t *testing.T, client responder.Client, queue string, h responder.Hand
 		}
 	})
 	return r
+}
+
+// testLogger collects debug logs and prints them only if the test fails.
+func testLogger(t *testing.T) *slog.Logger {
+	var mu sync.Mutex
+	var buf bytes.Buffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			mu.Lock()
+			t.Logf("logs:\n%s", buf.String())
+			mu.Unlock()
+		}
+	})
+	return slog.New(slog.NewTextHandler(&lockedWriter{mu: &mu, w: &buf}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 func echo(_ context.Context, req *responder.Request) (*responder.Reply, error) {
@@ -219,8 +262,13 @@ func TestRequestersShareOneService(t *testing.T) {
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		q := e.queue(t, "rpc", nil)
-		serve(t, e.raw, q, echo)
+		resp := serve(t, e.raw, q, echo)
 		rs := []*requester.Requester{e.requester(t), e.requester(t), e.requester(t)}
+		defer func() {
+			if t.Failed() {
+				t.Logf("responder stats %+v", resp.Stats())
+			}
+		}()
 		var wg sync.WaitGroup
 		for i, r := range rs {
 			for j := 0; j < 10; j++ {

@@ -196,7 +196,10 @@ func (h *host) poll() {
 		}
 		h.mu.Lock()
 		h.failures = 0
+		demand := h.demand
 		h.mu.Unlock()
+		h.c.log.LogAttrs(ctx, slog.LevelDebug, "virtualqueue: host queue receive",
+			slog.String("queue_url", h.url), slog.Int("messages", len(out.Messages)), slog.Int("waiting", demand))
 		h.route(out.Messages)
 	}
 }
