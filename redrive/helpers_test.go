@@ -20,7 +20,9 @@ func createQueue(t testing.TB, client *sqs.Client, base string, attrs map[string
 		t.Fatalf("CreateQueue %s: %v", base, err)
 	}
 	u := aws.ToString(out.QueueUrl)
-	t.Cleanup(func() { _, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(u)}) })
+	t.Cleanup(func() {
+		_, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(u)})
+	})
 	return u
 }
 

@@ -357,12 +357,12 @@ func TestInvalidOptions(t *testing.T) {
 		"no parking":     {q, func(o *redrive.Options) {}},
 		"parking is dlq": {q, func(o *redrive.Options) { o.ParkingQueue = q }},
 		"target is dlq":  {q, func(o *redrive.Options) { o.ParkingQueue, o.Target = q+"p", q }},
-		"virtual target": {q, func(o *redrive.Options) { o.ParkingQueue, o.Target = q+"p", q + "x#v" }},
+		"virtual target": {q, func(o *redrive.Options) { o.ParkingQueue, o.Target = q+"p", q+"x#v" }},
 		"cap < base":     {q, func(o *redrive.Options) { o.ParkingQueue, o.Base, o.Cap = q+"p", time.Minute, time.Second }},
-		"cap too big":    {q, func(o *redrive.Options) { o.ParkingQueue, o.Cap = q+"p", 25 * time.Hour }},
+		"cap too big":    {q, func(o *redrive.Options) { o.ParkingQueue, o.Cap = q+"p", 25*time.Hour }},
 		"negative max":   {q, func(o *redrive.Options) { o.ParkingQueue, o.MaxAttempts = q+"p", -1 }},
 		"negative rate":  {q, func(o *redrive.Options) { o.ParkingQueue, o.RateLimit = q+"p", -1 }},
-		"wait 30s":       {q, func(o *redrive.Options) { o.ParkingQueue, o.WaitTime = q+"p", 30 * time.Second }},
+		"wait 30s":       {q, func(o *redrive.Options) { o.ParkingQueue, o.WaitTime = q+"p", 30*time.Second }},
 	}
 	for name, c := range cases {
 		_, err := redrive.New(client, c.dlq, c.fn)
