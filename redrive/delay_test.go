@@ -162,3 +162,36 @@ func TestDecideLongDelays(t *testing.T) {
 		t.Errorf("%d waits for a 20 h delay, want 2 (12 h each at most)", waits)
 	}
 }
+
+// TestWholeSecondsAreUniform: up to 900 s, DelaySeconds is uniform over the
+// whole seconds 0..floor(ceiling), so a 1 s ceiling gives 0 or 1 half the
+// time each, never always 0.
+func TestWholeSecondsAreUniform(t *testing.T) {
+	for _, ceiling := range []time.Duration{time.Second, 3 * time.Second, 2500 * time.Millisecond} {
+		r := newTestRedriver(t, func(o *Options) { o.Base, o.Cap = ceiling, ceiling })
+		p := &pass{r: r, target: r.opts.Target}
+		top := int(ceiling / time.Second)
+		hist := make([]int, top+1)
+		const samples = 8000
+		for range samples {
+			pl := p.decide(types.Message{MessageId: aws.String("m"), Body: aws.String("b")}, time.Now())
+			s := int(pl.entry.DelaySeconds)
+			if s < 0 || s > top || pl.ev.Delay != time.Duration(s)*time.Second {
+				t.Fatalf("ceiling %v: DelaySeconds %d, event delay %v", ceiling, s, pl.ev.Delay)
+			}
+			hist[s]++
+		}
+		exp := float64(samples) / float64(top+1)
+		for s, n := range hist {
+			if math.Abs(float64(n)-exp) > 5*math.Sqrt(exp) {
+				t.Errorf("ceiling %v: %d s drawn %d times of %d, want about %.0f (%v)", ceiling, s, n, samples, exp, hist)
+			}
+		}
+	}
+	if got := wholeSeconds(time.Second, time.Second); got != 1 {
+		t.Errorf("wholeSeconds at the ceiling = %d", got)
+	}
+	if got := wholeSeconds(500*time.Millisecond, 900*time.Millisecond); got != 0 {
+		t.Errorf("ceiling below 1 s: %d", got)
+	}
+}

@@ -19,9 +19,10 @@
 // TempQueues.RedriveAttempt (sqsapi.RedriveAttemptAttribute; none means 0):
 //
 //   - n < MaxAttempts: sent to the target with the attribute set to n+1
-//     and DelaySeconds = random(0, min(Cap, Base x 2^n)), rounded down to
-//     whole seconds (full jitter, as in the AWS Architecture Blog's
-//     "Exponential Backoff and Jitter");
+//     and DelaySeconds = random(0, min(Cap, Base x 2^n)) (full jitter, as
+//     in the AWS Architecture Blog's "Exponential Backoff and Jitter"),
+//     drawn uniformly from the whole seconds in that range since SQS
+//     delays whole seconds;
 //   - n >= MaxAttempts: sent to the parking queue unchanged;
 //
 // and deleted from the dead-letter queue only after that send succeeded:

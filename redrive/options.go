@@ -56,8 +56,9 @@ type Options struct {
 	// uniformly random time in [0, min(Cap, Base x 2^(n-1))] (exponential
 	// backoff with full jitter). Defaults DefaultBase and DefaultCap; Cap
 	// may exceed SQS's 900 s limit on DelaySeconds, up to MaxCap (see the
-	// package documentation for how). SQS delays whole seconds: the delay
-	// is rounded down to one.
+	// package documentation for how). SQS delays whole seconds: up to
+	// 900 s the delay is drawn uniformly from the whole seconds 0 to
+	// floor(min(Cap, Base x 2^(n-1))).
 	Base, Cap time.Duration
 	// MaxAttempts is how many times a message is replayed; the next time it
 	// reaches the dead-letter queue it is parked. Default

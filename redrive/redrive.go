@@ -388,7 +388,7 @@ func (p *pass) decide(m types.Message, now time.Time) *plan {
 	}
 	d := p.r.policy.Delay(a.n)
 	if d <= maxDelay {
-		secs := int32(d / time.Second)
+		secs := wholeSeconds(d, p.r.policy.Ceiling(a.n))
 		pl.ev.Action, pl.ev.Queue, pl.ev.Delay = ActionReplay, p.target, time.Duration(secs)*time.Second
 		pl.entry.MessageAttributes = withAttempt(m.MessageAttributes, next)
 		pl.entry.DelaySeconds = secs
@@ -399,6 +399,19 @@ func (p *pass) decide(m types.Message, now time.Time) *plan {
 	pl.entry.MessageAttributes = withAttempt(m.MessageAttributes, next)
 	pl.entry.DelaySeconds = int32(min(maxDelay, d-maxDelay) / time.Second)
 	return pl
+}
+
+// wholeSeconds maps a delay d drawn uniformly from [0, ceiling] to whole
+// seconds drawn uniformly from {0, ..., floor(ceiling)}: SQS delays whole
+// seconds, and rounding d down would make the mean half a second short
+// (with a 1 s ceiling, every delay would be 0).
+func wholeSeconds(d, ceiling time.Duration) int32 {
+	top := int64(ceiling / time.Second)
+	if top == 0 || ceiling <= 0 {
+		return 0
+	}
+	k := int64(float64(d) / float64(ceiling) * float64(top+1))
+	return int32(min(max(k, 0), top))
 }
 
 // handle decides and carries out the actions for one received batch: the
