@@ -197,9 +197,9 @@ type pass struct {
 func (r *Redriver) run(ctx context.Context, drain bool) (Report, error) {
 	start := time.Now()
 	p := &pass{r: r, rep: Report{DeadLetterQueue: r.dlq, DryRun: r.opts.DryRun}}
-	defer func() { p.rep.Duration = time.Since(start) }()
 	target, err := r.Target(ctx)
 	if err != nil {
+		p.rep.Duration = time.Since(start)
 		return p.rep, err
 	}
 	p.target, p.rep.Target = target, target

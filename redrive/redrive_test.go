@@ -220,7 +220,11 @@ func TestAttributeBudget(t *testing.T) {
 			nine[fmt.Sprint("a", i)] = strAttr("v")
 		}
 		sendMsg(t, client, dlq, "full", full)
-		sendMsg(t, client, dlq, "nine", nine)
+		const trace = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+		if _, err := client.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(dlq), MessageBody: aws.String("nine"), MessageAttributes: nine,
+			MessageSystemAttributes: map[string]types.MessageSystemAttributeValue{"AWSTraceHeader": {DataType: aws.String("String"), StringValue: aws.String(trace)}}}); err != nil {
+			t.Fatal(err)
+		}
 		var reasons []error
 		rd, err := redrive.New(client, dlq, func(o *redrive.Options) {
 			o.Target, o.ParkingQueue, o.Base, o.Cap = target, parking, time.Millisecond, time.Millisecond
@@ -245,9 +249,18 @@ func TestAttributeBudget(t *testing.T) {
 		if len(p) != 1 || aws.ToString(p[0].Body) != "full" || len(p[0].MessageAttributes) != 10 {
 			t.Errorf("parked %+v", p)
 		}
-		r := receiveAll(t, client, target, 5*time.Second)
+		out, err := client.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(target), WaitTimeSeconds: 2,
+			MessageAttributeNames: []string{"All"}, MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAWSTraceHeader}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := out.Messages
 		if len(r) != 1 || aws.ToString(r[0].Body) != "nine" || len(r[0].MessageAttributes) != 10 || attrValue(r[0], sqsapi.RedriveAttemptAttribute) != "1" {
-			t.Errorf("replayed %+v", r)
+			t.Fatalf("replayed %+v", r)
+		}
+		// fauxqs ignores MessageSystemAttributes altogether.
+		if got := r[0].Attributes["AWSTraceHeader"]; got != trace && b.Name != "fauxqs" {
+			t.Errorf("AWSTraceHeader after the replay = %q, want %q", got, trace)
 		}
 	})
 }
