@@ -388,3 +388,32 @@ func TestInvalidOptions(t *testing.T) {
 		t.Errorf("nil client: %v", err)
 	}
 }
+
+// TestRateLimit: 30 messages at 20 per second take at least a second
+// (the first batch of 10 goes at once).
+func TestRateLimit(t *testing.T) {
+	b := sqstestenv.SQSTest(t)
+	client, _ := b.Client(t)
+	dlq := createQueue(t, client, "dlq", nil)
+	target := createQueue(t, client, "target", nil)
+	parking := createQueue(t, client, "parking", nil)
+	for i := range 30 {
+		sendMsg(t, client, dlq, fmt.Sprint("m", i), nil)
+	}
+	rd, err := redrive.New(client, dlq, func(o *redrive.Options) {
+		o.Target, o.ParkingQueue, o.Base, o.Cap, o.RateLimit = target, parking, time.Millisecond, time.Millisecond, 20
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	rep, err := rd.Drain(context.Background())
+	if err != nil || rep.Replayed != 30 {
+		t.Fatalf("Drain = %+v, %v", rep, err)
+	}
+	// 10 at once, then 10 after 0.5 s and 10 after 1 s; the final empty
+	// receive waits 1 s more.
+	if d := time.Since(start); d < 1900*time.Millisecond {
+		t.Fatalf("30 messages at 20/s drained in %v", d)
+	}
+}
