@@ -75,6 +75,10 @@ type Options struct {
 	// account, so more is not always faster.
 	SweepConcurrency int
 
+	// DryRun makes sweeps inspect queues and report the idle ones in
+	// Report.Deleted without deleting anything.
+	DryRun bool
+
 	// CallTimeout bounds each API call. Default DefaultCallTimeout.
 	CallTimeout time.Duration
 

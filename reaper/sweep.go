@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/url"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -117,8 +116,11 @@ type Report struct {
 	FutureHeartbeat int // heartbeat in the future: clock skew, kept
 	NotEmpty        int // idle but not a requester host queue, and holds messages
 
-	// Deleted lists the URLs of the queues deleted.
+	// Deleted lists the URLs of the queues deleted; in a dry run, of the
+	// queues that would have been deleted.
 	Deleted []string
+	// DryRun reports that the sweep deleted nothing (Options.DryRun).
+	DryRun bool
 	// Vanished counts queues deleted by someone else during the sweep.
 	Vanished int
 	// Errors holds one *QueueError per queue that could not be inspected or
@@ -172,7 +174,7 @@ const (
 // returns an error only when listing failed or ctx ended, together with the
 // report of what was done so far.
 func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
-	rep := Report{Start: s.opts.Now()}
+	rep := Report{Start: s.opts.Now(), DryRun: s.opts.DryRun}
 	var calls atomic.Int64
 
 	urls, err := s.list(ctx, &calls)
@@ -308,6 +310,10 @@ func (s *Sweeper) inspect(ctx context.Context, u, name string, calls *atomic.Int
 		}
 	}
 
+	if s.opts.DryRun {
+		s.opts.Logger.Info("reaper: would delete idle queue (dry run)", slog.String("queue", u))
+		return outDeleted, nil
+	}
 	err = s.call(ctx, calls, func(ctx context.Context) error {
 		_, err := s.client.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(u)})
 		return err
@@ -334,27 +340,16 @@ func (s *Sweeper) failed(u, op string, err error) (outcome, error) {
 // idle applies the Java client's idle rule to a queue's tags at now. It
 // returns outDeleted for an idle queue, or the reason to keep it.
 func idle(tags map[string]string, now time.Time) (outcome, error) {
-	rs, ok := tags[sqsapi.RetentionTag]
-	if !ok {
-		return outNotTemporary, nil
-	}
-	retention, err := strconv.ParseInt(strings.TrimSpace(rs), 10, 64)
-	if err != nil || retention < 0 {
-		return outError, fmt.Errorf("%w: %s=%q", ErrBadTag, sqsapi.RetentionTag, rs)
-	}
-	hs, ok := tags[sqsapi.HeartbeatTag]
-	if !ok {
-		return outDeleted, nil // the Java rule: retention tag but never a heartbeat
-	}
-	last, err := strconv.ParseInt(strings.TrimSpace(hs), 10, 64)
+	st, err := IdleStatus(tags, now)
 	if err != nil {
-		return outError, fmt.Errorf("%w: %s=%q", ErrBadTag, sqsapi.HeartbeatTag, hs)
+		return outError, err
 	}
-	age := now.UnixMilli() - last
-	switch {
-	case age < 0:
+	switch st.Verdict {
+	case VerdictNotTemporary:
+		return outNotTemporary, nil
+	case VerdictFutureHeartbeat:
 		return outFuture, nil
-	case age > retention*1000:
+	case VerdictIdle:
 		return outDeleted, nil
 	default:
 		return outLive, nil

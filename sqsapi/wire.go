@@ -55,6 +55,13 @@ const (
 	// CorrelationIDAttribute is the String message attribute on a reply that
 	// repeats the request id of the request it answers.
 	CorrelationIDAttribute = "TempQueues.CorrelationId"
+
+	// RedriveAttemptAttribute is the String message attribute in which
+	// package redrive counts the replays of a dead-lettered message: "3" on
+	// a message replayed three times. A message waiting on the dead-letter
+	// queue for a replay delay beyond SQS's 900 s carries "<n>@<due>", the
+	// number of the replay to come and its due time in epoch milliseconds.
+	RedriveAttemptAttribute = "TempQueues.RedriveAttempt"
 )
 
 // SQS hard limits that tempqueues checks before making a call.

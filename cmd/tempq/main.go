@@ -32,6 +32,12 @@ type command struct {
 // commands lists the subcommands; each lives in its own file.
 var commands = []command{
 	{"emulator", "run the embedded SQS server (sqstest) for any SDK", runEmulator},
+	{"call", "send a request and print the reply", runCall},
+	{"serve-echo", "answer requests on a queue with their own body, until Ctrl-C", runServeEcho},
+	{"queues", "list temporary host queues: heartbeat age and idle verdict", runQueues},
+	{"sweep", "delete idle temporary queues (--dry-run to list them)", runSweep},
+	{"redrive", "replay a dead-letter queue with backoff; park what keeps failing", runRedrive},
+	{"backlog", "backlog-per-worker figures of a queue for autoscaling", runBacklog},
 }
 
 // exitError carries an exit code; usage errors exit 2, failures 1.

@@ -93,6 +93,71 @@ func (c *Coalescer[E, R]) Submit(key string, entry E, done func(R, error)) {
 		done(zero, ErrClosed)
 		return
 	}
+	ks := c.addLocked(key, entry, done)
+	c.maybeStartLocked(key, ks)
+	c.mu.Unlock()
+}
+
+// SubmitAll queues entries for key together and calls done(i, ...) with the
+// result of entries[i]. Unlike a loop of Submit, where the first entry goes
+// out alone when no call is in flight, entries submitted together share
+// batch calls from the start: 10 entries make one call. After Close, done is
+// called at once with ErrClosed for every entry.
+func (c *Coalescer[E, R]) SubmitAll(key string, entries []E, done func(i int, v R, err error)) {
+	if done == nil {
+		done = func(int, R, error) {}
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		var zero R
+		for i := range entries {
+			done(i, zero, ErrClosed)
+		}
+		return
+	}
+	var ks *keyState[E, R]
+	for i, e := range entries {
+		ks = c.addLocked(key, e, func(v R, err error) { done(i, v, err) })
+	}
+	if ks != nil {
+		c.maybeStartLocked(key, ks)
+	}
+	c.mu.Unlock()
+}
+
+// DoAll submits entries together (see SubmitAll) and waits for their
+// results, in order, or for ctx; entries not answered when ctx ends get
+// ctx.Err(). When ctx ends first the entries are still processed.
+func (c *Coalescer[E, R]) DoAll(ctx context.Context, key string, entries []E) []Result[R] {
+	type indexed struct {
+		i int
+		r Result[R]
+	}
+	ch := make(chan indexed, len(entries))
+	c.SubmitAll(key, entries, func(i int, v R, err error) { ch <- indexed{i, Result[R]{v, err}} })
+	res := make([]Result[R], len(entries))
+	got := make([]bool, len(entries))
+	for n := 0; n < len(entries); n++ {
+		select {
+		case x := <-ch:
+			res[x.i], got[x.i] = x.r, true
+		case <-ctx.Done():
+			for i := range res {
+				if !got[i] {
+					res[i].Err = ctx.Err()
+				}
+			}
+			return res
+		}
+	}
+	return res
+}
+
+// addLocked appends one entry to key's pending batch, first starting a call
+// for what is pending when the entry would push it past the byte limit and a
+// call slot is free.
+func (c *Coalescer[E, R]) addLocked(key string, entry E, done func(R, error)) *keyState[E, R] {
 	ks := c.keys[key]
 	if ks == nil {
 		ks = &keyState[E, R]{}
@@ -102,15 +167,12 @@ func (c *Coalescer[E, R]) Submit(key string, entry E, done func(R, error)) {
 	if c.opts.Size != nil {
 		size = c.opts.Size(entry)
 	}
-	// An entry that would push the pending batch past the byte limit first
-	// flushes what is pending, if a call slot is free.
 	if c.opts.MaxBytes > 0 && len(ks.pending) > 0 && ks.bytes+size > c.opts.MaxBytes && ks.inFlight < c.opts.MaxInFlight {
 		c.startLocked(key, ks)
 	}
 	ks.pending = append(ks.pending, item[E, R]{entry: entry, done: done})
 	ks.bytes += size
-	c.maybeStartLocked(key, ks)
-	c.mu.Unlock()
+	return ks
 }
 
 // Do submits entry and waits for its result or for ctx. When ctx ends first

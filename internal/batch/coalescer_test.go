@@ -186,3 +186,32 @@ func TestKeysAreIndependent(t *testing.T) {
 	wg.Wait()
 	c.Close(context.Background())
 }
+
+func TestDoAllSharesBatchCalls(t *testing.T) {
+	r := &recorder{}
+	c := New(r.fn, Options[int]{})
+	defer c.Close(context.Background())
+	entries := []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, -1}
+	res := c.DoAll(context.Background(), "q", entries)
+	for i, e := range entries {
+		if e < 0 {
+			if res[i].Err == nil {
+				t.Errorf("entry %d: no error", i)
+			}
+			continue
+		}
+		if res[i].Err != nil || res[i].Value != 2*e {
+			t.Errorf("entry %d = %+v", i, res[i])
+		}
+	}
+	if got := r.calls(); len(got) != 2 || got[0] != 10 || got[1] != 3 {
+		t.Fatalf("call sizes %v, want [10 3]", got)
+	}
+	if err := c.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	res = c.DoAll(context.Background(), "q", []int{1, 2})
+	if !errors.Is(res[0].Err, ErrClosed) || !errors.Is(res[1].Err, ErrClosed) {
+		t.Fatalf("after Close: %+v", res)
+	}
+}

@@ -1,0 +1,116 @@
+package backlog
+
+import (
+	"context"
+	"expvar"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// Monitor measures a queue's figures periodically, so that a process (a
+// worker running a responder, say) can publish its own view for a scaler:
+// through Options.OnFigures, through Last, or as an expvar.Var.
+type Monitor struct {
+	client   AttributesGetter
+	queueURL string
+	opts     Options
+
+	mu   sync.Mutex
+	last Figures
+	at   time.Time
+	err  error
+}
+
+// NewMonitor returns a Monitor of queueURL. It validates the options and
+// makes no call; Run measures.
+func NewMonitor(client AttributesGetter, queueURL string, optFns ...func(*Options)) (*Monitor, error) {
+	if client == nil {
+		return nil, sqsapi.Invalid("backlog.NewMonitor", "client", "must not be nil")
+	}
+	if queueURL == "" || sqsapi.IsVirtualQueueURL(queueURL) {
+		return nil, sqsapi.Invalid("backlog.NewMonitor", "queueURL", "%q is not a queue URL", queueURL)
+	}
+	o, err := buildOptions("backlog.NewMonitor", optFns)
+	if err != nil {
+		return nil, err
+	}
+	return &Monitor{client: client, queueURL: queueURL, opts: o}, nil
+}
+
+// Run measures at once and then every Interval until ctx ends, and returns
+// nil then. A failed measurement is reported and retried at the next tick.
+func (m *Monitor) Run(ctx context.Context) error {
+	t := time.NewTicker(m.opts.Interval)
+	defer t.Stop()
+	for {
+		m.Measure(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Measure takes one measurement now, records it as the last and passes it
+// to OnFigures.
+func (m *Monitor) Measure(ctx context.Context) (Figures, error) {
+	processing, workers := m.opts.ProcessingTime, m.opts.Workers
+	if m.opts.ProcessingTimeFunc != nil {
+		processing = m.opts.ProcessingTimeFunc()
+	}
+	if m.opts.WorkersFunc != nil {
+		workers = m.opts.WorkersFunc()
+	}
+	var f Figures
+	c, err := GetCounts(ctx, m.client, m.queueURL)
+	if err == nil {
+		f = compute(c, m.opts, max(processing, 0), max(workers, 0))
+		f.QueueURL = m.queueURL
+	} else if ctx.Err() != nil {
+		return f, err // stopping: not a failure worth reporting
+	} else {
+		m.opts.Logger.Warn("backlog: measurement failed", slog.String("queue_url", m.queueURL), slog.Any("err", err))
+	}
+	m.mu.Lock()
+	if err == nil {
+		m.last, m.at = f, time.Now()
+	}
+	m.err = err
+	m.mu.Unlock()
+	if m.opts.OnFigures != nil {
+		m.opts.OnFigures(f, err)
+	}
+	return f, err
+}
+
+// Last returns the last successful measurement and its time (zero before
+// the first), and the error of the latest attempt, nil if it succeeded.
+func (m *Monitor) Last() (Figures, time.Time, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.last, m.at, m.err
+}
+
+// Var returns an expvar.Var whose value is the last figures, as JSON
+// (snake_case keys, plus "measured_at" and "error"). Publish it under a
+// name of your choice:
+//
+//	expvar.Publish("requests_backlog", monitor.Var())
+func (m *Monitor) Var() expvar.Var {
+	return expvar.Func(func() any {
+		f, at, err := m.Last()
+		v := struct {
+			Figures
+			MeasuredAt time.Time `json:"measured_at"`
+			Error      string    `json:"error,omitempty"`
+		}{Figures: f, MeasuredAt: at}
+		if err != nil {
+			v.Error = err.Error()
+		}
+		return v
+	})
+}

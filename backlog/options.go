@@ -1,0 +1,86 @@
+package backlog
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// Options configure Compute, Measure and a Monitor; each uses the fields
+// that concern it. Zero values mean the documented defaults.
+type Options struct {
+	// IncludeInFlight adds the messages received and not yet deleted to the
+	// backlog (KEDA's default); IncludeDelayed adds the delayed ones. By
+	// default the backlog is the visible messages only, as in the AWS
+	// target-tracking recipe.
+	IncludeInFlight, IncludeDelayed bool
+
+	// Workers is the number of running workers (instances, tasks, pods).
+	Workers int
+	// Concurrency is how many messages one worker processes at once (a
+	// responder's MaxConcurrency). Default 1.
+	Concurrency int
+	// AcceptableLatency is the longest a message should wait before a
+	// worker takes it.
+	AcceptableLatency time.Duration
+	// ProcessingTime is the average time a worker spends on a message.
+	ProcessingTime time.Duration
+	// MinWorkers and MaxWorkers clamp DesiredWorkers; MaxWorkers 0 means
+	// no upper bound.
+	MinWorkers, MaxWorkers int
+
+	// Monitor only.
+
+	// Interval is how often a Monitor measures, at least 1 s. Default 30 s
+	// (120 GetQueueAttributes calls an hour).
+	Interval time.Duration
+	// ProcessingTimeFunc, if set, is read at each measurement in place of
+	// ProcessingTime, for example from a responder:
+	//
+	//	o.ProcessingTimeFunc = func() time.Duration { return r.Stats().AverageProcessingTime }
+	ProcessingTimeFunc func() time.Duration
+	// WorkersFunc, if set, is read at each measurement in place of Workers.
+	WorkersFunc func() int
+	// OnFigures, if set, receives each measurement, or its error, from the
+	// Monitor's goroutine. It must not block for long.
+	OnFigures func(Figures, error)
+	// Logger receives failed measurements at Warn; nil means silent.
+	Logger *slog.Logger
+}
+
+// DefaultInterval is the default measuring interval of a Monitor.
+const DefaultInterval = 30 * time.Second
+
+func buildOptions(op string, optFns []func(*Options)) (Options, error) {
+	var o Options
+	for _, fn := range optFns {
+		if fn != nil {
+			fn(&o)
+		}
+	}
+	if o.Concurrency == 0 {
+		o.Concurrency = 1
+	}
+	if o.Interval == 0 {
+		o.Interval = DefaultInterval
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case o.Workers < 0:
+		return o, sqsapi.Invalid(op, "Workers", "%d is negative", o.Workers)
+	case o.Concurrency < 0:
+		return o, sqsapi.Invalid(op, "Concurrency", "%d is negative", o.Concurrency)
+	case o.AcceptableLatency < 0 || o.ProcessingTime < 0:
+		return o, sqsapi.Invalid(op, "AcceptableLatency/ProcessingTime", "must not be negative")
+	case o.MinWorkers < 0 || o.MaxWorkers < 0:
+		return o, sqsapi.Invalid(op, "MinWorkers/MaxWorkers", "must not be negative")
+	case o.MaxWorkers > 0 && o.MinWorkers > o.MaxWorkers:
+		return o, sqsapi.Invalid(op, "MinWorkers", "%d exceeds MaxWorkers %d", o.MinWorkers, o.MaxWorkers)
+	case o.Interval < time.Second:
+		return o, sqsapi.Invalid(op, "Interval", "%v is below 1s", o.Interval)
+	}
+	return o, nil
+}

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/requester"
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// exitTimeout is call's exit code when no reply came in time.
+const exitTimeout = 3
+
+// attrFlags collects repeated --attr name=value flags.
+type attrFlags map[string]string
+
+func (a attrFlags) String() string { return fmt.Sprint(map[string]string(a)) }
+func (a attrFlags) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want name=value, got %q", s)
+	}
+	a[k] = v
+	return nil
+}
+
+func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("call", "--queue NAME|URL [--timeout 10s] [--attr k=v]... [--json] BODY|-", stderr)
+	queue := fs.String("queue", "", "request queue, by name or URL (required)")
+	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the reply; exit code 3 when it does not come")
+	asJSON := fs.Bool("json", false, "print the reply as JSON: body, attributes, request id, round trip")
+	attrs := attrFlags{}
+	fs.Var(attrs, "attr", "String message attribute name=value (repeatable)")
+	server := serverFlags(fs)
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return usageError("want exactly one BODY argument (- reads it from stdin)")
+	}
+	if *timeout <= 0 {
+		return usageError("--timeout must be positive")
+	}
+	body := pos[0]
+	if body == "-" {
+		b, err := io.ReadAll(os.Stdin)
+		if err != nil {
+			return fmt.Errorf("reading the body from stdin: %w", err)
+		}
+		body = string(b)
+	}
+	env, err := openSQS(ctx, server)
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	queueURL, err := resolveQueue(ctx, env.Client, "queue", *queue)
+	if err != nil {
+		return err
+	}
+	in := &sqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: aws.String(body)}
+	if len(attrs) > 0 {
+		in.MessageAttributes = make(map[string]types.MessageAttributeValue, len(attrs))
+		for k, v := range attrs {
+			in.MessageAttributes[k] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+		}
+	}
+	// A one-off caller neither sweeps other processes' queues nor keeps its
+	// own: Close deletes the host queue it creates.
+	r, err := requester.New(env.Client, func(o *requester.Options) { o.DisableSweeping = true })
+	if err != nil {
+		return err
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_ = r.Close(cctx)
+	}()
+	cctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	start := time.Now()
+	call, err := r.SendMessageAndGetResponseAsync(cctx, in)
+	if err != nil {
+		return err
+	}
+	reply, err := call.Wait(ctx) // the call ends by itself at --timeout
+	rtt := time.Since(start)
+	if errors.Is(err, requester.ErrTimeout) {
+		return &exitError{code: exitTimeout, err: fmt.Errorf("no reply to request %s within %v", call.RequestID(), *timeout)}
+	}
+	if err != nil {
+		return err
+	}
+	if !*asJSON {
+		fmt.Fprintln(stdout, aws.ToString(reply.Body))
+		return nil
+	}
+	out := struct {
+		Body       string            `json:"body"`
+		Attributes map[string]string `json:"attributes,omitempty"`
+		RequestID  string            `json:"request_id"`
+		MessageID  string            `json:"message_id"`
+		RTTMillis  float64           `json:"rtt_ms"`
+	}{Body: aws.ToString(reply.Body), RequestID: call.RequestID(), MessageID: aws.ToString(reply.MessageId), RTTMillis: float64(rtt.Microseconds()) / 1000}
+	names := make([]string, 0, len(reply.MessageAttributes))
+	for k := range reply.MessageAttributes {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if k == sqsapi.VirtualQueueNameAttribute {
+			continue // routing, not content
+		}
+		if out.Attributes == nil {
+			out.Attributes = map[string]string{}
+		}
+		out.Attributes[k] = aws.ToString(reply.MessageAttributes[k].StringValue)
+	}
+	return writeJSON(stdout, out)
+}

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/tempqueues/tempqueues/responder"
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+func runServeEcho(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("serve-echo", "--queue NAME|URL [--concurrency 10] [--json]", stderr)
+	queue := fs.String("queue", "", "request queue, by name (created if missing) or URL (required)")
+	concurrency := fs.Int("concurrency", 10, "requests handled at once")
+	asJSON := fs.Bool("json", false, "log each request as a line of JSON")
+	server := serverFlags(fs)
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	if *queue == "" {
+		return usageError("--queue is required")
+	}
+	if *concurrency < 1 {
+		return usageError("--concurrency must be at least 1")
+	}
+	env, err := openSQS(ctx, server)
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	var queueURL string
+	if sqsapi.ValidQueueName(*queue) {
+		out, err := env.Client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: queue})
+		if err != nil {
+			return fmt.Errorf("creating queue %q: %w", *queue, err)
+		}
+		queueURL = aws.ToString(out.QueueUrl)
+	} else if queueURL, err = resolveQueue(ctx, env.Client, "queue", *queue); err != nil {
+		return err
+	}
+
+	r, err := responder.New(env.Client, func(o *responder.Options) {
+		o.MaxConcurrency = *concurrency
+		o.DrainTimeout = 2 * time.Second // Ctrl-C stops within 2 s
+	})
+	if err != nil {
+		return err
+	}
+	var mu sync.Mutex // orders the log lines
+	logf := func(req *responder.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		rid, _ := req.Attribute(sqsapi.RequestIDAttribute)
+		if *asJSON {
+			_ = writeJSON(stdout, map[string]any{"time": time.Now().UTC(), "request_id": rid, "bytes": len(req.Body()), "reply": req.ResponseRequested()})
+			return
+		}
+		fmt.Fprintf(stdout, "%s echo request %s, %d bytes\n", time.Now().Format("15:04:05.000"), rid, len(req.Body()))
+	}
+	if *asJSON {
+		_ = writeJSON(stdout, map[string]any{"serving": queueURL})
+	} else {
+		fmt.Fprintf(stdout, "serving echo on %s (Ctrl-C to stop)\n", queueURL)
+	}
+	err = r.Serve(ctx, queueURL, responder.HandlerFunc(func(_ context.Context, req *responder.Request) (*responder.Reply, error) {
+		logf(req)
+		return &responder.Reply{Body: req.Body()}, nil
+	}))
+	if err != nil {
+		return err
+	}
+	s := r.Stats()
+	fmt.Fprintf(stderr, "stopped: %d requests, %d replies\n", s.Received, s.Replied)
+	return nil
+}

@@ -1,0 +1,161 @@
+// Command autoscaling shows the figures an autoscaler needs: a burst of
+// requests lands on a queue served by one worker (a responder handling 4
+// requests at once), and a backlog.Monitor in the worker reports, every
+// second, the backlog per worker, the target backlog from the acceptable
+// latency and the worker's own average processing time, and the number of
+// workers that would keep up.
+//
+//	go run ./examples/autoscaling                      # on an embedded SQS server
+//	go run ./examples/autoscaling --endpoint-url http://127.0.0.1:4566
+//	go run ./examples/autoscaling -requests 500 -work 20ms -latency 500ms
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/backlog"
+	"github.com/tempqueues/tempqueues/internal/sqsenv"
+	"github.com/tempqueues/tempqueues/responder"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "autoscaling:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("autoscaling", flag.ContinueOnError)
+	requests := fs.Int("requests", 400, "requests in the burst")
+	work := fs.Duration("work", 50*time.Millisecond, "processing time of one request")
+	concurrency := fs.Int("concurrency", 4, "requests the worker handles at once")
+	latency := fs.Duration("latency", 250*time.Millisecond, "acceptable latency")
+	limit := fs.Duration("timeout", 60*time.Second, "give up after this long")
+	var env sqsenv.Flags
+	env.Register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, *limit)
+	defer cancel()
+	e, err := sqsenv.Open(ctx, env)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	fmt.Fprintln(out, "SQS:", e.Where)
+	q, err := e.Client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(fmt.Sprintf("autoscaling-demo-%d", time.Now().UnixNano()))})
+	if err != nil {
+		return err
+	}
+	queueURL := aws.ToString(q.QueueUrl)
+	defer e.Client.DeleteQueue(context.WithoutCancel(ctx), &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl})
+
+	// The burst, 10 requests per call. They ask for no reply: the worker
+	// handles and deletes them.
+	for i := 0; i < *requests; i += 10 {
+		var entries []types.SendMessageBatchRequestEntry
+		for j := i; j < min(i+10, *requests); j++ {
+			entries = append(entries, types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(j)), MessageBody: aws.String("job " + strconv.Itoa(j))})
+		}
+		if _, err := e.Client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: q.QueueUrl, Entries: entries}); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(out, "queued %d requests; one worker handles %d at once, %v each; acceptable latency %v\n", *requests, *concurrency, *work, *latency)
+
+	// The worker.
+	worker, err := responder.New(e.Client, func(o *responder.Options) {
+		o.MaxConcurrency = *concurrency
+		o.WaitTime = time.Second
+	})
+	if err != nil {
+		return err
+	}
+	workCtx, stopWork := context.WithCancel(ctx)
+	defer stopWork()
+	served := make(chan error, 1)
+	go func() {
+		served <- worker.Serve(workCtx, queueURL, responder.HandlerFunc(func(ctx context.Context, _ *responder.Request) (*responder.Reply, error) {
+			select {
+			case <-time.After(*work):
+				return nil, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}))
+	}()
+
+	// The worker's own figures, every second, until the queue is empty.
+	var mu sync.Mutex
+	start := time.Now()
+	drained := make(chan struct{})
+	var once sync.Once
+	fmt.Fprintf(out, "%6s %8s %9s %10s %9s %7s %8s\n", "time", "visible", "in-flight", "per-worker", "avg-proc", "target", "desired")
+	m, err := backlog.NewMonitor(e.Client, queueURL, func(o *backlog.Options) {
+		o.Interval = time.Second
+		o.AcceptableLatency = *latency
+		o.Concurrency = *concurrency
+		o.Workers = 1
+		o.MinWorkers, o.MaxWorkers = 1, 20
+		o.ProcessingTimeFunc = func() time.Duration { return worker.Stats().AverageProcessingTime }
+		o.OnFigures = func(f backlog.Figures, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				fmt.Fprintln(out, "measure:", err)
+				return
+			}
+			target := "-"
+			if f.HasTarget() {
+				target = fmt.Sprintf("%.0f", f.TargetBacklogPerWorker)
+			}
+			fmt.Fprintf(out, "%5.1fs %8d %9d %10.0f %9v %7s %8d\n", time.Since(start).Seconds(), f.Visible, f.InFlight, f.BacklogPerWorker,
+				f.ProcessingTime.Round(time.Millisecond), target, f.DesiredWorkers)
+			if f.Visible == 0 && f.InFlight == 0 && f.Delayed == 0 {
+				once.Do(func() { close(drained) })
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	monCtx, stopMon := context.WithCancel(ctx)
+	monitored := make(chan error, 1)
+	go func() { monitored <- m.Run(monCtx) }()
+	select {
+	case <-drained:
+	case <-ctx.Done():
+	}
+	stopMon()
+	<-monitored
+	stopWork()
+	if err := <-served; err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("the queue did not drain: %w", err)
+	}
+	s := worker.Stats()
+	fmt.Fprintf(out, "drained: %d requests handled in %v\n", s.Handled, time.Since(start).Round(100*time.Millisecond))
+	// A scaler would read these from the worker, e.g. with
+	// expvar.Publish("requests_backlog", m.Var()) and GET /debug/vars:
+	fmt.Fprintln(out, "expvar:", m.Var().String())
+	return nil
+}

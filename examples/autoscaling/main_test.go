@@ -1,0 +1,51 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tempqueues/tempqueues/internal/leakcheck"
+)
+
+// The example must keep working as `go run ./examples/autoscaling` runs
+// it, on the embedded server.
+func TestAutoscalingExample(t *testing.T) {
+	t.Setenv("AWS_ENDPOINT_URL_SQS", "")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	if err := run(ctx, []string{"-requests", "100", "-work", "40ms", "-latency", "200ms"}, &out); err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	s := out.String()
+	t.Log("\n" + s)
+	for _, want := range []string{"embedded sqstest", "queued 100 requests", "per-worker", "drained: 100 requests handled"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	// The last figures: an empty queue, a measured processing time near
+	// 40 ms, a target of 4 x 200 ms / 40 ms = about 20, and the minimum of 1
+	// worker.
+	_, js, ok := strings.Cut(s, "expvar: ")
+	if !ok {
+		t.Fatal("no expvar line")
+	}
+	var f struct {
+		Visible    int64   `json:"visible"`
+		Processing int64   `json:"processing_time_ns"`
+		Target     float64 `json:"target_backlog_per_worker"`
+		Desired    int     `json:"desired_workers"`
+	}
+	if err := json.Unmarshal([]byte(js), &f); err != nil {
+		t.Fatal(err)
+	}
+	if p := time.Duration(f.Processing); f.Visible != 0 || p < 40*time.Millisecond || p > 200*time.Millisecond || f.Target < 4 || f.Target > 20.5 || f.Desired != 1 {
+		t.Errorf("last figures %+v", f)
+	}
+	leakcheck.Check(t)
+}

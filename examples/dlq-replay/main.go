@@ -1,0 +1,228 @@
+// Command dlq-replay shows dead-letter replay end to end: a service fails
+// on a poison request, SQS moves the request to the dead-letter queue after
+// two receives, a redrive.Redriver sends it back with growing, jittered
+// delays, and after the last attempt parks it for a person to look at, its
+// body and attributes (the request id included) intact.
+//
+//	go run ./examples/dlq-replay                       # on an embedded SQS server
+//	go run ./examples/dlq-replay --endpoint-url http://127.0.0.1:4566
+//	AWS_REGION=eu-west-1 go run ./examples/dlq-replay -aws   # on AWS (creates 3 queues)
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/internal/sqsenv"
+	"github.com/tempqueues/tempqueues/redrive"
+	"github.com/tempqueues/tempqueues/requester"
+	"github.com/tempqueues/tempqueues/responder"
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "dlq-replay:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("dlq-replay", flag.ContinueOnError)
+	attempts := fs.Int("max-attempts", 2, "replays before the request is parked")
+	base := fs.Duration("base", time.Second, "backoff base of the replays")
+	limit := fs.Duration("timeout", 60*time.Second, "give up after this long")
+	var env sqsenv.Flags
+	env.Register(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, *limit)
+	defer cancel()
+	e, err := sqsenv.Open(ctx, env)
+	if err != nil {
+		return err
+	}
+	defer e.Close()
+	fmt.Fprintln(out, "SQS:", e.Where)
+	start := time.Now()
+	var mu sync.Mutex // the service, the redriver and the client log
+	logf := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(out, "%6.1fs  %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
+	}
+
+	// The queues: orders (the service's requests) dead-letters to
+	// orders-dlq after 2 receives; orders-parking is for a person.
+	prefix := "dlq-demo-" + suffix() + "-"
+	var cleanup []string // queues to delete at the end
+	mk := func(name string, attrs map[string]string) (string, error) {
+		q, err := e.Client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(prefix + name), Attributes: attrs})
+		if err != nil {
+			return "", fmt.Errorf("creating %s: %w", name, err)
+		}
+		u := aws.ToString(q.QueueUrl)
+		cleanup = append(cleanup, u)
+		return u, nil
+	}
+	defer func() {
+		for _, u := range cleanup {
+			_, _ = e.Client.DeleteQueue(context.WithoutCancel(ctx), &sqs.DeleteQueueInput{QueueUrl: aws.String(u)})
+		}
+	}()
+	dlq, err := mk("orders-dlq", nil)
+	if err != nil {
+		return err
+	}
+	arn, err := e.Client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(dlq), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn}})
+	if err != nil {
+		return err
+	}
+	orders, err := mk("orders", map[string]string{
+		"RedrivePolicy": fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"2"}`, arn.Attributes["QueueArn"]),
+	})
+	if err != nil {
+		return err
+	}
+	parking, err := mk("orders-parking", nil)
+	if err != nil {
+		return err
+	}
+
+	// The service: fails on poison, with an immediate retry, so SQS
+	// dead-letters the request on its third receive.
+	var poisonSeen atomic.Int32
+	svc, err := responder.New(e.Client, func(o *responder.Options) {
+		o.Retry = responder.RetryImmediately
+		o.WaitTime = time.Second
+		o.DrainTimeout = time.Second
+		o.Store = responder.NewMemoryStore()
+	})
+	if err != nil {
+		return err
+	}
+	svcCtx, stopSvc := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() {
+		served <- svc.Serve(svcCtx, orders, responder.HandlerFunc(func(_ context.Context, req *responder.Request) (*responder.Reply, error) {
+			if strings.Contains(req.Body(), "poison") {
+				attempt, _ := req.Attribute(sqsapi.RedriveAttemptAttribute)
+				n := poisonSeen.Add(1)
+				logf("service: %q failed (delivery %d, replay attempt %q)", req.Body(), n, attempt)
+				return nil, errors.New("cannot process this order")
+			}
+			return &responder.Reply{Body: "processed " + req.Body()}, nil
+		}))
+	}()
+	defer func() {
+		stopSvc()
+		<-served
+	}()
+
+	// The redriver, running continuously beside the service.
+	rd, err := redrive.New(e.Client, dlq, func(o *redrive.Options) {
+		o.Target = orders // or leave it out: ListDeadLetterSourceQueues finds it on AWS and sqstest
+		o.ParkingQueue = parking
+		o.MaxAttempts = *attempts
+		o.Base, o.Cap = *base, 30*time.Second
+		o.WaitTime = time.Second
+		o.OnEvent = func(ev redrive.Event) {
+			switch ev.Action {
+			case redrive.ActionPark:
+				logf("redrive: parked request %s after %d replays: %v", ev.RequestID, ev.Attempt, ev.Reason)
+			default:
+				logf("redrive: %s request %s, attempt %d, delay %v (at most %v)", ev.Action, ev.RequestID, ev.Attempt, ev.Delay, min(30*time.Second, *base<<(ev.Attempt-1)))
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	rdCtx, stopRd := context.WithCancel(ctx)
+	defer stopRd()
+	redriven := make(chan redrive.Report, 1)
+	go func() {
+		rep, err := rd.Run(rdCtx)
+		if err != nil {
+			logf("redrive: %v", err)
+		}
+		redriven <- rep
+	}()
+
+	// A client: one good order, one poison order.
+	req, err := requester.New(e.Client, func(o *requester.Options) { o.DisableSweeping = true })
+	if err != nil {
+		return err
+	}
+	defer req.Close(context.WithoutCancel(ctx))
+	reply, err := req.SendMessageAndGetResponse(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(orders), MessageBody: aws.String("order 1")})
+	if err != nil {
+		return err
+	}
+	logf("client: %q", aws.ToString(reply.Body))
+	call, err := req.SendMessageAndGetResponseAsync(ctx, &sqs.SendMessageInput{
+		QueueUrl:    aws.String(orders),
+		MessageBody: aws.String("poison order 2"),
+		MessageAttributes: map[string]types.MessageAttributeValue{
+			"Customer": {DataType: aws.String("String"), StringValue: aws.String("c-17")},
+		},
+	})
+	if err != nil {
+		return err
+	}
+	logf("client: sent %q as request %s", "poison order 2", call.RequestID())
+
+	// Wait for the parked request.
+	var parked types.Message
+	for parked.Body == nil {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("nothing parked in time: %w", err)
+		}
+		got, err := e.Client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl: aws.String(parking), WaitTimeSeconds: 1, MessageAttributeNames: []string{"All"},
+		})
+		if err != nil {
+			return err
+		}
+		if len(got.Messages) > 0 {
+			parked = got.Messages[0]
+		}
+	}
+	call.Cancel()
+	stopRd()
+	rep := <-redriven
+	rid := aws.ToString(parked.MessageAttributes[sqsapi.RequestIDAttribute].StringValue)
+	logf("parking queue: %q, request id %s (same: %v), customer %s, replays %s",
+		aws.ToString(parked.Body), rid, rid == call.RequestID(),
+		aws.ToString(parked.MessageAttributes["Customer"].StringValue),
+		aws.ToString(parked.MessageAttributes[sqsapi.RedriveAttemptAttribute].StringValue))
+	fmt.Fprintf(out, "the service saw the poison order %d times; redrive: replayed %d, parked %d, failed %d\n",
+		poisonSeen.Load(), rep.Replayed, rep.Parked, rep.Failed)
+	fmt.Fprintf(out, "API calls, everything together: %d\n", e.Counter.Total())
+	return nil
+}
+
+func suffix() string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

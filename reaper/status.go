@@ -1,0 +1,170 @@
+package reaper
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// Verdict is the idle rule's verdict on a queue.
+type Verdict string
+
+// Verdicts of the idle rule. A sweep deletes VerdictIdle queues (a queue
+// that is not a requester host queue only when it is empty) and keeps every
+// other one.
+const (
+	// VerdictNotTemporary: no RetentionTag; never swept.
+	VerdictNotTemporary Verdict = "not-temporary"
+	// VerdictLive: heartbeat younger than the retention.
+	VerdictLive Verdict = "live"
+	// VerdictFutureHeartbeat: heartbeat in the future (clock skew); kept.
+	VerdictFutureHeartbeat Verdict = "future-heartbeat"
+	// VerdictIdle: RetentionTag and no heartbeat, or one older than the
+	// retention.
+	VerdictIdle Verdict = "idle"
+	// VerdictReserved: the coordination queue or a Java sweeper queue,
+	// never inspected or swept.
+	VerdictReserved Verdict = "reserved"
+	// VerdictError: the tags could not be read or are malformed (Err says
+	// which); kept.
+	VerdictError Verdict = "error"
+)
+
+// Status is what the idle rule reads in a queue's tags, and its verdict.
+type Status struct {
+	// Retention is the RetentionTag's value, 0 when the tag is absent.
+	Retention time.Duration
+	// Heartbeat is the HeartbeatTag's time, zero when the tag is absent.
+	Heartbeat time.Time
+	// Verdict is the rule's verdict at the time of the call.
+	Verdict Verdict
+}
+
+// IdleStatus applies the idle rule of sweeps, which is the Java Temporary
+// Queue Client's, to a queue's tags at now: a queue is idle when it carries
+// the RetentionTag and either no HeartbeatTag or a heartbeat older than the
+// retention. A malformed tag returns an error wrapping ErrBadTag.
+func IdleStatus(tags map[string]string, now time.Time) (Status, error) {
+	rs, ok := tags[sqsapi.RetentionTag]
+	if !ok {
+		return Status{Verdict: VerdictNotTemporary}, nil
+	}
+	retention, err := strconv.ParseInt(strings.TrimSpace(rs), 10, 64)
+	if err != nil || retention < 0 {
+		return Status{Verdict: VerdictError}, fmt.Errorf("%w: %s=%q", ErrBadTag, sqsapi.RetentionTag, rs)
+	}
+	st := Status{Retention: time.Duration(retention) * time.Second}
+	hs, ok := tags[sqsapi.HeartbeatTag]
+	if !ok {
+		st.Verdict = VerdictIdle // the Java rule: retention tag but never a heartbeat
+		return st, nil
+	}
+	last, err := strconv.ParseInt(strings.TrimSpace(hs), 10, 64)
+	if err != nil {
+		st.Verdict = VerdictError
+		return st, fmt.Errorf("%w: %s=%q", ErrBadTag, sqsapi.HeartbeatTag, hs)
+	}
+	st.Heartbeat = time.UnixMilli(last)
+	age := now.UnixMilli() - last
+	switch {
+	case age < 0:
+		st.Verdict = VerdictFutureHeartbeat
+	case age > retention*1000:
+		st.Verdict = VerdictIdle
+	default:
+		st.Verdict = VerdictLive
+	}
+	return st, nil
+}
+
+// QueueStatus is one queue as a sweep sees it.
+type QueueStatus struct {
+	QueueURL string
+	Name     string
+	// RequesterHostQueue reports the name form <prefix><uuid>-<n>: such a
+	// queue is deleted when idle even if it holds messages; any other idle
+	// queue only when empty.
+	RequesterHostQueue bool
+	Status
+	// Err is set with VerdictError.
+	Err error
+}
+
+// HeartbeatAge returns how long before now the last heartbeat was, or 0
+// when there is none.
+func (q QueueStatus) HeartbeatAge(now time.Time) time.Duration {
+	if q.Heartbeat.IsZero() {
+		return 0
+	}
+	return now.Sub(q.Heartbeat)
+}
+
+// Queues lists the queues with the prefix (every page) and applies the idle
+// rule to each one's tags, as Sweep would, without deleting anything or
+// reading queue attributes. It costs one ListQueues per 1,000 queues and one
+// ListQueueTags per queue that is not reserved. The result is sorted by
+// name; a queue deleted meanwhile is left out.
+func (s *Sweeper) Queues(ctx context.Context) ([]QueueStatus, error) {
+	var calls atomic.Int64
+	urls, err := s.list(ctx, &calls)
+	if err != nil {
+		return nil, fmt.Errorf("reaper: ListQueues: %w", err)
+	}
+	now := s.opts.Now()
+	var (
+		mu  sync.Mutex
+		out []QueueStatus
+	)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(s.opts.SweepConcurrency)
+	for _, u := range urls {
+		name := queueName(u)
+		q := QueueStatus{QueueURL: u, Name: name, RequesterHostQueue: s.IsRequesterHostQueue(name)}
+		if s.reserved(name) {
+			q.Verdict = VerdictReserved
+			mu.Lock()
+			out = append(out, q)
+			mu.Unlock()
+			continue
+		}
+		g.Go(func() error {
+			var tags *sqs.ListQueueTagsOutput
+			err := s.call(gctx, &calls, func(ctx context.Context) (err error) {
+				tags, err = s.client.ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: aws.String(u)})
+				return err
+			})
+			switch {
+			case sqsapi.IsQueueDoesNotExist(err):
+				return nil
+			case err != nil:
+				q.Verdict, q.Err = VerdictError, &QueueError{QueueURL: u, Op: "ListQueueTags", Err: err}
+			default:
+				q.Status, q.Err = IdleStatus(tags.Tags, now)
+				if q.Err != nil {
+					q.Err = &QueueError{QueueURL: u, Op: "idle rule", Err: q.Err}
+				}
+			}
+			mu.Lock()
+			out = append(out, q)
+			mu.Unlock()
+			return nil
+		})
+	}
+	_ = g.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b QueueStatus) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}

@@ -1,0 +1,80 @@
+package reaper_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/tempqueues/tempqueues/internal/sqstestenv"
+	"github.com/tempqueues/tempqueues/reaper"
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// TestQueuesAndDryRun lists queues with their verdicts, and checks a dry-run
+// sweep reports the idle queues and deletes none.
+func TestQueuesAndDryRun(t *testing.T) {
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		client, counter := b.Client(t)
+		ctx := context.Background()
+		prefix := testPrefix(t)
+		clk := frozenClock()
+		now := clk.Now()
+		urls := map[string]string{
+			"idle":   createQueue(t, client, hostName(prefix, 0), javaTags(300, now.Add(-10*time.Minute))),
+			"live":   createQueue(t, client, hostName(prefix, 1), javaTags(300, now.Add(-time.Minute))),
+			"future": createQueue(t, client, hostName(prefix, 2), javaTags(300, now.Add(time.Hour))),
+			"plain":  createQueue(t, client, prefix+"plain", nil),
+			"bad":    createQueue(t, client, prefix+"bad", map[string]string{sqsapi.RetentionTag: "soon"}),
+			"lease":  createQueue(t, client, prefix+reaper.CoordinationQueueSuffix, nil),
+		}
+		s, err := reaper.NewSweeper(client, func(o *reaper.Options) { o.Prefix = prefix; o.Now = clk.Now })
+		if err != nil {
+			t.Fatal(err)
+		}
+		qs, err := s.Queues(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]reaper.Verdict{
+			urls["idle"]: reaper.VerdictIdle, urls["live"]: reaper.VerdictLive, urls["future"]: reaper.VerdictFutureHeartbeat,
+			urls["plain"]: reaper.VerdictNotTemporary, urls["bad"]: reaper.VerdictError, urls["lease"]: reaper.VerdictReserved,
+		}
+		if len(qs) != len(want) {
+			t.Fatalf("Queues returned %d queues, want %d: %+v", len(qs), len(want), qs)
+		}
+		for _, q := range qs {
+			if q.Verdict != want[q.QueueURL] {
+				t.Errorf("%s: verdict %s, want %s", q.Name, q.Verdict, want[q.QueueURL])
+			}
+			if (q.Verdict == reaper.VerdictError) != errors.Is(q.Err, reaper.ErrBadTag) {
+				t.Errorf("%s: err %v", q.Name, q.Err)
+			}
+		}
+		for _, q := range qs {
+			if q.QueueURL == urls["live"] {
+				if age := q.HeartbeatAge(now); age < time.Minute-time.Second || age > time.Minute+time.Second || q.Retention != 300*time.Second || !q.RequesterHostQueue {
+					t.Errorf("live queue: %+v, age %v", q, q.HeartbeatAge(now))
+				}
+			}
+		}
+
+		dry, err := reaper.NewSweeper(client, func(o *reaper.Options) { o.Prefix = prefix; o.Now = clk.Now; o.DryRun = true })
+		if err != nil {
+			t.Fatal(err)
+		}
+		counter.Reset()
+		rep, err := dry.Sweep(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !rep.DryRun || len(rep.Deleted) != 1 || rep.Deleted[0] != urls["idle"] || counter.Get("DeleteQueue") != 0 {
+			t.Fatalf("dry run: %+v, calls %v", rep, counter.Snapshot())
+		}
+		for name, u := range urls {
+			if !exists(t, client, u) {
+				t.Errorf("dry run deleted %s", name)
+			}
+		}
+	})
+}

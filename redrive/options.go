@@ -1,0 +1,156 @@
+package redrive
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// Client is the part of the SQS API a Redriver calls. *sqs.Client
+// implements it.
+type Client interface {
+	sqsapi.Sender
+	sqsapi.Receiver
+	sqsapi.Deleter
+	sqsapi.VisibilityChanger
+	ListDeadLetterSourceQueues(ctx context.Context, params *sqs.ListDeadLetterSourceQueuesInput, optFns ...func(*sqs.Options)) (*sqs.ListDeadLetterSourceQueuesOutput, error)
+}
+
+var _ Client = (*sqs.Client)(nil)
+
+// Defaults and limits of Options.
+const (
+	DefaultBase              = time.Second
+	DefaultCap               = 15 * time.Minute
+	DefaultMaxAttempts       = 5
+	DefaultVisibilityTimeout = 30 * time.Second
+	DefaultWaitTime          = 20 * time.Second
+	// MaxCap is the largest accepted Cap. A replay delayed beyond SQS's
+	// 900 s waits on the dead-letter queue, so keep Cap well below the
+	// dead-letter queue's MessageRetentionPeriod too.
+	MaxCap = 24 * time.Hour
+	// drainWait is the long-poll wait of Drain's receives: a long poll, even
+	// a short one, asks every SQS server, so an empty answer means empty.
+	drainWait = time.Second
+)
+
+// Options configure a Redriver. Zero values mean the documented defaults.
+type Options struct {
+	// Target is the URL of the queue messages are replayed to. Default: the
+	// dead-letter queue's source queue, found with
+	// ListDeadLetterSourceQueues on first use; it must be exactly one
+	// queue (a *SourceError otherwise). Some emulators lack that call:
+	// name the target there.
+	Target string
+	// ParkingQueue is the URL of the queue that receives messages past
+	// MaxAttempts, and those with no room left for the attempt attribute,
+	// for a person to inspect. Required.
+	ParkingQueue string
+
+	// Base and Cap shape the replay delay: replay n (1-based) waits a
+	// uniformly random time in [0, min(Cap, Base x 2^(n-1))] (exponential
+	// backoff with full jitter). Defaults DefaultBase and DefaultCap; Cap
+	// may exceed SQS's 900 s limit on DelaySeconds, up to MaxCap (see the
+	// package documentation for how). SQS delays whole seconds: up to
+	// 900 s the delay is drawn uniformly from the whole seconds 0 to
+	// floor(min(Cap, Base x 2^(n-1))).
+	Base, Cap time.Duration
+	// MaxAttempts is how many times a message is replayed; the next time it
+	// reaches the dead-letter queue it is parked. Default
+	// DefaultMaxAttempts.
+	MaxAttempts int
+	// RateLimit, if positive, bounds the messages handled per second.
+	RateLimit float64
+	// DryRun receives the messages and reports what would be done to each,
+	// sending, deleting and re-hiding nothing; the messages are made
+	// visible again at the end of Drain. Only Drain accepts it.
+	DryRun bool
+
+	// VisibilityTimeout is how long a received message stays hidden while
+	// it is replayed; after a failure it reappears that much later.
+	// Default DefaultVisibilityTimeout.
+	VisibilityTimeout time.Duration
+	// WaitTime is the long-poll wait of Run's receives, 1 s to 20 s.
+	// Default DefaultWaitTime. Drain polls for 1 s and stops at the first
+	// empty answer.
+	WaitTime time.Duration
+
+	// Logger receives a record per action at Debug and failures at Warn;
+	// nil means silent.
+	Logger *slog.Logger
+	// OnEvent, if set, is called for each message handled, in order, from
+	// the goroutine of Drain or Run. It must not block for long.
+	OnEvent func(Event)
+
+	// Rand, if set, returns a uniform value in [0, n) in place of the
+	// default random source of the jitter; tests make delays deterministic
+	// with it.
+	Rand func(n int64) int64
+	// Now is the clock of due times; default time.Now.
+	Now func() time.Time
+}
+
+func buildOptions(dlqURL string, optFns []func(*Options)) (Options, error) {
+	const op = "redrive.New"
+	o := Options{}
+	for _, fn := range optFns {
+		if fn != nil {
+			fn(&o)
+		}
+	}
+	if o.Base == 0 {
+		o.Base = DefaultBase
+	}
+	if o.Cap == 0 {
+		o.Cap = max(DefaultCap, o.Base)
+	}
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = DefaultMaxAttempts
+	}
+	if o.VisibilityTimeout == 0 {
+		o.VisibilityTimeout = DefaultVisibilityTimeout
+	}
+	if o.WaitTime == 0 {
+		o.WaitTime = DefaultWaitTime
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case dlqURL == "" || sqsapi.IsVirtualQueueURL(dlqURL):
+		return o, sqsapi.Invalid(op, "dlqURL", "%q is not a queue URL", dlqURL)
+	case isFIFO(dlqURL):
+		return o, sqsapi.Invalid(op, "dlqURL", "%q is a FIFO queue: SQS refuses per-message delays on FIFO queues, which replay needs", dlqURL)
+	case o.ParkingQueue == "":
+		return o, sqsapi.Invalid(op, "ParkingQueue", "required: messages past MaxAttempts go there")
+	case o.ParkingQueue == dlqURL:
+		return o, sqsapi.Invalid(op, "ParkingQueue", "must differ from the dead-letter queue")
+	case sqsapi.IsVirtualQueueURL(o.ParkingQueue):
+		return o, sqsapi.Invalid(op, "ParkingQueue", "%q is a virtual queue URL", o.ParkingQueue)
+	case o.Target != "" && (o.Target == dlqURL || o.Target == o.ParkingQueue):
+		return o, sqsapi.Invalid(op, "Target", "must differ from the dead-letter and parking queues")
+	case o.Target != "" && (sqsapi.IsVirtualQueueURL(o.Target) || isFIFO(o.Target)):
+		return o, sqsapi.Invalid(op, "Target", "%q: virtual and FIFO queues are not supported as targets", o.Target)
+	case o.Base < 0 || o.Cap < o.Base || o.Cap > MaxCap:
+		return o, sqsapi.Invalid(op, "Base/Cap", "want 0 < Base <= Cap <= %v, got Base %v, Cap %v", MaxCap, o.Base, o.Cap)
+	case o.MaxAttempts < 0:
+		return o, sqsapi.Invalid(op, "MaxAttempts", "%d is negative", o.MaxAttempts)
+	case o.RateLimit < 0:
+		return o, sqsapi.Invalid(op, "RateLimit", "%v is negative", o.RateLimit)
+	case o.VisibilityTimeout < time.Second || o.VisibilityTimeout > sqsapi.MaxVisibilityTimeout*time.Second:
+		return o, sqsapi.Invalid(op, "VisibilityTimeout", "%v is outside [1s, 12h]", o.VisibilityTimeout)
+	case o.WaitTime < time.Second || o.WaitTime > sqsapi.MaxWaitTimeSeconds*time.Second:
+		return o, sqsapi.Invalid(op, "WaitTime", "%v is outside [1s, 20s]", o.WaitTime)
+	}
+	return o, nil
+}
+
+func isFIFO(queueURL string) bool { return strings.HasSuffix(queueURL, ".fifo") }
