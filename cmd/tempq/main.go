@@ -32,6 +32,7 @@ type command struct {
 // commands lists the subcommands; each lives in its own file.
 var commands = []command{
 	{"emulator", "run the embedded SQS server (sqstest) for any SDK", runEmulator},
+	{"bench", "benchmark tempqueues against queue-per-request, a static reply queue and the floor", runBench},
 }
 
 // exitError carries an exit code; usage errors exit 2, failures 1.
