@@ -40,7 +40,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	idleWindow := fs.Duration("idle-window", 30*time.Second, "idle-cost window (0 skips); stands for window x idle-scale of real time")
 	idleScale := fs.Int("idle-scale", 20, fmt.Sprintf("divide the library's periods by this for the idle measurement (1 to %d)", bench.MaxIdleScale))
 	memQueues := fs.Int("memory-queues", 200_000, "idle virtual queues created to measure their memory (0 skips)")
-	createWait := fs.Duration("create-wait", 0, "queue-per-request: wait after CreateQueue (AWS documents about 1s before a new queue is usable)")
+	createWait := fs.Duration("create-wait", time.Second, "queue-per-request: wait after CreateQueue before using the queue (AWS documents at least 1s; emulators need none)")
 	latency := fs.Duration("latency", 0, "embedded server only: added to every call, to stand for a network round trip")
 	jsonOut := fs.Bool("json", false, "print the report as JSON instead of tables")
 	svgDir := fs.String("svg-dir", "", "write latency.svg, calls.svg and throughput.svg to this directory")

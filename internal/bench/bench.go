@@ -73,8 +73,9 @@ type Config struct {
 	// CallTimeout bounds one RPC; default 30s.
 	CallTimeout time.Duration
 	// CreateWait is how long queue-per-request waits after CreateQueue
-	// before using the queue. AWS documents that a new queue may not be
-	// usable for about a second; emulators need no wait. Default 0.
+	// before using the queue. The CreateQueue reference says to wait at
+	// least one second before using a new queue; emulators need no wait.
+	// Default 0; tempq bench passes 1s.
 	CreateWait time.Duration
 	// ServerPollers is the number of long-poll loops of the hand-written
 	// worker, and MaxPollers of the tempqueues responder; default 4.

@@ -39,6 +39,9 @@ func Targets(r *Report) []Target {
 		hi = max(hi, c)
 	}
 	tq := func(c int) *Result { return r.Find(TempQueues, c) }
+	if hi == lo {
+		hi = 0 // the steady-load targets need a second concurrency level
+	}
 	if t := tq(hi); t != nil && t.RPCs > 0 {
 		add(fmt.Sprintf("API calls per RPC at %d callers", hi), t.APICallsPerRPC, 1.0, "calls", true)
 	}
@@ -69,7 +72,8 @@ func Targets(r *Report) []Target {
 // Markdown tables.
 func WriteTable(w io.Writer, r *Report) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "server: %s; %d rounds of %v windows per contender and concurrency\n\n", r.Server, r.Rounds, r.Window)
+	fmt.Fprintf(&b, "server: %s; %d rounds of %v windows per contender and concurrency; queue-per-request waits %v after CreateQueue\n\n",
+		r.Server, r.Rounds, r.Window, r.CreateWait)
 	b.WriteString("| contender | callers | RPC/s | p50 ms | p99 ms | API calls/RPC | $ per million RPCs | errors |\n")
 	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, res := range r.Results {
