@@ -43,6 +43,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	createWait := fs.Duration("create-wait", time.Second, "queue-per-request: wait after CreateQueue before using the queue (AWS documents at least 1s; emulators need none)")
 	latency := fs.Duration("latency", 0, "embedded server only: added to every call, to stand for a network round trip")
 	jsonOut := fs.Bool("json", false, "print the report as JSON instead of tables")
+	jsonFile := fs.String("json-file", "", "also write the JSON report to this file")
 	svgDir := fs.String("svg-dir", "", "write latency.svg, calls.svg and throughput.svg to this directory")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -128,15 +129,33 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		fmt.Fprintln(stderr, "tempq bench: plots written to", *svgDir)
 	}
+	if *jsonFile != "" {
+		f, err := os.Create(*jsonFile)
+		if err != nil {
+			return err
+		}
+		err = writeJSON(f, rep)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return err
+		}
+	}
 	if *jsonOut {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
-			*bench.Report
-			Targets []bench.Target `json:"targets"`
-		}{rep, bench.Targets(rep)})
+		return writeJSON(stdout, rep)
 	}
 	return bench.WriteTable(stdout, rep)
+}
+
+// writeJSON writes the report with its targets.
+func writeJSON(w io.Writer, rep *bench.Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(struct {
+		*bench.Report
+		Targets []bench.Target `json:"targets"`
+	}{rep, bench.Targets(rep)})
 }
 
 func writeSVGs(dir string, rep *bench.Report) error {
