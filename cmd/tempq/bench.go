@@ -44,6 +44,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	latency := fs.Duration("latency", 0, "embedded server only: added to every call, to stand for a network round trip")
 	jsonOut := fs.Bool("json", false, "print the report as JSON instead of tables")
 	jsonFile := fs.String("json-file", "", "also write the JSON report to this file")
+	fromJSON := fs.String("from-json", "", "do not run: print (and plot) the report saved in this JSON file")
 	svgDir := fs.String("svg-dir", "", "write latency.svg, calls.svg and throughput.svg to this directory")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -66,6 +67,18 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *duration <= 0 || *rounds <= 0 {
 		return usageError("--duration and --rounds must be positive")
+	}
+
+	if *fromJSON != "" {
+		b, err := os.ReadFile(*fromJSON)
+		if err != nil {
+			return err
+		}
+		var rep bench.Report
+		if err := json.Unmarshal(b, &rep); err != nil {
+			return fmt.Errorf("%s: %w", *fromJSON, err)
+		}
+		return output(&rep, stdout, stderr, *svgDir, "", *jsonOut)
 	}
 
 	httpClient := awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
@@ -123,14 +136,20 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if *svgDir != "" {
-		if err := writeSVGs(*svgDir, rep); err != nil {
+	return output(rep, stdout, stderr, *svgDir, *jsonFile, *jsonOut)
+}
+
+// output writes the plots and the JSON file if asked, then the report to
+// stdout as JSON or tables.
+func output(rep *bench.Report, stdout, stderr io.Writer, svgDir, jsonFile string, jsonOut bool) error {
+	if svgDir != "" {
+		if err := writeSVGs(svgDir, rep); err != nil {
 			return err
 		}
-		fmt.Fprintln(stderr, "tempq bench: plots written to", *svgDir)
+		fmt.Fprintln(stderr, "tempq bench: plots written to", svgDir)
 	}
-	if *jsonFile != "" {
-		f, err := os.Create(*jsonFile)
+	if jsonFile != "" {
+		f, err := os.Create(jsonFile)
 		if err != nil {
 			return err
 		}
@@ -142,7 +161,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 	}
-	if *jsonOut {
+	if jsonOut {
 		return writeJSON(stdout, rep)
 	}
 	return bench.WriteTable(stdout, rep)

@@ -76,6 +76,15 @@ func TestBenchSmoke(t *testing.T) {
 	if len(rep.Targets) < 5 {
 		t.Errorf("%d targets checked, want at least 5: %v", len(rep.Targets), rep.Targets)
 	}
+	// The saved report renders again without a run.
+	saved := filepath.Join(dir, "report.json")
+	if err := os.WriteFile(saved, []byte(stdout), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	table, stderr, code := tempq(t, nil, "bench", "--from-json", saved)
+	if code != 0 || !strings.Contains(table, "| tempqueues | 8 |") || !strings.Contains(table, "| target |") {
+		t.Errorf("--from-json: code %d, stdout:\n%s\nstderr:\n%s", code, table, stderr)
+	}
 	for _, name := range []string{"latency.svg", "calls.svg", "throughput.svg"} {
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {

@@ -291,8 +291,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				t.elapsed += w.elapsed
 				var calls int64
 				for op, n := range after {
-					t.calls[op] += n - before[op]
-					calls += n - before[op]
+					if d := n - before[op]; d != 0 {
+						t.calls[op] += d
+						calls += d
+					}
 				}
 				done++
 				fmt.Fprintf(cfg.Progress, "[%d/%d] round %d  %-18s c=%-3d %7.0f rpc/s  p50 %7.2f ms  %5.2f calls/rpc  %d errors\n",
