@@ -16,7 +16,7 @@ import (
 func TestBenchSmoke(t *testing.T) {
 	dir := t.TempDir()
 	stdout, stderr, code := tempq(t, nil, "bench", "--json", "--duration", "300ms", "--rounds", "1",
-		"--concurrency", "1,8", "--create-wait", "0", "--idle-window", "1s", "--memory-queues", "2000", "--svg-dir", dir)
+		"--concurrency", "1,8", "--create-wait", "0", "--idle-window", "2s", "--memory-queues", "2000", "--svg-dir", dir)
 	if code != 0 {
 		t.Fatalf("exit code %d\nstderr:\n%s", code, stderr)
 	}
@@ -67,6 +67,8 @@ func TestBenchSmoke(t *testing.T) {
 			t.Errorf("floor: %v API calls per RPC, want 6", calls)
 		}
 	}
+	// The idle responder's 1 s long polls (20 s scaled by 20) end at least
+	// once in a 2 s window.
 	if rep.Idle == nil || rep.Idle.Requester < 0 || rep.Idle.Responder <= 0 {
 		t.Errorf("idle figures %+v", rep.Idle)
 	}
