@@ -246,15 +246,16 @@ func (c *Call) onReply(msgs []types.Message, err error) {
 		return
 	}
 	m := msgs[0]
-	// Off the caller's path: the delete joins the host's next batch.
+	c.r.replied.Add(1)
+	c.finish(&m, nil)
+	// Off the caller's path, after the caller is woken: the delete joins
+	// the host's next batch.
 	c.r.tq.DeleteMessageAsync(c.replyURL, aws.ToString(m.ReceiptHandle), func(err error) {
 		if err != nil {
 			c.r.log.LogAttrs(context.Background(), slog.LevelWarn, "requester: deleting a response failed; it may be delivered again as an orphan",
 				slog.String("request_id", c.requestID), slog.Any("error", err))
 		}
 	})
-	c.r.replied.Add(1)
-	c.finish(&m, nil)
 }
 
 // onContextDone runs when the call's context ends before the response.

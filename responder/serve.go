@@ -265,15 +265,28 @@ func (s *server) releaseSlots(n int) {
 	}
 }
 
+// poll runs a poller. A poller that receives requests hands its loop to a
+// fresh goroutine and handles the last request itself: that request starts
+// at once rather than after the next receive is on its way, which on an
+// idle responder is most of a lone request's wait.
 func (s *server) poll() {
-	defer s.pollers.Done()
+	m, receivedAt, handoff := s.pollLoop()
+	s.pollers.Done()
+	if handoff {
+		s.handle(m, receivedAt)
+	}
+}
+
+// pollLoop receives until the poller stops (handoff false) or hands its loop
+// over, returning a request for the caller to handle (handoff true).
+func (s *server) pollLoop() (types.Message, time.Time, bool) {
 	r := s.r
 	failures := 0
 	for {
 		n := s.acquire()
 		if n == 0 {
 			s.pollerExit()
-			return
+			return types.Message{}, time.Time{}, false
 		}
 		s.notePoll(time.Now().Add(r.opts.WaitTime))
 		out, err := r.client.ReceiveMessage(s.recvCtx, &sqs.ReceiveMessageInput{
@@ -289,19 +302,19 @@ func (s *server) poll() {
 			s.releaseSlots(n)
 			if s.stopCtx.Err() != nil {
 				s.pollerExit()
-				return
+				return types.Message{}, time.Time{}, false
 			}
 			var gone *types.QueueDoesNotExist
 			if errors.As(err, &gone) {
 				r.log.Error("responder: request queue does not exist; Serve stops", slog.String("queue_url", s.queueURL), slog.Any("error", err))
 				s.setFatal(fmt.Errorf("responder: receiving from %s: %w", s.queueURL, err))
 				s.pollerExit()
-				return
+				return types.Message{}, time.Time{}, false
 			}
 			r.stats.receiveErrors.Add(1)
 			if s.retirePoller() {
 				// Fewer pollers under errors: only the last one retries.
-				return
+				return types.Message{}, time.Time{}, false
 			}
 			d := r.recvBO.Delay(failures)
 			failures++
@@ -309,7 +322,7 @@ func (s *server) poll() {
 				slog.Int("attempt", failures), slog.Duration("delay", d), slog.Any("error", err))
 			if backoff.Sleep(s.stopCtx, d) != nil {
 				s.pollerExit()
-				return
+				return types.Message{}, time.Time{}, false
 			}
 			continue
 		}
@@ -320,7 +333,7 @@ func (s *server) poll() {
 		if got == 0 {
 			r.stats.emptyReceives.Add(1)
 			if s.retirePoller() {
-				return
+				return types.Message{}, time.Time{}, false
 			}
 			continue
 		}
@@ -332,9 +345,9 @@ func (s *server) poll() {
 			}
 			s.releaseSlots(got)
 			s.pollerExit()
-			return
+			return types.Message{}, time.Time{}, false
 		}
-		for _, m := range out.Messages {
+		for _, m := range out.Messages[:got-1] {
 			s.handlers.Add(1)
 			go s.handle(m, now)
 		}
@@ -343,6 +356,12 @@ func (s *server) poll() {
 			// one poller's round trips cannot drain fast enough.
 			s.addPoller()
 		}
+		// Counted as a handler before this goroutine stops counting as a
+		// poller, so that once the pollers are gone no handler starts.
+		s.handlers.Add(1)
+		s.pollers.Add(1)
+		go s.poll()
+		return out.Messages[got-1], now, true
 	}
 }
 

@@ -55,7 +55,8 @@ type Options struct {
 	DisableSweeping bool
 	// Logger receives operational logs; nil discards them.
 	Logger *slog.Logger
-	// VirtualQueue configures the virtual-queue layer.
+	// VirtualQueue configures the virtual-queue layer. Linger is on by
+	// default: the host queues are the client's own.
 	VirtualQueue []func(*virtualqueue.Options)
 	// Reaper configures heartbeats and sweeps (Prefix, Logger and
 	// DisableSweeping are set from the fields above first).
@@ -123,7 +124,12 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Client, error) {
 		return nil, err
 	}
 	c.reaper = r
-	c.Client = virtualqueue.New(client, append([]func(*virtualqueue.Options){func(o *virtualqueue.Options) { o.Logger = opts.Logger }}, opts.VirtualQueue...)...)
+	// Host queues are this client's own: a lingering poller takes nobody
+	// else's messages.
+	c.Client = virtualqueue.New(client, append([]func(*virtualqueue.Options){func(o *virtualqueue.Options) {
+		o.Logger = opts.Logger
+		o.Linger = true
+	}}, opts.VirtualQueue...)...)
 	return c, nil
 }
 

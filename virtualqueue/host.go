@@ -161,12 +161,19 @@ func (h *host) startPollersLocked() {
 // poll receives from the host queue while there is demand and routes what it
 // gets. Several may run at once under load; each exits when demand no longer
 // justifies it, so an idle host costs no calls.
+// With Options.Linger, the last poller makes one more receive after a
+// receive that brought messages.
 func (h *host) poll() {
 	defer h.c.wg.Done()
 	ctx := h.c.ctx
+	linger := false
 	for {
 		h.mu.Lock()
-		if ctx.Err() != nil || h.pollers > h.wantPollersLocked() {
+		want := h.wantPollersLocked()
+		if linger && want == 0 && h.pollers == 1 && !h.closed {
+			want = 1
+		}
+		if ctx.Err() != nil || h.pollers > want {
 			h.pollers--
 			h.mu.Unlock()
 			return
@@ -191,6 +198,7 @@ func (h *host) poll() {
 			if ctx.Err() != nil {
 				continue
 			}
+			linger = false
 			h.pollFailed(err)
 			continue
 		}
@@ -200,6 +208,7 @@ func (h *host) poll() {
 		h.mu.Unlock()
 		h.c.log.LogAttrs(ctx, slog.LevelDebug, "virtualqueue: host queue receive",
 			slog.String("queue_url", h.url), slog.Int("messages", len(out.Messages)), slog.Int("waiting", demand))
+		linger = h.c.opts.Linger && len(out.Messages) > 0
 		h.route(out.Messages)
 	}
 }

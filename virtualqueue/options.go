@@ -65,6 +65,16 @@ type Options struct {
 	// MaxPollers bounds the concurrent receives per host queue. The number of
 	// pollers follows demand: one per 10 waiting receivers. Default 4.
 	MaxPollers int
+	// Linger keeps the last poller of a host for one more receive after a
+	// receive that brought messages, even when nobody waits. Under steady
+	// request/response traffic the receive for the next reply is then on
+	// its way before the next request is sent, instead of starting
+	// alongside it; an idle host pays one empty long poll after its last
+	// message. Set it only for host queues this client owns alone (the
+	// tempqueue package does): on a shared host, a lingering receive takes
+	// messages that no local queue waits for, and the orphan policy
+	// applies to them.
+	Linger bool
 	// ReleaseMargin is how long before a buffered message's host visibility
 	// timeout ends it is released; default a quarter of the host's
 	// VisibilityTimeout, at most 5s.

@@ -302,6 +302,31 @@ func TestIdleHostCostsNoCalls(t *testing.T) {
 	})
 }
 
+// TestLingerPollsOnceMore checks Options.Linger: after a receive that
+// brought messages, the poller makes exactly one more receive although
+// nobody waits, and stops when it comes back empty. Without Linger it stops
+// at once.
+func TestLingerPollsOnceMore(t *testing.T) {
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		for _, linger := range []bool{false, true} {
+			e := newEnv(t, b, 30)
+			c := e.client(func(o *virtualqueue.Options) { o.Linger = linger; o.PollWaitTime = time.Second })
+			u := e.createVQ(c, "v")
+			send(t, c, u, "one")
+			receiveN(t, c, u, 1, 10*time.Second)
+			want := int64(1)
+			if linger {
+				want = 2
+			}
+			eventually(t, 5*time.Second, "lingering receive", func() bool { return c.Stats().Calls["ReceiveMessage"] >= want })
+			time.Sleep(2500 * time.Millisecond) // the lingering long poll runs out, and nothing follows
+			if got := c.Stats().Calls["ReceiveMessage"]; got != want {
+				t.Errorf("Linger %v: %d receives, want %d", linger, got, want)
+			}
+		}
+	})
+}
+
 func TestHostQueueDeletedUnderClient(t *testing.T) {
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b, 30)

@@ -4,7 +4,8 @@
 // is in flight for that queue, and otherwise when a full batch (10 entries, or
 // the byte limit) is waiting and fewer than MaxInFlight calls run. Entries
 // that arrive while a call is in flight ride on the next call, so batches
-// grow with load and the call count per entry falls towards 1/10.
+// grow with load and the call count per entry falls towards 1/10. A lone
+// entry waited for with Do is sent on the caller's own goroutine.
 package batch
 
 import (
@@ -175,9 +176,18 @@ func (c *Coalescer[E, R]) addLocked(key string, entry E, done func(R, error)) *k
 	return ks
 }
 
-// Do submits entry and waits for its result or for ctx. When ctx ends first
-// the entry is still processed; only the wait is abandoned.
+// Do submits entry and waits for its result or for ctx.
+//
+// A lone entry (no call in flight and nothing pending for key) is sent at
+// once by a call on the caller's goroutine under ctx, as a plain SDK call
+// would be: handing it to another goroutine would only add a wake-up to its
+// latency. Entries submitted meanwhile wait for that call and ride on the
+// next. Otherwise the entry joins a batch call under Options.Context; when
+// ctx ends first the entry is still processed, only the wait is abandoned.
 func (c *Coalescer[E, R]) Do(ctx context.Context, key string, entry E) (R, error) {
+	if r, ok := c.doInline(ctx, key, entry); ok {
+		return r.Value, r.Err
+	}
 	ch := make(chan Result[R], 1)
 	c.Submit(key, entry, func(v R, err error) { ch <- Result[R]{v, err} })
 	select {
@@ -187,6 +197,54 @@ func (c *Coalescer[E, R]) Do(ctx context.Context, key string, entry E) (R, error
 		var zero R
 		return zero, ctx.Err()
 	}
+}
+
+// doInline makes the call for entry on the caller's goroutine if entry is
+// alone for key; ok is false when it is not (or the coalescer is closed).
+func (c *Coalescer[E, R]) doInline(ctx context.Context, key string, entry E) (r Result[R], ok bool) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return r, false
+	}
+	ks := c.keys[key]
+	if ks != nil && (ks.inFlight > 0 || len(ks.pending) > 0) {
+		c.mu.Unlock()
+		return r, false
+	}
+	if ks == nil {
+		ks = &keyState[E, R]{}
+		c.keys[key] = ks
+	}
+	ks.inFlight++
+	c.calls.Add(1)
+	c.mu.Unlock()
+	defer c.calls.Done()
+
+	results, err := c.fn(ctx, key, []E{entry})
+	switch {
+	case err != nil:
+		r.Err = err
+	case len(results) != 1:
+		r.Err = errors.New("batch: call returned a wrong number of results")
+	default:
+		r = results[0]
+	}
+	c.finish(key, ks)
+	return r, true
+}
+
+// finish accounts for the end of a call on key and starts the calls of
+// the entries pending meanwhile.
+func (c *Coalescer[E, R]) finish(key string, ks *keyState[E, R]) {
+	c.mu.Lock()
+	ks.inFlight--
+	c.maybeStartLocked(key, ks)
+	if ks.inFlight == 0 && len(ks.pending) == 0 {
+		delete(c.keys, key)
+	}
+	c.idle.Broadcast()
+	c.mu.Unlock()
 }
 
 func (c *Coalescer[E, R]) full(ks *keyState[E, R]) bool {
@@ -242,14 +300,7 @@ func (c *Coalescer[E, R]) run(key string, ks *keyState[E, R], batch []item[E, R]
 		}
 		it.done(results[i].Value, results[i].Err)
 	}
-	c.mu.Lock()
-	ks.inFlight--
-	c.maybeStartLocked(key, ks)
-	if ks.inFlight == 0 && len(ks.pending) == 0 {
-		delete(c.keys, key)
-	}
-	c.idle.Broadcast()
-	c.mu.Unlock()
+	c.finish(key, ks)
 }
 
 // Pending returns the number of entries submitted and not yet answered.

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestBenchSmoke runs a miniature benchmark (every contender, two
+// concurrency levels, one round of short windows, a short idle window and a
+// small memory sample) so that the harness cannot rot: it checks the JSON
+// shape, that every RPC succeeded, and that the figures are sane.
+func TestBenchSmoke(t *testing.T) {
+	dir := t.TempDir()
+	stdout, stderr, code := tempq(t, nil, "bench", "--json", "--duration", "300ms", "--rounds", "1",
+		"--concurrency", "1,8", "--create-wait", "0", "--idle-window", "2s", "--memory-queues", "2000", "--svg-dir", dir)
+	if code != 0 {
+		t.Fatalf("exit code %d\nstderr:\n%s", code, stderr)
+	}
+	if !strings.Contains(stderr, "[8/8]") {
+		t.Errorf("no progress on stderr:\n%s", stderr)
+	}
+	var rep struct {
+		Server  string           `json:"server"`
+		Results []map[string]any `json:"results"`
+		Idle    *struct {
+			Requester float64 `json:"requester_calls_per_hour"`
+			Responder float64 `json:"responder_calls_per_hour"`
+		} `json:"idle"`
+		Bytes   float64          `json:"bytes_per_idle_virtual_queue"`
+		Targets []map[string]any `json:"targets"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("stdout is not the JSON report: %v\n%s", err, stdout)
+	}
+	if !strings.Contains(rep.Server, "sqstest over TCP") {
+		t.Errorf("server %q, want the embedded sqstest over TCP", rep.Server)
+	}
+	if len(rep.Results) != 8 {
+		t.Fatalf("%d results, want 4 contenders x 2 concurrency levels", len(rep.Results))
+	}
+	num := func(r map[string]any, k string) float64 {
+		v, ok := r[k].(float64)
+		if !ok {
+			t.Fatalf("result %v has no number %q", r, k)
+		}
+		return v
+	}
+	for _, r := range rep.Results {
+		name := r["contender"]
+		rps, p50, p99, calls := num(r, "rpc_per_s"), num(r, "p50_ms"), num(r, "p99_ms"), num(r, "api_calls_per_rpc")
+		if num(r, "errors") != 0 || num(r, "rpcs") < 1 {
+			t.Errorf("%v: %v RPCs, %v errors", name, r["rpcs"], r["errors"])
+		}
+		if rps <= 0 || p50 <= 0 || p99 < p50 || p50 > 5000 {
+			t.Errorf("%v at %v: rpc/s %v, p50 %v ms, p99 %v ms", name, r["concurrency"], rps, p50, p99)
+		}
+		// Whatever the batching, an RPC takes between a fraction of a
+		// call and a dozen; the floor is exactly its six calls.
+		if calls < 0.1 || calls > 12 {
+			t.Errorf("%v at %v: %v API calls per RPC", name, r["concurrency"], calls)
+		}
+		if name == "floor" && calls != 6 {
+			t.Errorf("floor: %v API calls per RPC, want 6", calls)
+		}
+	}
+	// The idle responder's 1 s long polls (20 s scaled by 20) end at least
+	// once in a 2 s window.
+	if rep.Idle == nil || rep.Idle.Requester < 0 || rep.Idle.Responder <= 0 {
+		t.Errorf("idle figures %+v", rep.Idle)
+	}
+	if rep.Bytes <= 0 || rep.Bytes > 4096 {
+		t.Errorf("%v bytes per idle virtual queue", rep.Bytes)
+	}
+	if len(rep.Targets) < 5 {
+		t.Errorf("%d targets checked, want at least 5: %v", len(rep.Targets), rep.Targets)
+	}
+	// The saved report renders again without a run.
+	saved := filepath.Join(dir, "report.json")
+	if err := os.WriteFile(saved, []byte(stdout), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	table, stderr, code := tempq(t, nil, "bench", "--from-json", saved)
+	if code != 0 || !strings.Contains(table, "| tempqueues | 8 |") || !strings.Contains(table, "| target |") {
+		t.Errorf("--from-json: code %d, stdout:\n%s\nstderr:\n%s", code, table, stderr)
+	}
+	for _, name := range []string{"latency.svg", "calls.svg", "throughput.svg"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			XMLName  xml.Name `xml:"svg"`
+			Polyline []struct {
+				Points string `xml:"points,attr"`
+			} `xml:"polyline"`
+		}
+		if err := xml.Unmarshal(b, &doc); err != nil {
+			t.Fatalf("%s is not SVG: %v", name, err)
+		}
+		if len(doc.Polyline) < 4 {
+			t.Errorf("%s: %d lines, want one per contender at least", name, len(doc.Polyline))
+		}
+	}
+}
+
+func TestBenchFlags(t *testing.T) {
+	for _, args := range [][]string{
+		{"bench", "--contenders", "carrier-pigeon"},
+		{"bench", "--concurrency", "0"},
+		{"bench", "--idle-scale", "100"},
+		{"bench", "extra"},
+	} {
+		if _, stderr, code := tempq(t, nil, args...); code != 2 {
+			t.Errorf("%v: exit code %d, want 2; stderr %q", args, code, stderr)
+		}
+	}
+}

@@ -1,0 +1,429 @@
+// Package bench measures tempqueues against the ways Go code does RPC over
+// SQS without it, on one server in one run: the harness behind
+// `tempq bench` and BENCHMARKS.md.
+//
+// Four contenders answer the same echo requests:
+//
+//   - tempqueues: requester.Requester and responder.Responder.Serve;
+//   - queue-per-request: CreateQueue for each request's reply queue, wait for
+//     the reply, DeleteQueue;
+//   - static-reply-queue: one real reply queue per requester process,
+//     correlation ids, one DeleteMessage per message, no batching;
+//   - floor: the four sequential calls of one round trip made by hand (send
+//     the request, receive it, send the reply, receive it); its two deletes
+//     follow off the clock.
+//
+// Contenders 2 and 3 are served by a hand-written worker as most Go code
+// has one: a few long-poll loops, each handling the messages of a receive
+// concurrently with one SendMessage and one DeleteMessage each.
+//
+// Each contender runs closed-loop at each concurrency (callers that send a
+// request, wait for its reply, and repeat) for Config.Duration, and the run
+// repeats this in Config.Rounds rounds, every round visiting every
+// concurrency and every contender in turn (the contender order rotates from
+// round to round), so that machine drift hits all of them alike. Every
+// contender has its own SDK client and its own sqsapi.CallCounter; the API
+// calls of a window are those its counter saw during the window, empty
+// receives included.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/google/uuid"
+
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// Contender names, in the order of the table.
+const (
+	TempQueues       = "tempqueues"
+	QueuePerRequest  = "queue-per-request"
+	StaticReplyQueue = "static-reply-queue"
+	Floor            = "floor"
+)
+
+// Contenders lists every contender name.
+var Contenders = []string{TempQueues, QueuePerRequest, StaticReplyQueue, Floor}
+
+// Config describes a run.
+type Config struct {
+	// NewClient returns a new SQS client whose calls counter counts (every
+	// contender gets its own).
+	NewClient func(counter *sqsapi.CallCounter) *sqs.Client
+	// Server describes the server, for the report.
+	Server string
+	// Contenders to run; default all, in the order of Contenders.
+	Contenders []string
+	// Concurrency levels; default 1, 8, 64.
+	Concurrency []int
+	// Rounds is how many times every contender visits every concurrency;
+	// default 3.
+	Rounds int
+	// Duration is the length of one measurement window; default 5s.
+	Duration time.Duration
+	// CallTimeout bounds one RPC; default 30s.
+	CallTimeout time.Duration
+	// CreateWait is how long queue-per-request waits after CreateQueue
+	// before using the queue. The CreateQueue reference says to wait at
+	// least one second before using a new queue; emulators need no wait.
+	// Default 0; tempq bench passes 1s.
+	CreateWait time.Duration
+	// ServerPollers is the number of long-poll loops of the hand-written
+	// worker, and MaxPollers of the tempqueues responder; default 4.
+	ServerPollers int
+	// ServerConcurrency is the responder's MaxConcurrency; default the
+	// largest concurrency.
+	ServerConcurrency int
+	// Idle configures the idle-cost measurement; a zero Window skips it.
+	Idle IdleConfig
+	// MemoryQueues is the number of idle virtual queues created to measure
+	// their memory; 0 skips it.
+	MemoryQueues int
+	// Progress receives one line per window; nil discards it.
+	Progress io.Writer
+}
+
+// IdleConfig configures the measurement of idle cost: a requester that made
+// one request and a responder serving an empty queue, left alone for Window
+// with every period of the library divided by Scale (reaper period,
+// heartbeat interval by way of the retention, long-poll waits), so that
+// Window stands for Window x Scale of real time.
+type IdleConfig struct {
+	Window time.Duration
+	Scale  int // default 20: a 300 s retention becomes 15 s, a 20 s poll 1 s
+}
+
+func (c *Config) setDefaults() {
+	if len(c.Contenders) == 0 {
+		c.Contenders = Contenders
+	}
+	if len(c.Concurrency) == 0 {
+		c.Concurrency = []int{1, 8, 64}
+	}
+	if c.Rounds <= 0 {
+		c.Rounds = 3
+	}
+	if c.Duration <= 0 {
+		c.Duration = 5 * time.Second
+	}
+	if c.CallTimeout <= 0 {
+		c.CallTimeout = 30 * time.Second
+	}
+	if c.ServerPollers <= 0 {
+		c.ServerPollers = 4
+	}
+	if c.ServerConcurrency <= 0 {
+		c.ServerConcurrency = slices.Max(c.Concurrency)
+	}
+	if c.Idle.Scale <= 0 {
+		c.Idle.Scale = 20
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+}
+
+// Result is one contender at one concurrency, over all rounds.
+type Result struct {
+	Contender      string  `json:"contender"`
+	Concurrency    int     `json:"concurrency"`
+	RPCs           int64   `json:"rpcs"`
+	Errors         int64   `json:"errors"`
+	Seconds        float64 `json:"seconds"`
+	RPCPerSecond   float64 `json:"rpc_per_s"`
+	P50ms          float64 `json:"p50_ms"`
+	P99ms          float64 `json:"p99_ms"`
+	APICalls       int64   `json:"api_calls"`
+	APICallsPerRPC float64 `json:"api_calls_per_rpc"`
+	// CallsByOp breaks APICalls down by operation.
+	CallsByOp map[string]int64 `json:"calls_by_op"`
+	// DollarsPerMillionRPC is APICallsPerRPC x $0.40 (the SQS standard price
+	// per million requests, payloads up to 64 KiB).
+	DollarsPerMillionRPC float64 `json:"usd_per_million_rpc"`
+}
+
+// PricePerMillionCalls is the price of a million SQS standard-queue API calls
+// in US dollars (us-east-1, first 100 billion a month).
+const PricePerMillionCalls = 0.40
+
+// IdleResult is the idle cost of the tempqueues requester and responder.
+type IdleResult struct {
+	// Window is the real time measured, Scale its time factor.
+	Window time.Duration `json:"window_ns"`
+	Scale  int           `json:"scale"`
+	// Calls made in the window, by operation.
+	RequesterCalls map[string]int64 `json:"requester_calls"`
+	ResponderCalls map[string]int64 `json:"responder_calls"`
+	// Per hour of real time: calls in the window / (Window x Scale).
+	RequesterPerHour float64 `json:"requester_calls_per_hour"`
+	ResponderPerHour float64 `json:"responder_calls_per_hour"`
+}
+
+// Report is the outcome of a run.
+type Report struct {
+	Server      string        `json:"server"`
+	Started     time.Time     `json:"started"`
+	Elapsed     time.Duration `json:"elapsed_ns"`
+	Rounds      int           `json:"rounds"`
+	Window      time.Duration `json:"window_ns"`
+	CreateWait  time.Duration `json:"create_wait_ns"`
+	Concurrency []int         `json:"concurrency"`
+	Results     []Result      `json:"results"`
+	Idle        *IdleResult   `json:"idle,omitempty"`
+	// BytesPerIdleVirtualQueue is the heap per idle virtual queue, 0 when
+	// not measured.
+	BytesPerIdleVirtualQueue float64 `json:"bytes_per_idle_virtual_queue,omitempty"`
+}
+
+// Find returns the result of contender at concurrency, or nil.
+func (r *Report) Find(contender string, concurrency int) *Result {
+	for i := range r.Results {
+		if r.Results[i].Contender == contender && r.Results[i].Concurrency == concurrency {
+			return &r.Results[i]
+		}
+	}
+	return nil
+}
+
+// contender is one way of doing RPC over SQS. call makes one RPC for
+// caller (0 to the concurrency-1) and returns its latency, which is the
+// elapsed time except for the floor, whose deletes are off the clock.
+type contender interface {
+	name() string
+	setup(ctx context.Context) error
+	call(ctx context.Context, caller int) (time.Duration, error)
+	close(ctx context.Context) error
+}
+
+// env is what contenders share.
+type env struct {
+	cfg    *Config
+	prefix string // names every queue of the run
+}
+
+// queueName returns a unique queue name within the run.
+func (e *env) queueName(kind string) string {
+	return e.prefix + kind + "-" + strings.ReplaceAll(uuid.NewString(), "-", "")
+}
+
+// tally accumulates the windows of one contender at one concurrency.
+type tally struct {
+	lat     []time.Duration
+	rpcs    int64
+	errors  int64
+	elapsed time.Duration
+	calls   map[string]int64
+}
+
+// Run runs the benchmark and returns its report.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg.setDefaults()
+	if cfg.NewClient == nil {
+		return nil, errors.New("bench: Config.NewClient is nil")
+	}
+	for _, n := range cfg.Contenders {
+		if !slices.Contains(Contenders, n) {
+			return nil, fmt.Errorf("bench: unknown contender %q (have %s)", n, strings.Join(Contenders, ", "))
+		}
+	}
+	start := time.Now()
+	e := &env{cfg: &cfg, prefix: "tqbench-" + uuid.NewString()[:8] + "-"}
+	rep := &Report{Server: cfg.Server, Started: start, Rounds: cfg.Rounds, Window: cfg.Duration, CreateWait: cfg.CreateWait, Concurrency: cfg.Concurrency}
+
+	type entry struct {
+		c       contender
+		counter *sqsapi.CallCounter
+	}
+	var entries []entry
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		for _, en := range entries {
+			if err := en.c.close(cctx); err != nil {
+				fmt.Fprintf(cfg.Progress, "closing %s: %v\n", en.c.name(), err)
+			}
+		}
+	}()
+	for _, n := range cfg.Contenders {
+		counter := new(sqsapi.CallCounter)
+		c := newContender(n, e, cfg.NewClient(counter))
+		fmt.Fprintf(cfg.Progress, "setting up %s\n", n)
+		if err := c.setup(ctx); err != nil {
+			_ = c.close(ctx)
+			return nil, fmt.Errorf("bench: setting up %s: %w", n, err)
+		}
+		entries = append(entries, entry{c, counter})
+	}
+
+	tallies := make(map[string]map[int]*tally)
+	for _, en := range entries {
+		tallies[en.c.name()] = make(map[int]*tally)
+		for _, conc := range cfg.Concurrency {
+			tallies[en.c.name()][conc] = &tally{calls: make(map[string]int64)}
+		}
+	}
+	total := cfg.Rounds * len(cfg.Concurrency) * len(entries)
+	done := 0
+	for round := range cfg.Rounds {
+		for _, conc := range cfg.Concurrency {
+			for i := range entries {
+				// Rotate the order so no contender always runs first.
+				en := entries[(i+round)%len(entries)]
+				if err := ctx.Err(); err != nil {
+					return nil, err
+				}
+				before := en.counter.Snapshot()
+				w := window(ctx, en.c, conc, cfg.Duration, cfg.CallTimeout)
+				after := en.counter.Snapshot()
+				t := tallies[en.c.name()][conc]
+				t.lat = append(t.lat, w.lat...)
+				t.rpcs += int64(len(w.lat))
+				t.errors += w.errors
+				t.elapsed += w.elapsed
+				var calls int64
+				for op, n := range after {
+					if d := n - before[op]; d != 0 {
+						t.calls[op] += d
+						calls += d
+					}
+				}
+				done++
+				fmt.Fprintf(cfg.Progress, "[%d/%d] round %d  %-18s c=%-3d %7.0f rpc/s  p50 %7.2f ms  %5.2f calls/rpc  %d errors\n",
+					done, total, round+1, en.c.name(), conc, float64(len(w.lat))/w.elapsed.Seconds(),
+					ms(percentile(w.lat, 0.5)), float64(calls)/float64(max(len(w.lat), 1)), w.errors)
+				if w.firstErr != nil {
+					fmt.Fprintf(cfg.Progress, "    first error: %v\n", w.firstErr)
+				}
+			}
+		}
+	}
+	for _, en := range entries {
+		for _, conc := range cfg.Concurrency {
+			t := tallies[en.c.name()][conc]
+			slices.Sort(t.lat)
+			res := Result{Contender: en.c.name(), Concurrency: conc, RPCs: t.rpcs, Errors: t.errors,
+				Seconds: t.elapsed.Seconds(), CallsByOp: t.calls}
+			for _, n := range t.calls {
+				res.APICalls += n
+			}
+			if t.elapsed > 0 {
+				res.RPCPerSecond = float64(t.rpcs) / t.elapsed.Seconds()
+			}
+			if t.rpcs > 0 {
+				res.P50ms = ms(sortedPercentile(t.lat, 0.5))
+				res.P99ms = ms(sortedPercentile(t.lat, 0.99))
+				res.APICallsPerRPC = float64(res.APICalls) / float64(t.rpcs)
+				res.DollarsPerMillionRPC = res.APICallsPerRPC * PricePerMillionCalls
+			}
+			rep.Results = append(rep.Results, res)
+		}
+	}
+	if cfg.Idle.Window > 0 {
+		fmt.Fprintf(cfg.Progress, "measuring idle cost over %v (x%d: stands for %v)\n", cfg.Idle.Window, cfg.Idle.Scale, cfg.Idle.Window*time.Duration(cfg.Idle.Scale))
+		idle, err := measureIdle(ctx, e)
+		if err != nil {
+			return nil, fmt.Errorf("bench: idle: %w", err)
+		}
+		rep.Idle = idle
+	}
+	if cfg.MemoryQueues > 0 {
+		fmt.Fprintf(cfg.Progress, "measuring memory of %d idle virtual queues\n", cfg.MemoryQueues)
+		b, err := bytesPerIdleQueue(cfg.MemoryQueues)
+		if err != nil {
+			return nil, fmt.Errorf("bench: memory: %w", err)
+		}
+		rep.BytesPerIdleVirtualQueue = b
+	}
+	rep.Elapsed = time.Since(start)
+	return rep, nil
+}
+
+func newContender(name string, e *env, client *sqs.Client) contender {
+	switch name {
+	case TempQueues:
+		return &tempQueues{env: e, client: client}
+	case QueuePerRequest:
+		return &queuePerRequest{env: e, client: client}
+	case StaticReplyQueue:
+		return &staticReply{env: e, client: client}
+	default:
+		return &floor{env: e, client: client}
+	}
+}
+
+type windowResult struct {
+	lat      []time.Duration
+	errors   int64
+	elapsed  time.Duration
+	firstErr error
+}
+
+// window runs conc closed-loop callers for d: each makes RPCs back to back
+// until d has passed; the window ends when the last RPC has returned.
+func window(ctx context.Context, c contender, conc int, d, timeout time.Duration) windowResult {
+	start := time.Now()
+	deadline := start.Add(d)
+	var (
+		mu  sync.Mutex
+		res windowResult
+		wg  sync.WaitGroup
+	)
+	for i := range conc {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var lat []time.Duration
+			var errs int64
+			var first error
+			for time.Now().Before(deadline) && ctx.Err() == nil {
+				cctx, cancel := context.WithTimeout(ctx, timeout)
+				l, err := c.call(cctx, i)
+				cancel()
+				if err != nil {
+					errs++
+					if first == nil {
+						first = err
+					}
+					continue
+				}
+				lat = append(lat, l)
+			}
+			mu.Lock()
+			res.lat = append(res.lat, lat...)
+			res.errors += errs
+			if res.firstErr == nil {
+				res.firstErr = first
+			}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	return res
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func percentile(lat []time.Duration, p float64) time.Duration {
+	s := slices.Clone(lat)
+	slices.Sort(s)
+	return sortedPercentile(s, p)
+}
+
+// sortedPercentile returns the nearest-rank percentile of sorted values.
+func sortedPercentile(s []time.Duration, p float64) time.Duration {
+	if len(s) == 0 {
+		return 0
+	}
+	i := int(float64(len(s))*p+0.999999) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}

