@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/smithy-go/logging"
+	"github.com/aws/smithy-go/middleware"
 	"io"
 	"log/slog"
 	"strconv"
@@ -38,6 +40,16 @@ func newEnv(t *testing.T, b *sqstestenv.Backend) *env {
 	// an attempt whose response was lost.
 	log := testLogger(t)
 	raw = sqs.New(raw.Options(), func(o *sqs.Options) {
+		o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
+			return st.Finalize.Add(middleware.FinalizeMiddlewareFunc("attemptErrors",
+				func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+					out, md, err := next.HandleFinalize(ctx, in)
+					if err != nil && ctx.Err() == nil {
+						log.Warn("attempt failed", "op", awsmiddleware.GetOperationName(ctx), "err", err)
+					}
+					return out, md, err
+				}), middleware.After)
+		})
 		o.ClientLogMode = aws.LogRetries
 		o.Logger = logging.LoggerFunc(func(c logging.Classification, format string, v ...any) {
 			log.Warn(fmt.Sprintf(format, v...), "sdk", string(c))

@@ -100,6 +100,10 @@ type Options struct {
 	Reaper       []func(*reaper.Options)
 }
 
+// replyVisibility is the visibility the host poller gives replies it
+// receives; see New.
+const replyVisibility = 5 * time.Second
+
 // Requester sends requests and waits for responses. It is safe for
 // concurrent use.
 type Requester struct {
@@ -137,7 +141,13 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 		o.IdleQueueRetention = opts.IdleQueueRetention
 		o.DisableSweeping = opts.DisableSweeping
 		o.Logger = opts.Logger
-		o.VirtualQueue = opts.VirtualQueue
+		// Replies are taken within milliseconds of their receive, so a
+		// short receive visibility costs nothing and bounds the delay when
+		// a receive's response is lost (its replies reappear in 5s, not
+		// after the host queue's 30s).
+		o.VirtualQueue = append([]func(*virtualqueue.Options){func(o *virtualqueue.Options) {
+			o.ReceiveVisibilityTimeout = replyVisibility
+		}}, opts.VirtualQueue...)
 		o.Reaper = opts.Reaper
 	})
 	if err != nil {

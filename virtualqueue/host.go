@@ -29,7 +29,10 @@ type host struct {
 	initErr error
 
 	visibility time.Duration // host VisibilityTimeout
-	waitTime   int32         // host ReceiveMessageWaitTimeSeconds
+	// recvVisibility is the visibility the poller's receives give messages:
+	// Options.ReceiveVisibilityTimeout, or the host's.
+	recvVisibility time.Duration
+	waitTime       int32 // host ReceiveMessageWaitTimeSeconds
 
 	mu       sync.Mutex
 	queues   map[string]*vqueue
@@ -121,6 +124,10 @@ func (h *host) init(ctx context.Context) error {
 	}
 	wt, _ := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameReceiveMessageWaitTimeSeconds)])
 	h.visibility = time.Duration(vt) * time.Second
+	h.recvVisibility = h.visibility
+	if v := h.c.opts.ReceiveVisibilityTimeout; v > 0 {
+		h.recvVisibility = v
+	}
 	h.waitTime = int32(wt)
 	return nil
 }
@@ -129,9 +136,9 @@ func (h *host) init(ctx context.Context) error {
 // buffered message is released.
 func (h *host) releaseMargin() time.Duration {
 	if m := h.c.opts.ReleaseMargin; m > 0 {
-		return min(m, h.visibility/2)
+		return min(m, h.recvVisibility/2)
 	}
-	return min(h.visibility/4, 5*time.Second)
+	return min(h.recvVisibility/4, 5*time.Second)
 }
 
 // wantPollersLocked is the number of concurrent receives the current demand
@@ -191,6 +198,7 @@ func (h *host) poll() {
 			QueueUrl:                    aws.String(h.url),
 			MaxNumberOfMessages:         sqsapi.MaxReceiveMessages,
 			WaitTimeSeconds:             int32(h.c.opts.PollWaitTime / time.Second),
+			VisibilityTimeout:           int32(h.c.opts.ReceiveVisibilityTimeout / time.Second),
 			MessageAttributeNames:       []string{"All"},
 			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
 		})
@@ -260,7 +268,7 @@ func (h *host) route(msgs []types.Message) {
 		return
 	}
 	now := time.Now()
-	deadline := now.Add(h.visibility)
+	deadline := now.Add(h.recvVisibility)
 	var (
 		orphans   []types.Message
 		overflow  []types.Message

@@ -75,6 +75,13 @@ type Options struct {
 	// messages that no local queue waits for, and the orphan policy
 	// applies to them.
 	Linger bool
+	// ReceiveVisibilityTimeout, if set (whole seconds, 1s to 12h), is the
+	// visibility timeout the host pollers ask for on each receive instead of
+	// the host queue's. A short one bounds how long messages stay hidden
+	// when the response of a receive is lost (a dropped connection, a
+	// receive retried by the SDK): the requester, whose replies are taken
+	// within milliseconds, uses 5s.
+	ReceiveVisibilityTimeout time.Duration
 	// ReleaseMargin is how long before a buffered message's host visibility
 	// timeout ends it is released; default a quarter of the host's
 	// VisibilityTimeout, at most 5s.
@@ -112,6 +119,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxPollers <= 0 {
 		o.MaxPollers = 4
+	}
+	if o.ReceiveVisibilityTimeout > 0 {
+		o.ReceiveVisibilityTimeout = min(max(o.ReceiveVisibilityTimeout.Truncate(time.Second), time.Second), 12*time.Hour)
 	}
 	if o.MaxBatchCalls <= 0 {
 		o.MaxBatchCalls = 4

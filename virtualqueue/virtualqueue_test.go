@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -492,4 +493,41 @@ func TestRealURLsPassThrough(t *testing.T) {
 			t.Fatal("pass-through traffic was routed")
 		}
 	})
+}
+
+// A receive whose response is lost hides its messages only for
+// ReceiveVisibilityTimeout, not the host queue's visibility timeout.
+func TestReceiveVisibilityBoundsLostResponses(t *testing.T) {
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b, 60)
+		lossy := &losing{Client: e.raw}
+		lossy.lose.Store(true)
+		c := virtualqueue.New(lossy, func(o *virtualqueue.Options) { o.ReceiveVisibilityTimeout = 2 * time.Second })
+		defer c.Close(context.Background())
+		u := e.createVQ(c, "v")
+		send(t, c, u, "survives a lost response")
+		start := time.Now()
+		m := receiveN(t, c, u, 1, 10*time.Second)[0]
+		if *m.Body != "survives a lost response" {
+			t.Fatalf("got %q", *m.Body)
+		}
+		if d := time.Since(start); d > 6*time.Second {
+			t.Fatalf("redelivered after %v; the host's 60s visibility applied", d)
+		}
+	})
+}
+
+// losing drops the response of the first receive that brought messages, as
+// a connection dying after the server answered would.
+type losing struct {
+	sqsapi.Client
+	lose atomic.Bool
+}
+
+func (l *losing) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, o ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	out, err := l.Client.ReceiveMessage(ctx, in, o...)
+	if err == nil && len(out.Messages) > 0 && l.lose.CompareAndSwap(true, false) {
+		return &sqs.ReceiveMessageOutput{}, nil
+	}
+	return out, err
 }
