@@ -56,12 +56,16 @@ type Status struct {
 // the RetentionTag and either no HeartbeatTag or a heartbeat older than the
 // retention. A malformed tag returns an error wrapping ErrBadTag.
 func IdleStatus(tags map[string]string, now time.Time) (Status, error) {
+	const maxRetentionSeconds = 100 * 365 * 24 * 3600
 	rs, ok := tags[sqsapi.RetentionTag]
 	if !ok {
 		return Status{Verdict: VerdictNotTemporary}, nil
 	}
 	retention, err := strconv.ParseInt(strings.TrimSpace(rs), 10, 64)
-	if err != nil || retention < 0 {
+	// The bound keeps retention*1000 and the Duration from overflowing (a
+	// wrapped product would make a live queue look idle); 100 years is
+	// longer than any queue lives.
+	if err != nil || retention < 0 || retention > maxRetentionSeconds {
 		return Status{Verdict: VerdictError}, fmt.Errorf("%w: %s=%q", ErrBadTag, sqsapi.RetentionTag, rs)
 	}
 	st := Status{Retention: time.Duration(retention) * time.Second}

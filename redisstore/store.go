@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tempqueues/tempqueues/responder"
+	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 // DefaultPrefix is the key prefix of a Store made without Options.Prefix.
@@ -143,9 +144,9 @@ func millis(d time.Duration) int64 {
 func checkArgs(op, key, token string) error {
 	switch {
 	case key == "":
-		return fmt.Errorf("redisstore: %s: empty key", op)
+		return sqsapi.Invalid("redisstore."+op, "key", "empty")
 	case token == "":
-		return fmt.Errorf("redisstore: %s %q: empty token", op, key)
+		return sqsapi.Invalid("redisstore."+op, "token", "empty (key %q)", key)
 	}
 	return nil
 }

@@ -261,7 +261,7 @@ func (p *pass) loop(ctx context.Context, drain bool) error {
 	}
 	retry := backoff.Policy{Base: 200 * time.Millisecond, Cap: 10 * time.Second}
 	pace := pacer{rate: o.RateLimit}
-	failures := 0
+	failures, actionFailures := 0, 0
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -307,8 +307,20 @@ func (p *pass) loop(ctx context.Context, drain bool) error {
 			// visibility timeout, unless a dry run releases them.
 			return err
 		}
+		failed := p.rep.Failed
 		if err := p.handle(ctx, msgs); err != nil {
 			return err
+		}
+		// Only failures (a throttled or failing target): back off before the
+		// next receive instead of hammering it; the messages come back after
+		// their visibility timeout.
+		if n := p.rep.Failed - failed; n > 0 && n == len(msgs) {
+			actionFailures++
+			if err := backoff.Sleep(ctx, retry.Delay(actionFailures-1)); err != nil {
+				return err
+			}
+		} else {
+			actionFailures = 0
 		}
 	}
 }

@@ -116,6 +116,10 @@ type Requester struct {
 	pending map[*Call]struct{}
 	closed  bool
 
+	closeOnce sync.Once
+	closeDone chan struct{}
+	closeErr  error
+
 	sent, replied, timedOut, failed atomic.Int64
 }
 
@@ -154,11 +158,12 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 		return nil, err
 	}
 	return &Requester{
-		tq:      tq,
-		opts:    opts,
-		log:     opts.Logger,
-		sends:   batch.NewSends(tq, 4),
-		pending: make(map[*Call]struct{}),
+		tq:        tq,
+		opts:      opts,
+		log:       opts.Logger,
+		sends:     batch.NewSends(tq, 4),
+		pending:   make(map[*Call]struct{}),
+		closeDone: make(chan struct{}),
 	}, nil
 }
 
@@ -312,7 +317,7 @@ func (r *Requester) SendMessageAndGetResponseAsync(ctx context.Context, in *sqs.
 	}
 	host, err := r.tq.HostQueue(ctx, r.opts.HostQueueAttributes)
 	if err != nil {
-		return nil, err
+		return nil, r.closedErr(err)
 	}
 	replyName := uuid.NewString()
 	if requestID == "" {
@@ -323,7 +328,7 @@ func (r *Requester) SendMessageAndGetResponseAsync(ctx context.Context, in *sqs.
 		Attributes: map[string]string{sqsapi.HostQueueURLAttribute: host},
 	})
 	if err != nil {
-		return nil, err
+		return nil, r.closedErr(err)
 	}
 	call := &Call{r: r, requestID: requestID, queueURL: aws.ToString(in.QueueUrl), replyURL: aws.ToString(out.QueueUrl), done: make(chan struct{})}
 	waitCtx := ctx
@@ -334,6 +339,7 @@ func (r *Requester) SendMessageAndGetResponseAsync(ctx context.Context, in *sqs.
 	call.withdraw, err = r.tq.ReceiveMessageFunc(call.replyURL, 1, call.onReply)
 	if err != nil {
 		call.withdraw = func() bool { return false }
+		err = r.closedErr(err)
 		call.finish(nil, err)
 		return nil, err
 	}
@@ -345,6 +351,13 @@ func (r *Requester) SendMessageAndGetResponseAsync(ctx context.Context, in *sqs.
 		return nil, ErrClosed
 	}
 	r.pending[call] = struct{}{}
+	select {
+	case <-call.done:
+		// Finished already (a reply was buffered): finish ran before the
+		// insertion and could not remove it.
+		delete(r.pending, call)
+	default:
+	}
 	r.mu.Unlock()
 
 	attrs[sqsapi.ResponseQueueURLAttribute] = stringAttr(call.replyURL)
@@ -352,12 +365,13 @@ func (r *Requester) SendMessageAndGetResponseAsync(ctx context.Context, in *sqs.
 	req := *in
 	req.MessageAttributes = attrs
 	call.sentAt = time.Now()
-	if err := r.send(ctx, &req, optFns); err != nil {
-		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+	if err := r.send(waitCtx, &req, optFns); err != nil {
+		if errors.Is(err, context.DeadlineExceeded) && waitCtx.Err() != nil {
 			r.timedOut.Add(1)
 			err = &TimeoutError{RequestID: requestID, QueueURL: call.queueURL, Waited: time.Since(call.sentAt)}
 		} else {
 			r.failed.Add(1)
+			err = r.closedErr(err)
 		}
 		call.withdraw()
 		call.finish(nil, err)
@@ -373,6 +387,22 @@ func (r *Requester) SendMessageAndGetResponseAsync(ctx context.Context, in *sqs.
 	}
 	call.mu.Unlock()
 	return call, nil
+}
+
+// closedErr makes an error caused by closing (of the requester or a layer
+// under it) match ErrClosed.
+func (r *Requester) closedErr(err error) error {
+	if err == nil || errors.Is(err, ErrClosed) {
+		return err
+	}
+	r.mu.Lock()
+	closed := r.closed
+	r.mu.Unlock()
+	if closed || errors.Is(err, tempqueue.ErrClosed) || errors.Is(err, virtualqueue.ErrClosed) ||
+		errors.Is(err, reaper.ErrClosed) || errors.Is(err, batch.ErrClosed) {
+		return fmt.Errorf("%w: %w", ErrClosed, err)
+	}
+	return err
 }
 
 // send sends the request, coalescing concurrent sends to one queue.
@@ -409,6 +439,9 @@ func checkRequest(op string, in *sqs.SendMessageInput) (string, map[string]types
 		if _, _, err := sqsapi.ParseVirtualQueueURL(*in.QueueUrl); err != nil {
 			return "", nil, err
 		}
+	}
+	if in.DelaySeconds < 0 || in.DelaySeconds > sqsapi.MaxDelaySeconds {
+		return "", nil, sqsapi.Invalid(op, "DelaySeconds", "%d is outside 0 to %d", in.DelaySeconds, sqsapi.MaxDelaySeconds)
 	}
 	if aws.ToString(in.MessageBody) == "" {
 		return "", nil, sqsapi.Invalid(op, "MessageBody", "empty (SQS requires a body)")
@@ -477,23 +510,29 @@ func (r *Requester) Reaper() *reaper.Reaper { return r.tq.Reaper() }
 
 // Close fails pending requests with ErrClosed, flushes request sends and
 // response deletes, stops the poller and the reaper, and deletes this
-// process's host queues. It is idempotent.
+// process's host queues. It is idempotent: a later call waits for the first
+// (or ctx) and returns its result.
 func (r *Requester) Close(ctx context.Context) error {
-	r.mu.Lock()
-	if r.closed {
-		r.mu.Unlock()
-		return nil
-	}
-	r.closed = true
-	calls := make([]*Call, 0, len(r.pending))
-	for c := range r.pending {
-		calls = append(calls, c)
-	}
-	r.mu.Unlock()
-	for _, c := range calls {
-		if c.withdraw() {
-			c.finish(nil, ErrClosed)
+	r.closeOnce.Do(func() {
+		defer close(r.closeDone)
+		r.mu.Lock()
+		r.closed = true
+		calls := make([]*Call, 0, len(r.pending))
+		for c := range r.pending {
+			calls = append(calls, c)
 		}
+		r.mu.Unlock()
+		for _, c := range calls {
+			if c.withdraw() {
+				c.finish(nil, ErrClosed)
+			}
+		}
+		r.closeErr = errors.Join(r.sends.Close(ctx), r.tq.Close(ctx))
+	})
+	select {
+	case <-r.closeDone:
+		return r.closeErr
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	return errors.Join(r.sends.Close(ctx), r.tq.Close(ctx))
 }

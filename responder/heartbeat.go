@@ -24,8 +24,9 @@ type heartbeat struct {
 	s        *server
 	interval time.Duration
 
-	mu   sync.Mutex
-	live map[*inflight]struct{}
+	mu        sync.Mutex
+	live      map[*inflight]struct{}
+	abandoned bool // the stop deadline passed: requests added now are abandoned at once
 
 	stop     chan struct{}
 	done     chan struct{}
@@ -41,10 +42,26 @@ func (h *heartbeat) init(s *server) {
 	h.done = make(chan struct{})
 }
 
-func (h *heartbeat) add(f *inflight) {
+// add starts extending f. It reports false when the stop deadline has
+// passed (abandonAll ran): the caller must abandon f itself.
+func (h *heartbeat) add(f *inflight) bool {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	h.live[f] = struct{}{}
-	h.mu.Unlock()
+	return !h.abandoned
+}
+
+// abandonLive marks the heartbeat abandoned and returns the requests live
+// now; requests added later learn it from add.
+func (h *heartbeat) abandonLive() []*inflight {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.abandoned = true
+	out := make([]*inflight, 0, len(h.live))
+	for f := range h.live {
+		out = append(out, f)
+	}
+	return out
 }
 
 func (h *heartbeat) remove(f *inflight) {
@@ -59,16 +76,6 @@ func (h *heartbeat) setToken(f *inflight, token string) {
 	h.mu.Lock()
 	f.token = token
 	h.mu.Unlock()
-}
-
-func (h *heartbeat) snapshot() []*inflight {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	fs := make([]*inflight, 0, len(h.live))
-	for f := range h.live {
-		fs = append(fs, f)
-	}
-	return fs
 }
 
 func (h *heartbeat) run() {

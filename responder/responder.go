@@ -248,9 +248,13 @@ func (r *Responder) register() bool {
 
 // Shutdown stops the responder gracefully: every Serve stops receiving
 // (a long poll in flight runs out its WaitTime unless ctx ends first and
-// what it returns is released), running handlers may finish until ctx ends, then the rest are cancelled
-// (cause ErrClosed) and their requests released (visibility 0); replies,
-// deletes and visibility changes are flushed, and Serve returns nil.
+// what it returns is released), running handlers may finish until ctx ends,
+// then the rest are cancelled (cause ErrClosed) and their requests released
+// (visible at once, or as soon as no aborted receive can take them); replies,
+// deletes and visibility changes are flushed, and Serve returns nil. The
+// flush after ctx ends takes at most a few more seconds (two 5 s bounds):
+// deleting requests already handled beats redelivering them, so leave that
+// much of a termination grace period.
 // Later Serve and SendResponseMessage calls fail with ErrClosed.
 //
 // Shutdown returns nil when everything finished in time and ctx.Err() when

@@ -118,6 +118,7 @@ func (r *Responder) Serve(ctx context.Context, queueURL string, h Handler) error
 	select {
 	case <-polled:
 	case <-hard:
+		s.aborted.Store(true)
 		s.abortRecv()
 		<-polled
 	}
@@ -157,6 +158,7 @@ type server struct {
 	recvCtx    context.Context
 	abortRecv  context.CancelFunc
 	pollUntil  atomic.Int64 // unix nanos: the latest end of a receive's wait
+	aborted    atomic.Bool  // receives were aborted at the stop deadline
 	pollers    sync.WaitGroup
 	nPollers   atomic.Int32
 	handlers   sync.WaitGroup
@@ -388,7 +390,10 @@ func (s *server) handle(m types.Message, receivedAt time.Time) {
 		cancel:   cancel,
 		deadline: receivedAt.Add(r.opts.VisibilityTimeout),
 	}
-	s.hb.add(f)
+	if !s.hb.add(f) {
+		// The stop deadline passed between its receive and now.
+		s.abandon(f, s.zombieWait())
+	}
 	act := s.process(ctx, f)
 	s.hb.remove(f)
 	cancel(nil)
@@ -415,6 +420,10 @@ func (s *server) handle(m types.Message, receivedAt time.Time) {
 // left under the 12-hour limit).
 func (s *server) release(f *inflight, delay time.Duration) {
 	r := s.r
+	if s.aborted.Load() {
+		// A receive this process aborted may still be parked on the server.
+		delay = max(delay, s.zombieWait())
+	}
 	left := r.maxVisibility - time.Since(f.req.ReceivedAt)
 	secs := int32(min(delay, left).Round(time.Second) / time.Second)
 	r.vis.Submit(s.queueURL, batch.Visibility{ReceiptHandle: f.handle, Timeout: max(secs, 0)}, func(_ struct{}, err error) {
@@ -610,12 +619,17 @@ func (s *server) zombieWait() time.Duration {
 // can still take them.
 func (s *server) abandonAll() {
 	delay := s.zombieWait()
-	for _, f := range s.hb.snapshot() {
-		if f.state.CompareAndSwap(stateRunning, stateAbandoned) {
-			f.cancel(ErrClosed)
-			s.r.log.Warn("responder: stop deadline reached; cancelling handler and releasing its request",
-				slog.String("queue_url", s.queueURL), slog.String("request_id", f.req.ID))
-			s.release(f, delay)
-		}
+	for _, f := range s.hb.abandonLive() {
+		s.abandon(f, delay)
+	}
+}
+
+// abandon cancels f's handler and releases its request after delay.
+func (s *server) abandon(f *inflight, delay time.Duration) {
+	if f.state.CompareAndSwap(stateRunning, stateAbandoned) {
+		f.cancel(ErrClosed)
+		s.r.log.Warn("responder: stop deadline reached; cancelling handler and releasing its request",
+			slog.String("queue_url", s.queueURL), slog.String("request_id", f.req.ID))
+		s.release(f, delay)
 	}
 }

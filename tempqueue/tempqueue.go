@@ -81,6 +81,10 @@ type Client struct {
 	hosts  map[string]*hostQueue // by canonical attribute set
 	n      int
 	closed bool
+
+	closeOnce sync.Once
+	closeDone chan struct{}
+	closeErr  error
 }
 
 type hostQueue struct {
@@ -110,7 +114,7 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Client, error) {
 	if opts.IdleQueueRetention < sqsapi.MinIdleQueueRetention || opts.IdleQueueRetention%time.Second != 0 {
 		return nil, sqsapi.Invalid(op, "IdleQueueRetention", "%v must be whole seconds, at least %v", opts.IdleQueueRetention, sqsapi.MinIdleQueueRetention)
 	}
-	c := &Client{raw: client, opts: opts, id: uuid.NewString(), hosts: make(map[string]*hostQueue)}
+	c := &Client{raw: client, opts: opts, id: uuid.NewString(), hosts: make(map[string]*hostQueue), closeDone: make(chan struct{})}
 	r, err := reaper.New(client, append([]func(*reaper.Options){func(o *reaper.Options) {
 		o.Prefix = opts.Prefix
 		o.Logger = opts.Logger
@@ -225,6 +229,12 @@ func (c *Client) createHost(ctx context.Context, n int, attrs map[string]string)
 	}
 	url := aws.ToString(out.QueueUrl)
 	if err := c.reaper.AddTagged(url, c.opts.IdleQueueRetention, now); err != nil {
+		// Typically Close ran meanwhile: a queue nobody heartbeats or
+		// deletes must not outlive this call.
+		_, _ = c.raw.DeleteQueue(context.WithoutCancel(ctx), &sqs.DeleteQueueInput{QueueUrl: aws.String(url)})
+		if errors.Is(err, reaper.ErrClosed) {
+			err = ErrClosed
+		}
 		return "", err
 	}
 	c.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "tempqueue: created host queue", slog.String("queue_url", url))
@@ -308,25 +318,31 @@ func (c *Client) CreateQueue(ctx context.Context, in *sqs.CreateQueueInput, optF
 
 // Close closes the virtual-queue layer (waking receivers, releasing buffered
 // messages, flushing deletes), stops the reaper, and deletes this client's
-// host queues. It is idempotent.
+// host queues. It is idempotent: a later call waits for the first (or ctx)
+// and returns its result.
 func (c *Client) Close(ctx context.Context) error {
-	c.mu.Lock()
-	if c.closed {
+	c.closeOnce.Do(func() {
+		defer close(c.closeDone)
+		c.mu.Lock()
+		c.closed = true
 		c.mu.Unlock()
-		return nil
-	}
-	c.closed = true
-	c.mu.Unlock()
-	urls := c.HostQueueURLs()
-	errs := []error{c.Client.Close(ctx)}
-	for _, u := range urls {
-		c.reaper.Remove(u)
-	}
-	errs = append(errs, c.reaper.Close(ctx))
-	for _, u := range urls {
-		if _, err := c.raw.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(u)}); err != nil && !sqsapi.IsQueueDoesNotExist(err) {
-			errs = append(errs, err)
+		urls := c.HostQueueURLs()
+		errs := []error{c.Client.Close(ctx)}
+		for _, u := range urls {
+			c.reaper.Remove(u)
 		}
+		errs = append(errs, c.reaper.Close(ctx))
+		for _, u := range urls {
+			if _, err := c.raw.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(u)}); err != nil && !sqsapi.IsQueueDoesNotExist(err) {
+				errs = append(errs, err)
+			}
+		}
+		c.closeErr = errors.Join(errs...)
+	})
+	select {
+	case <-c.closeDone:
+		return c.closeErr
+	case <-ctx.Done():
+		return ctx.Err()
 	}
-	return errors.Join(errs...)
 }

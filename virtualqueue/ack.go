@@ -71,7 +71,8 @@ func (c *Client) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, 
 // waiting: the delete joins the host's next DeleteMessageBatch call, and done
 // (which may be nil) gets its result from a client goroutine. It suits
 // callers that must not wait on the delete, such as a requester handing a
-// reply to its caller.
+// reply to its caller. After Close it deletes with a direct call before
+// returning.
 func (c *Client) DeleteMessageAsync(queueURL, receiptHandle string, done func(error)) {
 	hostURL, name, err := sqsapi.ParseVirtualQueueURL(queueURL)
 	if err == nil && receiptHandle == "" {
@@ -84,6 +85,17 @@ func (c *Client) DeleteMessageAsync(queueURL, receiptHandle string, done func(er
 		return
 	}
 	c.settle(hostURL, name, time.Time{}, receiptHandle)
+	if c.closed.Load() {
+		// The batch path is closed; deleting a handled message is still
+		// right, so do it directly.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err := c.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(hostURL), ReceiptHandle: aws.String(receiptHandle)})
+		if done != nil {
+			done(err)
+		}
+		return
+	}
 	c.deletes.Submit(hostURL, receiptHandle, func(_ struct{}, err error) {
 		if done != nil {
 			done(err)

@@ -131,7 +131,9 @@ func (c *Client) Close(ctx context.Context) error {
 
 func (c *Client) shutdown() {
 	defer close(c.closeDone)
+	c.mu.Lock()
 	c.closed.Store(true)
+	c.mu.Unlock()
 	c.cancel()
 	c.mu.Lock()
 	hosts := make([]*host, 0, len(c.hosts))

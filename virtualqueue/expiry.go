@@ -45,7 +45,7 @@ func (e *expiryHeap) remove(q *vqueue) {
 
 // dueExpiriesLocked returns the virtual queues idle past their retention and
 // the next time the heap needs a look (zero when empty). Queues with a receive
-// in progress never expire.
+// in progress or buffered messages do not expire.
 func (h *host) dueExpiriesLocked(now time.Time) (expired []*vqueue, next time.Time) {
 	nowNano := now.UnixNano()
 	for len(h.expiry) > 0 {
@@ -55,7 +55,11 @@ func (h *host) dueExpiriesLocked(now time.Time) (expired []*vqueue, next time.Ti
 		}
 		heap.Pop(&h.expiry)
 		deadline := q.lastActive + int64(q.retention)*int64(time.Second)
-		if q.receivers > 0 {
+		// A receive in progress, or messages nobody has taken yet, keep the
+		// queue alive: it holds something we would lose. (Unreceived
+		// buffered messages are released before their visibility ends, so
+		// this does not last.)
+		if q.receivers > 0 || (q.st != nil && len(q.st.buf) > 0) {
 			deadline = max(deadline, nowNano+int64(q.retention)*int64(time.Second))
 		}
 		if deadline > nowNano {

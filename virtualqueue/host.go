@@ -78,17 +78,20 @@ func (c *Client) getHost(ctx context.Context, hostURL string) (*host, error) {
 		c.hosts[hostURL] = h
 		c.mu.Unlock()
 		h.initErr = h.init(ctx)
+		// Under c.mu, so that Close (which sets closed under c.mu) either
+		// sees this host or makes it fail: no goroutine starts after Close
+		// began waiting.
+		c.mu.Lock()
 		if h.initErr == nil && c.closed.Load() {
 			h.initErr = ErrClosed
 		}
 		if h.initErr != nil {
-			c.mu.Lock()
 			delete(c.hosts, hostURL)
-			c.mu.Unlock()
 		} else {
 			c.wg.Add(1)
 			go h.maintain()
 		}
+		c.mu.Unlock()
 		close(h.ready)
 		return h, h.initErr
 	}

@@ -82,9 +82,10 @@ type Options struct {
 	// receive retried by the SDK): the requester, whose replies are taken
 	// within milliseconds, uses 5s.
 	ReceiveVisibilityTimeout time.Duration
-	// ReleaseMargin is how long before a buffered message's host visibility
-	// timeout ends it is released; default a quarter of the host's
-	// VisibilityTimeout, at most 5s.
+	// ReleaseMargin is how long before a buffered message's visibility
+	// timeout ends it is released; default a quarter of the receive
+	// visibility (ReceiveVisibilityTimeout, or the host's
+	// VisibilityTimeout), at most 5s.
 	ReleaseMargin time.Duration
 
 	// DisableSendBatching sends each SendMessage to a virtual queue with its
@@ -117,6 +118,9 @@ func (o *Options) setDefaults() {
 	if o.PollWaitTime <= 0 || o.PollWaitTime > 20*time.Second {
 		o.PollWaitTime = 20 * time.Second
 	}
+	// SQS waits whole seconds; a wait that rounded to 0 would short-poll in
+	// a tight loop.
+	o.PollWaitTime = max(o.PollWaitTime+time.Second-1, time.Second).Truncate(time.Second)
 	if o.MaxPollers <= 0 {
 		o.MaxPollers = 4
 	}

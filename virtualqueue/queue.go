@@ -76,6 +76,14 @@ func (q *vqueue) takeLocked(n int, now time.Time) []types.Message {
 	msgs := make([]types.Message, n)
 	if st.inflight == nil {
 		st.inflight = make(map[string]time.Time)
+	} else if len(st.inflight) >= 64 {
+		// Messages received and never deleted through this client (left to
+		// redeliver) would otherwise stay recorded forever.
+		for hd, dl := range st.inflight {
+			if !dl.After(now) {
+				delete(st.inflight, hd)
+			}
+		}
 	}
 	for i, b := range st.buf[:n] {
 		b.taken = true

@@ -82,7 +82,9 @@ type result struct {
 // ReceiveMessageFunc registers fn to be called once with the next messages
 // (at most max, 1 to 10) routed to the virtual queue at queueURL, or with an
 // error if the queue is deleted, its host queue fails or the client closes.
-// fn runs on a client goroutine and must not block for long. No goroutine
+// fn runs on a client goroutine and must not block for long; when messages
+// are buffered already, it runs at once, on the caller's goroutine, before
+// ReceiveMessageFunc returns. No goroutine
 // waits on behalf of the registration: it is a callback, so any number can
 // be pending. The returned cancel function withdraws the registration and
 // reports whether it did so before fn was called. While registered, the

@@ -110,6 +110,9 @@ func (c *Client) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchI
 	cp.Entries = make([]types.SendMessageBatchRequestEntry, len(in.Entries))
 	total := 0
 	for i, e := range in.Entries {
+		if e.DelaySeconds < 0 || e.DelaySeconds > sqsapi.MaxDelaySeconds {
+			return nil, sqsapi.Invalid(op, "DelaySeconds", "%d is outside 0 to %d", e.DelaySeconds, sqsapi.MaxDelaySeconds)
+		}
 		attrs, err := routed(op, name, e.MessageAttributes, e.MessageBody)
 		if err != nil {
 			return nil, err
