@@ -531,3 +531,29 @@ func (l *losing) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput
 	}
 	return out, err
 }
+
+// A virtual queue holding messages nobody has taken is not idle: expiring it
+// would delete them (orphans) unread.
+func TestBufferedMessagesKeepQueueAlive(t *testing.T) {
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b, 30)
+		c := e.client()
+		u := e.createVQ(c, "slow-consumer", sqsapi.IdleQueueRetentionPeriodAttribute, "1")
+		send(t, c, u, "one")
+		send(t, c, u, "two")
+		first, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(u), WaitTimeSeconds: 5, MaxNumberOfMessages: 1})
+		if err != nil || len(first.Messages) != 1 {
+			t.Fatalf("first receive: %v %v", first, err)
+		}
+		// Wait for the second to be buffered, then stay idle past the retention.
+		eventually(t, 5*time.Second, "second message buffered", func() bool { return c.Stats().Routed >= 2 })
+		time.Sleep(2500 * time.Millisecond)
+		if s := c.Stats(); s.Expired != 0 || s.Orphaned != 0 {
+			t.Fatalf("stats %+v: the queue expired with a buffered message", s)
+		}
+		second := receiveN(t, c, u, 1, 5*time.Second)[0]
+		if *second.Body == *first.Messages[0].Body {
+			t.Fatalf("got %q twice", *second.Body)
+		}
+	})
+}
