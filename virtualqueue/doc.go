@@ -32,7 +32,7 @@
 // ChangeMessageVisibility and their batch forms on the virtual URL act on the
 // host message. A message received but not deleted reappears on the host
 // queue when its visibility timeout ends and is routed again. Buffered
-// messages nobody takes are released (visibility 0) shortly before their host
+// messages nobody takes are released (visibility 0) shortly before their
 // visibility timeout ends, and on Close. Deletes and visibility changes from
 // all virtual queues of a host are coalesced into the batch APIs, without
 // delaying a lone call.
