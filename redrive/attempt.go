@@ -58,7 +58,7 @@ func withAttempt(attrs map[string]types.MessageAttributeValue, a attempt) map[st
 	for k, v := range attrs {
 		out[k] = v
 	}
-	out[attemptAttr] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(a.String())}
+	out[attemptAttr] = sqsapi.StringAttribute(a.String())
 	return out
 }
 

@@ -360,8 +360,8 @@ func (r *Requester) SendMessageAndGetResponseAsync(ctx context.Context, in *sqs.
 	}
 	r.mu.Unlock()
 
-	attrs[sqsapi.ResponseQueueURLAttribute] = stringAttr(call.replyURL)
-	attrs[sqsapi.RequestIDAttribute] = stringAttr(requestID)
+	attrs[sqsapi.ResponseQueueURLAttribute] = sqsapi.StringAttribute(call.replyURL)
+	attrs[sqsapi.RequestIDAttribute] = sqsapi.StringAttribute(requestID)
 	req := *in
 	req.MessageAttributes = attrs
 	call.sentAt = time.Now()
@@ -411,20 +411,10 @@ func (r *Requester) send(ctx context.Context, in *sqs.SendMessageInput, optFns [
 		_, err := r.tq.SendMessage(ctx, in, optFns...)
 		return err
 	}
-	_, err := r.sends.Do(ctx, aws.ToString(in.QueueUrl), types.SendMessageBatchRequestEntry{
-		MessageBody:             in.MessageBody,
-		DelaySeconds:            in.DelaySeconds,
-		MessageAttributes:       in.MessageAttributes,
-		MessageSystemAttributes: in.MessageSystemAttributes,
-		MessageDeduplicationId:  in.MessageDeduplicationId,
-		MessageGroupId:          in.MessageGroupId,
-	})
+	_, err := r.sends.Do(ctx, aws.ToString(in.QueueUrl), batch.SendEntry(in))
 	return err
 }
 
-func stringAttr(v string) types.MessageAttributeValue {
-	return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
-}
 
 // checkRequest validates a request before any call and returns the caller's
 // own request id, if set, and a copy of the attributes.
@@ -468,8 +458,8 @@ func checkRequest(op string, in *sqs.SendMessageInput) (string, map[string]types
 	maps.Copy(attrs, in.MessageAttributes)
 	// Budget the attributes we add with a full-length reply URL.
 	probe := maps.Clone(attrs)
-	probe[sqsapi.ResponseQueueURLAttribute] = stringAttr(string(make([]byte, 200)))
-	probe[sqsapi.RequestIDAttribute] = stringAttr(string(make([]byte, 36)))
+	probe[sqsapi.ResponseQueueURLAttribute] = sqsapi.StringAttribute(string(make([]byte, 200)))
+	probe[sqsapi.RequestIDAttribute] = sqsapi.StringAttribute(string(make([]byte, 36)))
 	if err := sqsapi.CheckMessageSize(op, in.MessageBody, probe); err != nil {
 		return "", nil, err
 	}

@@ -114,8 +114,8 @@ func BenchmarkServeThroughput(b *testing.B) {
 					in.Entries = append(in.Entries, types.SendMessageBatchRequestEntry{
 						Id: aws.String(fmt.Sprint(i - first)), MessageBody: aws.String("ping"),
 						MessageAttributes: map[string]types.MessageAttributeValue{
-							sqsapi.ResponseQueueURLAttribute: stringValue(fmt.Sprintf("%s#vq-%d", e.host, i%64)),
-							sqsapi.RequestIDAttribute:        stringValue(fmt.Sprint(i)),
+							sqsapi.ResponseQueueURLAttribute: sqsapi.StringAttribute(fmt.Sprintf("%s#vq-%d", e.host, i%64)),
+							sqsapi.RequestIDAttribute:        sqsapi.StringAttribute(fmt.Sprint(i)),
 						},
 					})
 				}
@@ -144,8 +144,8 @@ func BenchmarkServeOneAtATime(b *testing.B) {
 	for i := range b.N {
 		if _, err := e.client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &e.reqQ, MessageBody: aws.String("ping"),
 			MessageAttributes: map[string]types.MessageAttributeValue{
-				sqsapi.ResponseQueueURLAttribute: stringValue(e.host + "#vq"),
-				sqsapi.RequestIDAttribute:        stringValue(fmt.Sprint(i)),
+				sqsapi.ResponseQueueURLAttribute: sqsapi.StringAttribute(e.host + "#vq"),
+				sqsapi.RequestIDAttribute:        sqsapi.StringAttribute(fmt.Sprint(i)),
 			}}); err != nil {
 			b.Fatal(err)
 		}

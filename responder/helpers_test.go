@@ -77,10 +77,10 @@ func (e *env) request(queueURL, body, replyURL, requestID string) {
 	e.t.Helper()
 	attrs := map[string]types.MessageAttributeValue{}
 	if replyURL != "" {
-		attrs[sqsapi.ResponseQueueURLAttribute] = stringValue(replyURL)
+		attrs[sqsapi.ResponseQueueURLAttribute] = sqsapi.StringAttribute(replyURL)
 	}
 	if requestID != "" {
-		attrs[sqsapi.RequestIDAttribute] = stringValue(requestID)
+		attrs[sqsapi.RequestIDAttribute] = sqsapi.StringAttribute(requestID)
 	}
 	if _, err := e.client.SendMessage(context.Background(), &sqs.SendMessageInput{
 		QueueUrl: &queueURL, MessageBody: &body, MessageAttributes: attrs,
@@ -97,9 +97,9 @@ func (e *env) requests(queueURL string, n int, replyHost string) {
 	for start := 0; start < n; start += 10 {
 		in := &sqs.SendMessageBatchInput{QueueUrl: &queueURL}
 		for i := start; i < min(n, start+10); i++ {
-			attrs := map[string]types.MessageAttributeValue{sqsapi.RequestIDAttribute: stringValue(fmt.Sprintf("id-%d", i))}
+			attrs := map[string]types.MessageAttributeValue{sqsapi.RequestIDAttribute: sqsapi.StringAttribute(fmt.Sprintf("id-%d", i))}
 			if replyHost != "" {
-				attrs[sqsapi.ResponseQueueURLAttribute] = stringValue(fmt.Sprintf("%s#vq-%d", replyHost, i))
+				attrs[sqsapi.ResponseQueueURLAttribute] = sqsapi.StringAttribute(fmt.Sprintf("%s#vq-%d", replyHost, i))
 			}
 			in.Entries = append(in.Entries, types.SendMessageBatchRequestEntry{
 				Id: aws.String(fmt.Sprint(i)), MessageBody: aws.String(fmt.Sprintf("req-%d", i)), MessageAttributes: attrs,

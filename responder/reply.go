@@ -8,7 +8,6 @@ import (
 	"maps"
 	"net/url"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/batch"
@@ -122,9 +121,9 @@ func buildReply(request types.Message, reply *Reply) (string, types.SendMessageB
 	}
 	attrs := make(map[string]types.MessageAttributeValue, len(reply.Attributes)+extra)
 	maps.Copy(attrs, reply.Attributes)
-	attrs[sqsapi.CorrelationIDAttribute] = stringValue(requestID(request))
+	attrs[sqsapi.CorrelationIDAttribute] = sqsapi.StringAttribute(requestID(request))
 	if name != "" {
-		attrs[sqsapi.VirtualQueueNameAttribute] = stringValue(name)
+		attrs[sqsapi.VirtualQueueNameAttribute] = sqsapi.StringAttribute(name)
 	}
 	body := reply.Body
 	if err := sqsapi.CheckMessageSize(opSendResponse, &body, attrs); err != nil {
@@ -153,8 +152,4 @@ func responseTarget(responseURL string) (target, name string, err error) {
 		return "", "", sqsapi.Invalid(opSendResponse, "ResponseQueueUrl", "%q is not an absolute queue URL", responseURL)
 	}
 	return responseURL, "", nil
-}
-
-func stringValue(s string) types.MessageAttributeValue {
-	return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(s)}
 }

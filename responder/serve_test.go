@@ -43,7 +43,7 @@ func TestRoundTripJavaWireFormat(t *testing.T) {
 			mu.Lock()
 			seen = req
 			mu.Unlock()
-			return &Reply{Body: "re:" + req.Body(), Attributes: map[string]types.MessageAttributeValue{"Status": stringValue("ok")}}, nil
+			return &Reply{Body: "re:" + req.Body(), Attributes: map[string]types.MessageAttributeValue{"Status": sqsapi.StringAttribute("ok")}}, nil
 		}))
 
 		e.request(reqQ, "login alice", host+"#reply-1", "rid-1")

@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 )
@@ -125,4 +126,9 @@ func (e *BatchEntryError) ErrorFault() smithy.ErrorFault {
 		return smithy.FaultClient
 	}
 	return smithy.FaultServer
+}
+
+// StringAttribute is a message attribute of DataType String.
+func StringAttribute(v string) types.MessageAttributeValue {
+	return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
 }

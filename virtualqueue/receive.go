@@ -70,7 +70,7 @@ func (c *Client) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput
 			return nil, err
 		}
 	}
-	c.afterReceive(h, in, msgs)
+	c.afterReceive(h, q, in, msgs)
 	return &sqs.ReceiveMessageOutput{Messages: filterMessages(msgs, in)}, nil
 }
 
@@ -175,7 +175,7 @@ func (h *host) cancelWait(q *vqueue, w *waiter, ch chan result) ([]types.Message
 }
 
 // afterReceive applies a receive's VisibilityTimeout to the host messages.
-func (c *Client) afterReceive(h *host, in *sqs.ReceiveMessageInput, msgs []types.Message) {
+func (c *Client) afterReceive(h *host, q *vqueue, in *sqs.ReceiveMessageInput, msgs []types.Message) {
 	if in.VisibilityTimeout <= 0 || len(msgs) == 0 {
 		return
 	}
@@ -183,12 +183,8 @@ func (c *Client) afterReceive(h *host, in *sqs.ReceiveMessageInput, msgs []types
 	for _, m := range msgs {
 		c.vis.Submit(h.url, batch.Visibility{ReceiptHandle: aws.ToString(m.ReceiptHandle), Timeout: in.VisibilityTimeout}, nil)
 	}
-	name := ""
-	if _, n, err := sqsapi.ParseVirtualQueueURL(*in.QueueUrl); err == nil {
-		name = n
-	}
 	h.mu.Lock()
-	if q := h.queues[name]; q != nil && q.st != nil && q.st.inflight != nil {
+	if q.st != nil && q.st.inflight != nil {
 		for _, m := range msgs {
 			q.st.inflight[aws.ToString(m.ReceiptHandle)] = deadline
 		}

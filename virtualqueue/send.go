@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/batch"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -24,7 +25,7 @@ func routed(op, name string, attrs map[string]types.MessageAttributeValue, body 
 	}
 	out := make(map[string]types.MessageAttributeValue, len(attrs)+1)
 	maps.Copy(out, attrs)
-	out[sqsapi.VirtualQueueNameAttribute] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(name)}
+	out[sqsapi.VirtualQueueNameAttribute] = sqsapi.StringAttribute(name)
 	if err := sqsapi.CheckMessageSize(op, body, out); err != nil {
 		return nil, err
 	}
@@ -65,30 +66,17 @@ func (c *Client) SendMessage(ctx context.Context, in *sqs.SendMessageInput, optF
 		return nil, sqsapi.Invalid(op, "DelaySeconds", "%d is outside 0 to %d", in.DelaySeconds, sqsapi.MaxDelaySeconds)
 	}
 	c.touch(hostURL, name)
+	cp := *in
+	cp.QueueUrl = aws.String(hostURL)
+	cp.MessageAttributes = attrs
 	if c.opts.DisableSendBatching || len(optFns) > 0 || c.closed.Load() {
-		cp := *in
-		cp.QueueUrl = aws.String(hostURL)
-		cp.MessageAttributes = attrs
 		return c.sqs.SendMessage(ctx, &cp, optFns...)
 	}
-	res, err := c.sends.Do(ctx, hostURL, types.SendMessageBatchRequestEntry{
-		MessageBody:             in.MessageBody,
-		DelaySeconds:            in.DelaySeconds,
-		MessageAttributes:       attrs,
-		MessageSystemAttributes: in.MessageSystemAttributes,
-		MessageDeduplicationId:  in.MessageDeduplicationId,
-		MessageGroupId:          in.MessageGroupId,
-	})
+	res, err := c.sends.Do(ctx, hostURL, batch.SendEntry(&cp))
 	if err != nil {
 		return nil, err
 	}
-	return &sqs.SendMessageOutput{
-		MessageId:                    res.MessageId,
-		MD5OfMessageBody:             res.MD5OfMessageBody,
-		MD5OfMessageAttributes:       res.MD5OfMessageAttributes,
-		MD5OfMessageSystemAttributes: res.MD5OfMessageSystemAttributes,
-		SequenceNumber:               res.SequenceNumber,
-	}, nil
+	return batch.SendOutput(res), nil
 }
 
 // SendMessageBatch passes through, or sends every entry to the virtual
@@ -129,14 +117,4 @@ func (c *Client) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchI
 }
 
 // touch records activity on a virtual queue of this client, if it exists.
-func (c *Client) touch(hostURL, name string) {
-	h := c.lookupHost(hostURL)
-	if h == nil {
-		return
-	}
-	h.mu.Lock()
-	if q := h.queues[name]; q != nil {
-		q.touch(time.Now())
-	}
-	h.mu.Unlock()
-}
+func (c *Client) touch(hostURL, name string) { c.settle(hostURL, name, time.Time{}) }

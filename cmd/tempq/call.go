@@ -73,7 +73,7 @@ func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if len(attrs) > 0 {
 		in.MessageAttributes = make(map[string]types.MessageAttributeValue, len(attrs))
 		for k, v := range attrs {
-			in.MessageAttributes[k] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+			in.MessageAttributes[k] = sqsapi.StringAttribute(v)
 		}
 	}
 	// A one-off caller neither sweeps other processes' queues nor keeps its

@@ -124,3 +124,27 @@ func entryIndex(id *string, n int) (int, bool) {
 func entryError(f types.BatchResultErrorEntry) error {
 	return &sqsapi.BatchEntryError{Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault}
 }
+
+// SendEntry is the batch entry for a SendMessage call (its Id is assigned by
+// the coalescer).
+func SendEntry(in *sqs.SendMessageInput) types.SendMessageBatchRequestEntry {
+	return types.SendMessageBatchRequestEntry{
+		MessageBody:             in.MessageBody,
+		DelaySeconds:            in.DelaySeconds,
+		MessageAttributes:       in.MessageAttributes,
+		MessageSystemAttributes: in.MessageSystemAttributes,
+		MessageDeduplicationId:  in.MessageDeduplicationId,
+		MessageGroupId:          in.MessageGroupId,
+	}
+}
+
+// SendOutput is the SendMessage output for a batch entry's result.
+func SendOutput(res types.SendMessageBatchResultEntry) *sqs.SendMessageOutput {
+	return &sqs.SendMessageOutput{
+		MessageId:                    res.MessageId,
+		MD5OfMessageBody:             res.MD5OfMessageBody,
+		MD5OfMessageAttributes:       res.MD5OfMessageAttributes,
+		MD5OfMessageSystemAttributes: res.MD5OfMessageSystemAttributes,
+		SequenceNumber:               res.SequenceNumber,
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
+	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 // Attributes of the hand-written contenders' requests and replies.
@@ -54,10 +55,6 @@ func checkReply(want string, got *string) error {
 		return fmt.Errorf("reply %q to request %q", aws.ToString(got), want)
 	}
 	return nil
-}
-
-func stringAttr(v string) types.MessageAttributeValue {
-	return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
 }
 
 // tempQueues is requester.Requester against responder.Serve.
@@ -245,7 +242,7 @@ func (q *queuePerRequest) roundTrip(ctx context.Context, caller int) error {
 	id := uuid.NewString()
 	if _, err := q.client.SendMessage(ctx, &sqs.SendMessageInput{
 		QueueUrl: aws.String(q.queueURL), MessageBody: aws.String(b),
-		MessageAttributes: map[string]types.MessageAttributeValue{replyToAttribute: stringAttr(replyURL), correlationIDAttribute: stringAttr(id)},
+		MessageAttributes: map[string]types.MessageAttributeValue{replyToAttribute: sqsapi.StringAttribute(replyURL), correlationIDAttribute: sqsapi.StringAttribute(id)},
 	}); err != nil {
 		return err
 	}
@@ -347,7 +344,7 @@ func (s *staticReply) call(ctx context.Context, caller int) (time.Duration, erro
 	}
 	if _, err := s.client.SendMessage(ctx, &sqs.SendMessageInput{
 		QueueUrl: aws.String(s.queueURL), MessageBody: aws.String(b),
-		MessageAttributes: map[string]types.MessageAttributeValue{replyToAttribute: stringAttr(s.replyURL), correlationIDAttribute: stringAttr(id)},
+		MessageAttributes: map[string]types.MessageAttributeValue{replyToAttribute: sqsapi.StringAttribute(s.replyURL), correlationIDAttribute: sqsapi.StringAttribute(id)},
 	}); err != nil {
 		forget()
 		return 0, err
