@@ -1,8 +1,9 @@
 // Package sqsapi holds what every tempqueues package shares: the small
 // interfaces with the exact method signatures of *sqs.Client that the library
 // calls, the wire constants of the AWS Java Temporary Queue Client, SQS's
-// hard limits, the typed input errors, and an SDK middleware that counts API
-// calls.
+// hard limits, the typed input errors, an SDK middleware that counts API
+// calls, and BufferRequestBodies, the client option that keeps the SDK from
+// losing responses (every *sqs.Client given to tempqueues should have it).
 //
 // Every tempqueues wrapper accepts a Client and most also implement it, so
 // they stack: a *virtualqueue.Client wraps an *sqs.Client, a requester wraps

@@ -119,6 +119,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		NewClient: func(counter *sqsapi.CallCounter) *sqs.Client {
 			return sqs.New(base, func(o *sqs.Options) {
 				o.HTTPClient = httpClient
+				sqsapi.BufferRequestBodies(o)
 				o.APIOptions = append(slices.Clone(o.APIOptions), counter.Register)
 			})
 		},

@@ -85,7 +85,7 @@ func Open(ctx context.Context, f Flags) (*Env, error) {
 			BaseEndpoint: aws.String(f.EndpointURL),
 			Credentials:  credentials.NewStaticCredentialsProvider("tempq", "tempq", ""),
 			APIOptions:   []func(*middleware.Stack) error{counter.Register},
-		})
+		}, sqsapi.BufferRequestBodies)
 		return &Env{Client: client, Counter: counter, Where: "endpoint " + f.EndpointURL}, nil
 	}
 	var opts []func(*config.LoadOptions) error
@@ -106,5 +106,5 @@ func Open(ctx context.Context, f Flags) (*Env, error) {
 	if ep := os.Getenv("AWS_ENDPOINT_URL_SQS"); ep != "" {
 		where = "endpoint " + ep + " (AWS_ENDPOINT_URL_SQS)"
 	}
-	return &Env{Client: sqs.NewFromConfig(cfg, sqs.WithAPIOptions(counter.Register)), Counter: counter, Where: where}, nil
+	return &Env{Client: sqs.NewFromConfig(cfg, sqs.WithAPIOptions(counter.Register), sqsapi.BufferRequestBodies), Counter: counter, Where: where}, nil
 }

@@ -56,14 +56,15 @@ func (b *Backend) Client(tb testing.TB) (*sqs.Client, *sqsapi.CallCounter) {
 	tb.Helper()
 	counter := new(sqsapi.CallCounter)
 	if b.awsConfig != nil {
-		return sqs.NewFromConfig(*b.awsConfig, sqs.WithAPIOptions(counter.Register)), counter
+		return sqs.NewFromConfig(*b.awsConfig, sqs.WithAPIOptions(counter.Register), sqsapi.BufferRequestBodies), counter
 	}
 	return NewClient(b.Endpoint, counter), counter
 }
 
 // NewClient returns an SDK client for a local SQS-compatible endpoint, with
-// static dummy credentials, region us-east-1 and, if counter is not nil, the
-// API-call counter installed.
+// static dummy credentials, region us-east-1, sqsapi.BufferRequestBodies
+// (as every client should have) and, if counter is not nil, the API-call
+// counter installed.
 func NewClient(endpoint string, counter *sqsapi.CallCounter) *sqs.Client {
 	opts := sqs.Options{
 		Region:       "us-east-1",
@@ -73,7 +74,7 @@ func NewClient(endpoint string, counter *sqsapi.CallCounter) *sqs.Client {
 	if counter != nil {
 		opts.APIOptions = append(opts.APIOptions, counter.Register)
 	}
-	return sqs.New(opts)
+	return sqs.New(opts, sqsapi.BufferRequestBodies)
 }
 
 var (
