@@ -7,9 +7,9 @@ EMULATOR    := integration/emulator
 # Packages whose tests need a running fauxqs get one from internal/sqstestenv.
 PKGS        := ./...
 
-.PHONY: test emulator redis vet staticcheck unit nested clean-emulator
+.PHONY: test emulator redis fmt vet staticcheck unit nested clean-emulator
 
-test: emulator vet staticcheck unit nested
+test: emulator fmt vet staticcheck unit nested
 
 # Installs the pinned fauxqs + Node 22 when missing (package-lock.json pins both).
 emulator: $(EMULATOR)/node_modules/.installed
@@ -24,6 +24,9 @@ $(EMULATOR)/node_modules/.installed: $(EMULATOR)/package.json $(EMULATOR)/packag
 # own servers on 127.0.0.1 with random ports and use no system service.
 redis:
 	@command -v redis-server >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server; }
+
+fmt:
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 vet:
 	$(GO) vet $(PKGS)

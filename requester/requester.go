@@ -415,7 +415,6 @@ func (r *Requester) send(ctx context.Context, in *sqs.SendMessageInput, optFns [
 	return err
 }
 
-
 // checkRequest validates a request before any call and returns the caller's
 // own request id, if set, and a copy of the attributes.
 func checkRequest(op string, in *sqs.SendMessageInput) (string, map[string]types.MessageAttributeValue, error) {

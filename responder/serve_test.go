@@ -98,6 +98,8 @@ func TestPlainResponseQueueAndFireAndForget(t *testing.T) {
 		if _, routed := got[0].MessageAttributes[sqsapi.VirtualQueueNameAttribute]; routed {
 			t.Error("reply to a plain queue carries the routing attribute")
 		}
+		// The reply can be received before the responder counts its send.
+		waitFor(t, "the reply counted", func() bool { return r.Stats().Replied == 1 })
 		sendsBefore := r.Stats().Replied
 		e.request(reqQ, "fire", "", "rid-f")
 		waitFor(t, "both requests deleted", func() bool { return r.Stats().Deleted == 2 })
