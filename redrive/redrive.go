@@ -204,7 +204,7 @@ func (r *Redriver) run(ctx context.Context, drain bool) (Report, error) {
 	}
 	p.target, p.rep.Target = target, target
 	p.sends = batch.NewSends(r.client, 2)
-	p.dels = batch.NewDeletes(r.client, 2)
+	p.dels = batch.NewDeletes(r.client, 2, 0)
 	p.vis = batch.NewVisibilities(r.client, 2)
 	if r.opts.DryRun {
 		p.seen = make(map[string]bool)

@@ -49,13 +49,17 @@
 // maxReceiveCount receives.
 //
 // Replies, deletes and visibility changes go through batching coalescers:
-// a lone call goes out at once, and concurrent ones share batch calls.
+// a lone call goes out at once, and concurrent ones share batch calls. The
+// delete of a handled request, which nobody waits for, first waits up to
+// 10 ms for others to share its call, so that even one request at a time
+// pays about a fifth of a delete call instead of one.
 //
 // # Cost
 //
 // At steady load Serve makes well under one API call per request (receives
 // of up to 10, batched replies and deletes); one request at a time costs a
-// receive, a reply send and a delete. An idle Serve makes one long poll per
+// receive, a reply send and, with deletes batched over 10 ms, a share of a
+// delete. An idle Serve makes one long poll per
 // WaitTime (20 s by default): 180 calls an hour.
 //
 // # IAM

@@ -157,7 +157,7 @@ func New(client Client, optFns ...func(*Options)) (*Responder, error) {
 		opts:          o,
 		log:           o.Logger,
 		sends:         batch.NewSends(client, inFlight),
-		dels:          batch.NewDeletes(client, inFlight),
+		dels:          batch.NewDeletes(client, inFlight, batch.DeleteLinger),
 		vis:           batch.NewVisibilities(client, inFlight),
 		recvBO:        backoff.Policy{Base: 100 * time.Millisecond, Cap: 10 * time.Second},
 		maxVisibility: sqsapi.MaxVisibilityTimeout * time.Second,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/backoff"
 	"github.com/tempqueues/tempqueues/internal/batch"
+	"github.com/tempqueues/tempqueues/internal/workers"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -66,7 +67,11 @@ func (r *Responder) Serve(ctx context.Context, queueURL string, h Handler) error
 		base:     context.WithoutCancel(ctx),
 		slots:    make(chan struct{}, r.opts.MaxConcurrency),
 		fatal:    make(chan struct{}),
+		pool:     workers.New(0),
 	}
+	// Idle workers stop now, busy ones (a handler abandoned at the hard
+	// deadline) after their task.
+	defer s.pool.Close()
 	// Two stops: stopCtx ends intake (no new receive, backoff sleeps end);
 	// recvCtx aborts a receive in flight, which happens only at the hard
 	// deadline, because SQS may still hand messages to a long poll whose
@@ -152,6 +157,7 @@ type server struct {
 	h        Handler
 	base     context.Context // Serve's context without its cancellation
 
+	pool       *workers.Pool // runs pollers and handlers on reused stacks
 	slots      chan struct{} // one token per running handler
 	stopCtx    context.Context
 	stopIntake context.CancelFunc
@@ -210,7 +216,7 @@ func (s *server) addPoller() {
 		if s.nPollers.CompareAndSwap(n, n+1) {
 			s.r.stats.pollers.Add(1)
 			s.pollers.Add(1)
-			go s.poll()
+			s.pool.Go(s.poll)
 			return
 		}
 	}
@@ -351,7 +357,7 @@ func (s *server) pollLoop() (types.Message, time.Time, bool) {
 		}
 		for _, m := range out.Messages[:got-1] {
 			s.handlers.Add(1)
-			go s.handle(m, now)
+			s.pool.Go(func() { s.handle(m, now) })
 		}
 		if got == n && len(s.slots) < cap(s.slots) {
 			// A full receive with slots still free: there is a backlog that
@@ -362,7 +368,7 @@ func (s *server) pollLoop() (types.Message, time.Time, bool) {
 		// poller, so that once the pollers are gone no handler starts.
 		s.handlers.Add(1)
 		s.pollers.Add(1)
-		go s.poll()
+		s.pool.Go(s.poll)
 		return out.Messages[got-1], now, true
 	}
 }

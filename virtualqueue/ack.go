@@ -68,7 +68,8 @@ func (c *Client) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, 
 }
 
 // DeleteMessageAsync deletes a message received from a virtual queue without
-// waiting: the delete joins the host's next DeleteMessageBatch call, and done
+// waiting: the delete joins the host's next DeleteMessageBatch call, waiting
+// up to 10 ms for others to share it when no call is under way, and done
 // (which may be nil) gets its result from a client goroutine. It suits
 // callers that must not wait on the delete, such as a requester handing a
 // reply to its caller. After Close it deletes with a direct call before

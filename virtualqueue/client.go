@@ -60,7 +60,7 @@ func New(client sqsapi.Client, optFns ...func(*Options)) *Client {
 		calls:     calls,
 		opts:      opts,
 		log:       opts.Logger,
-		deletes:   batch.NewDeletes(wrapped, opts.MaxBatchCalls),
+		deletes:   batch.NewDeletes(wrapped, opts.MaxBatchCalls, batch.DeleteLinger),
 		vis:       batch.NewVisibilities(wrapped, opts.MaxBatchCalls),
 		sends:     batch.NewSends(wrapped, opts.MaxBatchCalls),
 		ctx:       ctx,

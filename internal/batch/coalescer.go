@@ -12,7 +12,9 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
+	"github.com/tempqueues/tempqueues/internal/workers"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -38,25 +40,37 @@ type Options[E any] struct {
 	Size        func(E) int            // size of an entry, used with MaxBytes
 	MaxInFlight int                    // concurrent calls per key
 	Context     func() context.Context // context of each batch call; default Background
+	// Linger lets entries that nobody waits for (Submit, SubmitAll) wait up
+	// to this long for company when no call is in flight, instead of going
+	// out at once: a full batch, an entry waited for with Do, Flush and
+	// Close still send at once. For deletes after a round trip, where a
+	// few milliseconds cost nothing and one call per entry costs an API
+	// call and the CPU to make it. 0 means no lingering.
+	Linger time.Duration
 }
 
-// Coalescer batches entries per key. It is safe for concurrent use; its
-// goroutines (one per running batch call) stop by Close.
+// Coalescer batches entries per key. It is safe for concurrent use. Batch
+// calls run on pooled goroutines (a fresh goroutine would grow its stack for
+// every SDK call) that stop when idle and by Close.
 type Coalescer[E, R any] struct {
 	fn   Func[E, R]
 	opts Options[E]
+	pool *workers.Pool
 
-	mu     sync.Mutex
-	keys   map[string]*keyState[E, R]
-	closed bool
-	idle   *sync.Cond // signalled when a call ends
-	calls  sync.WaitGroup
+	mu       sync.Mutex
+	keys     map[string]*keyState[E, R]
+	closed   bool
+	flushing int        // running Flush calls: nothing lingers meanwhile
+	idle     *sync.Cond // signalled when a call ends
+	calls    sync.WaitGroup
 }
 
 type keyState[E, R any] struct {
 	pending  []item[E, R]
 	bytes    int
 	inFlight int
+	due      time.Time   // when the oldest lingering entry must go; zero when none
+	timer    *time.Timer // armed for due while entries linger
 }
 
 type item[E, R any] struct {
@@ -75,7 +89,7 @@ func New[E, R any](fn Func[E, R], opts Options[E]) *Coalescer[E, R] {
 	if opts.Context == nil {
 		opts.Context = context.Background
 	}
-	c := &Coalescer[E, R]{fn: fn, opts: opts, keys: make(map[string]*keyState[E, R])}
+	c := &Coalescer[E, R]{fn: fn, opts: opts, pool: workers.New(0), keys: make(map[string]*keyState[E, R])}
 	c.idle = sync.NewCond(&c.mu)
 	return c
 }
@@ -95,7 +109,7 @@ func (c *Coalescer[E, R]) Submit(key string, entry E, done func(R, error)) {
 		return
 	}
 	ks := c.addLocked(key, entry, done)
-	c.maybeStartLocked(key, ks)
+	c.maybeStartLocked(key, ks, false)
 	c.mu.Unlock()
 }
 
@@ -122,7 +136,7 @@ func (c *Coalescer[E, R]) SubmitAll(key string, entries []E, done func(i int, v 
 		ks = c.addLocked(key, e, func(v R, err error) { done(i, v, err) })
 	}
 	if ks != nil {
-		c.maybeStartLocked(key, ks)
+		c.maybeStartLocked(key, ks, false)
 	}
 	c.mu.Unlock()
 }
@@ -171,6 +185,9 @@ func (c *Coalescer[E, R]) addLocked(key string, entry E, done func(R, error)) *k
 	if c.opts.MaxBytes > 0 && len(ks.pending) > 0 && ks.bytes+size > c.opts.MaxBytes && ks.inFlight < c.opts.MaxInFlight {
 		c.startLocked(key, ks)
 	}
+	if len(ks.pending) == 0 && c.opts.Linger > 0 {
+		ks.due = time.Now().Add(c.opts.Linger)
+	}
 	ks.pending = append(ks.pending, item[E, R]{entry: entry, done: done})
 	ks.bytes += size
 	return ks
@@ -189,7 +206,15 @@ func (c *Coalescer[E, R]) Do(ctx context.Context, key string, entry E) (R, error
 		return r.Value, r.Err
 	}
 	ch := make(chan Result[R], 1)
-	c.Submit(key, entry, func(v R, err error) { ch <- Result[R]{v, err} })
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		var zero R
+		return zero, ErrClosed
+	}
+	ks := c.addLocked(key, entry, func(v R, err error) { ch <- Result[R]{v, err} })
+	c.maybeStartLocked(key, ks, true) // a caller waits: no lingering
+	c.mu.Unlock()
 	select {
 	case r := <-ch:
 		return r.Value, r.Err
@@ -239,7 +264,7 @@ func (c *Coalescer[E, R]) doInline(ctx context.Context, key string, entry E) (r 
 func (c *Coalescer[E, R]) finish(key string, ks *keyState[E, R]) {
 	c.mu.Lock()
 	ks.inFlight--
-	c.maybeStartLocked(key, ks)
+	c.maybeStartLocked(key, ks, false)
 	if ks.inFlight == 0 && len(ks.pending) == 0 {
 		delete(c.keys, key)
 	}
@@ -251,9 +276,49 @@ func (c *Coalescer[E, R]) full(ks *keyState[E, R]) bool {
 	return len(ks.pending) >= c.opts.MaxEntries || (c.opts.MaxBytes > 0 && ks.bytes >= c.opts.MaxBytes)
 }
 
-func (c *Coalescer[E, R]) maybeStartLocked(key string, ks *keyState[E, R]) {
-	for len(ks.pending) > 0 && (ks.inFlight == 0 || (c.full(ks) && ks.inFlight < c.opts.MaxInFlight)) {
+// maybeStartLocked starts the calls key's pending entries are ready for:
+// one when no call is in flight (unless the entries may linger), more while
+// full batches wait and call slots are free. urgent means a caller waits.
+func (c *Coalescer[E, R]) maybeStartLocked(key string, ks *keyState[E, R], urgent bool) {
+	for len(ks.pending) > 0 {
+		switch {
+		case ks.inFlight < c.opts.MaxInFlight && c.full(ks):
+		case ks.inFlight == 0 && (urgent || !c.lingers(ks)):
+		default:
+			c.armLocked(key, ks)
+			return
+		}
 		c.startLocked(key, ks)
+	}
+	c.disarmLocked(ks)
+}
+
+// lingers reports whether key's pending entries may still wait for company.
+func (c *Coalescer[E, R]) lingers(ks *keyState[E, R]) bool {
+	return c.opts.Linger > 0 && c.flushing == 0 && !c.closed && time.Now().Before(ks.due)
+}
+
+// armLocked makes sure lingering entries of key go out by their due time.
+func (c *Coalescer[E, R]) armLocked(key string, ks *keyState[E, R]) {
+	if ks.inFlight > 0 || ks.timer != nil {
+		return // a call in flight starts them when it ends
+	}
+	ks.timer = time.AfterFunc(time.Until(ks.due), func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.keys[key] != ks || ks.timer == nil {
+			return
+		}
+		ks.timer = nil
+		ks.due = time.Time{} // waited enough: go
+		c.maybeStartLocked(key, ks, false)
+	})
+}
+
+func (c *Coalescer[E, R]) disarmLocked(ks *keyState[E, R]) {
+	if ks.timer != nil {
+		ks.timer.Stop()
+		ks.timer = nil
 	}
 }
 
@@ -277,9 +342,12 @@ func (c *Coalescer[E, R]) startLocked(key string, ks *keyState[E, R]) {
 	clear(ks.pending[rest:])
 	ks.pending = ks.pending[:rest]
 	ks.bytes -= bytes
+	if rest == 0 {
+		ks.due = time.Time{}
+	}
 	ks.inFlight++
 	c.calls.Add(1)
-	go c.run(key, ks, batch)
+	c.pool.Go(func() { c.run(key, ks, batch) })
 }
 
 func (c *Coalescer[E, R]) run(key string, ks *keyState[E, R], batch []item[E, R]) {
@@ -317,6 +385,17 @@ func (c *Coalescer[E, R]) Pending() int {
 // Flush waits until every entry submitted before the call has its result, or
 // until ctx ends.
 func (c *Coalescer[E, R]) Flush(ctx context.Context) error {
+	c.mu.Lock()
+	c.flushing++
+	for key, ks := range c.keys {
+		c.maybeStartLocked(key, ks, false) // nothing lingers while flushing
+	}
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.flushing--
+		c.mu.Unlock()
+	}()
 	done := make(chan struct{})
 	go func() {
 		c.mu.Lock()
@@ -339,12 +418,18 @@ func (c *Coalescer[E, R]) Flush(ctx context.Context) error {
 	}
 }
 
-// Close refuses new entries, then waits for pending ones to be sent (or ctx).
-// It is idempotent. Calls still running when ctx ends keep running until the
-// batch function returns; Close does not abandon their results.
+// Close refuses new entries, then waits for pending ones to be sent (or ctx)
+// and for its goroutines to stop. It is idempotent. Calls still running when
+// ctx ends keep running until the batch function returns; Close does not
+// abandon their results, and their goroutines stop after them.
 func (c *Coalescer[E, R]) Close(ctx context.Context) error {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
-	return c.Flush(ctx)
+	err := c.Flush(ctx)
+	c.pool.Close()
+	if err == nil {
+		c.pool.Wait()
+	}
+	return err
 }

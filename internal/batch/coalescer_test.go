@@ -215,3 +215,69 @@ func TestDoAllSharesBatchCalls(t *testing.T) {
 		t.Fatalf("after Close: %+v", res)
 	}
 }
+
+func TestLingerWaitsForCompanyThenGoes(t *testing.T) {
+	r := &recorder{}
+	c := New(r.fn, Options[int]{Linger: 30 * time.Millisecond})
+	defer c.Close(context.Background())
+	got := make(chan int, 3)
+	for i := range 3 {
+		c.Submit("q", i, func(v int, err error) {
+			if err != nil {
+				t.Error(err)
+			}
+			got <- v
+		})
+	}
+	for range 3 {
+		select {
+		case <-got:
+		case <-time.After(5 * time.Second):
+			t.Fatal("lingering entries were never sent")
+		}
+	}
+	if calls := r.calls(); len(calls) != 1 || calls[0] != 3 {
+		t.Fatalf("calls %v, want one call of 3 entries", calls)
+	}
+}
+
+func TestLingerNeverDelaysAFullBatchACallerFlushOrClose(t *testing.T) {
+	r := &recorder{}
+	c := New(r.fn, Options[int]{Linger: time.Hour})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+
+	// A full batch goes at once.
+	var sent sync.WaitGroup
+	sent.Add(10)
+	for i := range 10 {
+		c.Submit("full", i, func(int, error) { sent.Done() })
+	}
+	sent.Wait()
+
+	// A waiting caller takes the lingering entries along.
+	var lingered atomic.Bool
+	c.Submit("q", 1, func(int, error) { lingered.Store(true) })
+	if n := c.Pending(); n != 1 {
+		t.Fatalf("%d pending, want the lingering entry", n)
+	}
+	if v, err := c.Do(ctx, "q", 2); err != nil || v != 4 {
+		t.Fatalf("Do = %v, %v", v, err)
+	}
+	if !lingered.Load() {
+		t.Error("the lingering entry did not ride with the caller's")
+	}
+
+	// Flush and Close send what lingers.
+	c.Submit("a", 3, nil)
+	if err := c.Flush(ctx); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	c.Submit("b", 4, nil)
+	if err := c.Close(ctx); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if calls := r.calls(); len(calls) != 4 || calls[0] != 10 || calls[1] != 2 || calls[2] != 1 || calls[3] != 1 {
+		t.Fatalf("calls %v, want [10 2 1 1]", calls)
+	}
+}

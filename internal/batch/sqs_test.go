@@ -72,7 +72,7 @@ func TestSendsReceivesDeletesOnRealServer(t *testing.T) {
 	if !errors.As(err, &apiErr) {
 		t.Fatalf("visibility change of a bogus handle = %v, want an API error", err)
 	}
-	deletes := batch.NewDeletes(client, 2)
+	deletes := batch.NewDeletes(client, 2, 0)
 	for _, h := range handles {
 		wg.Add(1)
 		deletes.Submit(url, h, func(_ struct{}, err error) {
