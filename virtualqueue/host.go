@@ -43,7 +43,12 @@ type host struct {
 	pending  []*bufMsg  // buffered messages in receipt order
 	expiry   expiryHeap // virtual queues with a retention period
 	wake     chan struct{}
-	closed   bool
+	// maintainAt is when the maintenance goroutine wakes next by itself
+	// (zero while it is busy): only an earlier deadline needs a signal, so
+	// a routed message that goes straight to a waiting receiver, or a
+	// virtual queue that expires after others, costs no wake-up.
+	maintainAt time.Time
+	closed     bool
 	// pollUntil is when the latest receive's wait ends (unix nanos). A
 	// receive cancelled by Close may stay parked on the server until then,
 	// and SQS can hand it messages nobody will see; releases at Close wait
@@ -281,6 +286,7 @@ func (h *host) route(msgs []types.Message) {
 	)
 	h.mu.Lock()
 	closing := h.closed || h.c.closed.Load()
+	h.dropTakenLocked()
 	for _, m := range msgs {
 		if closing {
 			toRelease = append(toRelease, m)
@@ -308,8 +314,10 @@ func (h *host) route(msgs []types.Message) {
 	for _, q := range touched {
 		deliver = q.serveWaitersLocked(deliver, now)
 	}
+	if next := h.nextReleaseLocked(); !next.IsZero() {
+		h.wakeByLocked(next) // messages stay buffered: release them in time
+	}
 	h.mu.Unlock()
-	h.signal()
 
 	h.c.routed.Add(int64(len(msgs) - len(orphans) - len(overflow) - len(toRelease)))
 	for _, d := range deliver {
@@ -378,6 +386,27 @@ func (h *host) orphan(m types.Message) {
 	}
 }
 
+// wakeByLocked makes sure the maintenance goroutine runs by t.
+func (h *host) wakeByLocked(t time.Time) {
+	if h.maintainAt.IsZero() || t.Before(h.maintainAt) {
+		h.signal()
+	}
+}
+
+// dropTakenLocked drops the taken messages at the front of h.pending (in
+// receipt order, they are mostly taken in order), so that messages handed
+// straight to receivers do not pile up between maintenance runs.
+func (h *host) dropTakenLocked() {
+	i := 0
+	for i < len(h.pending) && h.pending[i].taken {
+		h.pending[i] = nil
+		i++
+	}
+	if i > 0 {
+		h.pending = h.pending[:copy(h.pending, h.pending[i:])]
+	}
+}
+
 // signal wakes the maintenance goroutine to recompute its next deadline.
 func (h *host) signal() {
 	select {
@@ -408,6 +437,12 @@ func (h *host) maintain() {
 			dropped = append(dropped, d...)
 			failed = append(failed, f...)
 		}
+		wait := time.Hour
+		if !next.IsZero() {
+			wait = max(next.Sub(now), time.Millisecond)
+		}
+		wakeAt := now.Add(wait)
+		h.maintainAt = wakeAt
 		h.mu.Unlock()
 		for _, b := range release {
 			h.release(b.m, 0)
@@ -419,11 +454,7 @@ func (h *host) maintain() {
 		}
 		h.c.settleRemoved(h, dropped, failed)
 
-		wait := time.Hour
-		if !next.IsZero() {
-			wait = max(time.Until(next), time.Millisecond)
-		}
-		timer.Reset(wait)
+		timer.Reset(max(time.Until(wakeAt), 0))
 		select {
 		case <-h.c.ctx.Done():
 			return

@@ -204,7 +204,7 @@ func (c *Client) CreateQueue(ctx context.Context, in *sqs.CreateQueueInput, optF
 	if retention > 0 {
 		q.expireAt = now.Add(time.Duration(retention) * time.Second).UnixNano()
 		if h.expiry.push(q) {
-			h.signal()
+			h.wakeByLocked(time.Unix(0, q.expireAt))
 		}
 	}
 	return &sqs.CreateQueueOutput{QueueUrl: aws.String(q.url())}, nil
