@@ -23,7 +23,8 @@ import (
 const MaxIdleScale = 20
 
 // measureIdle leaves a requester (after one request, so its host queue
-// exists) and a responder (serving an empty queue) alone for the window,
+// exists, and two sweep periods of start-up) and a responder (serving an
+// empty queue) alone for the window,
 // with every period of the library divided by the scale, and counts their
 // API calls. The requester is alone in its fleet, so it also holds the
 // sweeper lease and sweeps every period: the most a requester pays.
@@ -62,8 +63,17 @@ func measureIdle(ctx context.Context, e *env) (*IdleResult, error) {
 	}
 	_, err = req.SendMessageAndGetResponse(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: aws.String("wake")})
 	if err == nil {
-		// Let the reply's delete and the first heartbeat settle.
-		err = sleep(ctx, time.Second)
+		// Let the start-up pass before the window: the reply's delete, the
+		// first heartbeat and the sweeper lease's first rounds (a new fleet
+		// checks for a missing token, creates it and sweeps at once), which
+		// a process pays once, not per hour. The lease polls once in each
+		// period's window, so two periods cover it. A window shorter than
+		// a period (a smoke run) cannot see sweeps anyway: a second then.
+		settle := time.Second
+		if e.cfg.Idle.Window >= period {
+			settle = 2 * period
+		}
+		err = sleep(ctx, settle)
 	}
 	var res *IdleResult
 	if err == nil {
