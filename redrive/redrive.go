@@ -109,7 +109,9 @@ type Redriver struct {
 }
 
 // New returns a Redriver of the dead-letter queue dlqURL. It validates the
-// options (an *sqsapi.InvalidInputError for bad ones) and makes no call.
+// options (an *sqsapi.InvalidInputError for bad ones) and makes no call. An
+// *sqs.Client is used through a copy with sqsapi.BufferRequestBodies
+// installed (see sqsapi.EnsureBufferedBodies).
 func New(client Client, dlqURL string, optFns ...func(*Options)) (*Redriver, error) {
 	if client == nil {
 		return nil, sqsapi.Invalid("redrive.New", "client", "must not be nil")
@@ -119,7 +121,7 @@ func New(client Client, dlqURL string, optFns ...func(*Options)) (*Redriver, err
 		return nil, err
 	}
 	return &Redriver{
-		client: client,
+		client: sqsapi.EnsureBufferedBodies(client),
 		dlq:    dlqURL,
 		opts:   o,
 		policy: backoff.Policy{Base: o.Base, Cap: o.Cap, Rand: o.Rand},

@@ -138,8 +138,10 @@ type Responder struct {
 	shutdownErr  error
 }
 
-// New returns a Responder that calls SQS through client. It validates the
-// options and returns an *sqsapi.InvalidInputError for bad ones.
+// New returns a Responder that calls SQS through client (an *sqs.Client
+// through a copy with sqsapi.BufferRequestBodies installed, see
+// sqsapi.EnsureBufferedBodies). It validates the options and returns an
+// *sqsapi.InvalidInputError for bad ones.
 func New(client Client, optFns ...func(*Options)) (*Responder, error) {
 	if client == nil {
 		return nil, sqsapi.Invalid("responder.New", "client", "nil client")
@@ -151,6 +153,7 @@ func New(client Client, optFns ...func(*Options)) (*Responder, error) {
 	if err := resolveOptions(&o); err != nil {
 		return nil, err
 	}
+	client = sqsapi.EnsureBufferedBodies(client)
 	inFlight := max(2, o.MaxConcurrency/10)
 	r := &Responder{
 		client:        client,

@@ -75,3 +75,26 @@ func (c bufferedBodies) Do(req *http.Request) (*http.Response, error) {
 	out.Body, _ = out.GetBody()
 	return c.next.Do(out)
 }
+
+// EnsureBufferedBodies returns client unchanged unless it is an *sqs.Client
+// without BufferRequestBodies; then it returns a new *sqs.Client with the
+// same options and BufferRequestBodies installed, so that the library's own
+// receives cannot lose their responses however the caller built the client.
+// The caller's client is not modified. Constructors that take a client
+// (virtualqueue.New, responder.New, redrive.New) call it; wrap clients of
+// other types with BufferRequestBodies yourself.
+func EnsureBufferedBodies[C any](client C) C {
+	sc, ok := any(client).(*sqs.Client)
+	if !ok || sc == nil {
+		return client
+	}
+	o := sc.Options()
+	if _, done := o.HTTPClient.(bufferedBodies); done {
+		return client
+	}
+	protected, ok := any(sqs.New(o, BufferRequestBodies)).(C)
+	if !ok {
+		return client
+	}
+	return protected
+}

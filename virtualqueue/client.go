@@ -45,7 +45,9 @@ type Client struct {
 
 var _ sqsapi.Client = (*Client)(nil)
 
-// New returns a Client serving virtual queues over client.
+// New returns a Client serving virtual queues over client. An *sqs.Client
+// is used through a copy with sqsapi.BufferRequestBodies installed (see
+// sqsapi.EnsureBufferedBodies); the caller's client is not modified.
 func New(client sqsapi.Client, optFns ...func(*Options)) *Client {
 	var opts Options
 	for _, fn := range optFns {
@@ -53,7 +55,7 @@ func New(client sqsapi.Client, optFns ...func(*Options)) *Client {
 	}
 	opts.setDefaults()
 	calls := new(sqsapi.CallCounter)
-	wrapped := counting{next: client, n: calls}
+	wrapped := counting{next: sqsapi.EnsureBufferedBodies(client), n: calls}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Client{
 		sqs:       wrapped,
