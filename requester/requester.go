@@ -366,6 +366,17 @@ func (r *Requester) SendMessageAndGetResponseAsync(ctx context.Context, in *sqs.
 	req.MessageAttributes = attrs
 	call.sentAt = time.Now()
 	if err := r.send(waitCtx, &req, optFns); err != nil {
+		select {
+		case <-call.done:
+			if call.err == nil {
+				// The reply arrived before the send's own response, and
+				// finishing the call cancelled the send's context: the
+				// request got through.
+				r.sent.Add(1)
+				return call, nil
+			}
+		default:
+		}
 		if errors.Is(err, context.DeadlineExceeded) && waitCtx.Err() != nil {
 			r.timedOut.Add(1)
 			err = &TimeoutError{RequestID: requestID, QueueURL: call.queueURL, Waited: time.Since(call.sentAt)}

@@ -300,3 +300,68 @@ func TestCloseFailsPendingAndDeletesHostQueue(t *testing.T) {
 		leakcheck.Check(t)
 	})
 }
+
+// slowRequestSends answers sends to one queue only after a reply could
+// arrive, and gives up with the context's error when it ends first, as the
+// SDK does when a call's context is cancelled under it.
+type slowRequestSends struct {
+	*sqs.Client
+	queue string
+}
+
+func (s slowRequestSends) hold(ctx context.Context, queueURL *string) error {
+	if aws.ToString(queueURL) != s.queue {
+		return nil
+	}
+	select {
+	case <-time.After(3 * time.Second):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s slowRequestSends) SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	out, err := s.Client.SendMessage(ctx, in, optFns...)
+	if err == nil {
+		err = s.hold(ctx, in.QueueUrl)
+	}
+	return out, err
+}
+
+func (s slowRequestSends) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	out, err := s.Client.SendMessageBatch(ctx, in, optFns...)
+	if err == nil {
+		err = s.hold(ctx, in.QueueUrl)
+	}
+	return out, err
+}
+
+// TestReplyBeforeTheSendReturns: when the reply arrives while the request's
+// send still waits for its own response, the call succeeds; finishing it
+// must not turn into a failed send.
+func TestReplyBeforeTheSendReturns(t *testing.T) {
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		r, err := requester.New(slowRequestSends{Client: e.raw, queue: e.queue}, func(o *requester.Options) {
+			o.QueuePrefix = e.prefix
+			o.DisableSweeping = true
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = r.Close(context.Background()) })
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		wg := e.rawResponder(t, ctx, 0)
+		defer wg.Wait()
+		defer cancel()
+		reply, err := r.SendMessageAndGetResponse(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("early")})
+		if err != nil || aws.ToString(reply.Body) != "re: early" {
+			t.Fatalf("reply %v, err %v: want the reply that arrived during the send", reply, err)
+		}
+		if s := r.Stats(); s.Failed != 0 || s.Pending != 0 {
+			t.Errorf("stats %+v", s)
+		}
+	})
+}

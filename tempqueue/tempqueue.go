@@ -242,7 +242,10 @@ func (c *Client) createHost(ctx context.Context, n int, attrs map[string]string)
 }
 
 // HostGone forgets a host queue found deleted (for example by an operator),
-// so the next use creates a new one. The requester and the reaper call it.
+// so the next use creates a new one, and drops the virtual queues it carried
+// (virtualqueue.Client.ForgetHost): their receivers fail with
+// QueueDoesNotExist and the host's goroutines stop. The requester and the
+// reaper call it.
 func (c *Client) HostGone(url string) {
 	c.mu.Lock()
 	for k, h := range c.hosts {
@@ -256,6 +259,7 @@ func (c *Client) HostGone(url string) {
 	}
 	c.mu.Unlock()
 	c.reaper.Remove(url)
+	c.ForgetHost(url)
 	c.opts.Logger.LogAttrs(context.Background(), slog.LevelWarn, "tempqueue: host queue was deleted; a new one will be created", slog.String("queue_url", url))
 }
 

@@ -127,10 +127,21 @@ func TestHostQueueRecreatedAfterExternalDelete(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		old, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("before")})
+		if err != nil {
+			t.Fatal(err)
+		}
 		if _, err := raw.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(host)}); err != nil {
 			t.Fatal(err)
 		}
 		c.HostGone(host) // what the requester and the heartbeater do on QueueDoesNotExist
+		// The virtual-queue state of the old host went with it.
+		if n := c.Stats().VirtualQueues; n != 0 {
+			t.Errorf("%d virtual queues left on the deleted host", n)
+		}
+		if _, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: old.QueueUrl}); !sqsapi.IsQueueDoesNotExist(err) {
+			t.Errorf("receive on the deleted host's queue = %v, want QueueDoesNotExist", err)
+		}
 		again, err := c.HostQueue(ctx, nil)
 		if err != nil {
 			t.Fatal(err)

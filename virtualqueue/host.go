@@ -44,6 +44,10 @@ type host struct {
 	pending  []*bufMsg  // buffered messages in receipt order
 	expiry   expiryHeap // virtual queues with a retention period
 	wake     chan struct{}
+	// ctx ends with the client's or when ForgetHost drops the host: its
+	// pollers and maintenance goroutine stop.
+	ctx    context.Context
+	cancel context.CancelFunc
 	// maintainAt is when the maintenance goroutine wakes next by itself
 	// (zero while it is busy): only an earlier deadline needs a signal, so
 	// a routed message that goes straight to a waiting receiver, or a
@@ -81,6 +85,7 @@ func (c *Client) getHost(ctx context.Context, hostURL string) (*host, error) {
 	h := c.hosts[hostURL]
 	if h == nil {
 		h = &host{c: c, url: hostURL, ready: make(chan struct{}), queues: make(map[string]*vqueue), wake: make(chan struct{}, 1)}
+		h.ctx, h.cancel = context.WithCancel(c.ctx)
 		c.hosts[hostURL] = h
 		c.mu.Unlock()
 		h.initErr = h.init(ctx)
@@ -93,6 +98,7 @@ func (c *Client) getHost(ctx context.Context, hostURL string) (*host, error) {
 		}
 		if h.initErr != nil {
 			delete(c.hosts, hostURL)
+			h.cancel()
 		} else {
 			c.wg.Add(1)
 			go h.maintain()
@@ -181,7 +187,7 @@ func (h *host) startPollersLocked() {
 // receive that brought messages.
 func (h *host) poll() {
 	defer h.c.wg.Done()
-	ctx := h.c.ctx
+	ctx := h.ctx
 	linger := false
 	for {
 		h.mu.Lock()
@@ -464,7 +470,7 @@ func (h *host) maintain() {
 
 		timer.Reset(max(time.Until(wakeAt), 0))
 		select {
-		case <-h.c.ctx.Done():
+		case <-h.ctx.Done():
 			return
 		case <-h.wake: // Reset above re-arms the timer (Go 1.23+ timer semantics)
 		case <-timer.C:
@@ -538,4 +544,53 @@ func (h *host) shutdown() {
 	for _, b := range release {
 		h.release(b.m, delay)
 	}
+}
+
+// closedErrLocked is ErrClosed once the client is closed, an error matching
+// *types.QueueDoesNotExist once the host was forgotten, and nil otherwise.
+func (h *host) closedErrLocked() error {
+	switch {
+	case h.c.closed.Load():
+		return ErrClosed
+	case h.closed:
+		return sqsapi.NewQueueDoesNotExist("host queue " + h.url + " was deleted")
+	}
+	return nil
+}
+
+// ForgetHost drops everything the client holds for the host queue hostURL,
+// which its owner found deleted: the host's virtual queues and buffered
+// messages (gone with the queue), and its goroutines. Receivers waiting on
+// its virtual queues fail with an error matching *types.QueueDoesNotExist,
+// as do later calls on their URLs. It cancels the host's long poll, which a
+// server may keep parked until its wait ends: meant for a deleted host queue,
+// not one to use again at once. It makes no API call, and does nothing for a
+// host the client does not know.
+func (c *Client) ForgetHost(hostURL string) {
+	c.mu.Lock()
+	h := c.hosts[hostURL]
+	if h == nil || !h.isReady() {
+		c.mu.Unlock()
+		return
+	}
+	delete(c.hosts, hostURL)
+	c.mu.Unlock()
+
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return // Close got there first
+	}
+	h.closed = true
+	h.cancel()
+	waiters := h.takeAllWaitersLocked()
+	for _, q := range h.queues {
+		h.removeLocked(q) // its messages went with the host queue
+	}
+	h.pending = nil
+	h.mu.Unlock()
+	for _, w := range waiters {
+		w.fn(nil, sqsapi.NewQueueDoesNotExist("host queue "+hostURL+" was deleted while a receive waited"))
+	}
+	c.log.LogAttrs(context.Background(), slog.LevelDebug, "virtualqueue: forgot deleted host queue", slog.String("queue_url", hostURL))
 }

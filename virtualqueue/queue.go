@@ -183,8 +183,8 @@ func (c *Client) CreateQueue(ctx context.Context, in *sqs.CreateQueueInput, optF
 	now := time.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.closed {
-		return nil, ErrClosed
+	if err := h.closedErrLocked(); err != nil {
+		return nil, err
 	}
 	if q := h.queues[name]; q != nil {
 		if q.retention != retention {

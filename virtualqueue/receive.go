@@ -120,8 +120,8 @@ func (h *host) receive(q *vqueue, w *waiter, wait bool) (msgs []types.Message, r
 	now := time.Now()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.closed || h.c.closed.Load() {
-		return nil, false, ErrClosed
+	if err := h.closedErrLocked(); err != nil {
+		return nil, false, err
 	}
 	if q.removed {
 		return nil, false, sqsapi.NewQueueDoesNotExist("virtual queue " + q.url() + " does not exist")

@@ -353,6 +353,43 @@ func TestHostQueueDeletedUnderClient(t *testing.T) {
 	})
 }
 
+func TestForgetHostDropsItsQueuesAndWakesReceivers(t *testing.T) {
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b, 30)
+		c := e.client()
+		u := e.createVQ(c, "v")
+		e.createVQ(c, "w")
+		errc := make(chan error, 1)
+		go func() {
+			_, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(u), WaitTimeSeconds: 20})
+			errc <- err
+		}()
+		eventually(t, 5*time.Second, "the receive waits", func() bool { return c.Stats().Calls["ReceiveMessage"] >= 1 })
+		calls := e.counter.Total()
+
+		c.ForgetHost(e.host)
+		c.ForgetHost(e.host) // unknown now: nothing happens
+		select {
+		case err := <-errc:
+			if !sqsapi.IsQueueDoesNotExist(err) {
+				t.Fatalf("waiting receive = %v, want QueueDoesNotExist", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("ForgetHost left a receiver waiting")
+		}
+		if _, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(u)}); !sqsapi.IsQueueDoesNotExist(err) {
+			t.Errorf("receive on a forgotten host's queue = %v, want QueueDoesNotExist", err)
+		}
+		if n := c.Stats().VirtualQueues; n != 0 {
+			t.Errorf("%d virtual queues left", n)
+		}
+		// ForgetHost makes no call; it cancels the host's long poll.
+		if got := e.counter.Total(); got != calls {
+			t.Errorf("ForgetHost made %d calls", got-calls)
+		}
+	})
+}
+
 func TestCloseWakesReceiversAndStopsEverything(t *testing.T) {
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b, 30)
