@@ -57,6 +57,10 @@ func (e *env) requester(t *testing.T, optFns ...func(*requester.Options)) *reque
 // replies after delay, or never when delay < 0.
 func (e *env) rawResponder(t *testing.T, ctx context.Context, delay time.Duration) *sync.WaitGroup {
 	var wg sync.WaitGroup
+	// Replies still on their way finish before the test's other cleanups
+	// (the requester's Close, the queues' deletion) and before the test
+	// counts as done: a reply failing afterwards could not be reported.
+	t.Cleanup(wg.Wait)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -77,7 +81,9 @@ func (e *env) rawResponder(t *testing.T, ctx context.Context, delay time.Duratio
 				if delay < 0 {
 					continue
 				}
+				wg.Add(1)
 				go func() {
+					defer wg.Done()
 					time.Sleep(delay)
 					_, err := e.raw.SendMessage(context.Background(), &sqs.SendMessageInput{
 						QueueUrl: aws.String(host), MessageBody: aws.String("re: " + aws.ToString(m.Body)),

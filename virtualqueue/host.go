@@ -49,7 +49,7 @@ type host struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	// maintainAt is when the maintenance goroutine wakes next by itself
-	// (zero while it is busy): only an earlier deadline needs a signal, so
+	// (zero before its first round): only an earlier deadline needs a signal, so
 	// a routed message that goes straight to a waiting receiver, or a
 	// virtual queue that expires after others, costs no wake-up.
 	maintainAt time.Time
