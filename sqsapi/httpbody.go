@@ -27,12 +27,12 @@ import (
 // "use of closed network connection" and retries: a retried ReceiveMessage
 // leaves the messages of the lost response invisible until their visibility
 // timeout ends, and a retried SendMessage sends twice. Against local servers
-// on a loaded 2-core machine up to one request write in 200 failed this way
+// on a loaded 2-core machine up to one request write in 150 failed this way
 // (TestBufferRequestBodiesNoFailedWrites without the fix); each failure that
 // lands while a response is being read loses that response.
 //
 // BufferRequestBodies wraps the client's HTTP client so that each request's
-// body (at most a few hundred KiB for SQS) is read into memory first and
+// body (at most about 1 MiB for SQS) is read into memory first and
 // handed to net/http as a *bytes.Reader the SDK never closes, with GetBody
 // set. net/http then writes headers and body in one go and its extra read
 // finds a clean end of data. It costs one copy of the request body and saves
