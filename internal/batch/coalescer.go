@@ -101,6 +101,12 @@ func (c *Coalescer[E, R]) Submit(key string, entry E, done func(R, error)) {
 	if done == nil {
 		done = func(R, error) {}
 	}
+	c.submit(key, entry, done, false)
+}
+
+// submit queues entry for key; urgent (a caller waits) keeps it from
+// lingering. After Close, done gets ErrClosed at once.
+func (c *Coalescer[E, R]) submit(key string, entry E, done func(R, error), urgent bool) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -109,7 +115,7 @@ func (c *Coalescer[E, R]) Submit(key string, entry E, done func(R, error)) {
 		return
 	}
 	ks := c.addLocked(key, entry, done)
-	c.maybeStartLocked(key, ks, false)
+	c.maybeStartLocked(key, ks, urgent)
 	c.mu.Unlock()
 }
 
@@ -206,15 +212,7 @@ func (c *Coalescer[E, R]) Do(ctx context.Context, key string, entry E) (R, error
 		return r.Value, r.Err
 	}
 	ch := make(chan Result[R], 1)
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		var zero R
-		return zero, ErrClosed
-	}
-	ks := c.addLocked(key, entry, func(v R, err error) { ch <- Result[R]{v, err} })
-	c.maybeStartLocked(key, ks, true) // a caller waits: no lingering
-	c.mu.Unlock()
+	c.submit(key, entry, func(v R, err error) { ch <- Result[R]{v, err} }, true)
 	select {
 	case r := <-ch:
 		return r.Value, r.Err
