@@ -59,11 +59,18 @@ func (c bufferedBodies) Do(req *http.Request) (*http.Response, error) {
 	if req.Body == nil || req.Body == http.NoBody {
 		return c.next.Do(req)
 	}
-	body, err := io.ReadAll(req.Body)
+	// Sized from ContentLength (plus room for the read that finds the end),
+	// so that the copy costs one allocation on every call.
+	var buf bytes.Buffer
+	if req.ContentLength > 0 {
+		buf.Grow(int(req.ContentLength) + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(req.Body)
 	_ = req.Body.Close()
 	if err != nil {
 		return nil, fmt.Errorf("sqsapi: reading request body: %w", err)
 	}
+	body := buf.Bytes()
 	out := req.WithContext(req.Context()) // a shallow copy: the SDK keeps its own
 	out.ContentLength = int64(len(body))
 	out.GetBody = func() (io.ReadCloser, error) {
