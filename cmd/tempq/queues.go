@@ -13,24 +13,13 @@ import (
 
 func runQueues(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("queues", "[--prefix "+sqsapi.DefaultQueuePrefix+"] [--json]", stderr)
-	prefix := fs.String("prefix", sqsapi.DefaultQueuePrefix, "queue name prefix of the temporary queues")
+	prefix := prefixFlag(fs)
 	asJSON := fs.Bool("json", false, "print one JSON object per queue")
-	server := serverFlags(fs)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
-		return err
-	}
-	env, err := openSQS(ctx, server)
+	s, closeEnv, err := sweeperCommand(ctx, fs, args, prefix, func(*reaper.Options) {})
 	if err != nil {
 		return err
 	}
-	defer env.Close()
-	s, err := reaper.NewSweeper(env.Client, func(o *reaper.Options) { o.Prefix = *prefix })
-	if err != nil {
-		return usageError("%v", err)
-	}
+	defer closeEnv()
 	qs, err := s.Queues(ctx)
 	if err != nil {
 		return err

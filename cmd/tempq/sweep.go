@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -12,28 +13,14 @@ import (
 
 func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("sweep", "[--prefix "+sqsapi.DefaultQueuePrefix+"] [--dry-run] [--json]", stderr)
-	prefix := fs.String("prefix", sqsapi.DefaultQueuePrefix, "queue name prefix of the temporary queues")
+	prefix := prefixFlag(fs)
 	dryRun := fs.Bool("dry-run", false, "report the idle queues without deleting them")
 	asJSON := fs.Bool("json", false, "print the sweep report as JSON")
-	server := serverFlags(fs)
-	if err := parse(fs, args); err != nil {
-		return err
-	}
-	if err := noArgs(fs); err != nil {
-		return err
-	}
-	env, err := openSQS(ctx, server)
+	s, closeEnv, err := sweeperCommand(ctx, fs, args, prefix, func(o *reaper.Options) { o.DryRun = *dryRun })
 	if err != nil {
 		return err
 	}
-	defer env.Close()
-	s, err := reaper.NewSweeper(env.Client, func(o *reaper.Options) {
-		o.Prefix = *prefix
-		o.DryRun = *dryRun
-	})
-	if err != nil {
-		return usageError("%v", err)
-	}
+	defer closeEnv()
 	rep, err := s.Sweep(ctx)
 	if err != nil {
 		return err
@@ -77,4 +64,35 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// prefixFlag adds the --prefix flag of the sweeper commands to fs.
+func prefixFlag(fs *flag.FlagSet) *string {
+	return fs.String("prefix", sqsapi.DefaultQueuePrefix, "queue name prefix of the temporary queues")
+}
+
+// sweeperCommand adds the server flags to fs, parses args (no positional
+// arguments), connects and returns a Sweeper for the prefix with opt
+// applied, and the function that closes the connection.
+func sweeperCommand(ctx context.Context, fs *flag.FlagSet, args []string, prefix *string, opt func(*reaper.Options)) (*reaper.Sweeper, func(), error) {
+	server := serverFlags(fs)
+	if err := parse(fs, args); err != nil {
+		return nil, nil, err
+	}
+	if err := noArgs(fs); err != nil {
+		return nil, nil, err
+	}
+	env, err := openSQS(ctx, server)
+	if err != nil {
+		return nil, nil, err
+	}
+	s, err := reaper.NewSweeper(env.Client, func(o *reaper.Options) {
+		o.Prefix = *prefix
+		opt(o)
+	})
+	if err != nil {
+		env.Close()
+		return nil, nil, usageError("%v", err)
+	}
+	return s, env.Close, nil
 }
