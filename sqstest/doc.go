@@ -61,6 +61,7 @@
 //   - Server.InjectFault: fail calls of an operation with throttling
 //     (Throttle), 500 (InternalError), 503 (Unavailable) or any error code,
 //     add latency (Latency), for every call or the next Fault.Count.
+//     Options.Faults installs faults from the start, for a server run by Run.
 //   - Server.Calls, CallCounts, TotalCalls, ResetCalls: requests received per
 //     operation, failed ones included, as SQS would bill them.
 //

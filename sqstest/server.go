@@ -37,6 +37,10 @@ type Options struct {
 	// Logger receives a debug record per request and the errors returned;
 	// nil logs nothing.
 	Logger *slog.Logger
+	// Faults are installed when the server is made, as if passed to
+	// InjectFault in order: for a server started by Run, which returns no
+	// Server to call InjectFault on (the emulator's --latency).
+	Faults []Fault
 }
 
 // maxRequestBytes bounds a request body: a full SendMessageBatch of ten
@@ -137,6 +141,9 @@ func newServer(optFns []func(*Options)) *Server {
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
+	}
+	for _, f := range opts.Faults {
+		s.InjectFault(f)
 	}
 	return s
 }

@@ -244,6 +244,20 @@ func TestFaultLatency(t *testing.T) {
 	}
 }
 
+func TestOptionsFaultsInstalledAtStart(t *testing.T) {
+	srv := sqstest.Start(t, func(o *sqstest.Options) {
+		o.Faults = []sqstest.Fault{{Op: "ListQueues", Code: sqstest.CodeThrottled, Count: 1}}
+	})
+	c := srv.Client(func(o *sqs.Options) { o.RetryMaxAttempts = 1 })
+	var thr *types.RequestThrottled
+	if _, err := c.ListQueues(context.Background(), &sqs.ListQueuesInput{}); !errors.As(err, &thr) {
+		t.Fatalf("first ListQueues: err = %v, want the fault from Options.Faults", err)
+	}
+	if _, err := c.ListQueues(context.Background(), &sqs.ListQueuesInput{}); err != nil {
+		t.Fatalf("second ListQueues (the fault's Count was 1): %v", err)
+	}
+}
+
 func TestCallCounts(t *testing.T) {
 	srv := sqstest.Start(t)
 	c := srv.Client()

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -41,7 +43,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	idleScale := fs.Int("idle-scale", 20, fmt.Sprintf("divide the library's periods by this for the idle measurement (1 to %d)", bench.MaxIdleScale))
 	memQueues := fs.Int("memory-queues", 200_000, "idle virtual queues created to measure their memory (0 skips)")
 	createWait := fs.Duration("create-wait", time.Second, "queue-per-request: wait after CreateQueue before using the queue (AWS documents at least 1s; emulators need none)")
-	latency := fs.Duration("latency", 0, "embedded server only: added to every call, to stand for a network round trip")
+	latency := fs.Duration("latency", 0, "sqstest only: added to every call, to stand for a network round trip")
+	inProcess := fs.Bool("in-process", false, "run sqstest inside the benchmark's own process instead of a child process (client and server then share one Go scheduler: see BENCHMARKS.md)")
 	jsonOut := fs.Bool("json", false, "print the report as JSON instead of tables")
 	jsonFile := fs.String("json-file", "", "also write the JSON report to this file")
 	fromJSON := fs.String("from-json", "", "do not run: print (and plot) the report saved in this JSON file")
@@ -88,24 +91,34 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var base sqs.Options
 	var where string
 	if env.Embedded() {
-		srv := sqstest.NewServer()
-		defer srv.Close()
-		if *latency > 0 {
-			srv.InjectFault(sqstest.Latency("", *latency))
+		var url string
+		if *inProcess {
+			srv := sqstest.NewServer()
+			defer srv.Close()
+			if *latency > 0 {
+				srv.InjectFault(sqstest.Latency("", *latency))
+			}
+			url, where = srv.URL(), "sqstest embedded in the benchmark process, over TCP at "+srv.URL()
+		} else {
+			em, err := startEmulator(*latency, stderr)
+			if err != nil {
+				return err
+			}
+			defer em.stop()
+			url, where = em.url, "sqstest in its own process, over TCP at "+em.url
 		}
 		region := env.Region
 		if region == "" {
 			region = "us-east-1"
 		}
-		base = sqs.Options{Region: region, BaseEndpoint: aws.String(srv.URL()),
+		base = sqs.Options{Region: region, BaseEndpoint: aws.String(url),
 			Credentials: credentials.NewStaticCredentialsProvider("tempq", "tempq", "")}
-		where = "embedded sqstest over TCP at " + srv.URL()
 		if *latency > 0 {
 			where += fmt.Sprintf(", %v added to every call", *latency)
 		}
 	} else {
-		if *latency > 0 {
-			return usageError("--latency applies to the embedded server only")
+		if *latency > 0 || *inProcess {
+			return usageError("--latency and --in-process apply to sqstest only, not to --endpoint-url or --aws")
 		}
 		e, err := sqsenv.Open(ctx, env)
 		if err != nil {
@@ -212,4 +225,70 @@ func parseInts(s string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
+}
+
+// emulator is sqstest running in a child process: `tempq emulator` started
+// from this executable.
+type emulator struct {
+	url   string
+	cmd   *exec.Cmd
+	stdin io.Closer
+}
+
+// startEmulator starts the benchmark's default server. It runs in a process
+// of its own, as every real SQS server does: inside the benchmark's process
+// it would share the contenders' Go scheduler and garbage collector, and
+// its goroutines would queue behind theirs for the same two Ps (BENCHMARKS.md
+// measures both). The child stops when its standard input closes, which
+// happens when stop is called or when this process ends in any way.
+func startEmulator(latency time.Duration, stderr io.Writer) (*emulator, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("bench: finding this executable to run its emulator: %w", err)
+	}
+	args := []string{"emulator", "--addr", "127.0.0.1:0", "--until-stdin-eof"}
+	if latency > 0 {
+		args = append(args, "--latency", latency.String())
+	}
+	cmd := exec.Command(exe, args...)
+	cmd.Stderr = stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("bench: starting the emulator: %w", err)
+	}
+	em := &emulator{cmd: cmd, stdin: stdin}
+	// The emulator's first line is "sqstest listening on <URL>"; it
+	// writes nothing else to stdout.
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	i := strings.Index(line, "http://")
+	if err != nil || i < 0 {
+		em.stop()
+		return nil, fmt.Errorf("bench: the emulator did not report its URL (read %q): %v", line, err)
+	}
+	em.url = strings.TrimSpace(line[i:])
+	return em, nil
+}
+
+// stop closes the child's standard input and waits for it to exit, killing
+// it if it has not within five seconds.
+func (e *emulator) stop() {
+	_ = e.stdin.Close()
+	done := make(chan struct{})
+	go func() {
+		_ = e.cmd.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		_ = e.cmd.Process.Kill()
+		<-done
+	}
 }

@@ -36,8 +36,8 @@ func TestBenchSmoke(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatalf("stdout is not the JSON report: %v\n%s", err, stdout)
 	}
-	if !strings.Contains(rep.Server, "sqstest over TCP") {
-		t.Errorf("server %q, want the embedded sqstest over TCP", rep.Server)
+	if !strings.Contains(rep.Server, "sqstest in its own process, over TCP") {
+		t.Errorf("server %q, want sqstest in a child process", rep.Server)
 	}
 	if len(rep.Results) != 8 {
 		t.Fatalf("%d results, want 4 contenders x 2 concurrency levels", len(rep.Results))
@@ -107,12 +107,53 @@ func TestBenchSmoke(t *testing.T) {
 	}
 }
 
+// TestBenchInProcess runs the smallest benchmark against sqstest embedded
+// in the benchmark's own process, with latency added to every call.
+func TestBenchInProcess(t *testing.T) {
+	stdout, stderr, code := tempq(t, nil, "bench", "--json", "--in-process", "--latency", "1ms", "--duration", "300ms", "--rounds", "1",
+		"--concurrency", "1", "--contenders", "tempqueues,floor", "--idle-window", "0", "--memory-queues", "0")
+	if code != 0 {
+		t.Fatalf("exit code %d\nstderr:\n%s", code, stderr)
+	}
+	var rep struct {
+		Server  string `json:"server"`
+		Results []struct {
+			Contender string  `json:"contender"`
+			RPCs      int     `json:"rpcs"`
+			Errors    int     `json:"errors"`
+			P50       float64 `json:"p50_ms"`
+		} `json:"results"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("stdout is not the JSON report: %v\n%s", err, stdout)
+	}
+	if !strings.Contains(rep.Server, "sqstest embedded in the benchmark process") || !strings.Contains(rep.Server, "1ms added") {
+		t.Errorf("server %q, want the embedded sqstest with 1ms added", rep.Server)
+	}
+	if len(rep.Results) != 2 {
+		t.Fatalf("results %+v, want tempqueues and floor", rep.Results)
+	}
+	for _, r := range rep.Results {
+		// Every call waits 1 ms: the floor's four calls take at least 4 ms,
+		// a tempqueues round trip at least the 2 ms of its two sends.
+		min := 2.0
+		if r.Contender == "floor" {
+			min = 4
+		}
+		if r.RPCs < 1 || r.Errors != 0 || r.P50 < min {
+			t.Errorf("%+v: want RPCs, no errors and p50 >= %v ms", r, min)
+		}
+	}
+}
+
 func TestBenchFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"bench", "--contenders", "carrier-pigeon"},
 		{"bench", "--concurrency", "0"},
 		{"bench", "--idle-scale", "100"},
 		{"bench", "extra"},
+		{"bench", "--in-process", "--endpoint-url", "http://127.0.0.1:1"},
+		{"bench", "--latency", "1ms", "--endpoint-url", "http://127.0.0.1:1"},
 	} {
 		if _, stderr, code := tempq(t, nil, args...); code != 2 {
 			t.Errorf("%v: exit code %d, want 2; stderr %q", args, code, stderr)

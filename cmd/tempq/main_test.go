@@ -119,3 +119,62 @@ func TestEmulatorServesTheSDK(t *testing.T) {
 		t.Fatalf("ListQueues against the emulator: %v", err)
 	}
 }
+
+// TestEmulatorUntilStdinEOF checks the way tempq bench runs its server: the
+// emulator adds --latency to every call and stops once its standard input
+// closes, so that it cannot outlive the process that started it.
+func TestEmulatorUntilStdinEOF(t *testing.T) {
+	bin, err := tempqBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "emulator", "--addr", "127.0.0.1:0", "--latency", "50ms", "--until-stdin-eof")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	defer func() {
+		select {
+		case <-exited:
+		default:
+			_ = cmd.Process.Kill()
+		}
+	}()
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := strings.Index(line, "http://")
+	if i < 0 {
+		t.Fatalf("emulator printed %q, want its URL", line)
+	}
+	client := sqstestenv.NewClient(strings.TrimSpace(line[i:]), nil)
+	start := time.Now()
+	if _, err := client.ListQueues(context.Background(), &sqs.ListQueuesInput{}); err != nil {
+		t.Fatalf("ListQueues against the emulator: %v", err)
+	}
+	if d := time.Since(start); d < 50*time.Millisecond {
+		t.Errorf("ListQueues took %v, want at least the 50ms of --latency", d)
+	}
+	go func() { exited <- cmd.Wait() }()
+	if err := stdin.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		exited <- err // for the deferred check
+		if err != nil {
+			t.Fatalf("emulator exited with %v after its stdin closed, want a clean exit", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("emulator still running 10s after its stdin closed")
+	}
+}
