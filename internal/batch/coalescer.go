@@ -63,6 +63,11 @@ type Coalescer[E, R any] struct {
 	flushing int        // running Flush calls: nothing lingers meanwhile
 	idle     *sync.Cond // signalled when a call ends
 	calls    sync.WaitGroup
+	// Entries belong to the epoch current when they were submitted; each
+	// Flush starts a new one and waits only for the epochs before it, so
+	// that later entries, on any key, cannot keep it waiting.
+	epoch uint64
+	open  map[uint64]int // unanswered entries per epoch; no zero counts
 }
 
 type keyState[E, R any] struct {
@@ -76,6 +81,7 @@ type keyState[E, R any] struct {
 type item[E, R any] struct {
 	entry E
 	done  func(R, error)
+	epoch uint64
 }
 
 // New returns a Coalescer that performs batch calls with fn.
@@ -89,7 +95,7 @@ func New[E, R any](fn Func[E, R], opts Options[E]) *Coalescer[E, R] {
 	if opts.Context == nil {
 		opts.Context = context.Background
 	}
-	c := &Coalescer[E, R]{fn: fn, opts: opts, pool: workers.New(0), keys: make(map[string]*keyState[E, R])}
+	c := &Coalescer[E, R]{fn: fn, opts: opts, pool: workers.New(0), keys: make(map[string]*keyState[E, R]), open: make(map[uint64]int)}
 	c.idle = sync.NewCond(&c.mu)
 	return c
 }
@@ -194,7 +200,8 @@ func (c *Coalescer[E, R]) addLocked(key string, entry E, done func(R, error)) *k
 	if len(ks.pending) == 0 && c.opts.Linger > 0 {
 		ks.due = time.Now().Add(c.opts.Linger)
 	}
-	ks.pending = append(ks.pending, item[E, R]{entry: entry, done: done})
+	ks.pending = append(ks.pending, item[E, R]{entry: entry, done: done, epoch: c.epoch})
+	c.open[c.epoch]++
 	ks.bytes += size
 	return ks
 }
@@ -241,6 +248,8 @@ func (c *Coalescer[E, R]) doInline(ctx context.Context, key string, entry E) (r 
 	}
 	ks.inFlight++
 	c.calls.Add(1)
+	it := item[E, R]{epoch: c.epoch}
+	c.open[it.epoch]++
 	c.mu.Unlock()
 	defer c.calls.Done()
 
@@ -253,14 +262,19 @@ func (c *Coalescer[E, R]) doInline(ctx context.Context, key string, entry E) (r 
 	default:
 		r = results[0]
 	}
-	c.finish(key, ks)
+	c.finish(key, ks, []item[E, R]{it})
 	return r, true
 }
 
-// finish accounts for the end of a call on key and starts the calls of
-// the entries pending meanwhile.
-func (c *Coalescer[E, R]) finish(key string, ks *keyState[E, R]) {
+// finish accounts for the end of a call on key that answered batch, and
+// starts the calls of the entries pending meanwhile.
+func (c *Coalescer[E, R]) finish(key string, ks *keyState[E, R], batch []item[E, R]) {
 	c.mu.Lock()
+	for _, it := range batch {
+		if c.open[it.epoch]--; c.open[it.epoch] == 0 {
+			delete(c.open, it.epoch)
+		}
+	}
 	ks.inFlight--
 	c.maybeStartLocked(key, ks, false)
 	if ks.inFlight == 0 && len(ks.pending) == 0 {
@@ -366,7 +380,7 @@ func (c *Coalescer[E, R]) run(key string, ks *keyState[E, R], batch []item[E, R]
 		}
 		it.done(results[i].Value, results[i].Err)
 	}
-	c.finish(key, ks)
+	c.finish(key, ks, batch)
 }
 
 // Pending returns the number of entries submitted and not yet answered.
@@ -381,9 +395,12 @@ func (c *Coalescer[E, R]) Pending() int {
 }
 
 // Flush waits until every entry submitted before the call has its result, or
-// until ctx ends.
+// until ctx ends. Entries submitted meanwhile are sent without lingering,
+// but Flush does not wait for them.
 func (c *Coalescer[E, R]) Flush(ctx context.Context) error {
 	c.mu.Lock()
+	last := c.epoch
+	c.epoch++
 	c.flushing++
 	for key, ks := range c.keys {
 		c.maybeStartLocked(key, ks, false) // nothing lingers while flushing
@@ -397,7 +414,7 @@ func (c *Coalescer[E, R]) Flush(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		c.mu.Lock()
-		for len(c.keys) > 0 && ctx.Err() == nil {
+		for c.openThroughLocked(last) && ctx.Err() == nil {
 			c.idle.Wait()
 		}
 		c.mu.Unlock()
@@ -414,6 +431,17 @@ func (c *Coalescer[E, R]) Flush(ctx context.Context) error {
 		<-done
 		return ctx.Err()
 	}
+}
+
+// openThroughLocked reports whether entries of epoch last or earlier are
+// still unanswered.
+func (c *Coalescer[E, R]) openThroughLocked(last uint64) bool {
+	for e := range c.open {
+		if e <= last {
+			return true
+		}
+	}
+	return false
 }
 
 // Close refuses new entries, then waits for pending ones to be sent (or ctx)

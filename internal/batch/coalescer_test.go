@@ -281,3 +281,59 @@ func TestLingerNeverDelaysAFullBatchACallerFlushOrClose(t *testing.T) {
 		t.Fatalf("calls %v, want [10 2 1 1]", calls)
 	}
 }
+
+// TestFlushWaitsOnlyForEntriesSubmittedBeforeIt checks that entries
+// submitted after Flush began, on another key or on the same one, cannot
+// keep it waiting: under steady traffic it would never return.
+func TestFlushWaitsOnlyForEntriesSubmittedBeforeIt(t *testing.T) {
+	early, late := make(chan struct{}), make(chan struct{})
+	c := New(func(_ context.Context, _ string, es []int) ([]Result[int], error) {
+		if es[0] >= 100 {
+			<-late
+		} else {
+			<-early
+		}
+		return make([]Result[int], len(es)), nil
+	}, Options[int]{})
+	defer func() {
+		close(late)
+		if err := c.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}()
+	var answered atomic.Int32
+	c.Submit("a", 1, func(int, error) { answered.Add(1) })
+	flushed := make(chan error, 1)
+	go func() { flushed <- c.Flush(context.Background()) }()
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		c.mu.Lock()
+		started := c.epoch == 1
+		c.mu.Unlock()
+		if started {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Flush did not start")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	c.Submit("b", 100, nil) // another key: its call starts and is held
+	c.Submit("a", 101, nil) // the same key: rides the call after the held one
+	select {
+	case err := <-flushed:
+		t.Fatalf("Flush returned (%v) before the entry submitted before it was answered", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(early)
+	select {
+	case err := <-flushed:
+		if err != nil {
+			t.Fatalf("Flush = %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Flush still waits for entries submitted after it began")
+	}
+	if n := answered.Load(); n != 1 {
+		t.Fatalf("%d answers for the entry before Flush, want 1", n)
+	}
+}
