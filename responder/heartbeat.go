@@ -175,7 +175,12 @@ func (h *heartbeat) extend(now time.Time, f *inflight, ext time.Duration) {
 			f.deadline = now.Add(ext)
 		}
 		f.lost = f.lost || lost
+		release := f.afterExtension
+		f.afterExtension = nil
 		h.mu.Unlock()
+		if release != nil {
+			release()
+		}
 		switch {
 		case err == nil:
 			r.stats.extended.Add(1)

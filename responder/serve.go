@@ -198,6 +198,12 @@ type inflight struct {
 	limitHit  bool      // the handler was cancelled for the cap
 	lost      bool      // SQS no longer knows the receipt handle: stop extending
 	removed   bool      // processing ended
+	// A release made while an extension was unanswered, sent once the
+	// extension has its answer. Sent at once, it could go out in the same
+	// batch call as an extension still waiting for a call, or beside it,
+	// and SQS could apply it first: the extension would then hide the
+	// request for a whole visibility timeout instead of releasing it.
+	afterExtension func()
 }
 
 func (s *server) setFatal(err error) {
@@ -432,14 +438,24 @@ func (s *server) release(f *inflight, delay time.Duration) {
 	}
 	left := r.maxVisibility - time.Since(f.req.ReceivedAt)
 	secs := int32(min(delay, left).Round(time.Second) / time.Second)
-	r.vis.Submit(s.queueURL, batch.Visibility{ReceiptHandle: f.handle, Timeout: max(secs, 0)}, func(_ struct{}, err error) {
-		if err != nil {
-			r.log.Warn("responder: releasing request failed; it reappears after its visibility timeout",
-				slog.String("queue_url", s.queueURL), slog.String("request_id", f.req.ID), slog.Any("error", err))
-			return
-		}
-		r.stats.released.Add(1)
-	})
+	submit := func() {
+		r.vis.Submit(s.queueURL, batch.Visibility{ReceiptHandle: f.handle, Timeout: max(secs, 0)}, func(_ struct{}, err error) {
+			if err != nil {
+				r.log.Warn("responder: releasing request failed; it reappears after its visibility timeout",
+					slog.String("queue_url", s.queueURL), slog.String("request_id", f.req.ID), slog.Any("error", err))
+				return
+			}
+			r.stats.released.Add(1)
+		})
+	}
+	s.hb.mu.Lock()
+	if f.extending {
+		f.afterExtension = submit
+		s.hb.mu.Unlock()
+		return
+	}
+	s.hb.mu.Unlock()
+	submit()
 }
 
 // callCtx is the context of the store and reply calls a request makes:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -617,6 +618,115 @@ func TestServeStopsOnMissingQueue(t *testing.T) {
 		}
 		if err := r.Serve(ctx, gone+"#v", echo); !errors.Is(err, sqsapi.ErrInvalidInput) {
 			t.Errorf("Serve on a virtual URL = %v, want ErrInvalidInput", err)
+		}
+	})
+}
+
+// visOrderClient holds the first visibility extension it sees until hold is
+// closed, and records every release (timeout 0) that goes out in the same
+// call as an extension of its request, or while one is unanswered.
+type visOrderClient struct {
+	Client
+	hold      chan struct{}
+	holdOnce  sync.Once
+	mu        sync.Mutex
+	extending map[string]int // receipt handle -> unanswered extension calls
+	overtaken []string       // releases that could reach SQS before an extension
+	releases  int
+}
+
+func (c *visOrderClient) ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, o ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
+	var exts []string
+	c.mu.Lock()
+	for _, e := range in.Entries {
+		if e.VisibilityTimeout > 0 {
+			exts = append(exts, aws.ToString(e.ReceiptHandle))
+		}
+	}
+	for _, e := range in.Entries {
+		h := aws.ToString(e.ReceiptHandle)
+		if e.VisibilityTimeout == 0 {
+			c.releases++
+			if c.extending[h] > 0 || slices.Contains(exts, h) {
+				c.overtaken = append(c.overtaken, h)
+			}
+		}
+	}
+	for _, h := range exts {
+		c.extending[h]++
+	}
+	c.mu.Unlock()
+	if len(exts) > 0 {
+		first := false
+		c.holdOnce.Do(func() { first = true })
+		if first {
+			<-c.hold
+		}
+	}
+	out, err := c.Client.ChangeMessageVisibilityBatch(ctx, in, o...)
+	c.mu.Lock()
+	for _, h := range exts {
+		c.extending[h]--
+	}
+	c.mu.Unlock()
+	return out, err
+}
+
+// TestReleaseNeverOvertakesAnExtension: a request whose handler fails while
+// its heartbeat extension waits for a batch call must not be released in
+// that same call (or before it is answered): SQS could apply the release
+// first and the extension would hide the request for a visibility timeout.
+// Request B's extension is held in flight, so request A's extension, made a
+// tick later, waits in the coalescer when A's handler fails.
+func TestReleaseNeverOvertakesAnExtension(t *testing.T) {
+	t.Parallel()
+	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
+		t.Parallel()
+		e := newEnv(t, be)
+		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "4"})
+		c := &visOrderClient{Client: e.client, hold: make(chan struct{}), extending: make(map[string]int)}
+		var holdOnce sync.Once
+		unhold := func() { holdOnce.Do(func() { close(c.hold) }) }
+		t.Cleanup(unhold)
+		// Extensions every second, for requests with 2 s or less left.
+		r := newResponder(t, c, func(o *Options) {
+			o.VisibilityTimeout = 4 * time.Second
+			o.WaitTime = time.Second
+			o.Retry = RetryImmediately
+		})
+		failedA, stopB := make(chan struct{}), make(chan struct{})
+		var runsA atomic.Int32
+		serve(t, r, reqQ, HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
+			switch req.Body() {
+			case "B":
+				<-stopB // in flight, extended, until the test ends
+				return &Reply{Body: "ok"}, nil
+			case "A":
+				if runsA.Add(1) == 1 {
+					// Past A's first extension tick (2 to 3 s after receipt).
+					time.Sleep(3500 * time.Millisecond)
+					close(failedA)
+					return nil, errors.New("A fails once")
+				}
+			}
+			return &Reply{Body: "ok"}, nil
+		}))
+		t.Cleanup(func() { close(stopB) }) // runs before serve's cleanup stops Serve
+		e.request(reqQ, "B", "", "rid-b")
+		time.Sleep(1200 * time.Millisecond)
+		e.request(reqQ, "A", "", "rid-a")
+		select {
+		case <-failedA:
+		case <-time.After(20 * time.Second):
+			t.Fatal("A's handler never failed")
+		}
+		time.Sleep(200 * time.Millisecond) // A's release is submitted
+		unhold()
+		waitFor(t, "A run again after its release", func() bool { return runsA.Load() >= 2 })
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if len(c.overtaken) > 0 || c.releases == 0 {
+			t.Fatalf("%d releases, %d sent with or before an unanswered extension of their request", c.releases, len(c.overtaken))
 		}
 	})
 }
