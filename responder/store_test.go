@@ -3,6 +3,7 @@ package responder
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -138,5 +139,71 @@ func TestRetryBackoffDelay(t *testing.T) {
 	r.opts.Retry = RetryAfterVisibilityTimeout
 	if a := s.failureAction(&Request{ReceiveCount: 1}); a.kind != actNone {
 		t.Errorf("RetryAfterVisibilityTimeout: %+v", a)
+	}
+}
+
+// TestMemoryStoreSweepIsIncremental checks that no call removes more than a
+// bounded number of expired entries (no call pauses to scan a large store),
+// that calls keep removing them, and that a renewed lease outlives the
+// expiry record of its first lease.
+func TestMemoryStoreSweepIsIncremental(t *testing.T) {
+	ctx := context.Background()
+	now := time.Unix(1_000_000, 0)
+	var s MemoryStore
+	s.now = func() time.Time { return now }
+	const n = 1000
+	for i := range n {
+		if err := s.Complete(ctx, fmt.Sprint("done-", i), "t", &Reply{Body: "b"}, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e, _ := s.Begin(ctx, "lease", "owner", 30*time.Second); e.Status != Acquired {
+		t.Fatalf("Begin = %v", e.Status)
+	}
+	now = now.Add(20 * time.Second)
+	if err := s.Renew(ctx, "lease", "owner", 5*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(2 * time.Minute) // the answers and the first lease record expired
+	if e, _ := s.Begin(ctx, "probe", "p", time.Hour); e.Status != Acquired {
+		t.Fatalf("Begin = %v", e.Status)
+	}
+	// The call popped memSweepMax records, oldest first: the lease's first
+	// (stale: it was renewed) and memSweepMax-1 answers.
+	if got, want := s.Len(), n+2-(memSweepMax-1); got != want {
+		t.Fatalf("%d entries after one call, want %d: one call handles at most %d expiry records", got, want, memSweepMax)
+	}
+	for range n / memSweepMax {
+		_ = s.Release(ctx, "nothing", "x")
+	}
+	if got := s.Len(); got != 2 {
+		t.Fatalf("%d entries left, want the renewed lease and the probe", got)
+	}
+	if err := s.Renew(ctx, "lease", "owner", time.Minute); err != nil {
+		t.Fatalf("the renewed lease was dropped with its first expiry: %v", err)
+	}
+}
+
+// BenchmarkMemoryStore is the store's cost per request (Begin, then
+// Complete) on a store holding a million answers that expire while it runs,
+// so that the sweep's share is included.
+func BenchmarkMemoryStore(b *testing.B) {
+	ctx := context.Background()
+	now := time.Unix(1_000_000, 0)
+	var s MemoryStore
+	s.now = func() time.Time { return now }
+	reply := &Reply{Body: "answer"}
+	for i := range 1_000_000 {
+		_ = s.Complete(ctx, fmt.Sprint("old-", i), "t", reply, time.Duration(i)*time.Millisecond)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		now = now.Add(time.Millisecond) // one old answer expires per request
+		key := fmt.Sprint("k-", i)
+		if e, _ := s.Begin(ctx, key, "t", 30*time.Second); e.Status != Acquired {
+			b.Fatal(e.Status)
+		}
+		_ = s.Complete(ctx, key, "t", reply, time.Hour)
 	}
 }
