@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -21,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/tempqueues/tempqueues/internal/bench"
+	"github.com/tempqueues/tempqueues/internal/child"
 	"github.com/tempqueues/tempqueues/internal/sqsenv"
 	"github.com/tempqueues/tempqueues/sqsapi"
 	"github.com/tempqueues/tempqueues/sqstest"
@@ -252,28 +252,11 @@ func startEmulator(latency time.Duration, stderr io.Writer) (*emulator, error) {
 	}
 	cmd := exec.Command(exe, args...)
 	cmd.Stderr = stderr
-	stdin, err := cmd.StdinPipe()
+	url, stdin, err := child.Start(cmd, "sqstest listening on ", 30*time.Second)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("bench: running the emulator: %w", err)
 	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("bench: starting the emulator: %w", err)
-	}
-	em := &emulator{cmd: cmd, stdin: stdin}
-	// The emulator's first line is "sqstest listening on <URL>"; it
-	// writes nothing else to stdout.
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	i := strings.Index(line, "http://")
-	if err != nil || i < 0 {
-		em.stop()
-		return nil, fmt.Errorf("bench: the emulator did not report its URL (read %q): %v", line, err)
-	}
-	em.url = strings.TrimSpace(line[i:])
-	return em, nil
+	return &emulator{url: url, cmd: cmd, stdin: stdin}, nil
 }
 
 // stop closes the child's standard input and waits for it to exit, killing

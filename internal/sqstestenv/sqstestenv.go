@@ -12,7 +12,6 @@
 package sqstestenv
 
 import (
-	"bufio"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -23,7 +22,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -33,6 +31,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/tempqueues/tempqueues/internal/child"
 	"github.com/tempqueues/tempqueues/sqsapi"
 	"github.com/tempqueues/tempqueues/sqstest"
 )
@@ -139,36 +138,12 @@ func startFauxqs() (*Backend, error) {
 	cmd.Stderr = os.Stderr
 	// The launcher exits when its stdin closes, which happens when this test
 	// binary exits for any reason: no emulator outlives its tests.
-	stdin, err := cmd.StdinPipe()
+	url, stdin, err := child.Start(cmd, "READY ", 30*time.Second)
 	if err != nil {
-		return nil, err
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return nil, err
-	}
-	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("starting fauxqs: %w", err)
 	}
 	keepAlive = stdin
-	ready := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			if url, ok := strings.CutPrefix(sc.Text(), "READY "); ok {
-				ready <- url
-				break
-			}
-		}
-		_, _ = io.Copy(io.Discard, stdout)
-	}()
-	select {
-	case url := <-ready:
-		return &Backend{Name: "fauxqs", Endpoint: url}, nil
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		return nil, fmt.Errorf("fauxqs printed no READY line within 30s")
-	}
+	return &Backend{Name: "fauxqs", Endpoint: url}, nil
 }
 
 // keepAlive holds the launcher's stdin open for the life of the test binary.
