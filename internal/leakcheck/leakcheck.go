@@ -50,9 +50,11 @@ func Leaked() []string {
 			continue
 		}
 		// Test servers (the fauxqs harness, sqstest) are closed after the
-		// test body, by t.Cleanup; their goroutines are not leaks of the code
-		// under test.
-		if createdBy(s, module+"internal/sqstestenv") || createdBy(s, module+"sqstest.") {
+		// test body, by t.Cleanup, and a child process's output is read as
+		// long as the child runs (internal/child): their goroutines are not
+		// leaks of the code under test.
+		if createdBy(s, module+"internal/sqstestenv") || createdBy(s, module+"sqstest.") ||
+			createdBy(s, module+"internal/child.") {
 			continue
 		}
 		out = append(out, s)
