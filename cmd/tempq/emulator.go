@@ -13,7 +13,7 @@ func runEmulator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := newFlags("emulator", "[--addr 127.0.0.1:4566] [--region us-east-1] [--latency 2ms] [--until-stdin-eof] [-v]", stderr)
 	addr := fs.String("addr", "127.0.0.1:4566", "address to listen on (port 0 picks a free one)")
 	region := fs.String("region", "us-east-1", "region shown in queue ARNs")
-	latency := fs.Duration("latency", 0, "wait this long before answering each call, to stand for a network")
+	latency := fs.Duration("latency", 0, "wait this long before handling each call, to stand for a network")
 	untilEOF := fs.Bool("until-stdin-eof", false, "stop when standard input closes, so that a parent process that ends (even killed) stops the server; tempq bench runs it so")
 	verbose := fs.Bool("v", false, "log every request to stderr")
 	if err := parse(fs, args); err != nil {
