@@ -103,8 +103,10 @@ const (
 	defaultDrainTimeout   = 30 * time.Second
 	defaultStoreTTL       = time.Hour
 	maxPollersCap         = 4
-	// finalTimeout bounds the calls made after a stop deadline passed: the
-	// releases and the flush of pending deletes must still reach SQS.
+	// finalTimeout bounds the calls made after a stop without a deadline
+	// (Serve's DrainTimeout, Shutdown with a cancelled context): the
+	// releases and the flush of pending deletes must still reach SQS. It
+	// also caps the time Shutdown keeps for them before its deadline.
 	finalTimeout = 5 * time.Second
 )
 
@@ -130,8 +132,12 @@ type Responder struct {
 	closed   bool
 	servers  sync.WaitGroup // running Serve calls
 	stopping chan struct{}  // closed by Shutdown: stop receiving
-	hardStop chan struct{}  // closed when Shutdown's context ends: stop handlers
+	hardStop chan struct{}  // closed when Shutdown's grace ends: stop handlers
 	hardOnce sync.Once
+	// stopBy is the deadline of Shutdown's context, zero without one: the
+	// flushes at the end of each Serve finish by then. Set before stopping
+	// is closed.
+	stopBy time.Time
 
 	shutdownOnce sync.Once
 	shutdownDone chan struct{}
@@ -250,17 +256,24 @@ func (r *Responder) register() bool {
 }
 
 // Shutdown stops the responder gracefully: every Serve stops receiving
-// (a long poll in flight runs out its WaitTime unless ctx ends first and
-// what it returns is released), running handlers may finish until ctx ends,
-// then the rest are cancelled (cause ErrClosed) and their requests released
-// (visible at once, or as soon as no aborted receive can take them); replies,
-// deletes and visibility changes are flushed, and Serve returns nil. The
-// flush after ctx ends takes at most a few more seconds (two 5 s bounds):
-// deleting requests already handled beats redelivering them, so leave that
-// much of a termination grace period.
-// Later Serve and SendResponseMessage calls fail with ErrClosed.
+// (a long poll in flight runs out its WaitTime unless the grace period ends
+// first and what it returns is released), running handlers may finish
+// during the grace period, then the rest are cancelled (cause ErrClosed)
+// and their requests released (visible at once, or as soon as no aborted
+// receive can take them); replies, deletes and visibility changes are
+// flushed, and Serve returns nil. Later Serve and SendResponseMessage calls
+// fail with ErrClosed.
 //
-// Shutdown returns nil when everything finished in time and ctx.Err() when
+// With a deadline on ctx, Shutdown returns by that deadline: the grace
+// period ends a fifth of the time before it (at most 5 s before), which is
+// left for cancelling handlers and flushing, since deleting requests
+// already handled beats redelivering them. A termination grace period of
+// 30 s can thus be passed on as it is. Without a deadline the grace period
+// lasts until ctx is cancelled, and cancelling and flushing then take at
+// most two 5 s bounds more.
+//
+// Shutdown returns nil when everything finished in time and ctx.Err() (or
+// context.DeadlineExceeded, when the grace period ended before ctx) when
 // handlers had to be cancelled. A handler that ignores its context keeps
 // its Serve (not Shutdown) from returning. Shutdown is idempotent: later
 // calls wait for the first and return its result.
@@ -269,6 +282,7 @@ func (r *Responder) Shutdown(ctx context.Context) error {
 	r.shutdownOnce.Do(func() {
 		r.mu.Lock()
 		r.closed = true
+		r.stopBy, _ = ctx.Deadline()
 		close(r.stopping)
 		r.mu.Unlock()
 		first = true
@@ -285,6 +299,15 @@ func (r *Responder) Shutdown(ctx context.Context) error {
 	}
 }
 
+// finalWait is how long the work after the grace period may still take:
+// until Shutdown's deadline, or finalTimeout without one.
+func (r *Responder) finalWait() time.Duration {
+	if r.stopBy.IsZero() {
+		return finalTimeout
+	}
+	return time.Until(r.stopBy)
+}
+
 func (r *Responder) shutdown(ctx context.Context) {
 	defer close(r.shutdownDone)
 	served := make(chan struct{})
@@ -292,19 +315,29 @@ func (r *Responder) shutdown(ctx context.Context) {
 		r.servers.Wait()
 		close(served)
 	}()
+	// The grace period ends when ctx does, or, with a deadline, a fifth of
+	// the time left before it (at most finalTimeout), which is kept for
+	// cancelling handlers, releasing their requests and flushing.
+	grace := ctx
+	if !r.stopBy.IsZero() {
+		keep := min(finalTimeout, max(time.Until(r.stopBy)/5, 0))
+		var cancel context.CancelFunc
+		grace, cancel = context.WithDeadline(ctx, r.stopBy.Add(-keep))
+		defer cancel()
+	}
 	var err error
 	select {
 	case <-served:
-	case <-ctx.Done():
-		err = ctx.Err()
+	case <-grace.Done():
+		err = grace.Err()
 		r.hardOnce.Do(func() { close(r.hardStop) })
 		select {
 		case <-served:
-		case <-time.After(finalTimeout):
+		case <-time.After(r.finalWait()):
 			r.log.Warn("responder: Shutdown: handlers ignore their cancelled context; returning without them")
 		}
 	}
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalTimeout)
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.finalWait())
 	defer cancel()
 	for _, c := range []interface{ Close(context.Context) error }{r.sends, r.dels, r.vis} {
 		if cerr := c.Close(fctx); cerr != nil && err == nil {
@@ -312,4 +345,12 @@ func (r *Responder) shutdown(ctx context.Context) {
 		}
 	}
 	r.shutdownErr = err
+}
+
+// stoppedBy returns the deadline of Shutdown's context once Shutdown has
+// begun (zero before, or without a deadline).
+func (r *Responder) stoppedBy() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.stopBy
 }

@@ -141,7 +141,11 @@ func (r *Responder) Serve(ctx context.Context, queueURL string, h Handler) error
 	}
 	s.hb.close()
 
-	fctx, cancel := context.WithTimeout(s.base, finalTimeout)
+	flushFor := finalTimeout
+	if stopped := r.stoppedBy(); !stopped.IsZero() {
+		flushFor = min(flushFor, time.Until(stopped))
+	}
+	fctx, cancel := context.WithTimeout(s.base, flushFor)
 	defer cancel()
 	if err := errors.Join(r.dels.Flush(fctx), r.vis.Flush(fctx)); err != nil {
 		log.Warn("responder: flushing deletes and visibility changes at stop", slog.Any("error", err))

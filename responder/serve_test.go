@@ -574,7 +574,8 @@ func TestShutdownDeadlineReleasesUnfinished(t *testing.T) {
 			}))
 		}()
 		<-started
-		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		// A fifth of the second is kept for cancelling and releasing.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		if err := r.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("Shutdown = %v, want DeadlineExceeded", err)
@@ -595,6 +596,52 @@ func TestShutdownDeadlineReleasesUnfinished(t *testing.T) {
 		}
 		if leaks := leakedGoroutines(); len(leaks) > 0 {
 			t.Errorf("%d goroutines left after Shutdown:\n%s", len(leaks), leaks[0])
+		}
+	})
+}
+
+// TestShutdownReturnsByItsDeadline: a handler that ignores its cancelled
+// context cannot hold Shutdown past its context's deadline, and its request
+// is still released in the time kept for that before the deadline.
+func TestShutdownReturnsByItsDeadline(t *testing.T) {
+	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
+		e := newEnv(t, be)
+		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "30"})
+		r, err := New(e.client, func(o *Options) { o.WaitTime = time.Second; o.MaxConcurrency = 1 })
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.request(reqQ, "deaf", "", "rid-deaf")
+		started, unblock := make(chan struct{}), make(chan struct{})
+		errc := make(chan error, 1)
+		go func() {
+			errc <- r.Serve(context.Background(), reqQ, HandlerFunc(func(context.Context, *Request) (*Reply, error) {
+				close(started)
+				<-unblock // deaf to its context
+				return nil, errors.New("too late")
+			}))
+		}()
+		<-started
+		const budget = 1500 * time.Millisecond
+		ctx, cancel := context.WithTimeout(context.Background(), budget)
+		defer cancel()
+		begun := time.Now()
+		err = r.Shutdown(ctx)
+		took := time.Since(begun)
+		close(unblock)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Shutdown = %v, want DeadlineExceeded", err)
+		}
+		// Without the deadline kept, Shutdown waited 5 s for the handler.
+		if took > budget+time.Second {
+			t.Errorf("Shutdown took %v with a %v deadline", took, budget)
+		}
+		if err := <-errc; err != nil {
+			t.Errorf("Serve = %v", err)
+		}
+		out, err := e.client.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: &reqQ, WaitTimeSeconds: 2})
+		if err != nil || len(out.Messages) != 1 {
+			t.Fatalf("the deaf handler's request was not released by the deadline: %v %v", out, err)
 		}
 	})
 }
