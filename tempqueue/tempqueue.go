@@ -206,11 +206,19 @@ func (c *Client) HostQueue(ctx context.Context, attrs map[string]string) (string
 	if h.err == nil && closed {
 		// Close ran while the queue was being created and did not see it.
 		c.reaper.Remove(h.url)
-		_, _ = c.raw.DeleteQueue(context.WithoutCancel(ctx), &sqs.DeleteQueueInput{QueueUrl: aws.String(h.url)})
+		c.deleteOrphanHost(ctx, h.url)
 		h.url, h.err = "", ErrClosed
 	}
 	close(h.ready)
 	return h.url, h.err
+}
+
+// deleteOrphanHost deletes a host queue just created that nobody will use or
+// heartbeat, even when ctx has ended, within a bound of its own.
+func (c *Client) deleteOrphanHost(ctx context.Context, url string) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	_, _ = c.raw.DeleteQueue(dctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(url)})
 }
 
 func (c *Client) createHost(ctx context.Context, n int, attrs map[string]string) (string, error) {
@@ -231,7 +239,7 @@ func (c *Client) createHost(ctx context.Context, n int, attrs map[string]string)
 	if err := c.reaper.AddTagged(url, c.opts.IdleQueueRetention, now); err != nil {
 		// Typically Close ran meanwhile: a queue nobody heartbeats or
 		// deletes must not outlive this call.
-		_, _ = c.raw.DeleteQueue(context.WithoutCancel(ctx), &sqs.DeleteQueueInput{QueueUrl: aws.String(url)})
+		c.deleteOrphanHost(ctx, url)
 		if errors.Is(err, reaper.ErrClosed) {
 			err = ErrClosed
 		}
