@@ -15,6 +15,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/tempqueues/tempqueues/internal/child"
 	"github.com/tempqueues/tempqueues/internal/sqstestenv"
 )
 
@@ -129,34 +130,17 @@ func TestEmulatorUntilStdinEOF(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(bin, "emulator", "--addr", "127.0.0.1:0", "--latency", "50ms", "--until-stdin-eof")
-	stdin, err := cmd.StdinPipe()
+	url, stdin, err := child.Start(cmd, "sqstest listening on ", 30*time.Second)
 	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
 	defer func() {
-		select {
-		case <-exited:
-		default:
-			_ = cmd.Process.Kill()
-		}
+		_ = cmd.Process.Kill() // a no-op once it has exited
+		<-exited
 	}()
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatal(err)
-	}
-	i := strings.Index(line, "http://")
-	if i < 0 {
-		t.Fatalf("emulator printed %q, want its URL", line)
-	}
-	client := sqstestenv.NewClient(strings.TrimSpace(line[i:]), nil)
+	client := sqstestenv.NewClient(url, nil)
 	start := time.Now()
 	if _, err := client.ListQueues(context.Background(), &sqs.ListQueuesInput{}); err != nil {
 		t.Fatalf("ListQueues against the emulator: %v", err)
@@ -164,13 +148,12 @@ func TestEmulatorUntilStdinEOF(t *testing.T) {
 	if d := time.Since(start); d < 50*time.Millisecond {
 		t.Errorf("ListQueues took %v, want at least the 50ms of --latency", d)
 	}
-	go func() { exited <- cmd.Wait() }()
 	if err := stdin.Close(); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case err := <-exited:
-		exited <- err // for the deferred check
+		exited <- err // for the deferred wait
 		if err != nil {
 			t.Fatalf("emulator exited with %v after its stdin closed, want a clean exit", err)
 		}
