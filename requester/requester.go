@@ -440,8 +440,8 @@ func checkRequest(op string, in *sqs.SendMessageInput) (string, map[string]types
 			return "", nil, err
 		}
 	}
-	if in.DelaySeconds < 0 || in.DelaySeconds > sqsapi.MaxDelaySeconds {
-		return "", nil, sqsapi.Invalid(op, "DelaySeconds", "%d is outside 0 to %d", in.DelaySeconds, sqsapi.MaxDelaySeconds)
+	if err := sqsapi.CheckDelaySeconds(op, in.DelaySeconds); err != nil {
+		return "", nil, err
 	}
 	if aws.ToString(in.MessageBody) == "" {
 		return "", nil, sqsapi.Invalid(op, "MessageBody", "empty (SQS requires a body)")

@@ -101,6 +101,15 @@ func CheckMessageSize(op string, body *string, attrs map[string]types.MessageAtt
 	return nil
 }
 
+// CheckDelaySeconds rejects a per-message DelaySeconds outside SQS's 0 to
+// 900.
+func CheckDelaySeconds(op string, d int32) error {
+	if d < 0 || d > MaxDelaySeconds {
+		return Invalid(op, "DelaySeconds", "%d is outside 0 to %d", d, MaxDelaySeconds)
+	}
+	return nil
+}
+
 // BatchEntryError is the failure of one entry of a batch call
 // (types.BatchResultErrorEntry) as an error. It implements smithy.APIError,
 // so errors.As(err, new(smithy.APIError)) exposes the SQS error code.

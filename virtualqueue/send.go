@@ -62,8 +62,8 @@ func (c *Client) SendMessage(ctx context.Context, in *sqs.SendMessageInput, optF
 	if err != nil {
 		return nil, err
 	}
-	if in.DelaySeconds < 0 || in.DelaySeconds > sqsapi.MaxDelaySeconds {
-		return nil, sqsapi.Invalid(op, "DelaySeconds", "%d is outside 0 to %d", in.DelaySeconds, sqsapi.MaxDelaySeconds)
+	if err := sqsapi.CheckDelaySeconds(op, in.DelaySeconds); err != nil {
+		return nil, err
 	}
 	c.touch(hostURL, name)
 	cp := *in
@@ -98,8 +98,8 @@ func (c *Client) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchI
 	cp.Entries = make([]types.SendMessageBatchRequestEntry, len(in.Entries))
 	total := 0
 	for i, e := range in.Entries {
-		if e.DelaySeconds < 0 || e.DelaySeconds > sqsapi.MaxDelaySeconds {
-			return nil, sqsapi.Invalid(op, "DelaySeconds", "%d is outside 0 to %d", e.DelaySeconds, sqsapi.MaxDelaySeconds)
+		if err := sqsapi.CheckDelaySeconds(op, e.DelaySeconds); err != nil {
+			return nil, err
 		}
 		attrs, err := routed(op, name, e.MessageAttributes, e.MessageBody)
 		if err != nil {
