@@ -238,15 +238,18 @@ func (c *Call) finish(msg *types.Message, err error) {
 		if stop != nil {
 			stop()
 		}
-		if c.cancelCtx != nil {
-			c.cancelCtx()
-		}
 		// The reply queue is virtual: deleting it is local, no API call.
 		_, _ = c.r.tq.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(c.replyURL)})
 		c.r.mu.Lock()
 		delete(c.r.pending, c)
 		c.r.mu.Unlock()
 		close(c.done)
+		// Only after done is closed: a send still waiting for its response
+		// under this context then sees the call finished when its context
+		// ends, and does not report the cancellation as a failed send.
+		if c.cancelCtx != nil {
+			c.cancelCtx()
+		}
 	})
 }
 
