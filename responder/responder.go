@@ -299,13 +299,17 @@ func (r *Responder) Shutdown(ctx context.Context) error {
 	}
 }
 
-// finalWait is how long the work after the grace period may still take:
-// until Shutdown's deadline, or finalTimeout without one.
+// finalWait is how long the work after a stop (cancelling, releasing,
+// flushing) may still take: finalTimeout, and no later than Shutdown's
+// deadline once Shutdown has begun with one.
 func (r *Responder) finalWait() time.Duration {
-	if r.stopBy.IsZero() {
+	r.mu.Lock()
+	stopBy := r.stopBy
+	r.mu.Unlock()
+	if stopBy.IsZero() {
 		return finalTimeout
 	}
-	return time.Until(r.stopBy)
+	return min(finalTimeout, time.Until(stopBy))
 }
 
 func (r *Responder) shutdown(ctx context.Context) {
@@ -345,12 +349,4 @@ func (r *Responder) shutdown(ctx context.Context) {
 		}
 	}
 	r.shutdownErr = err
-}
-
-// stoppedBy returns the deadline of Shutdown's context once Shutdown has
-// begun (zero before, or without a deadline).
-func (r *Responder) stoppedBy() time.Time {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.stopBy
 }

@@ -141,11 +141,7 @@ func (r *Responder) Serve(ctx context.Context, queueURL string, h Handler) error
 	}
 	s.hb.close()
 
-	flushFor := finalTimeout
-	if stopped := r.stoppedBy(); !stopped.IsZero() {
-		flushFor = min(flushFor, time.Until(stopped))
-	}
-	fctx, cancel := context.WithTimeout(s.base, flushFor)
+	fctx, cancel := context.WithTimeout(s.base, r.finalWait())
 	defer cancel()
 	if err := errors.Join(r.dels.Flush(fctx), r.vis.Flush(fctx)); err != nil {
 		log.Warn("responder: flushing deletes and visibility changes at stop", slog.Any("error", err))
