@@ -1,0 +1,59 @@
+package apisurface
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/tempqueues/tempqueues"
+
+// library lists the public packages of the core module, lowest layer first.
+var library = []string{
+	"sqsapi", "sqstest", "backlog", "reaper", "virtualqueue", "responder",
+	"responder/storetest", "redrive", "tempqueue", "requester",
+}
+
+// limits are the surface budgets the project holds itself to. They only go
+// down; the target for both is 50.
+var limits = map[string]int{"sqsapi": 84, "reaper": 106}
+
+// leaksAllowed are exported uses of internal types not yet removed.
+var leaksAllowed = map[string]bool{
+	"virtualqueue: exported Options.Backoff uses github.com/tempqueues/tempqueues/internal/backoff.Policy": true,
+}
+
+// TestSurface reports each library package's non-test lines, exported
+// identifiers and module-local imports (go test -v shows the table), and
+// fails when a package exceeds its budget or exports a type users cannot
+// name.
+func TestSurface(t *testing.T) {
+	root := filepath.Join("..", "..")
+	var b strings.Builder
+	fmt.Fprintf(&b, "%-20s %6s %8s  %s\n", "package", "lines", "exported", "imports")
+	for _, dir := range library {
+		p, err := Measure(filepath.Join(root, dir), module)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%-20s %6d %8d  %s\n", dir, p.Lines, p.Exported, strings.Join(p.Imports, " "))
+		if lim, ok := limits[dir]; ok && p.Exported > lim {
+			t.Errorf("%s exports %d identifiers, more than its budget of %d: %s", dir, p.Exported, lim, strings.Join(p.Names, ", "))
+		}
+		for _, l := range p.InternalLeaks {
+			if leaksAllowed[dir+": exported "+l] {
+				continue
+			}
+			t.Errorf("%s: exported %s", dir, l)
+		}
+	}
+	t.Log("\n" + b.String())
+	if os.Getenv("APISURFACE_NAMES") != "" {
+		for _, dir := range library {
+			p, _ := Measure(filepath.Join(root, dir), module)
+			t.Logf("%s: %s", dir, strings.Join(p.Names, " "))
+		}
+	}
+}
