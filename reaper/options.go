@@ -153,7 +153,7 @@ func buildOptions(op string, optFns []func(*Options)) (Options, error) {
 // Errors returned by Run, Start, Add and AddTagged.
 var (
 	// ErrClosed is returned after Close.
-	ErrClosed = errors.New("reaper: closed")
+	ErrClosed = sqsapi.ErrClosed
 	// ErrRunning is returned by Run or Start while a previous Run is active.
 	ErrRunning = errors.New("reaper: already running")
 )

@@ -50,7 +50,7 @@ var (
 	ErrTimeout = errors.New("requester: timed out waiting for the response")
 	// ErrClosed is returned for requests made after Close, and to requests
 	// pending when Close is called.
-	ErrClosed = errors.New("requester: closed")
+	ErrClosed = sqsapi.ErrClosed
 )
 
 // TimeoutError is the error of a request that timed out. It matches both

@@ -3,6 +3,8 @@ package responder
 import (
 	"errors"
 	"fmt"
+
+	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 var (
@@ -20,7 +22,7 @@ var (
 	// ErrClosed is returned by Serve and SendResponseMessage after Shutdown,
 	// and is the cause of a handler context cancelled because the responder
 	// stopped before the handler finished (see context.Cause).
-	ErrClosed = errors.New("responder: shut down")
+	ErrClosed = sqsapi.ErrClosed
 
 	// ErrVisibilityLimit is the cause (context.Cause) of a handler context
 	// cancelled because its request reached SQS's cap on total visibility

@@ -15,6 +15,13 @@ import (
 // that tempqueues rejected before making any API call.
 var ErrInvalidInput = errors.New("invalid input")
 
+// ErrClosed is the library's one "closed" error: every long-lived type
+// (virtual-queue client, requester, responder, reaper, redrive replayer)
+// returns an error matching it for work asked of it after Close or
+// Shutdown began, and to calls it had to abandon. Packages re-export this
+// same value under their own name.
+var ErrClosed = errors.New("tempqueues: closed")
+
 // InvalidInputError reports a parameter rejected before any API call.
 type InvalidInputError struct {
 	Op     string // operation, e.g. "SendMessage" or "requester.New"

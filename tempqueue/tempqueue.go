@@ -31,7 +31,7 @@ import (
 )
 
 // ErrClosed is returned by CreateQueue and HostQueue after Close.
-var ErrClosed = errors.New("tempqueue: client closed")
+var ErrClosed = sqsapi.ErrClosed
 
 // HostAttributes are the queue attributes a host queue may be created with
 // (the Java client's list). FIFO queues cannot host virtual queues.

@@ -19,7 +19,7 @@ import (
 )
 
 // ErrClosed is returned for entries submitted after Close.
-var ErrClosed = errors.New("batch: coalescer closed")
+var ErrClosed = sqsapi.ErrClosed
 
 // Result is the outcome of one entry of a batch call.
 type Result[R any] struct {
