@@ -104,15 +104,26 @@ func New[E, R any](fn Func[E, R], opts Options[E]) *Coalescer[E, R] {
 // call's goroutine (done must not block for long). After Close, done is called
 // at once with ErrClosed.
 func (c *Coalescer[E, R]) Submit(key string, entry E, done func(R, error)) {
+	c.SubmitWithin(key, entry, c.opts.Linger, done)
+}
+
+// SubmitWithin is Submit for an entry that may wait up to within (instead
+// of Options.Linger) for company when no call is in flight: an entry whose
+// deadline is far off (a delete with most of its visibility timeout left)
+// can wait for a fuller batch than one about to expire. The batch goes out
+// when the earliest of its entries' waits ends, when it is full, or on
+// Flush and Close.
+func (c *Coalescer[E, R]) SubmitWithin(key string, entry E, within time.Duration, done func(R, error)) {
 	if done == nil {
 		done = func(R, error) {}
 	}
-	c.submit(key, entry, done, false)
+	c.submit(key, entry, within, done, false)
 }
 
-// submit queues entry for key; urgent (a caller waits) keeps it from
-// lingering. After Close, done gets ErrClosed at once.
-func (c *Coalescer[E, R]) submit(key string, entry E, done func(R, error), urgent bool) {
+// submit queues entry for key to wait up to linger for company; urgent (a
+// caller waits) keeps it from lingering. After Close, done gets ErrClosed at
+// once.
+func (c *Coalescer[E, R]) submit(key string, entry E, linger time.Duration, done func(R, error), urgent bool) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -120,7 +131,7 @@ func (c *Coalescer[E, R]) submit(key string, entry E, done func(R, error), urgen
 		done(zero, ErrClosed)
 		return
 	}
-	ks := c.addLocked(key, entry, done)
+	ks := c.addLocked(key, entry, linger, done)
 	c.maybeStartLocked(key, ks, urgent)
 	c.mu.Unlock()
 }
@@ -145,7 +156,7 @@ func (c *Coalescer[E, R]) SubmitAll(key string, entries []E, done func(i int, v 
 	}
 	var ks *keyState[E, R]
 	for i, e := range entries {
-		ks = c.addLocked(key, e, func(v R, err error) { done(i, v, err) })
+		ks = c.addLocked(key, e, c.opts.Linger, func(v R, err error) { done(i, v, err) })
 	}
 	if ks != nil {
 		c.maybeStartLocked(key, ks, false)
@@ -184,7 +195,7 @@ func (c *Coalescer[E, R]) DoAll(ctx context.Context, key string, entries []E) []
 // addLocked appends one entry to key's pending batch, first starting a call
 // for what is pending when the entry would push it past the byte limit and a
 // call slot is free.
-func (c *Coalescer[E, R]) addLocked(key string, entry E, done func(R, error)) *keyState[E, R] {
+func (c *Coalescer[E, R]) addLocked(key string, entry E, linger time.Duration, done func(R, error)) *keyState[E, R] {
 	ks := c.keys[key]
 	if ks == nil {
 		ks = &keyState[E, R]{}
@@ -197,8 +208,12 @@ func (c *Coalescer[E, R]) addLocked(key string, entry E, done func(R, error)) *k
 	if c.opts.MaxBytes > 0 && len(ks.pending) > 0 && ks.bytes+size > c.opts.MaxBytes && ks.inFlight < c.opts.MaxInFlight {
 		c.startLocked(key, ks)
 	}
-	if len(ks.pending) == 0 && c.opts.Linger > 0 {
-		ks.due = time.Now().Add(c.opts.Linger)
+	// The pending batch goes by the earliest due time of its entries; an
+	// entry that may not linger makes it due now.
+	due := time.Now().Add(max(linger, 0))
+	if len(ks.pending) == 0 || due.Before(ks.due) {
+		ks.due = due
+		c.disarmLocked(ks) // re-armed for the new due time if still lingering
 	}
 	ks.pending = append(ks.pending, item[E, R]{entry: entry, done: done, epoch: c.epoch})
 	c.open[c.epoch]++
@@ -219,7 +234,7 @@ func (c *Coalescer[E, R]) Do(ctx context.Context, key string, entry E) (R, error
 		return r.Value, r.Err
 	}
 	ch := make(chan Result[R], 1)
-	c.submit(key, entry, func(v R, err error) { ch <- Result[R]{v, err} }, true)
+	c.submit(key, entry, 0, func(v R, err error) { ch <- Result[R]{v, err} }, true)
 	select {
 	case r := <-ch:
 		return r.Value, r.Err
@@ -307,7 +322,7 @@ func (c *Coalescer[E, R]) maybeStartLocked(key string, ks *keyState[E, R], urgen
 
 // lingers reports whether key's pending entries may still wait for company.
 func (c *Coalescer[E, R]) lingers(ks *keyState[E, R]) bool {
-	return c.opts.Linger > 0 && c.flushing == 0 && !c.closed && time.Now().Before(ks.due)
+	return c.flushing == 0 && !c.closed && time.Now().Before(ks.due)
 }
 
 // armLocked makes sure lingering entries of key go out by their due time.

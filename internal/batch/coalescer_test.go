@@ -337,3 +337,54 @@ func TestFlushWaitsOnlyForEntriesSubmittedBeforeIt(t *testing.T) {
 		t.Fatalf("%d answers for the entry before Flush, want 1", n)
 	}
 }
+
+// An entry with a long wait shares the call of a later one with a short
+// wait: the batch goes when the earliest wait ends, not the first entry's.
+func TestSubmitWithinGoesAtTheEarliestDue(t *testing.T) {
+	r := &recorder{}
+	c := New(r.fn, Options[int]{})
+	defer c.Close(context.Background())
+	done := make(chan int, 2)
+	c.SubmitWithin("q", 1, time.Hour, func(v int, err error) { done <- v })
+	c.SubmitWithin("q", 2, 20*time.Millisecond, func(v int, err error) { done <- v })
+	for range 2 {
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the batch did not go when its earliest entry was due")
+		}
+	}
+	if got := r.calls(); len(got) != 1 || got[0] != 2 {
+		t.Fatalf("calls = %v, want one call of 2", got)
+	}
+}
+
+// Lingering entries go out on Flush without waiting for their due time.
+func TestSubmitWithinFlushes(t *testing.T) {
+	r := &recorder{}
+	c := New(r.fn, Options[int]{})
+	defer c.Close(context.Background())
+	var got atomic.Int64
+	c.SubmitWithin("q", 5, time.Hour, func(v int, err error) { got.Store(int64(v)) })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got.Load() != 10 {
+		t.Fatalf("result %d after Flush, want 10", got.Load())
+	}
+}
+
+func TestDeleteWithin(t *testing.T) {
+	for _, tc := range []struct{ left, want time.Duration }{
+		{0, DeleteLinger},
+		{50 * time.Millisecond, DeleteLinger},
+		{5 * time.Second, 500 * time.Millisecond},
+		{30 * time.Second, 2 * time.Second},
+	} {
+		if got := DeleteWithin(tc.left); got != tc.want {
+			t.Errorf("DeleteWithin(%v) = %v, want %v", tc.left, got, tc.want)
+		}
+	}
+}

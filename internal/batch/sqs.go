@@ -37,6 +37,21 @@ type Sends = Coalescer[types.SendMessageBatchRequestEntry, types.SendMessageBatc
 // against any visibility timeout.
 const DeleteLinger = 10 * time.Millisecond
 
+// maxDeleteLinger bounds how long a handled message may wait for its delete:
+// the longer it waits, the more work a crash in between repeats.
+const maxDeleteLinger = 2 * time.Second
+
+// DeleteWithin is how long the delete of a message with left of its
+// visibility timeout may wait for company (Coalescer.SubmitWithin): a tenth
+// of what is left, between DeleteLinger and 2 s. One round trip at a time
+// over an SQS-like 10 ms per call takes tens of milliseconds, so the 10 ms
+// of DeleteLinger never shares a call; a tenth of a reply's 5 s lets ten
+// share one, and the message stays hidden for nine tenths of its timeout
+// after the delete is due.
+func DeleteWithin(left time.Duration) time.Duration {
+	return min(max(left/10, DeleteLinger), maxDeleteLinger)
+}
+
 // NewDeletes returns a coalescer of deletes made through client; entries
 // submitted without waiting linger for company up to linger (Options.Linger).
 func NewDeletes(client sqsapi.Deleter, maxInFlight int, linger time.Duration) *Deletes {
