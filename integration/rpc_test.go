@@ -72,7 +72,7 @@ func (e *env) queue(t *testing.T, base string, attrs map[string]string) string {
 func (e *env) requester(t *testing.T) *requester.Requester {
 	t.Helper()
 	r, err := requester.New(e.raw, func(o *requester.Options) {
-		o.QueuePrefix = e.prefix
+		o.Prefix = e.prefix
 		o.DisableSweeping = true
 		o.Logger = testLogger(t)
 	})

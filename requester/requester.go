@@ -15,10 +15,12 @@
 //
 // The host queue (<prefix><uuid>-<n>) is created on the first request,
 // tagged and heartbeated for the reaper, and deleted by Close. Reply queues
-// are virtual: creating and deleting one costs no API call. Waiting costs no
-// goroutine per request, and the host queue is polled only while requests
-// are pending. Replies are deleted in batches off the caller's path. A reply
-// arriving after its caller gave up is deleted, counted and logged once.
+// are virtual: each pending request is one entry in the host's map from
+// reply name to waiting call, so it costs no API call, no queue and no
+// goroutine, and the host queue is polled only while requests are pending.
+// Replies are handed to their callers by the host's poller and deleted in
+// batches off the callers' path. A reply arriving after its caller gave up
+// is deleted, counted and logged once.
 package requester
 
 import (
@@ -37,10 +39,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tempqueues/tempqueues/internal/batch"
+	"github.com/tempqueues/tempqueues/internal/hostq"
 	"github.com/tempqueues/tempqueues/reaper"
 	"github.com/tempqueues/tempqueues/sqsapi"
-	"github.com/tempqueues/tempqueues/tempqueue"
-	"github.com/tempqueues/tempqueues/virtualqueue"
 )
 
 var (
@@ -72,20 +73,27 @@ func (e *TimeoutError) Is(target error) bool {
 
 // Options configure a Requester.
 type Options struct {
-	// QueuePrefix starts host queue names; default sqsapi.DefaultQueuePrefix.
+	// Prefix starts host queue names; default sqsapi.DefaultQueuePrefix.
 	// New rejects a prefix that would make host queue names exceed 80
 	// characters.
-	QueuePrefix string
+	Prefix string
 	// IdleQueueRetention is how long the host queue may miss heartbeats
 	// before a reaper deletes it; default 300s.
 	IdleQueueRetention time.Duration
 	// HostQueueAttributes are the attributes of the host queue that receives
 	// replies (VisibilityTimeout, MessageRetentionPeriod, KmsMasterKeyId, a
-	// Policy letting another account reply...). See tempqueue.HostAttributes.
+	// Policy letting another account reply...), from the Java client's
+	// list: DelaySeconds, MaximumMessageSize, MessageRetentionPeriod,
+	// Policy, ReceiveMessageWaitTimeSeconds, RedrivePolicy,
+	// VisibilityTimeout, KmsMasterKeyId, KmsDataKeyReusePeriodSeconds,
+	// SqsManagedSseEnabled.
 	HostQueueAttributes map[string]string
 	// Timeout bounds requests whose context has no deadline; default 30s. A
 	// negative value waits until the context is cancelled.
 	Timeout time.Duration
+	// PollWaitTime is the long-poll wait of the host queue's receives while
+	// requests are pending; default 20s (the SQS maximum).
+	PollWaitTime time.Duration
 	// DisableSweeping stops this process from sweeping idle host queues of
 	// dead processes; it still heartbeats its own.
 	DisableSweeping bool
@@ -95,22 +103,27 @@ type Options struct {
 	DisableSendBatching bool
 	// Logger receives operational logs; nil discards them.
 	Logger *slog.Logger
-	// VirtualQueue and Reaper tune the layers underneath.
-	VirtualQueue []func(*virtualqueue.Options)
-	Reaper       []func(*reaper.Options)
+	// Reaper tunes heartbeats and sweeps (Prefix, Logger and
+	// DisableSweeping are set from the fields above first).
+	Reaper []func(*reaper.Options)
 }
 
 // replyVisibility is the visibility the host poller gives replies it
-// receives; see New.
+// receives: replies are taken within milliseconds of their receive, so a
+// short one costs nothing and bounds the delay when a receive's response
+// is lost (its replies reappear in 5s, not after the host queue's 30s).
 const replyVisibility = 5 * time.Second
 
 // Requester sends requests and waits for responses. It is safe for
 // concurrent use.
 type Requester struct {
-	tq    *tempqueue.Client
-	opts  Options
-	log   *slog.Logger
-	sends *batch.Sends
+	owner    *hostq.Owner
+	opts     Options
+	log      *slog.Logger
+	client   sqsapi.Client // counting
+	calls    *sqsapi.CallCounter
+	counters *hostq.Counters
+	sends    *batch.Sends
 
 	mu      sync.Mutex
 	pending map[*Call]struct{}
@@ -125,9 +138,14 @@ type Requester struct {
 
 // New returns a Requester over client. It validates the options and starts
 // the reaper (heartbeats and, unless disabled, sweeps); the host queue is
-// created on the first request.
+// created on the first request. An *sqs.Client is used through a copy
+// with sqsapi.BufferRequestBodies installed.
 func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
-	opts := Options{QueuePrefix: sqsapi.DefaultQueuePrefix, IdleQueueRetention: sqsapi.DefaultIdleQueueRetention, Timeout: 30 * time.Second}
+	const op = "requester.New"
+	if client == nil {
+		return nil, sqsapi.Invalid(op, "client", "nil")
+	}
+	opts := Options{Prefix: sqsapi.DefaultQueuePrefix, IdleQueueRetention: sqsapi.DefaultIdleQueueRetention, Timeout: 30 * time.Second}
 	for _, fn := range optFns {
 		fn(&opts)
 	}
@@ -137,42 +155,58 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 	if opts.Timeout == 0 {
 		opts.Timeout = 30 * time.Second
 	}
-	if err := tempqueue.CheckHostAttributes(opts.HostQueueAttributes); err != nil {
+	if err := hostq.CheckAttributes(opts.HostQueueAttributes); err != nil {
 		return nil, err
 	}
-	tq, err := tempqueue.New(client, func(o *tempqueue.Options) {
-		o.Prefix = opts.QueuePrefix
-		o.IdleQueueRetention = opts.IdleQueueRetention
-		o.DisableSweeping = opts.DisableSweeping
-		o.Logger = opts.Logger
-		// Replies are taken within milliseconds of their receive, so a
-		// short receive visibility costs nothing and bounds the delay when
-		// a receive's response is lost (its replies reappear in 5s, not
-		// after the host queue's 30s).
-		o.VirtualQueue = append([]func(*virtualqueue.Options){func(o *virtualqueue.Options) {
-			o.ReceiveVisibilityTimeout = replyVisibility
-		}}, opts.VirtualQueue...)
-		o.Reaper = opts.Reaper
+	client = sqsapi.EnsureBufferedBodies(client)
+	r := &Requester{
+		opts:      opts,
+		log:       opts.Logger,
+		calls:     new(sqsapi.CallCounter),
+		counters:  new(hostq.Counters),
+		pending:   make(map[*Call]struct{}),
+		closeDone: make(chan struct{}),
+	}
+	r.client = hostq.CountCalls(client, r.calls)
+	r.sends = batch.NewSends(r.client, 4)
+	owner, err := hostq.NewOwner(op, client, hostq.OwnerOptions{
+		Prefix:          opts.Prefix,
+		Retention:       opts.IdleQueueRetention,
+		DisableSweeping: opts.DisableSweeping,
+		Logger:          opts.Logger,
+		Reaper:          opts.Reaper,
+		Calls:           r.calls,
+		Host: &hostq.Options{
+			Logger:                   opts.Logger,
+			PollWaitTime:             opts.PollWaitTime,
+			Linger:                   true, // the host queue is this process's alone
+			ReceiveVisibilityTimeout: replyVisibility,
+			Counters:                 r.counters,
+			Orphan:                   r.lateReply,
+		},
 	})
 	if err != nil {
 		return nil, err
 	}
-	return &Requester{
-		tq:        tq,
-		opts:      opts,
-		log:       opts.Logger,
-		sends:     batch.NewSends(tq, 4),
-		pending:   make(map[*Call]struct{}),
-		closeDone: make(chan struct{}),
-	}, nil
+	r.owner = owner
+	return r, nil
+}
+
+// lateReply settles a reply no pending call takes (it came after its
+// caller gave up, or twice): deleted, counted and logged once.
+func (r *Requester) lateReply(_ context.Context, hostURL, name string, m types.Message) hostq.Verdict {
+	r.log.LogAttrs(context.Background(), slog.LevelInfo, "requester: late or duplicate reply deleted",
+		slog.String("queue_url", hostURL), slog.String("reply_queue", name), slog.String("message_id", aws.ToString(m.MessageId)))
+	return hostq.Delete
 }
 
 // Call is a request in flight. Its methods are safe for concurrent use.
 type Call struct {
 	r         *Requester
+	host      *hostq.Host
+	replyName string
 	requestID string
 	queueURL  string // where the request went
-	replyURL  string
 	sentAt    time.Time
 
 	done chan struct{}
@@ -180,13 +214,16 @@ type Call struct {
 	msg  *types.Message
 	err  error
 
-	withdraw  func() bool        // cancels the reply registration
 	cancelCtx context.CancelFunc // releases the default-timeout context
 
 	mu        sync.Mutex
 	finished  bool
 	stopWatch func() bool // stops the context watch, set after the send
 }
+
+// withdraw cancels the reply's expectation; false means the reply (or an
+// error) is being delivered.
+func (c *Call) withdraw() bool { return c.host.Unexpect(c.replyName) }
 
 // RequestID returns the id carried in the request's TempQueues.RequestId
 // attribute and echoed in the response's TempQueues.CorrelationId.
@@ -220,7 +257,7 @@ func (c *Call) Wait(ctx context.Context) (*types.Message, error) {
 // Cancel abandons the call: a response arriving later is an orphan. It
 // reports whether the call was still pending.
 func (c *Call) Cancel() bool {
-	if c.withdraw != nil && c.withdraw() {
+	if c.withdraw() {
 		c.finish(nil, context.Canceled)
 		return true
 	}
@@ -238,8 +275,6 @@ func (c *Call) finish(msg *types.Message, err error) {
 		if stop != nil {
 			stop()
 		}
-		// The reply queue is virtual: deleting it is local, no API call.
-		_, _ = c.r.tq.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(c.replyURL)})
 		c.r.mu.Lock()
 		delete(c.r.pending, c)
 		c.r.mu.Unlock()
@@ -253,27 +288,20 @@ func (c *Call) finish(msg *types.Message, err error) {
 	})
 }
 
-// onReply runs on the host poller's goroutine with the reply or an error.
-func (c *Call) onReply(msgs []types.Message, err error) {
+// onReply runs on the host poller's goroutine with the reply, which the
+// host deletes after it returns, or with an error.
+func (c *Call) onReply(m types.Message, err error) {
 	if err != nil {
-		if sqsapi.IsQueueDoesNotExist(err) {
-			c.r.tq.HostGone(sqsapi.HostURLOf(c.replyURL))
+		if errors.Is(err, sqsapi.ErrClosed) {
+			c.finish(nil, ErrClosed)
+			return
 		}
 		c.r.failed.Add(1)
 		c.finish(nil, fmt.Errorf("requester: waiting for the response to %s: %w", c.requestID, err))
 		return
 	}
-	m := msgs[0]
 	c.r.replied.Add(1)
 	c.finish(&m, nil)
-	// Off the caller's path, after the caller is woken: the delete joins
-	// the host's next batch.
-	c.r.tq.DeleteMessageAsync(c.replyURL, aws.ToString(m.ReceiptHandle), func(err error) {
-		if err != nil {
-			c.r.log.LogAttrs(context.Background(), slog.LevelWarn, "requester: deleting a response failed; it may be delivered again as an orphan",
-				slog.String("request_id", c.requestID), slog.Any("error", err))
-		}
-	})
 }
 
 // onContextDone runs when the call's context ends before the response.
@@ -318,7 +346,7 @@ func (r *Requester) SendMessageAndGetResponseAsync(ctx context.Context, in *sqs.
 	if closed {
 		return nil, ErrClosed
 	}
-	host, err := r.tq.HostQueue(ctx, r.opts.HostQueueAttributes)
+	host, err := r.owner.Open(ctx, r.opts.HostQueueAttributes)
 	if err != nil {
 		return nil, r.closedErr(err)
 	}
@@ -326,22 +354,13 @@ func (r *Requester) SendMessageAndGetResponseAsync(ctx context.Context, in *sqs.
 	if requestID == "" {
 		requestID = replyName
 	}
-	out, err := r.tq.CreateQueue(ctx, &sqs.CreateQueueInput{
-		QueueName:  aws.String(replyName),
-		Attributes: map[string]string{sqsapi.HostQueueURLAttribute: host},
-	})
-	if err != nil {
-		return nil, r.closedErr(err)
-	}
-	call := &Call{r: r, requestID: requestID, queueURL: aws.ToString(in.QueueUrl), replyURL: aws.ToString(out.QueueUrl), done: make(chan struct{})}
+	call := &Call{r: r, host: host, replyName: replyName, requestID: requestID, queueURL: aws.ToString(in.QueueUrl), done: make(chan struct{})}
 	waitCtx := ctx
 	if _, ok := ctx.Deadline(); !ok && r.opts.Timeout > 0 {
 		waitCtx, call.cancelCtx = context.WithTimeout(ctx, r.opts.Timeout)
 	}
-	// Register for the reply before sending, so no reply can come too early.
-	call.withdraw, err = r.tq.ReceiveMessageFunc(call.replyURL, 1, call.onReply)
-	if err != nil {
-		call.withdraw = func() bool { return false }
+	// Expect the reply before sending, so no reply can come too early.
+	if err := host.Expect(replyName, call.onReply); err != nil {
 		err = r.closedErr(err)
 		call.finish(nil, err)
 		return nil, err
@@ -356,14 +375,14 @@ func (r *Requester) SendMessageAndGetResponseAsync(ctx context.Context, in *sqs.
 	r.pending[call] = struct{}{}
 	select {
 	case <-call.done:
-		// Finished already (a reply was buffered): finish ran before the
-		// insertion and could not remove it.
+		// Finished already (the host failed or closed): finish ran before
+		// the insertion and could not remove it.
 		delete(r.pending, call)
 	default:
 	}
 	r.mu.Unlock()
 
-	attrs[sqsapi.ResponseQueueURLAttribute] = sqsapi.StringAttribute(call.replyURL)
+	attrs[sqsapi.ResponseQueueURLAttribute] = sqsapi.StringAttribute(sqsapi.VirtualQueueURL(host.URL(), replyName))
 	attrs[sqsapi.RequestIDAttribute] = sqsapi.StringAttribute(requestID)
 	req := *in
 	req.MessageAttributes = attrs
@@ -403,8 +422,7 @@ func (r *Requester) SendMessageAndGetResponseAsync(ctx context.Context, in *sqs.
 	return call, nil
 }
 
-// closedErr makes an error caused by closing (of the requester or a layer
-// under it) match ErrClosed.
+// closedErr makes an error caused by closing match ErrClosed.
 func (r *Requester) closedErr(err error) error {
 	if err == nil || errors.Is(err, ErrClosed) {
 		return err
@@ -412,17 +430,23 @@ func (r *Requester) closedErr(err error) error {
 	r.mu.Lock()
 	closed := r.closed
 	r.mu.Unlock()
-	if closed || errors.Is(err, tempqueue.ErrClosed) || errors.Is(err, virtualqueue.ErrClosed) ||
-		errors.Is(err, reaper.ErrClosed) || errors.Is(err, batch.ErrClosed) {
+	if closed {
 		return fmt.Errorf("%w: %w", ErrClosed, err)
 	}
 	return err
 }
 
-// send sends the request, coalescing concurrent sends to one queue.
+// send sends the request, coalescing concurrent sends to one queue. A
+// request to a virtual queue goes to its host queue with the routing
+// attribute.
 func (r *Requester) send(ctx context.Context, in *sqs.SendMessageInput, optFns []func(*sqs.Options)) error {
-	if r.opts.DisableSendBatching || len(optFns) > 0 || sqsapi.IsVirtualQueueURL(aws.ToString(in.QueueUrl)) {
-		_, err := r.tq.SendMessage(ctx, in, optFns...)
+	if to := aws.ToString(in.QueueUrl); sqsapi.IsVirtualQueueURL(to) {
+		hostURL, name, _ := sqsapi.ParseVirtualQueueURL(to) // checked by checkRequest
+		in.QueueUrl = aws.String(hostURL)
+		in.MessageAttributes[sqsapi.VirtualQueueNameAttribute] = sqsapi.StringAttribute(name)
+	}
+	if r.opts.DisableSendBatching || len(optFns) > 0 {
+		_, err := r.client.SendMessage(ctx, in, optFns...)
 		return err
 	}
 	_, err := r.sends.Do(ctx, aws.ToString(in.QueueUrl), batch.SendEntry(in))
@@ -500,21 +524,21 @@ func (r *Requester) Stats() Stats {
 	r.mu.Lock()
 	n := len(r.pending)
 	r.mu.Unlock()
-	vs := r.tq.Stats()
 	return Stats{
 		Sent: r.sent.Load(), Replied: r.replied.Load(), TimedOut: r.timedOut.Load(), Failed: r.failed.Load(),
-		Pending: n, LateReplies: vs.Orphaned, Calls: vs.Calls,
+		Pending: n, LateReplies: r.counters.Orphaned.Load(), Calls: r.calls.Snapshot(),
 	}
 }
 
 // Reaper returns the requester's reaper (heartbeats, sweeps), for its
 // statistics or an immediate Sweep.
-func (r *Requester) Reaper() *reaper.Reaper { return r.tq.Reaper() }
+func (r *Requester) Reaper() *reaper.Reaper { return r.owner.Reaper() }
 
 // Close fails pending requests with ErrClosed, flushes request sends and
-// response deletes, stops the poller and the reaper, and deletes this
-// process's host queues. It is idempotent: a later call waits for the first
-// (or ctx) and returns its result.
+// reply deletes, stops the poller and the reaper, and deletes this
+// process's host queue. It returns when done or when ctx ends (with ctx's
+// error, the rest abandoned), nil when nothing had to be abandoned; it is
+// idempotent.
 func (r *Requester) Close(ctx context.Context) error {
 	r.closeOnce.Do(func() {
 		defer close(r.closeDone)
@@ -530,7 +554,7 @@ func (r *Requester) Close(ctx context.Context) error {
 				c.finish(nil, ErrClosed)
 			}
 		}
-		r.closeErr = errors.Join(r.sends.Close(ctx), r.tq.Close(ctx))
+		r.closeErr = errors.Join(r.sends.Close(ctx), r.owner.Close(ctx))
 	})
 	select {
 	case <-r.closeDone:

@@ -42,7 +42,7 @@ func newEnv(t *testing.T, b *sqstestenv.Backend) *env {
 func (e *env) requester(t *testing.T, optFns ...func(*requester.Options)) *requester.Requester {
 	t.Helper()
 	r, err := requester.New(e.raw, append([]func(*requester.Options){func(o *requester.Options) {
-		o.QueuePrefix = e.prefix
+		o.Prefix = e.prefix
 		o.DisableSweeping = true
 	}}, optFns...)...)
 	if err != nil {
@@ -259,7 +259,7 @@ func TestBadRequestsRejectedBeforeAnyCall(t *testing.T) {
 			t.Fatalf("bad requests made %d calls: %v", n, e.counter.Snapshot())
 		}
 		for _, p := range []string{"", strings.Repeat("p", 41), "bad prefix"} {
-			if _, err := requester.New(e.raw, func(o *requester.Options) { o.QueuePrefix = p }); !errors.Is(err, sqsapi.ErrInvalidInput) {
+			if _, err := requester.New(e.raw, func(o *requester.Options) { o.Prefix = p }); !errors.Is(err, sqsapi.ErrInvalidInput) {
 				t.Errorf("prefix %q: err = %v", p, err)
 			}
 		}
@@ -269,7 +269,7 @@ func TestBadRequestsRejectedBeforeAnyCall(t *testing.T) {
 func TestCloseFailsPendingAndDeletesHostQueue(t *testing.T) {
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
-		r, err := requester.New(e.raw, func(o *requester.Options) { o.QueuePrefix = e.prefix; o.DisableSweeping = true })
+		r, err := requester.New(e.raw, func(o *requester.Options) { o.Prefix = e.prefix; o.DisableSweeping = true })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -350,7 +350,7 @@ func TestReplyBeforeTheSendReturns(t *testing.T) {
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		r, err := requester.New(slowRequestSends{Client: e.raw, queue: e.queue}, func(o *requester.Options) {
-			o.QueuePrefix = e.prefix
+			o.Prefix = e.prefix
 			o.DisableSweeping = true
 		})
 		if err != nil {

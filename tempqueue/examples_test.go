@@ -24,14 +24,17 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	hosts := map[string]bool{}
 	for _, job := range []string{"job-1", "job-2", "job-3"} {
 		out, err := tq.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("results-" + job)})
 		if err != nil {
 			log.Fatal(err)
 		}
 		fmt.Println(strings.Contains(*out.QueueUrl, "#results-"+job))
+		host, _, _ := strings.Cut(*out.QueueUrl, "#")
+		hosts[host] = true
 	}
-	fmt.Println("host queues:", len(tq.HostQueueURLs()))
+	fmt.Println("host queues:", len(hosts))
 	if err := tq.Close(ctx); err != nil {
 		log.Fatal(err)
 	}

@@ -8,35 +8,18 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/tempqueues/tempqueues/internal/batch"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
-// settle updates the in-flight record of handles on a virtual queue of this
-// client: deleted (deadline zero) or with a new visibility deadline.
+// settle records activity on a virtual queue of this client, if it exists,
+// and updates the in-flight record of handles received from it: deleted
+// (deadline zero) or with a new visibility deadline.
 func (c *Client) settle(hostURL, name string, deadline time.Time, handles ...string) {
-	h := c.lookupHost(hostURL)
-	if h == nil {
-		return
-	}
-	h.mu.Lock()
-	if q := h.queues[name]; q != nil {
-		q.touch(time.Now())
-		if q.st != nil && q.st.inflight != nil {
-			for _, hd := range handles {
-				if _, ok := q.st.inflight[hd]; !ok {
-					continue
-				}
-				if deadline.IsZero() {
-					delete(q.st.inflight, hd)
-				} else {
-					q.st.inflight[hd] = deadline
-				}
-			}
-			q.compactLocked()
+	if h := c.lookupHost(hostURL); h != nil {
+		if q := h.Queue(name); q != nil {
+			q.Settle(deadline, handles...)
 		}
 	}
-	h.mu.Unlock()
 }
 
 // DeleteMessage passes through, or deletes a message received from a virtual
@@ -58,50 +41,16 @@ func (c *Client) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, 
 		return nil, sqsapi.Invalid(op, "ReceiptHandle", "empty")
 	}
 	c.settle(hostURL, name, time.Time{}, handle)
-	if len(optFns) > 0 || c.closed.Load() {
+	h := c.lookupHost(hostURL)
+	if len(optFns) > 0 || h == nil || h.Closed() {
+		// Deleting a handled message is always right, even with no open
+		// host to batch it.
 		return c.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(hostURL), ReceiptHandle: in.ReceiptHandle}, optFns...)
 	}
-	if _, err := c.deletes.Do(ctx, hostURL, handle); err != nil {
+	if err := h.DeleteMessage(ctx, handle); err != nil {
 		return nil, err
 	}
 	return &sqs.DeleteMessageOutput{}, nil
-}
-
-// DeleteMessageAsync deletes a message received from a virtual queue without
-// waiting: the delete joins the host's next DeleteMessageBatch call, waiting
-// up to 10 ms for others to share it when no call is under way, and done
-// (which may be nil) gets its result from a client goroutine. It suits
-// callers that must not wait on the delete, such as a requester handing a
-// reply to its caller. After Close it deletes with a direct call before
-// returning.
-func (c *Client) DeleteMessageAsync(queueURL, receiptHandle string, done func(error)) {
-	hostURL, name, err := sqsapi.ParseVirtualQueueURL(queueURL)
-	if err == nil && receiptHandle == "" {
-		err = sqsapi.Invalid("DeleteMessageAsync", "ReceiptHandle", "empty")
-	}
-	if err != nil {
-		if done != nil {
-			done(withOp(err, "DeleteMessageAsync"))
-		}
-		return
-	}
-	c.settle(hostURL, name, time.Time{}, receiptHandle)
-	if c.closed.Load() {
-		// The batch path is closed; deleting a handled message is still
-		// right, so do it directly.
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, err := c.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(hostURL), ReceiptHandle: aws.String(receiptHandle)})
-		if done != nil {
-			done(err)
-		}
-		return
-	}
-	c.deletes.Submit(hostURL, receiptHandle, func(_ struct{}, err error) {
-		if done != nil {
-			done(err)
-		}
-	})
 }
 
 // DeleteMessageBatch passes through, or deletes messages received from a
@@ -147,16 +96,17 @@ func (c *Client) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMess
 	if handle == "" {
 		return nil, sqsapi.Invalid(op, "ReceiptHandle", "empty")
 	}
-	if c.closed.Load() {
+	if c.isClosed() {
 		return nil, ErrClosed
 	}
 	c.settle(hostURL, name, time.Now().Add(time.Duration(in.VisibilityTimeout)*time.Second), handle)
-	if len(optFns) > 0 {
+	h := c.lookupHost(hostURL)
+	if len(optFns) > 0 || h == nil || h.Closed() {
 		cp := *in
 		cp.QueueUrl = aws.String(hostURL)
 		return c.sqs.ChangeMessageVisibility(ctx, &cp, optFns...)
 	}
-	if _, err := c.vis.Do(ctx, hostURL, batch.Visibility{ReceiptHandle: handle, Timeout: in.VisibilityTimeout}); err != nil {
+	if err := h.ChangeVisibility(ctx, handle, in.VisibilityTimeout, true); err != nil {
 		return nil, err
 	}
 	return &sqs.ChangeMessageVisibilityOutput{}, nil
@@ -181,7 +131,7 @@ func (c *Client) ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.Chang
 			return nil, sqsapi.Invalid(op, "VisibilityTimeout", "%d is outside 0 to %d", e.VisibilityTimeout, sqsapi.MaxVisibilityTimeout)
 		}
 	}
-	if c.closed.Load() {
+	if c.isClosed() {
 		return nil, ErrClosed
 	}
 	now := time.Now()

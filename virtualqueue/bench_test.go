@@ -9,7 +9,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -100,46 +99,5 @@ func BenchmarkCreateDelete(b *testing.B) {
 		if _, err := c.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(u)}); err != nil {
 			b.Fatal(err)
 		}
-	}
-}
-
-// BenchmarkRoute measures routing received host messages to waiting
-// receivers of 100 virtual queues: the in-process cost per message, without
-// SQS.
-func BenchmarkRoute(b *testing.B) {
-	c := New(memHost{})
-	defer c.Close(context.Background())
-	const queues = 100
-	urls := make([]string, queues)
-	for i := range urls {
-		urls[i] = createVQ(b, c, "q"+strconv.Itoa(i), nil)
-	}
-	h := c.lookupHost(benchHost)
-	msgs := make([]types.Message, 10)
-	b.ReportAllocs()
-	b.ResetTimer()
-	delivered := 0
-	for i := 0; i < b.N; i += len(msgs) {
-		for j := range msgs {
-			name := "q" + strconv.Itoa((i+j)%queues)
-			msgs[j] = types.Message{
-				MessageId: aws.String("m"), ReceiptHandle: aws.String("r" + strconv.Itoa(i+j)), Body: aws.String("body"),
-				MessageAttributes: map[string]types.MessageAttributeValue{
-					sqsapi.VirtualQueueNameAttribute: {DataType: aws.String("String"), StringValue: aws.String(name)},
-				},
-			}
-		}
-		h.route(msgs)
-		for j := range msgs {
-			out, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(urls[(i+j)%queues]), WaitTimeSeconds: 1})
-			if err != nil {
-				b.Fatal(err)
-			}
-			delivered += len(out.Messages)
-		}
-	}
-	b.StopTimer()
-	if delivered < b.N {
-		b.Fatalf("delivered %d of %d", delivered, b.N)
 	}
 }

@@ -3,13 +3,13 @@ package virtualqueue
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"sync"
-	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/batch"
+	"github.com/tempqueues/tempqueues/internal/hostq"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -18,29 +18,27 @@ import (
 // URLs pass through to the wrapped client. It is safe for concurrent use. Its
 // background work (host pollers, expiry, batch calls) stops on Close.
 type Client struct {
-	sqs   sqsapi.Client // the wrapped client, counting calls
-	calls *sqsapi.CallCounter
-	opts  Options
-	log   *slog.Logger
+	sqs      sqsapi.Client // the wrapped client, counting calls
+	calls    *sqsapi.CallCounter
+	opts     Options
+	hostOpts hostq.Options
+	sends    *batch.Sends
 
-	deletes *batch.Deletes
-	vis     *batch.Visibilities
-	sends   *batch.Sends
-
-	ctx    context.Context // cancelled by Close: stops pollers and timers
-	cancel context.CancelFunc
-	wg     sync.WaitGroup // every goroutine the client starts, but batch calls
-	closed atomic.Bool
-
-	mu    sync.Mutex
-	hosts map[string]*host
+	mu      sync.Mutex
+	hosts   map[string]*hostEntry
+	retired []*hostq.Host // found gone; closed by Close
+	closed  bool
 
 	closeOnce sync.Once
 	closeDone chan struct{}
 	closeErr  error
+}
 
-	routed, orphaned, released, expired, overflowed atomic.Int64
-	queues                                          atomic.Int64
+// hostEntry is a host being opened (ready open) or open.
+type hostEntry struct {
+	ready chan struct{}
+	h     *hostq.Host
+	err   error
 }
 
 var _ sqsapi.Client = (*Client)(nil)
@@ -53,23 +51,46 @@ func New(client sqsapi.Client, optFns ...func(*Options)) *Client {
 	for _, fn := range optFns {
 		fn(&opts)
 	}
-	opts.setDefaults()
 	calls := new(sqsapi.CallCounter)
-	wrapped := counting{next: sqsapi.EnsureBufferedBodies(client), n: calls}
-	ctx, cancel := context.WithCancel(context.Background())
-	return &Client{
+	wrapped := hostq.CountCalls(sqsapi.EnsureBufferedBodies(client), calls)
+	c := &Client{
 		sqs:       wrapped,
 		calls:     calls,
 		opts:      opts,
-		log:       opts.Logger,
-		deletes:   batch.NewDeletes(wrapped, opts.MaxBatchCalls, batch.DeleteLinger),
-		vis:       batch.NewVisibilities(wrapped, opts.MaxBatchCalls),
-		sends:     batch.NewSends(wrapped, opts.MaxBatchCalls),
-		ctx:       ctx,
-		cancel:    cancel,
-		hosts:     make(map[string]*host),
+		hosts:     make(map[string]*hostEntry),
 		closeDone: make(chan struct{}),
 	}
+	c.hostOpts = hostq.Options{
+		Logger:                   opts.Logger,
+		OrphanReleaseDelay:       opts.OrphanReleaseDelay,
+		BufferSize:               opts.BufferSize,
+		PollWaitTime:             opts.PollWaitTime,
+		MaxPollers:               opts.MaxPollers,
+		Linger:                   opts.Linger,
+		ReceiveVisibilityTimeout: opts.ReceiveVisibilityTimeout,
+		ReleaseMargin:            opts.ReleaseMargin,
+		MaxBatchCalls:            opts.MaxBatchCalls,
+		Orphan:                   c.orphan,
+		OnGone:                   c.forget,
+	}
+	c.hostOpts.SetDefaults()
+	c.sends = batch.NewSends(wrapped, c.hostOpts.MaxBatchCalls)
+	return c
+}
+
+// orphan applies Options.Orphans or Options.OrphanHandler.
+func (c *Client) orphan(ctx context.Context, hostURL, name string, m types.Message) hostq.Verdict {
+	action := c.opts.Orphans
+	if c.opts.OrphanHandler != nil {
+		action = c.opts.OrphanHandler(ctx, hostURL, name, m)
+	}
+	switch action {
+	case ReleaseOrphan:
+		return hostq.Release
+	case KeepOrphan:
+		return hostq.Keep
+	}
+	return hostq.Delete
 }
 
 // Stats are counters of a Client since New.
@@ -83,8 +104,7 @@ type Stats struct {
 	// Orphaned counts host messages no virtual queue could take.
 	Orphaned int64
 	// Released counts buffered messages made visible again unread (near their
-	// host visibility timeout, on deletion of their virtual queue with the
-	// release policy, or on Close).
+	// host visibility timeout, or on Close), overflowed ones included.
 	Released int64
 	// Overflowed counts messages released because their virtual queue's
 	// buffer was full.
@@ -97,32 +117,55 @@ type Stats struct {
 
 // Stats returns the client's counters.
 func (c *Client) Stats() Stats {
+	n := c.hostOpts.Counters
 	return Stats{
 		Calls:         c.calls.Snapshot(),
-		Routed:        c.routed.Load(),
-		Orphaned:      c.orphaned.Load(),
-		Released:      c.released.Load(),
-		Overflowed:    c.overflowed.Load(),
-		Expired:       c.expired.Load(),
-		VirtualQueues: c.queues.Load(),
+		Routed:        n.Routed.Load(),
+		Orphaned:      n.Orphaned.Load(),
+		Released:      n.Released.Load(),
+		Overflowed:    n.Overflowed.Load(),
+		Expired:       n.Expired.Load(),
+		VirtualQueues: n.Queues.Load(),
 	}
 }
 
 // Close stops the host pollers, wakes waiting receivers with ErrClosed,
 // releases every buffered message (ChangeMessageVisibilityBatch) and flushes
-// pending deletes and visibility changes. Released messages become visible
-// at once, or, when Close cancelled a long poll, as soon as that poll's wait
-// has surely ended on the server (at most PollWaitTime plus 2 s): SQS can
-// hand messages to a poll whose client went away, which would hide them for
-// a whole visibility timeout and count a receive against their
-// maxReceiveCount. It returns when all of the
-// client's goroutines have stopped, or with ctx's error when ctx ends first
-// (the remaining work still completes in the background). Close is
-// idempotent; the wrapped client stays usable. Calls on real queue URLs still
-// pass through after Close; calls on virtual URLs fail with ErrClosed, except
-// DeleteMessage, which still deletes.
+// pending sends, deletes and visibility changes. Released messages become
+// visible at once, or, when Close cancelled a long poll, as soon as that
+// poll's wait has surely ended on the server (at most PollWaitTime plus 2 s):
+// SQS can hand messages to a poll whose client went away, which would hide
+// them for a whole visibility timeout and count a receive against their
+// maxReceiveCount. It returns when done, or with ctx's error when ctx ends
+// first (the unflushed calls abandoned), nil when nothing was abandoned.
+// Close is idempotent; the wrapped client stays usable. Calls on real queue
+// URLs still pass through after Close; calls on virtual URLs fail with
+// ErrClosed, except DeleteMessage, which still deletes.
 func (c *Client) Close(ctx context.Context) error {
-	c.closeOnce.Do(func() { go c.shutdown() })
+	c.closeOnce.Do(func() {
+		defer close(c.closeDone)
+		c.mu.Lock()
+		c.closed = true
+		hosts := c.retired
+		for _, e := range c.hosts {
+			if e.h != nil {
+				hosts = append(hosts, e.h)
+			}
+		}
+		c.mu.Unlock()
+		errs := make([]error, len(hosts)+1)
+		var wg sync.WaitGroup
+		for i, h := range hosts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = h.Close(ctx)
+			}()
+		}
+		errs[len(hosts)] = c.sends.Close(ctx)
+		wg.Wait()
+		c.closeErr = errors.Join(errs...)
+	})
 	select {
 	case <-c.closeDone:
 		return c.closeErr
@@ -131,65 +174,96 @@ func (c *Client) Close(ctx context.Context) error {
 	}
 }
 
-func (c *Client) shutdown() {
-	defer close(c.closeDone)
-	c.mu.Lock()
-	c.closed.Store(true)
-	c.mu.Unlock()
-	c.cancel()
-	c.mu.Lock()
-	hosts := make([]*host, 0, len(c.hosts))
-	for _, h := range c.hosts {
-		hosts = append(hosts, h)
-	}
-	c.mu.Unlock()
-	// Marking each host closed under its lock guarantees that no poller
-	// starts after wg.Wait begins.
-	for _, h := range hosts {
-		h.mu.Lock()
-		h.closed = true
-		h.mu.Unlock()
-	}
-	c.wg.Wait()
-	for _, h := range hosts {
-		h.shutdown()
-	}
-	bg := context.Background()
-	c.closeErr = errors.Join(c.sends.Close(bg), c.vis.Close(bg), c.deletes.Close(bg))
-}
-
-// host returns the host state for a virtual queue URL's host, or nil.
-func (c *Client) lookupHost(hostURL string) *host {
+func (c *Client) isClosed() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	h := c.hosts[hostURL]
-	if h != nil && !h.isReady() {
-		return nil
+	return c.closed
+}
+
+// getHost returns the open host for hostURL, opening it on first use.
+// Concurrent first uses share one GetQueueAttributes call.
+func (c *Client) getHost(ctx context.Context, hostURL string) (*hostq.Host, error) {
+	for {
+		c.mu.Lock()
+		if c.closed {
+			c.mu.Unlock()
+			return nil, ErrClosed
+		}
+		e := c.hosts[hostURL]
+		if e == nil {
+			break
+		}
+		c.mu.Unlock()
+		select {
+		case <-e.ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if e.err == nil {
+			return e.h, nil
+		}
+		// The first caller's failure (perhaps its context) is not ours:
+		// retry.
 	}
-	return h
+	e := &hostEntry{ready: make(chan struct{})}
+	c.hosts[hostURL] = e
+	c.mu.Unlock()
+	h, err := hostq.Open(ctx, c.sqs, hostURL, &c.hostOpts)
+	c.mu.Lock()
+	if err == nil && c.closed {
+		// Close did not see this host: close it here.
+		defer func() { _ = h.Close(context.WithoutCancel(ctx)) }()
+		h, err = nil, ErrClosed
+	}
+	e.h, e.err = h, err
+	if err != nil {
+		delete(c.hosts, hostURL)
+	}
+	c.mu.Unlock()
+	close(e.ready)
+	return h, err
+}
+
+// lookupHost returns the open host for hostURL, or nil.
+func (c *Client) lookupHost(hostURL string) *hostq.Host {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.hosts[hostURL]; e != nil {
+		select {
+		case <-e.ready:
+			return e.h
+		default:
+		}
+	}
+	return nil
+}
+
+// forget drops a host found deleted: its virtual queues went with it.
+func (c *Client) forget(h *hostq.Host) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.hosts[h.URL()]; e != nil && e.h == h {
+		delete(c.hosts, h.URL())
+		c.retired = append(c.retired, h)
+	}
 }
 
 // lookup resolves a virtual queue URL to its live queue. The error matches
 // *types.QueueDoesNotExist when the queue is not known here.
-func (c *Client) lookup(op, queueURL string) (*host, *vqueue, error) {
+func (c *Client) lookup(op, queueURL string) (*hostq.Queue, error) {
 	hostURL, name, err := sqsapi.ParseVirtualQueueURL(queueURL)
 	if err != nil {
-		return nil, nil, withOp(err, op)
+		return nil, withOp(err, op)
 	}
-	if c.closed.Load() {
-		return nil, nil, ErrClosed
+	if c.isClosed() {
+		return nil, ErrClosed
 	}
-	h := c.lookupHost(hostURL)
-	if h == nil {
-		return nil, nil, sqsapi.NewQueueDoesNotExist("virtual queue " + queueURL + " does not exist")
+	if h := c.lookupHost(hostURL); h != nil {
+		if q := h.Queue(name); q != nil {
+			return q, nil
+		}
 	}
-	h.mu.Lock()
-	q := h.queues[name]
-	h.mu.Unlock()
-	if q == nil {
-		return nil, nil, sqsapi.NewQueueDoesNotExist("virtual queue " + queueURL + " does not exist")
-	}
-	return h, q, nil
+	return nil, sqsapi.NewQueueDoesNotExist("virtual queue " + queueURL + " does not exist")
 }
 
 // withOp fills in the operation of an input error.

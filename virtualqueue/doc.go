@@ -17,9 +17,10 @@
 //     "__AmazonSQSVirtualQueuesClient.QueueName" set to the virtual queue's
 //     name. Lone sends go out at once; concurrent sends to one host share
 //     SendMessageBatch calls.
-//   - One poller per host queue long-polls it only while some receiver waits
-//     (an idle host costs no calls) and routes each message to its virtual
-//     queue's bounded buffer or straight to a waiting receiver.
+//   - Each host queue is served by the library's host-queue core (see
+//     docs/architecture.md): its pollers long-poll it only while some
+//     receiver waits (an idle host costs no calls) and route each message to
+//     its virtual queue's bounded buffer or straight to a waiting receiver.
 //   - ReceiveMessage on a virtual URL waits on that buffer. A waiting receive
 //     holds no goroutine beyond its caller's.
 //
@@ -42,8 +43,8 @@
 // A host message without the routing attribute, or naming a virtual queue not
 // known to this client (never created, deleted or expired; typically a late
 // reply to a request that timed out), is an orphan. The default policy deletes
-// it, counts it and logs one line; Options.Orphans selects release or a
-// handler instead.
+// it, counts it and logs one line; Options.Orphans selects release or keep,
+// and Options.OrphanHandler decides per message.
 //
 // # Limits
 //

@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/tempqueues/tempqueues/internal/backoff"
 	"github.com/tempqueues/tempqueues/internal/sqstestenv"
 	"github.com/tempqueues/tempqueues/sqsapi"
 	"github.com/tempqueues/tempqueues/virtualqueue"
@@ -154,24 +153,23 @@ func TestTransientErrorsBackOffAndLoseNothing(t *testing.T) {
 				e := newEnv(t, b, 30)
 				f := &faulty{Client: e.raw, err: injected}
 				f.failing.Store(true)
-				c := virtualqueue.New(f, func(o *virtualqueue.Options) {
-					o.Backoff = backoff.Policy{Base: 50 * time.Millisecond, Cap: 400 * time.Millisecond}
-				})
+				c := virtualqueue.New(f)
 				defer c.Close(context.Background())
 				u := e.createVQ(c, "v")
 				send(t, c, u, "survives")
 				got := make(chan []types.Message, 1)
-				if _, err := c.ReceiveMessageFunc(u, 1, func(m []types.Message, err error) {
+				go func() {
+					out, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(u), WaitTimeSeconds: 20})
 					if err != nil {
 						t.Errorf("transient error reached the receiver: %v", err)
+						got <- nil
+						return
 					}
-					got <- m
-				}); err != nil {
-					t.Fatal(err)
-				}
+					got <- out.Messages
+				}()
 				time.Sleep(time.Second)
-				// Full-jitter backoff from 50ms capped at 400ms: a hot loop would
-				// make thousands of calls in a second.
+				// Full-jitter backoff from 100ms: a hot loop would make
+				// thousands of calls in a second.
 				if n := f.receives.Load(); n > 40 || n < 3 {
 					t.Fatalf("%d receives in 1s of failures: want a few, backed off", n)
 				}

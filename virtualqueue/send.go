@@ -69,7 +69,7 @@ func (c *Client) SendMessage(ctx context.Context, in *sqs.SendMessageInput, optF
 	cp := *in
 	cp.QueueUrl = aws.String(hostURL)
 	cp.MessageAttributes = attrs
-	if c.opts.DisableSendBatching || len(optFns) > 0 || c.closed.Load() {
+	if c.opts.DisableSendBatching || len(optFns) > 0 || c.isClosed() {
 		return c.sqs.SendMessage(ctx, &cp, optFns...)
 	}
 	res, err := c.sends.Do(ctx, hostURL, batch.SendEntry(&cp))

@@ -174,7 +174,6 @@ func TestOrphansDeletedCountedOrReleased(t *testing.T) {
 		e2 := newEnv(t, b, 30)
 		var handled sync.Map
 		c2 := e2.client(func(o *virtualqueue.Options) {
-			o.Orphans = virtualqueue.OrphanHandle
 			o.OrphanHandler = func(_ context.Context, hostURL, name string, m types.Message) virtualqueue.OrphanAction {
 				handled.Store(name, *m.Body)
 				return virtualqueue.ReleaseOrphan
@@ -353,7 +352,9 @@ func TestHostQueueDeletedUnderClient(t *testing.T) {
 	})
 }
 
-func TestForgetHostDropsItsQueuesAndWakesReceivers(t *testing.T) {
+// Deleting a host queue through the client (or finding it gone) drops its
+// virtual queues and wakes their receivers.
+func TestDeletingTheHostDropsItsQueuesAndWakesReceivers(t *testing.T) {
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b, 30)
 		c := e.client()
@@ -367,25 +368,27 @@ func TestForgetHostDropsItsQueuesAndWakesReceivers(t *testing.T) {
 		eventually(t, 5*time.Second, "the receive waits", func() bool { return c.Stats().Calls["ReceiveMessage"] >= 1 })
 		calls := e.counter.Total()
 
-		c.ForgetHost(e.host)
-		c.ForgetHost(e.host) // unknown now: nothing happens
+		if _, err := c.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(e.host)}); err != nil {
+			t.Fatal(err)
+		}
 		select {
 		case err := <-errc:
 			if !sqsapi.IsQueueDoesNotExist(err) {
 				t.Fatalf("waiting receive = %v, want QueueDoesNotExist", err)
 			}
 		case <-time.After(5 * time.Second):
-			t.Fatal("ForgetHost left a receiver waiting")
+			t.Fatal("deleting the host left a receiver waiting")
 		}
 		if _, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(u)}); !sqsapi.IsQueueDoesNotExist(err) {
-			t.Errorf("receive on a forgotten host's queue = %v, want QueueDoesNotExist", err)
+			t.Errorf("receive on a deleted host's queue = %v, want QueueDoesNotExist", err)
 		}
 		if n := c.Stats().VirtualQueues; n != 0 {
 			t.Errorf("%d virtual queues left", n)
 		}
-		// ForgetHost makes no call; it cancels the host's long poll.
-		if got := e.counter.Total(); got != calls {
-			t.Errorf("ForgetHost made %d calls", got-calls)
+		// The DeleteQueue is the only call: dropping the host's state is
+		// local and cancels its long poll.
+		if got := e.counter.Total(); got != calls+1 {
+			t.Errorf("deleting the host made %d calls, want 1", got-calls)
 		}
 	})
 }
@@ -400,9 +403,10 @@ func TestCloseWakesReceiversAndStopsEverything(t *testing.T) {
 			_, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(u), WaitTimeSeconds: 20})
 			errc <- err
 		}()
-		if _, err := c.ReceiveMessageFunc(u, 1, func(_ []types.Message, err error) { errc <- err }); err != nil {
-			t.Fatal(err)
-		}
+		go func() {
+			_, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(u), WaitTimeSeconds: 20})
+			errc <- err
+		}()
 		time.Sleep(200 * time.Millisecond)
 		start := time.Now()
 		if err := c.Close(context.Background()); err != nil {
@@ -423,46 +427,6 @@ func TestCloseWakesReceiversAndStopsEverything(t *testing.T) {
 			t.Fatalf("receive after Close = %v", err)
 		}
 		leakcheck.Check(t)
-	})
-}
-
-func TestReceiveMessageFuncAndCancel(t *testing.T) {
-	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
-		e := newEnv(t, b, 30)
-		c := e.client()
-		u := e.createVQ(c, "async")
-		got := make(chan string, 1)
-		cancel, err := c.ReceiveMessageFunc(u, 1, func(m []types.Message, err error) {
-			if err != nil {
-				t.Error(err)
-				return
-			}
-			got <- *m[0].Body
-			c.DeleteMessageAsync(u, *m[0].ReceiptHandle, nil)
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		send(t, c, u, "callback")
-		select {
-		case b := <-got:
-			if b != "callback" {
-				t.Fatalf("got %q", b)
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("callback not called")
-		}
-		if cancel() {
-			t.Fatal("cancel after delivery reported true")
-		}
-		cancel2, err := c.ReceiveMessageFunc(u, 1, func([]types.Message, error) { t.Error("cancelled callback ran") })
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !cancel2() {
-			t.Fatal("cancel of a pending registration reported false")
-		}
-		eventually(t, 5*time.Second, "host queue empty", func() bool { v, f := e.hostCounts(); return v == 0 && f == 0 })
 	})
 }
 

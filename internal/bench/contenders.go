@@ -74,7 +74,7 @@ func (t *tempQueues) setup(ctx context.Context) error {
 	if t.queueURL, err = createQueue(ctx, t.client, t.queueName("tq-requests")); err != nil {
 		return err
 	}
-	t.req, err = requester.New(t.client, func(o *requester.Options) { o.QueuePrefix = t.prefix + "tq-" })
+	t.req, err = requester.New(t.client, func(o *requester.Options) { o.Prefix = t.prefix + "tq-" })
 	if err != nil {
 		return err
 	}

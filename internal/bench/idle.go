@@ -53,10 +53,10 @@ func measureIdle(ctx context.Context, e *env) (*IdleResult, error) {
 	served := make(chan error, 1)
 	go func() { served <- resp.Serve(context.Background(), queueURL, responder.HandlerFunc(echo)) }()
 	req, err := requester.New(reqClient, func(o *requester.Options) {
-		o.QueuePrefix = e.prefix + "idle-"
+		o.Prefix = e.prefix + "idle-"
 		o.IdleQueueRetention = retention
 		o.Reaper = append(o.Reaper, func(o *reaper.Options) { o.Period = period })
-		o.VirtualQueue = append(o.VirtualQueue, func(o *virtualqueue.Options) { o.PollWaitTime = wait })
+		o.PollWaitTime = wait
 	})
 	if err != nil {
 		return nil, errors.Join(err, stopResponder(ctx, resp, served))

@@ -1,4 +1,4 @@
-package virtualqueue
+package hostq
 
 import (
 	"context"
@@ -8,8 +8,13 @@ import (
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
-// counting wraps the underlying client and counts each call by operation, so
-// Stats reports exactly the API calls this Client made (SQS bills each).
+// CountCalls returns client wrapped to count each call by operation in n,
+// so Stats report exactly the API calls a client made (SQS bills each),
+// whatever the client is.
+func CountCalls(client sqsapi.Client, n *sqsapi.CallCounter) sqsapi.Client {
+	return counting{next: client, n: n}
+}
+
 type counting struct {
 	next sqsapi.Client
 	n    *sqsapi.CallCounter

@@ -1,4 +1,4 @@
-package virtualqueue
+package hostq
 
 import (
 	"container/heap"
@@ -10,7 +10,7 @@ import (
 // lastActive; a queue found still active when its turn comes is pushed back
 // with its new deadline. So activity costs no heap work, and no timer exists
 // per queue.
-type expiryHeap []*vqueue
+type expiryHeap []*Queue
 
 func (e expiryHeap) Len() int           { return len(e) }
 func (e expiryHeap) Less(i, j int) bool { return e[i].expireAt < e[j].expireAt }
@@ -20,7 +20,7 @@ func (e expiryHeap) Swap(i, j int) {
 	e[j].heapIdx = int32(j)
 }
 func (e *expiryHeap) Push(x any) {
-	q := x.(*vqueue)
+	q := x.(*Queue)
 	q.heapIdx = int32(len(*e))
 	*e = append(*e, q)
 }
@@ -34,19 +34,19 @@ func (e *expiryHeap) Pop() any {
 }
 
 // push adds q and reports whether it is now the earliest entry.
-func (e *expiryHeap) push(q *vqueue) bool {
+func (e *expiryHeap) push(q *Queue) bool {
 	heap.Push(e, q)
 	return q.heapIdx == 0
 }
 
-func (e *expiryHeap) remove(q *vqueue) {
+func (e *expiryHeap) remove(q *Queue) {
 	heap.Remove(e, int(q.heapIdx))
 }
 
 // dueExpiriesLocked returns the virtual queues idle past their retention and
 // the next time the heap needs a look (zero when empty). Queues with a receive
 // in progress or buffered messages do not expire.
-func (h *host) dueExpiriesLocked(now time.Time) (expired []*vqueue, next time.Time) {
+func (h *Host) dueExpiriesLocked(now time.Time) (expired []*Queue, next time.Time) {
 	nowNano := now.UnixNano()
 	for len(h.expiry) > 0 {
 		q := h.expiry[0]
@@ -59,7 +59,7 @@ func (h *host) dueExpiriesLocked(now time.Time) (expired []*vqueue, next time.Ti
 		// queue alive: it holds something we would lose. (Unreceived
 		// buffered messages are released before their visibility ends, so
 		// this does not last.)
-		if q.receivers > 0 || (q.st != nil && len(q.st.buf) > 0) {
+		if q.receivers > 0 || (q.st != nil && q.st.buf.n > 0) {
 			deadline = max(deadline, nowNano+int64(q.retention)*int64(time.Second))
 		}
 		if deadline > nowNano {

@@ -1,0 +1,606 @@
+package hostq
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/internal/backoff"
+	"github.com/tempqueues/tempqueues/internal/batch"
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// Host is one host queue in this process. One mutex guards the host, its
+// routes and its ledger: routing a received batch, taking held messages and
+// registering receivers are short critical sections, and one lock keeps
+// them consistent without lock ordering.
+type Host struct {
+	client sqsapi.Client
+	url    string
+	opts   *Options
+	log    *slog.Logger
+
+	visibility     time.Duration // the host queue's VisibilityTimeout
+	recvVisibility time.Duration // what receives give messages
+	waitTime       int32         // the host queue's ReceiveMessageWaitTimeSeconds
+
+	deletes *batch.Deletes
+	vis     *batch.Visibilities
+
+	ctx    context.Context // ends on Close or when the host is gone
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // pollers and the maintenance goroutine
+
+	mu       sync.Mutex
+	queues   map[string]*Queue
+	calls    map[string]func(types.Message, error) // expectations by name
+	demand   int                                   // waiting receivers and expectations
+	kick     bool                                  // a short poll asked for one receive
+	pollers  int
+	failures int // consecutive failed receives, for backoff
+	held     ledger
+	expiry   expiryHeap
+	wake     chan struct{}
+	// maintainAt is when the maintenance goroutine wakes by itself: only an
+	// earlier deadline needs a signal.
+	maintainAt time.Time
+	closed     bool // by Close or gone: no new work
+	gone       bool
+	// pollUntil is when the latest receive's wait ends (unix nanos). A
+	// receive cancelled by Close may stay parked on the server until then,
+	// and SQS can hand it messages nobody sees; releases at Close wait
+	// that long.
+	pollUntil int64
+
+	closeOnce sync.Once
+	closeDone chan struct{}
+	closeErr  error
+}
+
+// Open returns the Host for the standard queue at url, reading its
+// VisibilityTimeout and ReceiveMessageWaitTimeSeconds (one call), and
+// starts its maintenance goroutine. opts must have its defaults set and
+// outlive the host; hosts may share it.
+func Open(ctx context.Context, client sqsapi.Client, url string, opts *Options) (*Host, error) {
+	if strings.HasSuffix(url, ".fifo") {
+		return nil, sqsapi.Invalid("CreateQueue", sqsapi.HostQueueURLAttribute, "host queue %s is a FIFO queue; virtual queues need a standard host queue", url)
+	}
+	out, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
+		QueueUrl: aws.String(url),
+		AttributeNames: []types.QueueAttributeName{
+			types.QueueAttributeNameVisibilityTimeout, types.QueueAttributeNameReceiveMessageWaitTimeSeconds,
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	vt, _ := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameVisibilityTimeout)])
+	if vt <= 0 {
+		vt = 30
+	}
+	wt, _ := strconv.Atoi(out.Attributes[string(types.QueueAttributeNameReceiveMessageWaitTimeSeconds)])
+	h := &Host{
+		client:     client,
+		url:        url,
+		opts:       opts,
+		log:        opts.Logger,
+		visibility: time.Duration(vt) * time.Second,
+		waitTime:   int32(wt),
+		deletes:    batch.NewDeletes(client, opts.MaxBatchCalls, batch.DeleteLinger),
+		vis:        batch.NewVisibilities(client, opts.MaxBatchCalls),
+		queues:     make(map[string]*Queue),
+		calls:      make(map[string]func(types.Message, error)),
+		wake:       make(chan struct{}, 1),
+		closeDone:  make(chan struct{}),
+	}
+	h.recvVisibility = h.visibility
+	if v := opts.ReceiveVisibilityTimeout; v > 0 {
+		h.recvVisibility = v
+	}
+	h.ctx, h.cancel = context.WithCancel(context.Background())
+	h.wg.Add(1)
+	go h.maintain()
+	return h, nil
+}
+
+// URL returns the host queue's URL.
+func (h *Host) URL() string { return h.url }
+
+// Visibility returns the host queue's VisibilityTimeout.
+func (h *Host) Visibility() time.Duration { return h.visibility }
+
+// WaitTime returns the host queue's ReceiveMessageWaitTimeSeconds.
+func (h *Host) WaitTime() int32 { return h.waitTime }
+
+// Closed reports whether the host was closed or found gone.
+func (h *Host) Closed() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.closed
+}
+
+// closedErrLocked is ErrClosed once the host is closed, an error matching
+// *types.QueueDoesNotExist once it is gone, and nil otherwise.
+func (h *Host) closedErrLocked() error {
+	switch {
+	case h.gone:
+		return sqsapi.NewQueueDoesNotExist("host queue " + h.url + " was deleted")
+	case h.closed:
+		return sqsapi.ErrClosed
+	}
+	return nil
+}
+
+// releaseMargin is how long before its visibility deadline an untaken held
+// message is released.
+func (h *Host) releaseMargin() time.Duration {
+	if m := h.opts.ReleaseMargin; m > 0 {
+		return min(m, h.recvVisibility/2)
+	}
+	return min(h.recvVisibility/4, 5*time.Second)
+}
+
+// wantPollersLocked is the number of concurrent receives the demand
+// justifies: one per 10 waiting receivers, at least one while anyone waits.
+func (h *Host) wantPollersLocked() int {
+	if h.demand == 0 {
+		if h.kick {
+			return 1
+		}
+		return 0
+	}
+	return min((h.demand+sqsapi.MaxReceiveMessages-1)/sqsapi.MaxReceiveMessages, h.opts.MaxPollers)
+}
+
+// startPollersLocked starts pollers up to the wanted number.
+func (h *Host) startPollersLocked() {
+	if h.closed {
+		return
+	}
+	for h.pollers < h.wantPollersLocked() {
+		h.pollers++
+		h.wg.Add(1)
+		go h.poll()
+	}
+}
+
+// poll receives from the host queue while there is demand and routes what
+// it gets. Several may run at once under load; each exits when demand no
+// longer justifies it, so an idle host costs no calls. With Options.Linger
+// the last poller makes one more receive after one that brought messages.
+func (h *Host) poll() {
+	defer h.wg.Done()
+	ctx := h.ctx
+	linger := false
+	for {
+		h.mu.Lock()
+		want := h.wantPollersLocked()
+		if linger && want == 0 && h.pollers == 1 && !h.closed {
+			want = 1
+		}
+		if ctx.Err() != nil || h.pollers > want {
+			h.pollers--
+			h.mu.Unlock()
+			return
+		}
+		h.kick = false
+		failures := h.failures
+		h.pollUntil = max(h.pollUntil, h.opts.Clock.Now().Add(h.opts.PollWaitTime).UnixNano())
+		h.mu.Unlock()
+		if failures > 0 {
+			if backoff.Sleep(ctx, h.opts.Backoff.Delay(failures-1)) != nil {
+				continue // the loop head sees the cancelled context
+			}
+		}
+		out, err := h.client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+			QueueUrl:                    aws.String(h.url),
+			MaxNumberOfMessages:         sqsapi.MaxReceiveMessages,
+			WaitTimeSeconds:             int32(h.opts.PollWaitTime / time.Second),
+			VisibilityTimeout:           int32(h.opts.ReceiveVisibilityTimeout / time.Second),
+			MessageAttributeNames:       []string{"All"},
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				continue
+			}
+			linger = false
+			h.pollFailed(err)
+			continue
+		}
+		h.mu.Lock()
+		h.failures = 0
+		h.mu.Unlock()
+		h.log.LogAttrs(ctx, slog.LevelDebug, "hostq: host queue receive",
+			slog.String("queue_url", h.url), slog.Int("messages", len(out.Messages)))
+		linger = h.opts.Linger && len(out.Messages) > 0
+		if h.route(out.Messages) {
+			// Receivers were just handed messages and are runnable: let
+			// them go first rather than after this poller has built and
+			// signed its next receive.
+			runtime.Gosched()
+		}
+	}
+}
+
+// pollFailed backs off after a failed receive. A missing host queue ends
+// the host; any other error that retrying will not fix is reported to every
+// waiting receiver and expectation; transient errors (throttling, 5xx,
+// network) are retried after a jittered backoff while they keep waiting.
+func (h *Host) pollFailed(err error) {
+	h.log.LogAttrs(context.Background(), slog.LevelWarn, "hostq: host queue receive failed",
+		slog.String("queue_url", h.url), slog.Any("error", err))
+	if sqsapi.IsQueueDoesNotExist(err) {
+		h.Gone()
+		return
+	}
+	h.mu.Lock()
+	h.failures++
+	var f failed
+	if !sqsapi.IsTransient(err) {
+		f = h.takeAllLocked()
+	}
+	h.mu.Unlock()
+	f.fail(err)
+}
+
+// failed holds the receivers and expectations a host lets go, to be told
+// outside its lock.
+type failed struct {
+	waiters []*waiter
+	calls   []func(types.Message, error)
+}
+
+func (f failed) fail(err error) {
+	for _, w := range f.waiters {
+		w.fn(nil, err)
+	}
+	for _, fn := range f.calls {
+		fn(types.Message{}, err)
+	}
+}
+
+// takeAllLocked removes every waiting receiver and expectation.
+func (h *Host) takeAllLocked() failed {
+	var f failed
+	for _, q := range h.queues {
+		if q.st == nil {
+			continue
+		}
+		f.waiters = append(f.waiters, q.st.waiters...)
+		q.st.waiters = nil
+		q.receivers = 0
+		q.compactLocked()
+	}
+	for name, fn := range h.calls {
+		f.calls = append(f.calls, fn)
+		delete(h.calls, name)
+	}
+	h.demand = 0
+	return f
+}
+
+type delivery struct {
+	w    *waiter
+	msgs []types.Message
+}
+
+type answer struct {
+	fn func(types.Message, error)
+	m  types.Message
+}
+
+// route hands received messages to expectations and waiting receivers,
+// holds the rest in their queues' buffers, and settles orphans. It reports
+// whether it woke anyone.
+func (h *Host) route(msgs []types.Message) bool {
+	if len(msgs) == 0 {
+		return false
+	}
+	var (
+		answers   []answer
+		deliver   []delivery
+		touched   []*Queue
+		orphans   []types.Message
+		overflow  []types.Message
+		toRelease []types.Message
+	)
+	h.mu.Lock()
+	now := h.opts.Clock.Now()
+	deadline := now.Add(h.recvVisibility).UnixNano()
+	for _, m := range msgs {
+		if h.closed {
+			toRelease = append(toRelease, m)
+			continue
+		}
+		name := RoutingName(m)
+		if fn := h.calls[name]; fn != nil {
+			delete(h.calls, name)
+			h.demand--
+			answers = append(answers, answer{fn, m})
+			continue
+		}
+		q := h.queues[name]
+		if q == nil {
+			orphans = append(orphans, m)
+			continue
+		}
+		st := q.state()
+		if st.buf.n >= h.opts.BufferSize {
+			overflow = append(overflow, m)
+			continue
+		}
+		e := &entry{m: m, q: q, deadline: deadline}
+		st.buf.push(e)
+		h.held.push(e)
+		q.touch(now)
+		if st.buf.n == 1 {
+			touched = append(touched, q)
+		}
+	}
+	for _, q := range touched {
+		deliver = q.serveWaitersLocked(deliver, now)
+	}
+	if e := h.held.head; e != nil {
+		h.wakeByLocked(time.Unix(0, e.deadline).Add(-h.releaseMargin()))
+	}
+	h.mu.Unlock()
+
+	c := h.opts.Counters
+	c.Routed.Add(int64(len(msgs) - len(orphans) - len(overflow) - len(toRelease)))
+	for _, a := range answers {
+		a.fn(a.m, nil)
+		// The call has its reply: delete it off the call's path, waiting
+		// for company as long as its visibility allows.
+		h.deleteAsync(a.m, batch.DeleteWithin(h.recvVisibility), "answered")
+	}
+	for _, d := range deliver {
+		d.w.fn(d.msgs, nil)
+	}
+	for _, m := range toRelease {
+		h.release(m, 0)
+	}
+	for _, m := range overflow {
+		c.Overflowed.Add(1)
+		h.release(m, h.opts.OrphanReleaseDelay)
+	}
+	for _, m := range orphans {
+		h.orphan(m)
+	}
+	return len(deliver) > 0 || len(answers) > 0
+}
+
+// RoutingName returns a host message's routing attribute, or "".
+func RoutingName(m types.Message) string {
+	if v, ok := m.MessageAttributes[sqsapi.VirtualQueueNameAttribute]; ok && v.StringValue != nil {
+		return *v.StringValue
+	}
+	return ""
+}
+
+// release makes a host message visible again after delay, in a batch call.
+func (h *Host) release(m types.Message, delay time.Duration) {
+	h.opts.Counters.Released.Add(1)
+	h.vis.Submit(h.url, batch.Visibility{ReceiptHandle: aws.ToString(m.ReceiptHandle), Timeout: int32(delay / time.Second)}, func(_ struct{}, err error) {
+		if err != nil {
+			h.log.LogAttrs(context.Background(), slog.LevelWarn, "hostq: releasing a message failed; it reappears after its visibility timeout",
+				slog.String("queue_url", h.url), slog.String("message_id", aws.ToString(m.MessageId)), slog.Any("error", err))
+		}
+	})
+}
+
+// deleteAsync deletes a host message in a batch call that may wait up to
+// within for company.
+func (h *Host) deleteAsync(m types.Message, within time.Duration, why string) {
+	h.deletes.SubmitWithin(h.url, aws.ToString(m.ReceiptHandle), within, func(_ struct{}, err error) {
+		if err != nil {
+			h.log.LogAttrs(context.Background(), slog.LevelWarn, "hostq: deleting a message failed",
+				slog.String("queue_url", h.url), slog.String("message_id", aws.ToString(m.MessageId)), slog.String("reason", why), slog.Any("error", err))
+		}
+	})
+}
+
+// orphan settles a message no route takes.
+func (h *Host) orphan(m types.Message) {
+	h.opts.Counters.Orphaned.Add(1)
+	name := RoutingName(m)
+	verdict := Delete
+	if h.opts.Orphan != nil {
+		verdict = h.opts.Orphan(h.ctx, h.url, name, m)
+	}
+	h.log.LogAttrs(context.Background(), slog.LevelInfo, "hostq: orphaned message",
+		slog.String("queue_url", h.url), slog.String("virtual_queue", name),
+		slog.String("message_id", aws.ToString(m.MessageId)), slog.Int("verdict", int(verdict)))
+	switch verdict {
+	case Delete:
+		h.deleteAsync(m, batch.DeleteLinger, "orphan")
+	case Release:
+		h.release(m, h.opts.OrphanReleaseDelay)
+	}
+}
+
+// DeleteMessage deletes a message received from this host, sharing a
+// batch call with concurrent deletes; a lone delete goes out at once.
+func (h *Host) DeleteMessage(ctx context.Context, handle string) error {
+	_, err := h.deletes.Do(ctx, h.url, handle)
+	return err
+}
+
+// ChangeVisibility changes a received message's visibility, sharing a
+// batch call with concurrent changes. With wait false it returns at once
+// and failures are only logged.
+func (h *Host) ChangeVisibility(ctx context.Context, handle string, timeout int32, wait bool) error {
+	v := batch.Visibility{ReceiptHandle: handle, Timeout: timeout}
+	if !wait {
+		h.vis.Submit(h.url, v, nil)
+		return nil
+	}
+	_, err := h.vis.Do(ctx, h.url, v)
+	return err
+}
+
+// wakeByLocked makes sure the maintenance goroutine runs by t.
+func (h *Host) wakeByLocked(t time.Time) {
+	if h.maintainAt.IsZero() || t.Before(h.maintainAt) {
+		select {
+		case h.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// maintain releases held messages before their receive visibility ends and
+// deletes queues idle past their retention. One goroutine per host sleeps
+// until the earliest such deadline.
+func (h *Host) maintain() {
+	defer h.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		now := h.opts.Clock.Now()
+		h.mu.Lock()
+		release := h.dueReleasesLocked(now)
+		expired, next := h.dueExpiriesLocked(now)
+		if e := h.held.head; e != nil {
+			if n := time.Unix(0, e.deadline).Add(-h.releaseMargin()); next.IsZero() || n.Before(next) {
+				next = n
+			}
+		}
+		var removed []removal
+		for _, q := range expired {
+			removed = append(removed, q.removeLocked())
+		}
+		wait := time.Hour
+		if !next.IsZero() {
+			wait = max(next.Sub(now), time.Millisecond)
+		}
+		wakeAt := now.Add(wait)
+		h.maintainAt = wakeAt
+		h.mu.Unlock()
+		for _, m := range release {
+			h.release(m, 0)
+		}
+		for i, q := range expired {
+			h.opts.Counters.Expired.Add(1)
+			h.log.LogAttrs(context.Background(), slog.LevelDebug, "hostq: idle virtual queue expired",
+				slog.String("queue_url", h.url), slog.String("virtual_queue", q.name))
+			h.settle(removed[i])
+		}
+
+		timer.Reset(wait)
+		select {
+		case <-h.ctx.Done():
+			return
+		case <-h.wake: // Reset above re-arms the timer (Go 1.23+ timer semantics)
+		case <-timer.C:
+		}
+	}
+}
+
+// dueReleasesLocked takes the held messages whose release time has come,
+// oldest first: each is also the oldest of its queue's buffer.
+func (h *Host) dueReleasesLocked(now time.Time) []types.Message {
+	limit := now.Add(h.releaseMargin()).UnixNano()
+	var due []types.Message
+	for e := h.held.head; e != nil && e.deadline <= limit; e = h.held.head {
+		h.held.unlink(e)
+		q := e.q
+		if q.st.buf.pop() != e {
+			panic("hostq: ledger and queue buffer out of order")
+		}
+		q.compactLocked()
+		due = append(due, e.m)
+	}
+	return due
+}
+
+// Gone ends a host whose queue was found deleted: its queues and held
+// messages (gone with the queue) are dropped, receivers and expectations
+// fail with an error matching *types.QueueDoesNotExist, its goroutines
+// stop, and Options.OnGone is called. It makes no API call.
+func (h *Host) Gone() {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return
+	}
+	h.closed, h.gone = true, true
+	h.cancel()
+	f := h.takeAllLocked()
+	for _, q := range h.queues {
+		q.removeLocked() // its messages went with the host queue
+	}
+	h.held = ledger{}
+	h.mu.Unlock()
+	f.fail(sqsapi.NewQueueDoesNotExist("host queue " + h.url + " was deleted"))
+	h.log.LogAttrs(context.Background(), slog.LevelWarn, "hostq: host queue was deleted", slog.String("queue_url", h.url))
+	if h.opts.OnGone != nil {
+		h.opts.OnGone(h)
+	}
+}
+
+// Close stops the pollers, fails waiting receivers and expectations with
+// sqsapi.ErrClosed, releases every held message and flushes pending
+// deletes and visibility changes. Released messages become visible at
+// once, or, when Close cancelled a long poll, as soon as that poll's wait
+// has surely ended on the server (at most PollWaitTime plus 2 s): SQS can
+// hand messages to a poll whose client went away. It returns when done or
+// when ctx ends (with ctx's error, the unflushed calls abandoned), and is
+// idempotent.
+func (h *Host) Close(ctx context.Context) error {
+	h.closeOnce.Do(func() {
+		defer close(h.closeDone)
+		h.mu.Lock()
+		gone := h.gone
+		h.closed = true
+		h.cancel()
+		h.mu.Unlock()
+		h.wg.Wait()
+
+		h.mu.Lock()
+		f := h.takeAllLocked()
+		var release []types.Message
+		for e := h.held.head; e != nil; e = e.next {
+			release = append(release, e.m)
+		}
+		h.held = ledger{}
+		for _, q := range h.queues {
+			if q.st != nil {
+				q.st.buf = buffer{}
+				q.compactLocked()
+			}
+		}
+		delay := time.Duration(h.pollUntil - h.opts.Clock.Now().UnixNano())
+		h.mu.Unlock()
+		f.fail(sqsapi.ErrClosed)
+		// Released messages must not fall into a receive that Close
+		// cancelled but the server still holds: make them visible after it
+		// ends.
+		if delay > 0 {
+			delay = delay.Truncate(time.Second) + 2*time.Second
+		} else {
+			delay = 0
+		}
+		if !gone {
+			for _, m := range release {
+				h.release(m, delay)
+			}
+		}
+		h.closeErr = errors.Join(h.vis.Close(ctx), h.deletes.Close(ctx))
+	})
+	select {
+	case <-h.closeDone:
+		return h.closeErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,378 @@
+package hostq
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/google/uuid"
+
+	"github.com/tempqueues/tempqueues/reaper"
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// hostAttributes are the queue attributes a host queue may be created with
+// (the Java client's list). FIFO queues cannot host virtual queues.
+var hostAttributes = []string{
+	"DelaySeconds", "MaximumMessageSize", "MessageRetentionPeriod", "Policy", "ReceiveMessageWaitTimeSeconds",
+	"RedrivePolicy", "VisibilityTimeout", "KmsMasterKeyId", "KmsDataKeyReusePeriodSeconds", "SqsManagedSseEnabled",
+}
+
+// maxPrefix keeps "<prefix><uuid>-<n>" within 80 characters for up to 999
+// host queues per owner.
+const maxPrefix = sqsapi.MaxQueueNameLength - 36 - 4
+
+// OwnerOptions configure an Owner.
+type OwnerOptions struct {
+	Prefix          string        // host queue names start with it
+	Retention       time.Duration // heartbeat retention tag
+	DisableSweeping bool          // do not join the fleet's sweeps
+	Logger          *slog.Logger
+	Reaper          []func(*reaper.Options)
+	// Host, when set, makes Open available: it configures the runtime Host
+	// opened over each owned queue (defaults set by NewOwner).
+	Host *Options
+	// OnGone is called, from a library goroutine, when an owned host queue
+	// is found deleted; the next use creates a new one.
+	OnGone func(url string)
+	// Calls, if set, counts the calls made for the host queues and their
+	// runtime Hosts (not the reaper's).
+	Calls *sqsapi.CallCounter
+}
+
+// CheckOwner validates the options that shape host queue names and tags.
+func CheckOwner(op, prefix string, retention time.Duration) error {
+	if prefix == "" || len(prefix) > maxPrefix || !sqsapi.ValidQueueName(prefix) || strings.HasSuffix(prefix, ".fifo") {
+		return sqsapi.Invalid(op, "Prefix", "%q must be 1 to %d characters of A-Z a-z 0-9 - _ (host queue names add a UUID and a counter and must stay within 80)", prefix, maxPrefix)
+	}
+	if retention < sqsapi.MinIdleQueueRetention || retention%time.Second != 0 {
+		return sqsapi.Invalid(op, "IdleQueueRetention", "%v must be whole seconds, at least %v", retention, sqsapi.MinIdleQueueRetention)
+	}
+	return nil
+}
+
+// CheckAttributes reports an *sqsapi.InvalidInputError when attrs holds an
+// attribute a host queue cannot be created with.
+func CheckAttributes(attrs map[string]string) error {
+	_, err := canonical(attrs)
+	return err
+}
+
+// canonical returns a key identifying an attribute set, after validation.
+func canonical(attrs map[string]string) (string, error) {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(attrs)) {
+		if !slices.Contains(hostAttributes, k) {
+			return "", sqsapi.Invalid("CreateQueue", "Attributes", "temporary queues take no attribute %q (allowed: %s)", k, strings.Join(hostAttributes, ", "))
+		}
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(attrs[k])
+		b.WriteByte(0)
+	}
+	return b.String(), nil
+}
+
+// Owner is the lifecycle of the host queues a process creates for itself,
+// one per distinct attribute set: it creates each with the reaper's tags
+// (named <prefix><uuid>-<n>, the Java client's format), heartbeats it,
+// forgets it when found deleted so the next use creates a new one, and
+// deletes it on Close. A crashed process's queues are left to the fleet's
+// sweeps, which the Owner joins unless told not to.
+type Owner struct {
+	raw    sqsapi.Client
+	opts   OwnerOptions
+	id     string
+	reaper *reaper.Reaper
+
+	mu      sync.Mutex
+	hosts   map[string]*owned // by canonical attribute set
+	retired []*Host           // opened hosts found gone, closed by Close
+	n       int
+	closed  bool
+
+	closeOnce sync.Once
+	closeDone chan struct{}
+	closeErr  error
+}
+
+type owned struct {
+	ready chan struct{} // closed when url, host and err are set
+	url   string
+	host  *Host
+	err   error
+}
+
+// NewOwner validates opts and starts the reaper (heartbeats and, unless
+// disabled, the fleet's sweeps). It makes no API call itself.
+func NewOwner(op string, client sqsapi.Client, opts OwnerOptions) (*Owner, error) {
+	if err := CheckOwner(op, opts.Prefix, opts.Retention); err != nil {
+		return nil, err
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Host != nil {
+		opts.Host.SetDefaults()
+	}
+	raw := client
+	if opts.Calls != nil {
+		raw = CountCalls(client, opts.Calls)
+	}
+	o := &Owner{raw: raw, opts: opts, id: uuid.NewString(), hosts: make(map[string]*owned), closeDone: make(chan struct{})}
+	if opts.Host != nil {
+		next := opts.Host.OnGone
+		opts.Host.OnGone = func(h *Host) {
+			o.Gone(h.URL())
+			if next != nil {
+				next(h)
+			}
+		}
+	}
+	r, err := reaper.New(client, append([]func(*reaper.Options){func(ro *reaper.Options) {
+		ro.Prefix = opts.Prefix
+		ro.Logger = opts.Logger
+		ro.DisableSweeping = opts.DisableSweeping
+		ro.OnQueueGone = func(url string, _ error) { o.Gone(url) }
+	}}, opts.Reaper...)...)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Start(); err != nil {
+		return nil, err
+	}
+	o.reaper = r
+	return o, nil
+}
+
+// Reaper returns the owner's reaper.
+func (o *Owner) Reaper() *reaper.Reaper { return o.reaper }
+
+// URL returns the URL of the owned host queue for attrs, creating it on
+// first use.
+func (o *Owner) URL(ctx context.Context, attrs map[string]string) (string, error) {
+	ow, err := o.get(ctx, attrs)
+	if err != nil {
+		return "", err
+	}
+	return ow.url, nil
+}
+
+// Open returns the runtime Host over the owned host queue for attrs,
+// creating and opening it on first use. OwnerOptions.Host must be set.
+func (o *Owner) Open(ctx context.Context, attrs map[string]string) (*Host, error) {
+	ow, err := o.get(ctx, attrs)
+	if err != nil {
+		return nil, err
+	}
+	return ow.host, nil
+}
+
+func (o *Owner) get(ctx context.Context, attrs map[string]string) (*owned, error) {
+	key, err := canonical(attrs)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		o.mu.Lock()
+		if o.closed {
+			o.mu.Unlock()
+			return nil, sqsapi.ErrClosed
+		}
+		ow := o.hosts[key]
+		if ow == nil {
+			break
+		}
+		o.mu.Unlock()
+		select {
+		case <-ow.ready:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if ow.err == nil {
+			return ow, nil
+		}
+		// The creator's failure removed it: try anew.
+	}
+	ow := &owned{ready: make(chan struct{})}
+	o.hosts[key] = ow
+	n := o.n
+	o.n++
+	o.mu.Unlock()
+
+	ow.url, ow.host, ow.err = o.create(ctx, n, attrs)
+	o.mu.Lock()
+	closed := o.closed
+	if ow.err != nil || closed {
+		delete(o.hosts, key)
+	}
+	o.mu.Unlock()
+	if ow.err == nil && closed {
+		// Close ran while the queue was being created and did not see it.
+		o.reaper.Remove(ow.url)
+		if ow.host != nil {
+			_ = ow.host.Close(context.WithoutCancel(ctx))
+		}
+		o.deleteQueue(ctx, ow.url)
+		ow.url, ow.host, ow.err = "", nil, sqsapi.ErrClosed
+	}
+	close(ow.ready)
+	return ow, ow.err
+}
+
+// deleteQueue deletes a host queue nobody will use or heartbeat, even when
+// ctx has ended, within a bound of its own.
+func (o *Owner) deleteQueue(ctx context.Context, url string) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	_, _ = o.raw.DeleteQueue(dctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(url)})
+}
+
+func (o *Owner) create(ctx context.Context, n int, attrs map[string]string) (string, *Host, error) {
+	name := o.opts.Prefix + o.id + "-" + strconv.Itoa(n)
+	now := time.Now()
+	out, err := o.raw.CreateQueue(ctx, &sqs.CreateQueueInput{
+		QueueName:  aws.String(name),
+		Attributes: maps.Clone(attrs),
+		Tags:       reaper.QueueTags(o.opts.Retention, now),
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	url := aws.ToString(out.QueueUrl)
+	if err := o.reaper.AddTagged(url, o.opts.Retention, now); err != nil {
+		// Typically Close ran meanwhile: a queue nobody heartbeats or
+		// deletes must not outlive this call.
+		o.deleteQueue(ctx, url)
+		if errors.Is(err, sqsapi.ErrClosed) {
+			err = sqsapi.ErrClosed
+		}
+		return "", nil, err
+	}
+	var h *Host
+	if o.opts.Host != nil {
+		if h, err = Open(ctx, o.raw, url, o.opts.Host); err != nil {
+			o.reaper.Remove(url)
+			o.deleteQueue(ctx, url)
+			return "", nil, err
+		}
+	}
+	o.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "hostq: created host queue", slog.String("queue_url", url))
+	return url, h, nil
+}
+
+// Gone forgets an owned host queue found deleted (by a heartbeat, a receive
+// or an operator), so the next use creates a new one, ends its runtime Host
+// and calls OwnerOptions.OnGone. It makes no API call.
+func (o *Owner) Gone(url string) {
+	var h *Host
+	found := false
+	o.mu.Lock()
+	for k, ow := range o.hosts {
+		select {
+		case <-ow.ready:
+			if ow.url == url {
+				delete(o.hosts, k)
+				found = true
+				if ow.host != nil {
+					h = ow.host
+					o.retired = append(o.retired, h)
+				}
+			}
+		default:
+		}
+	}
+	o.mu.Unlock()
+	if !found {
+		return
+	}
+	o.reaper.Remove(url)
+	if h != nil {
+		h.Gone()
+	}
+	o.opts.Logger.LogAttrs(context.Background(), slog.LevelWarn, "hostq: owned host queue was deleted; a new one will be created", slog.String("queue_url", url))
+	if o.opts.OnGone != nil {
+		o.opts.OnGone(url)
+	}
+}
+
+// URLs returns the URLs of the live owned host queues.
+func (o *Owner) URLs() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var urls []string
+	for _, ow := range o.hosts {
+		select {
+		case <-ow.ready:
+			if ow.err == nil {
+				urls = append(urls, ow.url)
+			}
+		default:
+		}
+	}
+	slices.Sort(urls)
+	return urls
+}
+
+// Close closes the runtime Hosts (failing their waiting calls, releasing
+// held messages, flushing deletes), stops the reaper and deletes the owned
+// host queues. It returns when done or when ctx ends, with ctx's error if
+// work was abandoned, and is idempotent.
+func (o *Owner) Close(ctx context.Context) error {
+	o.closeOnce.Do(func() {
+		defer close(o.closeDone)
+		o.mu.Lock()
+		o.closed = true
+		var live []*owned
+		for _, ow := range o.hosts {
+			select {
+			case <-ow.ready:
+				if ow.err == nil {
+					live = append(live, ow)
+				}
+			default:
+			}
+		}
+		hosts := slices.Clone(o.retired)
+		o.mu.Unlock()
+		for _, ow := range live {
+			if ow.host != nil {
+				hosts = append(hosts, ow.host)
+			}
+		}
+		errs := make([]error, len(hosts))
+		var wg sync.WaitGroup
+		for i, h := range hosts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				errs[i] = h.Close(ctx)
+			}()
+		}
+		wg.Wait()
+		for _, ow := range live {
+			o.reaper.Remove(ow.url)
+		}
+		errs = append(errs, o.reaper.Close(ctx))
+		for _, ow := range live {
+			if _, err := o.raw.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(ow.url)}); err != nil && !sqsapi.IsQueueDoesNotExist(err) {
+				errs = append(errs, err)
+			}
+		}
+		o.closeErr = errors.Join(errs...)
+	})
+	select {
+	case <-o.closeDone:
+		return o.closeErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
