@@ -18,7 +18,7 @@ import (
 // sqstest.Start(t) does what NewServer and Close do here.
 func ExampleNewServer() {
 	srv := sqstest.NewServer()
-	defer srv.Close()
+	defer srv.Close(context.Background())
 	client := srv.Client()
 	ctx := context.Background()
 
@@ -46,7 +46,7 @@ func ExampleNewServer() {
 func ExampleManualClock() {
 	clock := sqstest.NewManualClock(time.Time{})
 	srv := sqstest.NewServer(func(o *sqstest.Options) { o.Clock = clock })
-	defer srv.Close()
+	defer srv.Close(context.Background())
 	client := srv.Client()
 	ctx := context.Background()
 
@@ -77,7 +77,7 @@ func ExampleManualClock() {
 // retry them: the third attempt succeeds and the server counts all three.
 func ExampleServer_InjectFault() {
 	srv := sqstest.NewServer()
-	defer srv.Close()
+	defer srv.Close(context.Background())
 	// The SDK's standard retryer (3 attempts), its backoff capped so the
 	// example runs fast.
 	client := srv.Client(func(o *sqs.Options) {
@@ -111,7 +111,7 @@ func ExampleServer_InjectFault() {
 func ExampleServer_CallCounts() {
 	clock := sqstest.NewManualClock(time.Time{})
 	srv := sqstest.NewServer(func(o *sqstest.Options) { o.Clock = clock })
-	defer srv.Close()
+	defer srv.Close(context.Background())
 	client := srv.Client()
 	ctx := context.Background()
 	q, _ := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("idle")})
