@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -67,5 +68,19 @@ func TestEmulatorVerboseLogsRequests(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("emulator still running 10 s after its context ended")
+	}
+}
+
+// tempq embeds sqstest but must not link package testing (its flags and
+// code would ship in the binary): sqstest.Start takes sqstest.TB for that.
+func TestBinaryDoesNotLinkTesting(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		if pkg == "testing" {
+			t.Fatal("tempq links package testing; go list -deps -f '{{.ImportPath}} {{.Imports}}' shows which package imports it")
+		}
 	}
 }
