@@ -16,7 +16,7 @@ import (
 // requests at once in 200 ms on average, for a latency of 2 s.
 func ExampleMeasure() {
 	srv := sqstest.NewServer()
-	defer srv.Close()
+	defer srv.Close(context.Background())
 	client := srv.Client()
 	ctx := context.Background()
 	q, _ := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("requests")})

@@ -19,7 +19,7 @@ import (
 // parked.
 func Example() {
 	srv := sqstest.NewServer()
-	defer srv.Close()
+	defer srv.Close(context.Background())
 	client := srv.Client()
 	ctx := context.Background()
 	mk := func(name string, attrs map[string]string) string {

@@ -22,7 +22,7 @@ import (
 func Example() {
 	ctx := context.Background()
 	srv := sqstest.NewServer()
-	defer srv.Close()
+	defer srv.Close(context.Background())
 	client := srv.Client()
 	q, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("upper")})
 	if err != nil {

@@ -13,10 +13,15 @@
 //		...
 //	}
 //
+// Start takes a TB (the methods of testing.TB it uses), so that programs
+// which run the server without a test, like the command tempq, do not link
+// package testing. Outside tests, NewServer starts one and Close(ctx) stops
+// it.
+//
 // Any SDK or tool can also use its URL() as the SQS endpoint (for the Go
 // SDK, sqs.Options.BaseEndpoint or AWS_ENDPOINT_URL_SQS). The server is an
 // http.Handler too: NewHandler returns one to mount in your own server. Run
-// and the command cmd/sqstest serve it standalone.
+// and the command `tempq emulator` serve it standalone.
 //
 // # Behaviour
 //
@@ -64,6 +69,12 @@
 //     Options.Faults installs faults from the start, for a server run by Run.
 //   - Server.Calls, CallCounts, TotalCalls, ResetCalls: requests received per
 //     operation, failed ones included, as SQS would bill them.
+//   - Server.Seed puts messages in a queue without the SDK, visible,
+//     delayed, in flight or received before, and Server.Messages returns a
+//     snapshot of a queue's messages with their state, receive count and
+//     visibility deadline, read on the server's clock. QueueURLs,
+//     QueueAttributes and QueueTags return the rest of the server's state.
+//     Like SDK calls, they are safe to use while the server runs.
 //
 // # What it does not emulate
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -18,7 +19,7 @@ import (
 // sqstest.Start(t) does what NewServer and Close do here.
 func ExampleNewServer() {
 	srv := sqstest.NewServer()
-	defer srv.Close()
+	defer srv.Close(context.Background())
 	client := srv.Client()
 	ctx := context.Background()
 
@@ -46,7 +47,7 @@ func ExampleNewServer() {
 func ExampleManualClock() {
 	clock := sqstest.NewManualClock(time.Time{})
 	srv := sqstest.NewServer(func(o *sqstest.Options) { o.Clock = clock })
-	defer srv.Close()
+	defer srv.Close(context.Background())
 	client := srv.Client()
 	ctx := context.Background()
 
@@ -77,7 +78,7 @@ func ExampleManualClock() {
 // retry them: the third attempt succeeds and the server counts all three.
 func ExampleServer_InjectFault() {
 	srv := sqstest.NewServer()
-	defer srv.Close()
+	defer srv.Close(context.Background())
 	// The SDK's standard retryer (3 attempts), its backoff capped so the
 	// example runs fast.
 	client := srv.Client(func(o *sqs.Options) {
@@ -111,7 +112,7 @@ func ExampleServer_InjectFault() {
 func ExampleServer_CallCounts() {
 	clock := sqstest.NewManualClock(time.Time{})
 	srv := sqstest.NewServer(func(o *sqstest.Options) { o.Clock = clock })
-	defer srv.Close()
+	defer srv.Close(context.Background())
 	client := srv.Client()
 	ctx := context.Background()
 	q, _ := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("idle")})
@@ -129,4 +130,85 @@ func ExampleServer_CallCounts() {
 	<-done
 	fmt.Println(srv.CallCounts())
 	// Output: map[CreateQueue:1 ReceiveMessage:2]
+}
+
+// Seed a queue directly, then let the code under test (here, one receive)
+// consume it: one message ready, one already received twice and in flight
+// for another 30 s.
+func ExampleServer_Seed() {
+	clock := sqstest.NewManualClock(time.Time{})
+	srv := sqstest.NewServer(func(o *sqstest.Options) { o.Clock = clock })
+	defer srv.Close(context.Background())
+	client := srv.Client()
+	ctx := context.Background()
+	q, _ := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("jobs")})
+
+	err := srv.Seed("jobs",
+		sqstest.Message{Body: "ready", Attributes: map[string]types.MessageAttributeValue{
+			"kind": {DataType: aws.String("String"), StringValue: aws.String("resize")}}},
+		sqstest.Message{Body: "retrying", ReceiveCount: 2, VisibleAt: clock.Now().Add(30 * time.Second)},
+	)
+	if err != nil {
+		panic(err)
+	}
+	out, _ := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MaxNumberOfMessages: 10,
+		MessageAttributeNames: []string{"All"}})
+	for _, m := range out.Messages {
+		fmt.Println(*m.Body, *m.MessageAttributes["kind"].StringValue)
+	}
+	// Output: ready resize
+}
+
+// Peek at a queue after the code under test ran: which messages are in
+// flight, how often they were received, and when they come back.
+func ExampleServer_Messages() {
+	clock := sqstest.NewManualClock(time.Time{})
+	srv := sqstest.NewServer(func(o *sqstest.Options) { o.Clock = clock })
+	defer srv.Close(context.Background())
+	client := srv.Client()
+	ctx := context.Background()
+	q, _ := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("work"),
+		Attributes: map[string]string{"VisibilityTimeout": "30"}})
+	for _, body := range []string{"a", "b"} {
+		_, _ = client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String(body)})
+	}
+	_, _ = client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("c"), DelaySeconds: 60})
+	_, _ = client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl}) // takes "a", never deletes it
+
+	msgs, err := srv.Messages(*q.QueueUrl)
+	if err != nil {
+		panic(err)
+	}
+	for _, m := range msgs {
+		fmt.Printf("%s: %s, received %d times", m.Body, m.State, m.ReceiveCount)
+		if m.State != sqstest.Visible {
+			fmt.Printf(", visible in %v", m.VisibleAt.Sub(clock.Now()))
+		}
+		fmt.Println()
+	}
+	// Output:
+	// b: visible, received 0 times
+	// c: delayed, received 0 times, visible in 1m0s
+	// a: in flight, received 1 times, visible in 30s
+}
+
+// List the queues the code under test created, with their attributes and
+// tags.
+func ExampleServer_QueueURLs() {
+	srv := sqstest.NewServer()
+	defer srv.Close(context.Background())
+	client := srv.Client()
+	ctx := context.Background()
+	_, _ = client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("orders"),
+		Tags: map[string]string{"team": "billing"}})
+	_, _ = client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("orders-dlq")})
+
+	for _, url := range srv.QueueURLs() {
+		attrs, _ := srv.QueueAttributes(url)
+		tags, _ := srv.QueueTags(url)
+		fmt.Println(strings.TrimPrefix(url, srv.URL()), attrs["VisibilityTimeout"], tags)
+	}
+	// Output:
+	// /000000000000/orders 30 map[team:billing]
+	// /000000000000/orders-dlq 30 map[]
 }

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -57,13 +56,18 @@ type Server struct {
 	log    *slog.Logger
 	faults faults
 
-	ln       net.Listener
-	http     *http.Server
-	url      string
-	served   chan struct{} // closed when the accept loop has ended
-	done     chan struct{} // closed by Close: parked receives return
-	closeMu  sync.Once
-	inflight sync.WaitGroup // running handlers
+	ln        net.Listener
+	http      *http.Server
+	url       string
+	served    chan struct{} // closed when the accept loop has ended
+	done      chan struct{} // closed by Close: parked receives return
+	stopped   chan struct{} // closed when Close's work has finished
+	closeOnce sync.Once
+
+	runMu   sync.Mutex
+	runCond *sync.Cond // signalled by runMu when running drops to zero
+	running int        // handlers running; none start once closing is set
+	closing bool
 
 	mu     sync.Mutex // guards everything below, and every queue
 	queues map[string]*queue
@@ -74,21 +78,54 @@ type Server struct {
 // on 127.0.0.1). It panics if it cannot listen, like httptest.NewServer;
 // use Run to get an error instead. Close stops it.
 func NewServer(optFns ...func(*Options)) *Server {
-	s := newServer(optFns)
-	ln, err := net.Listen("tcp", s.opts.Addr)
+	s, err := listen(optFns)
 	if err != nil {
-		panic(fmt.Sprintf("sqstest: listening on %s: %v", s.opts.Addr, err))
+		panic(err.Error())
 	}
-	s.serve(ln)
 	return s
 }
 
-// Start starts a Server for a test and closes it when the test ends.
-func Start(tb testing.TB, optFns ...func(*Options)) *Server {
+// TB is the part of testing.TB that Start uses: *testing.T, *testing.B and
+// *testing.F satisfy it. Taking it instead of testing.TB keeps package
+// testing out of programs that import sqstest without calling Start.
+type TB interface {
+	Helper()
+	Cleanup(func())
+	Fatalf(format string, args ...any)
+}
+
+// closeTimeout bounds the Close that Start and Run make: handlers end as
+// soon as the server closes, so one that takes longer is stuck.
+const closeTimeout = 10 * time.Second
+
+// Start starts a Server for a test and closes it when the test ends. It
+// fails the test if the server cannot listen, or if its Close abandons a
+// request that did not end within 10 s.
+func Start(tb TB, optFns ...func(*Options)) *Server {
 	tb.Helper()
-	s := NewServer(optFns...)
-	tb.Cleanup(s.Close)
+	s, err := listen(optFns)
+	if err != nil {
+		tb.Fatalf("%v", err)
+		return nil // for a TB whose Fatalf returns
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), closeTimeout)
+		defer cancel()
+		if err := s.Close(ctx); err != nil {
+			tb.Fatalf("sqstest: closing the server: %v", err)
+		}
+	})
 	return s
+}
+
+func listen(optFns []func(*Options)) (*Server, error) {
+	s := newServer(optFns)
+	ln, err := net.Listen("tcp", s.opts.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("sqstest: listening on %s: %w", s.opts.Addr, err)
+	}
+	s.serve(ln)
+	return s, nil
 }
 
 // NewHandler returns a Server that does not listen: serve it with any
@@ -99,28 +136,30 @@ func NewHandler(optFns ...func(*Options)) *Server {
 }
 
 // Run serves SQS on Options.Addr until ctx is done, then closes the server
-// and returns nil. Once listening it writes "sqstest listening on <URL>" and
-// a newline to w (if not nil), so a parent process or a person can find the
-// endpoint. It is the body of the standalone command.
+// and returns nil, or Close's error if a request did not end within 10 s of
+// that. Once listening it writes "sqstest listening on <URL>" and a newline
+// to w (if not nil), so a parent process or a person can find the endpoint.
+// It is the body of the command `tempq emulator`.
 func Run(ctx context.Context, w io.Writer, optFns ...func(*Options)) error {
-	s := newServer(optFns)
-	ln, err := net.Listen("tcp", s.opts.Addr)
+	s, err := listen(optFns)
 	if err != nil {
-		return fmt.Errorf("sqstest: %w", err)
+		return err
 	}
-	s.serve(ln)
+	closeBounded := func() error {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+		defer cancel()
+		return s.Close(ctx)
+	}
 	if w != nil {
 		if _, err := fmt.Fprintf(w, "sqstest listening on %s\n", s.URL()); err != nil {
-			s.Close()
-			return err
+			return errors.Join(err, closeBounded())
 		}
 	}
 	select {
 	case <-ctx.Done():
 	case <-s.served:
 	}
-	s.Close()
-	return nil
+	return closeBounded()
 }
 
 func newServer(optFns []func(*Options)) *Server {
@@ -129,13 +168,15 @@ func newServer(optFns []func(*Options)) *Server {
 		fn(&opts)
 	}
 	s := &Server{
-		opts:   opts,
-		clock:  opts.Clock,
-		log:    opts.Logger,
-		served: make(chan struct{}),
-		done:   make(chan struct{}),
-		queues: make(map[string]*queue),
+		opts:    opts,
+		clock:   opts.Clock,
+		log:     opts.Logger,
+		served:  make(chan struct{}),
+		done:    make(chan struct{}),
+		stopped: make(chan struct{}),
+		queues:  make(map[string]*queue),
 	}
+	s.runCond = sync.NewCond(&s.runMu)
 	if s.clock == nil {
 		s.clock = realClock{}
 	}
@@ -185,25 +226,71 @@ func (s *Server) Client(optFns ...func(*sqs.Options)) *sqs.Client {
 	return sqs.New(o)
 }
 
-// Close stops the server: parked long polls return, open connections are
-// closed, and Close waits for every handler and the accept loop to end. It
-// is safe to call more than once.
-func (s *Server) Close() {
-	s.closeMu.Do(func() {
+// Close stops the server: it stops accepting connections and requests
+// (later calls, in process too, fail with a 503), parked long polls return,
+// open connections are closed, and Close waits until every handler and the
+// accept loop have ended, or until ctx is done. It returns nil when
+// everything ended and ctx's error when it gave up waiting; the rest then
+// finishes in the background. It is idempotent: a later call waits the same
+// way and returns the same kind of result.
+func (s *Server) Close(ctx context.Context) error {
+	s.closeOnce.Do(func() {
+		s.runMu.Lock()
+		s.closing = true
+		s.runMu.Unlock()
 		close(s.done)
-		if s.http != nil {
-			_ = s.http.Close()
-			<-s.served
-		}
-		s.inflight.Wait()
-		// Parked receives have stopped their own timers; stop the queues'
-		// so that no callback runs after Close.
-		s.mu.Lock()
-		for _, q := range s.queues {
-			q.stopTimer()
-		}
-		s.mu.Unlock()
+		go s.shutdown()
 	})
+	select {
+	case <-s.stopped:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("sqstest: Close: %w", ctx.Err())
+	}
+}
+
+// shutdown does Close's work and closes s.stopped when it is done. Handlers
+// end promptly once s.done is closed (parked polls and injected latency
+// watch it), so this goroutine ends soon after Close even when Close's
+// caller stopped waiting.
+func (s *Server) shutdown() {
+	defer close(s.stopped)
+	if s.http != nil {
+		_ = s.http.Close()
+		<-s.served
+	}
+	s.runMu.Lock()
+	for s.running > 0 {
+		s.runCond.Wait()
+	}
+	s.runMu.Unlock()
+	// Parked receives have stopped their own timers; stop the queues' so
+	// that no callback runs after Close.
+	s.mu.Lock()
+	for _, q := range s.queues {
+		q.stopTimer()
+	}
+	s.mu.Unlock()
+}
+
+// enter registers a running handler; it reports false once Close has begun.
+func (s *Server) enter() bool {
+	s.runMu.Lock()
+	defer s.runMu.Unlock()
+	if s.closing {
+		return false
+	}
+	s.running++
+	return true
+}
+
+func (s *Server) exit() {
+	s.runMu.Lock()
+	defer s.runMu.Unlock()
+	s.running--
+	if s.running == 0 {
+		s.runCond.Broadcast()
+	}
 }
 
 // Parked returns the number of ReceiveMessage calls waiting in a long poll.
@@ -218,18 +305,15 @@ func (s *Server) Parked() int {
 // ServeHTTP implements the SQS JSON 1.0 protocol: POST with
 // X-Amz-Target: AmazonSQS.<Operation> and a JSON body.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.inflight.Add(1)
-	defer s.inflight.Done()
 	reqID := uuid.NewString()
 	w.Header().Set("x-amzn-RequestId", reqID)
-	select {
-	case <-s.done:
+	if !s.enter() {
 		// Only in-process clients and NewHandler servers get here: a
 		// closed listener accepts nothing.
 		s.writeError(w, "", errClosed)
 		return
-	default:
 	}
+	defer s.exit()
 
 	op, ok := strings.CutPrefix(r.Header.Get("X-Amz-Target"), "AmazonSQS.")
 	if r.Method != http.MethodPost || !ok || op == "" {

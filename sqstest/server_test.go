@@ -288,8 +288,12 @@ func TestCloseEndsParkedPolls(t *testing.T) {
 	}()
 	waitParked(t, srv, 1)
 	start := time.Now()
-	srv.Close()
-	srv.Close() // idempotent
+	if err := srv.Close(context.Background()); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if err := srv.Close(context.Background()); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
 	select {
 	case err := <-errc:
 		if err == nil {
@@ -300,6 +304,41 @@ func TestCloseEndsParkedPolls(t *testing.T) {
 	}
 	if d := time.Since(start); d > 2*time.Second {
 		t.Fatalf("Close took %v", d)
+	}
+	// A closed server answers in-process calls with a 503 and opens no
+	// queue.
+	_, err := c.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String("q")})
+	var re interface{ HTTPStatusCode() int }
+	if !errors.As(err, &re) || re.HTTPStatusCode() != http.StatusServiceUnavailable {
+		t.Fatalf("call after Close: %v, want HTTP 503", err)
+	}
+}
+
+// Close gives up at ctx's deadline when a request does not end, says so,
+// and a later Close returns nil once it has.
+func TestCloseAbandonsAtDeadline(t *testing.T) {
+	srv := sqstest.NewServer()
+	c := srv.Client(func(o *sqs.Options) { o.RetryMaxAttempts = 1 })
+	unlock := sqstest.LockState(srv) // the next request blocks inside its handler
+	errc := make(chan error, 1)
+	go func() {
+		_, err := c.ListQueues(context.Background(), &sqs.ListQueuesInput{})
+		errc <- err
+	}()
+	for sqstest.Running(srv) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := srv.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close with a request stuck = %v, want DeadlineExceeded", err)
+	}
+	unlock()
+	if err := srv.Close(context.Background()); err != nil {
+		t.Fatalf("Close once the request ended = %v", err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatalf("the request that was running when Close began: %v", err)
 	}
 }
 
@@ -327,7 +366,7 @@ func TestClientGoneUnparks(t *testing.T) {
 
 func TestNewHandler(t *testing.T) {
 	h := sqstest.NewHandler()
-	defer h.Close()
+	defer h.Close(context.Background())
 	hs := httptest.NewServer(h)
 	defer hs.Close()
 	c := sqs.New(sqs.Options{Region: "us-east-1", BaseEndpoint: aws.String(hs.URL)})

@@ -19,7 +19,7 @@ import (
 func Example() {
 	ctx := context.Background()
 	srv := sqstest.NewServer()
-	defer srv.Close()
+	defer srv.Close(context.Background())
 	tq, err := tempqueue.New(srv.Client())
 	if err != nil {
 		log.Fatal(err)

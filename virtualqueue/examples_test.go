@@ -19,7 +19,7 @@ import (
 func Example() {
 	ctx := context.Background()
 	srv := sqstest.NewServer()
-	defer srv.Close()
+	defer srv.Close(context.Background())
 	client := virtualqueue.New(srv.Client())
 	defer client.Close(ctx) // releases buffered messages, flushes deletes
 

@@ -94,7 +94,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		var url string
 		if *inProcess {
 			srv := sqstest.NewServer()
-			defer srv.Close()
+			defer srv.Close(context.WithoutCancel(ctx))
 			if *latency > 0 {
 				srv.InjectFault(sqstest.Latency("", *latency))
 			}

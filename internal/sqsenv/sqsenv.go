@@ -10,6 +10,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/config"
@@ -48,10 +49,14 @@ type Env struct {
 	Server *sqstest.Server
 }
 
-// Close stops the embedded server, if any.
+// Close stops the embedded server, if any. It waits at most 10 s for the
+// server's requests to end: the commands and examples that call it are
+// exiting, and abandoned requests die with the process.
 func (e *Env) Close() {
 	if e.Server != nil {
-		e.Server.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = e.Server.Close(ctx)
 	}
 }
 
