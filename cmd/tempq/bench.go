@@ -19,7 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/tempqueues/tempqueues/internal/bench"
+	"github.com/tempqueues/tempqueues/cmd/tempq/internal/bench"
 	"github.com/tempqueues/tempqueues/internal/child"
 	"github.com/tempqueues/tempqueues/internal/sqsenv"
 	"github.com/tempqueues/tempqueues/sqsapi"
