@@ -44,11 +44,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	memQueues := fs.Int("memory-queues", 200_000, "idle virtual queues created to measure their memory (0 skips)")
 	createWait := fs.Duration("create-wait", time.Second, "queue-per-request: wait after CreateQueue before using the queue (AWS documents at least 1s; emulators need none)")
 	latency := fs.Duration("latency", 0, "sqstest only: added to every call, to stand for a network round trip")
-	inProcess := fs.Bool("in-process", false, "run sqstest inside the benchmark's own process instead of a child process (client and server then share one Go scheduler: see BENCHMARKS.md)")
+	inProcess := fs.Bool("in-process", false, "run sqstest inside the benchmark's own process instead of a child process (client and server then share one Go scheduler, and the CPU figures include the server: see BENCHMARKS.md)")
 	jsonOut := fs.Bool("json", false, "print the report as JSON instead of tables")
 	jsonFile := fs.String("json-file", "", "also write the JSON report to this file")
 	fromJSON := fs.String("from-json", "", "do not run: print (and plot) the report saved in this JSON file")
-	svgDir := fs.String("svg-dir", "", "write latency.svg, calls.svg and throughput.svg to this directory")
+	svgDir := fs.String("svg-dir", "", "write latency.svg, calls.svg, throughput.svg and cpu.svg to this directory")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -136,15 +136,16 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				o.APIOptions = append(slices.Clone(o.APIOptions), counter.Register)
 			})
 		},
-		Server:       where,
-		Contenders:   names,
-		Concurrency:  levels,
-		Rounds:       *rounds,
-		Duration:     *duration,
-		CreateWait:   *createWait,
-		Idle:         bench.IdleConfig{Window: *idleWindow, Scale: *idleScale},
-		MemoryQueues: *memQueues,
-		Progress:     stderr,
+		Server:          where,
+		ServerInProcess: env.Embedded() && *inProcess,
+		Contenders:      names,
+		Concurrency:     levels,
+		Rounds:          *rounds,
+		Duration:        *duration,
+		CreateWait:      *createWait,
+		Idle:            bench.IdleConfig{Window: *idleWindow, Scale: *idleScale},
+		MemoryQueues:    *memQueues,
+		Progress:        stderr,
 	}
 	rep, err := bench.Run(ctx, cfg)
 	if err != nil {
@@ -199,6 +200,7 @@ func writeSVGs(dir string, rep *bench.Report) error {
 		"latency.svg":    bench.WriteLatencySVG,
 		"calls.svg":      bench.WriteCallsSVG,
 		"throughput.svg": bench.WriteThroughputSVG,
+		"cpu.svg":        bench.WriteCPUSVG,
 	} {
 		f, err := os.Create(filepath.Join(dir, name))
 		if err != nil {
