@@ -88,7 +88,9 @@ type Config struct {
 	// CreateWait is how long queue-per-request waits after CreateQueue
 	// before using the queue. The CreateQueue reference says to wait at
 	// least one second before using a new queue; emulators need no wait.
-	// Default 0; tempq bench passes 1s.
+	// Every contender also waits this long after its set-up, off the
+	// clock, since its first window uses the queues it created. Default
+	// 0; tempq bench passes 1s.
 	CreateWait time.Duration
 	// ServerPollers is the number of long-poll loops of the hand-written
 	// worker, and MaxPollers of the tempqueues responder; default 4.

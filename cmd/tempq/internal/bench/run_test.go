@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,7 +42,7 @@ type fake struct {
 	burn    time.Duration
 	nap     time.Duration
 	spinner bool
-	stop    chan struct{}
+	stop    atomic.Bool
 	wg      sync.WaitGroup
 }
 
@@ -49,17 +50,11 @@ func (f *fake) name() string { return f.n }
 
 func (f *fake) setup(context.Context) error {
 	f.v.add("setup "+f.n, 1)
-	f.stop = make(chan struct{})
 	if f.spinner {
 		f.wg.Add(1)
 		go func() {
 			defer f.wg.Done()
-			for {
-				select {
-				case <-f.stop:
-					return
-				default:
-				}
+			for !f.stop.Load() {
 			}
 		}()
 	}
@@ -79,7 +74,7 @@ func (f *fake) call(ctx context.Context, _ int) (time.Duration, error) {
 }
 
 func (f *fake) close(context.Context) error {
-	close(f.stop)
+	f.stop.Store(true)
 	f.wg.Wait()
 	f.v.add("close "+f.n, -1)
 	return nil
