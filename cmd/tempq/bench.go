@@ -19,7 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/tempqueues/tempqueues/internal/bench"
+	"github.com/tempqueues/tempqueues/cmd/tempq/internal/bench"
 	"github.com/tempqueues/tempqueues/internal/child"
 	"github.com/tempqueues/tempqueues/internal/sqsenv"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -36,19 +36,19 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var env sqsenv.Flags
 	env.Register(fs)
 	duration := fs.Duration("duration", 5*time.Second, "length of one measurement window (per contender, concurrency and round)")
-	rounds := fs.Int("rounds", 3, "rounds; each visits every concurrency and contender once, in rotating order")
+	rounds := fs.Int("rounds", 3, "rounds; each visits every contender once, in rotating order, and every concurrency within the visit")
 	concurrency := fs.String("concurrency", "1,8,64", "comma-separated numbers of concurrent callers")
 	contenders := fs.String("contenders", strings.Join(bench.Contenders, ","), "comma-separated contenders")
 	idleWindow := fs.Duration("idle-window", 30*time.Second, "idle-cost window (0 skips); stands for window x idle-scale of real time")
 	idleScale := fs.Int("idle-scale", 20, fmt.Sprintf("divide the library's periods by this for the idle measurement (1 to %d)", bench.MaxIdleScale))
 	memQueues := fs.Int("memory-queues", 200_000, "idle virtual queues created to measure their memory (0 skips)")
-	createWait := fs.Duration("create-wait", time.Second, "queue-per-request: wait after CreateQueue before using the queue (AWS documents at least 1s; emulators need none)")
+	createWait := fs.Duration("create-wait", time.Second, "queue-per-request: wait after CreateQueue before using the queue (AWS documents at least 1s; emulators need none); every contender also waits this long, off the clock, after its set-up")
 	latency := fs.Duration("latency", 0, "sqstest only: added to every call, to stand for a network round trip")
-	inProcess := fs.Bool("in-process", false, "run sqstest inside the benchmark's own process instead of a child process (client and server then share one Go scheduler: see BENCHMARKS.md)")
+	inProcess := fs.Bool("in-process", false, "run sqstest inside the benchmark's own process instead of a child process (client and server then share one Go scheduler, and the CPU figures include the server: see BENCHMARKS.md)")
 	jsonOut := fs.Bool("json", false, "print the report as JSON instead of tables")
 	jsonFile := fs.String("json-file", "", "also write the JSON report to this file")
 	fromJSON := fs.String("from-json", "", "do not run: print (and plot) the report saved in this JSON file")
-	svgDir := fs.String("svg-dir", "", "write latency.svg, calls.svg and throughput.svg to this directory")
+	svgDir := fs.String("svg-dir", "", "write latency.svg, calls.svg, throughput.svg and cpu.svg to this directory")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -136,15 +136,16 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				o.APIOptions = append(slices.Clone(o.APIOptions), counter.Register)
 			})
 		},
-		Server:       where,
-		Contenders:   names,
-		Concurrency:  levels,
-		Rounds:       *rounds,
-		Duration:     *duration,
-		CreateWait:   *createWait,
-		Idle:         bench.IdleConfig{Window: *idleWindow, Scale: *idleScale},
-		MemoryQueues: *memQueues,
-		Progress:     stderr,
+		Server:          where,
+		ServerInProcess: env.Embedded() && *inProcess,
+		Contenders:      names,
+		Concurrency:     levels,
+		Rounds:          *rounds,
+		Duration:        *duration,
+		CreateWait:      *createWait,
+		Idle:            bench.IdleConfig{Window: *idleWindow, Scale: *idleScale},
+		MemoryQueues:    *memQueues,
+		Progress:        stderr,
 	}
 	rep, err := bench.Run(ctx, cfg)
 	if err != nil {
@@ -199,6 +200,7 @@ func writeSVGs(dir string, rep *bench.Report) error {
 		"latency.svg":    bench.WriteLatencySVG,
 		"calls.svg":      bench.WriteCallsSVG,
 		"throughput.svg": bench.WriteThroughputSVG,
+		"cpu.svg":        bench.WriteCPUSVG,
 	} {
 		f, err := os.Create(filepath.Join(dir, name))
 		if err != nil {

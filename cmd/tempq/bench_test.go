@@ -66,6 +66,12 @@ func TestBenchSmoke(t *testing.T) {
 		if name == "floor" && calls != 6 {
 			t.Errorf("floor: %v API calls per RPC, want 6", calls)
 		}
+		// The benchmark process's CPU per RPC, the server's (a child
+		// process) not in it: more than a microsecond, less than the
+		// 300 ms window's worth of both cores over one RPC.
+		if cpu := num(r, "cpu_us_per_rpc"); cpu < 1 || cpu > 600_000 {
+			t.Errorf("%v at %v: %v µs CPU per RPC", name, r["concurrency"], cpu)
+		}
 	}
 	// The idle responder's 1 s long polls (20 s scaled by 20) end at least
 	// once in a 2 s window.
@@ -84,10 +90,11 @@ func TestBenchSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	table, stderr, code := tempq(t, nil, "bench", "--from-json", saved)
-	if code != 0 || !strings.Contains(table, "| tempqueues | 8 |") || !strings.Contains(table, "| target |") {
+	if code != 0 || !strings.Contains(table, "| tempqueues | 8 |") || !strings.Contains(table, "| target |") ||
+		!strings.Contains(table, "| CPU µs/RPC | errors |") || !strings.Contains(table, "CPU per RPC at 8 callers, x static reply queue") {
 		t.Errorf("--from-json: code %d, stdout:\n%s\nstderr:\n%s", code, table, stderr)
 	}
-	for _, name := range []string{"latency.svg", "calls.svg", "throughput.svg"} {
+	for _, name := range []string{"latency.svg", "calls.svg", "throughput.svg", "cpu.svg"} {
 		b, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)
@@ -116,12 +123,14 @@ func TestBenchInProcess(t *testing.T) {
 		t.Fatalf("exit code %d\nstderr:\n%s", code, stderr)
 	}
 	var rep struct {
-		Server  string `json:"server"`
-		Results []struct {
+		Server            string `json:"server"`
+		CPUIncludesServer bool   `json:"cpu_includes_server"`
+		Results           []struct {
 			Contender string  `json:"contender"`
 			RPCs      int     `json:"rpcs"`
 			Errors    int     `json:"errors"`
 			P50       float64 `json:"p50_ms"`
+			CPU       float64 `json:"cpu_us_per_rpc"`
 		} `json:"results"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
@@ -129,6 +138,9 @@ func TestBenchInProcess(t *testing.T) {
 	}
 	if !strings.Contains(rep.Server, "sqstest embedded in the benchmark process") || !strings.Contains(rep.Server, "1ms added") {
 		t.Errorf("server %q, want the embedded sqstest with 1ms added", rep.Server)
+	}
+	if !rep.CPUIncludesServer {
+		t.Error("the report of an in-process run does not say that its CPU figures include the server")
 	}
 	if len(rep.Results) != 2 {
 		t.Fatalf("results %+v, want tempqueues and floor", rep.Results)
@@ -140,8 +152,8 @@ func TestBenchInProcess(t *testing.T) {
 		if r.Contender == "floor" {
 			min = 4
 		}
-		if r.RPCs < 1 || r.Errors != 0 || r.P50 < min {
-			t.Errorf("%+v: want RPCs, no errors and p50 >= %v ms", r, min)
+		if r.RPCs < 1 || r.Errors != 0 || r.P50 < min || r.CPU <= 0 {
+			t.Errorf("%+v: want RPCs, no errors, p50 >= %v ms and a CPU figure", r, min)
 		}
 	}
 }

@@ -61,6 +61,11 @@ func Targets(r *Report) []Target {
 		if s := r.Find(StaticReplyQueue, hi); s != nil && s.RPCPerSecond > 0 {
 			add(fmt.Sprintf("throughput at %d callers, x static reply queue", hi), t.RPCPerSecond/s.RPCPerSecond, 1.5, "x", false)
 		}
+		// The target is about the client's work: a figure that includes
+		// the server says nothing about it.
+		if s := r.Find(StaticReplyQueue, hi); s != nil && !r.CPUIncludesServer && t.CPUMicrosPerRPC > 0 && s.CPUMicrosPerRPC > 0 {
+			add(fmt.Sprintf("CPU per RPC at %d callers, x static reply queue", hi), t.CPUMicrosPerRPC/s.CPUMicrosPerRPC, 0.25, "x", true)
+		}
 	}
 	if r.Idle != nil {
 		add("idle requester API calls per hour", r.Idle.RequesterPerHour, 120, "calls/h", true)
@@ -75,13 +80,24 @@ func Targets(r *Report) []Target {
 // Markdown tables.
 func WriteTable(w io.Writer, r *Report) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "server: %s; %d rounds of %v windows per contender and concurrency; queue-per-request waits %v after CreateQueue\n\n",
+	fmt.Fprintf(&b, "server: %s; %d rounds of %v windows per contender and concurrency; queue-per-request waits %v after CreateQueue\n",
 		r.Server, r.Rounds, r.Window, r.CreateWait)
-	b.WriteString("| contender | callers | RPC/s | p50 ms | p99 ms | API calls/RPC | $ per million RPCs | errors |\n")
-	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|\n")
+	cpuHeader := "CPU µs/RPC"
+	if r.CPUIncludesServer {
+		cpuHeader = "CPU µs/RPC, server included"
+		b.WriteString("CPU µs/RPC: user+system CPU time of the benchmark process per RPC, which includes the embedded server's\n\n")
+	} else {
+		b.WriteString("CPU µs/RPC: user+system CPU time of the benchmark process per RPC, requester and responder sides; the server's is not in it\n\n")
+	}
+	fmt.Fprintf(&b, "| contender | callers | RPC/s | p50 ms | p99 ms | API calls/RPC | $ per million RPCs | %s | errors |\n", cpuHeader)
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, res := range r.Results {
-		fmt.Fprintf(&b, "| %s | %d | %.0f | %.2f | %.2f | %.2f | %.2f | %d |\n",
-			res.Contender, res.Concurrency, res.RPCPerSecond, res.P50ms, res.P99ms, res.APICallsPerRPC, res.DollarsPerMillionRPC, res.Errors)
+		cpu := "n/a"
+		if res.CPUMicrosPerRPC > 0 {
+			cpu = fmt.Sprintf("%.0f", res.CPUMicrosPerRPC)
+		}
+		fmt.Fprintf(&b, "| %s | %d | %.0f | %.2f | %.2f | %.2f | %.2f | %s | %d |\n",
+			res.Contender, res.Concurrency, res.RPCPerSecond, res.P50ms, res.P99ms, res.APICallsPerRPC, res.DollarsPerMillionRPC, cpu, res.Errors)
 	}
 	if r.Idle != nil {
 		fmt.Fprintf(&b, "\nidle, measured over %v with every period divided by %d (stands for %v):\n\n",

@@ -79,6 +79,26 @@ func WriteThroughputSVG(w io.Writer, r *Report) error {
 	return c.write(w)
 }
 
+// WriteCPUSVG plots the benchmark process's CPU time per RPC by
+// concurrency, per contender; a result without the figure has no point.
+func WriteCPUSVG(w io.Writer, r *Report) error {
+	title := "CPU time of the benchmark process per RPC by concurrent callers"
+	if r.CPUIncludesServer {
+		title += " (server included)"
+	}
+	c := chart{title: title, yLabel: "CPU microseconds per RPC", xs: r.Concurrency}
+	for _, name := range contendersIn(r) {
+		v := make([]float64, len(r.Concurrency))
+		for i, conc := range r.Concurrency {
+			if res := r.Find(name, conc); res != nil {
+				v[i] = res.CPUMicrosPerRPC
+			}
+		}
+		c.lines = append(c.lines, series{name: name, colour: colours[name], values: v})
+	}
+	return c.write(w)
+}
+
 func contendersIn(r *Report) []string {
 	var names []string
 	for _, n := range Contenders {

@@ -20,11 +20,20 @@
 // Each contender runs closed-loop at each concurrency (callers that send a
 // request, wait for its reply, and repeat) for Config.Duration, and the run
 // repeats this in Config.Rounds rounds, every round visiting every
-// concurrency and every contender in turn (the contender order rotates from
-// round to round), so that machine drift hits all of them alike. Every
-// contender has its own SDK client and its own sqsapi.CallCounter; the API
-// calls of a window are those its counter saw during the window, empty
-// receives included.
+// contender in turn (the contender order rotates from round to round, so
+// that machine drift hits all of them alike) and every concurrency in
+// turn within the contender's visit. A contender is set up at the start of
+// its visit with a new SDK client and closed at its end, so that no
+// goroutine of one contender runs while another is measured. Every
+// contender has its own sqsapi.CallCounter; the API calls of a window are
+// those its counter saw during the window, empty receives included.
+//
+// The CPU figure of a window is the user plus system CPU time of this
+// process over the window (getrusage), from a garbage collection just
+// before it, which clears what came before, to one just after it, which
+// bills the window for the garbage it made. A server in a child process
+// (the default of tempq bench) is not in it; a server in this process is
+// (Config.ServerInProcess, Report.CPUIncludesServer).
 package bench
 
 import (
@@ -32,6 +41,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -61,6 +71,9 @@ type Config struct {
 	NewClient func(counter *sqsapi.CallCounter) *sqs.Client
 	// Server describes the server, for the report.
 	Server string
+	// ServerInProcess says that the server runs in this process, so that
+	// its CPU time is in the CPU figures.
+	ServerInProcess bool
 	// Contenders to run; default all, in the order of Contenders.
 	Contenders []string
 	// Concurrency levels; default 1, 8, 64.
@@ -75,7 +88,9 @@ type Config struct {
 	// CreateWait is how long queue-per-request waits after CreateQueue
 	// before using the queue. The CreateQueue reference says to wait at
 	// least one second before using a new queue; emulators need no wait.
-	// Default 0; tempq bench passes 1s.
+	// Every contender also waits this long after its set-up, off the
+	// clock, since its first window uses the queues it created. Default
+	// 0; tempq bench passes 1s.
 	CreateWait time.Duration
 	// ServerPollers is the number of long-poll loops of the hand-written
 	// worker, and MaxPollers of the tempqueues responder; default 4.
@@ -149,6 +164,10 @@ type Result struct {
 	// DollarsPerMillionRPC is APICallsPerRPC x $0.40 (the SQS standard price
 	// per million requests, payloads up to 64 KiB).
 	DollarsPerMillionRPC float64 `json:"usd_per_million_rpc"`
+	// CPUMicrosPerRPC is the CPU time (user plus system) of the benchmark
+	// process over the windows, in microseconds, divided by RPCs; 0 when
+	// not measured. It includes the server when Report.CPUIncludesServer.
+	CPUMicrosPerRPC float64 `json:"cpu_us_per_rpc,omitempty"`
 }
 
 // PricePerMillionCalls is the price of a million SQS standard-queue API calls
@@ -178,7 +197,10 @@ type Report struct {
 	CreateWait  time.Duration `json:"create_wait_ns"`
 	Concurrency []int         `json:"concurrency"`
 	Results     []Result      `json:"results"`
-	Idle        *IdleResult   `json:"idle,omitempty"`
+	// CPUIncludesServer says that the server ran in the benchmark process,
+	// so that Result.CPUMicrosPerRPC counts its work too.
+	CPUIncludesServer bool        `json:"cpu_includes_server,omitempty"`
+	Idle              *IdleResult `json:"idle,omitempty"`
 	// BytesPerIdleVirtualQueue is the heap per idle virtual queue, 0 when
 	// not measured.
 	BytesPerIdleVirtualQueue float64 `json:"bytes_per_idle_virtual_queue,omitempty"`
@@ -199,6 +221,8 @@ func (r *Report) Find(contender string, concurrency int) *Result {
 // elapsed time except for the floor, whose deletes are off the clock.
 type contender interface {
 	name() string
+	// setup creates the contender's queues and starts its goroutines;
+	// close stops every one of them and deletes the queues.
 	setup(ctx context.Context) error
 	call(ctx context.Context, caller int) (time.Duration, error)
 	close(ctx context.Context) error
@@ -222,10 +246,25 @@ type tally struct {
 	errors  int64
 	elapsed time.Duration
 	calls   map[string]int64
+	cpu     time.Duration
+	cpuOK   bool // every window measured its CPU time
+}
+
+// microsPerRPC returns d in microseconds per RPC, 0 without RPCs.
+func microsPerRPC(d time.Duration, rpcs int64) float64 {
+	if rpcs <= 0 {
+		return 0
+	}
+	return float64(d.Nanoseconds()) / 1e3 / float64(rpcs)
 }
 
 // Run runs the benchmark and returns its report.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
+	return run(ctx, cfg, newContender)
+}
+
+// run is Run with the contenders made by newC, which tests replace.
+func run(ctx context.Context, cfg Config, newC func(name string, e *env, client *sqs.Client) contender) (*Report, error) {
 	cfg.setDefaults()
 	if cfg.NewClient == nil {
 		return nil, errors.New("bench: Config.NewClient is nil")
@@ -237,80 +276,58 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	start := time.Now()
 	e := &env{cfg: &cfg, prefix: "tqbench-" + uuid.NewString()[:8] + "-"}
-	rep := &Report{Server: cfg.Server, Started: start, Rounds: cfg.Rounds, Window: cfg.Duration, CreateWait: cfg.CreateWait, Concurrency: cfg.Concurrency}
+	rep := &Report{Server: cfg.Server, Started: start, Rounds: cfg.Rounds, Window: cfg.Duration, CreateWait: cfg.CreateWait,
+		Concurrency: cfg.Concurrency, CPUIncludesServer: cfg.ServerInProcess}
 
-	type entry struct {
-		c       contender
-		counter *sqsapi.CallCounter
-	}
-	var entries []entry
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-		defer cancel()
-		for _, en := range entries {
-			if err := en.c.close(cctx); err != nil {
-				fmt.Fprintf(cfg.Progress, "closing %s: %v\n", en.c.name(), err)
-			}
-		}
-	}()
-	for _, n := range cfg.Contenders {
-		counter := new(sqsapi.CallCounter)
-		c := newContender(n, e, cfg.NewClient(counter))
-		fmt.Fprintf(cfg.Progress, "setting up %s\n", n)
-		if err := c.setup(ctx); err != nil {
-			_ = c.close(ctx)
-			return nil, fmt.Errorf("bench: setting up %s: %w", n, err)
-		}
-		entries = append(entries, entry{c, counter})
-	}
-
+	counters := make(map[string]*sqsapi.CallCounter)
 	tallies := make(map[string]map[int]*tally)
-	for _, en := range entries {
-		tallies[en.c.name()] = make(map[int]*tally)
+	for _, n := range cfg.Contenders {
+		counters[n] = new(sqsapi.CallCounter)
+		tallies[n] = make(map[int]*tally)
 		for _, conc := range cfg.Concurrency {
-			tallies[en.c.name()][conc] = &tally{calls: make(map[string]int64)}
+			tallies[n][conc] = &tally{calls: make(map[string]int64), cpuOK: true}
 		}
 	}
-	total := cfg.Rounds * len(cfg.Concurrency) * len(entries)
+	total := cfg.Rounds * len(cfg.Concurrency) * len(cfg.Contenders)
 	done := 0
 	for round := range cfg.Rounds {
-		for _, conc := range cfg.Concurrency {
-			for i := range entries {
-				// Rotate the order so no contender always runs first.
-				en := entries[(i+round)%len(entries)]
-				if err := ctx.Err(); err != nil {
-					return nil, err
-				}
-				before := en.counter.Snapshot()
-				w := window(ctx, en.c, conc, cfg.Duration, cfg.CallTimeout)
-				after := en.counter.Snapshot()
-				t := tallies[en.c.name()][conc]
-				t.lat = append(t.lat, w.lat...)
-				t.rpcs += int64(len(w.lat))
-				t.errors += w.errors
-				t.elapsed += w.elapsed
-				var calls int64
-				for op, n := range after {
-					if d := n - before[op]; d != 0 {
-						t.calls[op] += d
-						calls += d
-					}
+		for i := range cfg.Contenders {
+			// Rotate the order so no contender always runs first.
+			name := cfg.Contenders[(i+round)%len(cfg.Contenders)]
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+			c := newC(name, e, cfg.NewClient(counters[name]))
+			err := c.setup(ctx)
+			if err != nil {
+				err = fmt.Errorf("setting up: %w", err)
+			} else {
+				// New queues may need a moment before use (CreateWait);
+				// keep it out of the windows.
+				err = sleep(ctx, cfg.CreateWait)
+			}
+			for _, conc := range cfg.Concurrency {
+				if err != nil {
+					break
 				}
 				done++
-				fmt.Fprintf(cfg.Progress, "[%d/%d] round %d  %-18s c=%-3d %7.0f rpc/s  p50 %7.2f ms  %5.2f calls/rpc  %d errors\n",
-					done, total, round+1, en.c.name(), conc, float64(len(w.lat))/w.elapsed.Seconds(),
-					ms(percentile(w.lat, 0.5)), float64(calls)/float64(max(len(w.lat), 1)), w.errors)
-				if w.firstErr != nil {
-					fmt.Fprintf(cfg.Progress, "    first error: %v\n", w.firstErr)
-				}
+				err = measure(ctx, &cfg, c, counters[name], tallies[name][conc], conc, fmt.Sprintf("[%d/%d] round %d", done, total, round+1))
+			}
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			if cerr := c.close(cctx); cerr != nil {
+				fmt.Fprintf(cfg.Progress, "closing %s: %v\n", name, cerr)
+			}
+			cancel()
+			if err != nil {
+				return nil, fmt.Errorf("bench: %s: %w", name, err)
 			}
 		}
 	}
-	for _, en := range entries {
+	for _, name := range cfg.Contenders {
 		for _, conc := range cfg.Concurrency {
-			t := tallies[en.c.name()][conc]
+			t := tallies[name][conc]
 			slices.Sort(t.lat)
-			res := Result{Contender: en.c.name(), Concurrency: conc, RPCs: t.rpcs, Errors: t.errors,
+			res := Result{Contender: name, Concurrency: conc, RPCs: t.rpcs, Errors: t.errors,
 				Seconds: t.elapsed.Seconds(), CallsByOp: t.calls}
 			for _, n := range t.calls {
 				res.APICalls += n
@@ -323,6 +340,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 				res.P99ms = ms(sortedPercentile(t.lat, 0.99))
 				res.APICallsPerRPC = float64(res.APICalls) / float64(t.rpcs)
 				res.DollarsPerMillionRPC = res.APICallsPerRPC * PricePerMillionCalls
+			}
+			if t.cpuOK {
+				res.CPUMicrosPerRPC = microsPerRPC(t.cpu, t.rpcs)
 			}
 			rep.Results = append(rep.Results, res)
 		}
@@ -358,6 +378,49 @@ func newContender(name string, e *env, client *sqs.Client) contender {
 	default:
 		return &floor{env: e, client: client}
 	}
+}
+
+// measure runs one window of c at conc callers, adds it to t, and prints
+// a progress line that starts with label. Only a context error is returned:
+// failed RPCs are counted, not fatal.
+func measure(ctx context.Context, cfg *Config, c contender, counter *sqsapi.CallCounter, t *tally, conc int, label string) error {
+	// Collect what came before the window (the set-up, the previous
+	// window) so that this window does not pay for it.
+	runtime.GC()
+	cpu0, ok0 := processCPU()
+	before := counter.Snapshot()
+	w := window(ctx, c, conc, cfg.Duration, cfg.CallTimeout)
+	after := counter.Snapshot()
+	// And collect the window's own garbage on its bill.
+	runtime.GC()
+	cpu1, ok1 := processCPU()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	t.lat = append(t.lat, w.lat...)
+	t.rpcs += int64(len(w.lat))
+	t.errors += w.errors
+	t.elapsed += w.elapsed
+	t.cpu += cpu1 - cpu0
+	t.cpuOK = t.cpuOK && ok0 && ok1
+	var calls int64
+	for op, n := range after {
+		if d := n - before[op]; d != 0 {
+			t.calls[op] += d
+			calls += d
+		}
+	}
+	cpu := "n/a"
+	if ok0 && ok1 {
+		cpu = fmt.Sprintf("%.0f", microsPerRPC(cpu1-cpu0, int64(len(w.lat))))
+	}
+	fmt.Fprintf(cfg.Progress, "%s  %-18s c=%-3d %7.0f rpc/s  p50 %7.2f ms  %5.2f calls/rpc  %5s µs CPU/rpc  %d errors\n",
+		label, c.name(), conc, float64(len(w.lat))/w.elapsed.Seconds(),
+		ms(percentile(w.lat, 0.5)), float64(calls)/float64(max(len(w.lat), 1)), cpu, w.errors)
+	if w.firstErr != nil {
+		fmt.Fprintf(cfg.Progress, "    first error: %v\n", w.firstErr)
+	}
+	return nil
 }
 
 type windowResult struct {

@@ -1,0 +1,182 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/xml"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func sampleReport() *Report {
+	r := &Report{Server: "test", Rounds: 1, Concurrency: []int{1, 64}}
+	add := func(name string, conc int, rps, p50, calls, cpu float64) {
+		r.Results = append(r.Results, Result{Contender: name, Concurrency: conc, RPCs: 100, RPCPerSecond: rps, P50ms: p50, P99ms: 2 * p50, APICallsPerRPC: calls, CPUMicrosPerRPC: cpu})
+	}
+	add(TempQueues, 1, 1000, 1.1, 6.0000001, 700)
+	add(TempQueues, 64, 5000, 8, 0.7, 400)
+	add(Floor, 1, 1000, 1, 6, 0) // CPU not measured
+	add(Floor, 64, 2000, 20, 6, 900)
+	add(QueuePerRequest, 64, 60, 1000, 6.4, 2500)
+	add(StaticReplyQueue, 64, 4000, 20, 4.2, 1280)
+	r.Idle = &IdleResult{RequesterPerHour: 72}
+	r.BytesPerIdleVirtualQueue = 155
+	return r
+}
+
+func TestTargets(t *testing.T) {
+	met := map[string]bool{}
+	for _, tg := range Targets(sampleReport()) {
+		met[tg.Name] = tg.Met
+	}
+	want := map[string]bool{
+		"API calls per RPC at 64 callers":                 true,
+		"API calls per RPC one at a time":                 true, // 6.0000001 prints and counts as 6.00
+		"p50 latency one at a time, x the floor":          true,
+		"throughput at 64 callers, x queue-per-request":   true,
+		"throughput at 64 callers, x static reply queue":  false, // 1.25x
+		"CPU per RPC at 64 callers, x static reply queue": false, // 400/1280 = 0.31x
+		"idle requester API calls per hour":               true,
+		"bytes per idle virtual queue":                    true,
+	}
+	for name, w := range want {
+		got, ok := met[name]
+		if !ok || got != w {
+			t.Errorf("%s: met %v (present %v), want %v", name, got, ok, w)
+		}
+	}
+	if len(met) != len(want) {
+		t.Errorf("targets %v", met)
+	}
+
+	r := sampleReport()
+	r.Find(TempQueues, 64).CPUMicrosPerRPC = 320
+	if tg := findTarget(Targets(r), "CPU per RPC at 64 callers, x static reply queue"); tg == nil || !tg.Met || tg.Measured != 0.25 {
+		t.Errorf("320 µs against 1280 µs: %+v, want met at 0.25x", tg)
+	}
+	r.CPUIncludesServer = true
+	if tg := findTarget(Targets(r), "CPU per RPC at 64 callers, x static reply queue"); tg != nil {
+		t.Errorf("CPU target checked on figures that include the server: %+v", tg)
+	}
+	r = sampleReport()
+	r.Find(StaticReplyQueue, 64).CPUMicrosPerRPC = 0
+	if tg := findTarget(Targets(r), "CPU per RPC at 64 callers, x static reply queue"); tg != nil {
+		t.Errorf("CPU target checked without the static reply queue's figure: %+v", tg)
+	}
+}
+
+func findTarget(ts []Target, name string) *Target {
+	for i := range ts {
+		if ts[i].Name == name {
+			return &ts[i]
+		}
+	}
+	return nil
+}
+
+func TestMicrosPerRPC(t *testing.T) {
+	for _, tc := range []struct {
+		cpu  time.Duration
+		rpcs int64
+		want float64
+	}{
+		{time.Second, 2500, 400},
+		{1280 * time.Millisecond, 1000, 1280},
+		{1500 * time.Nanosecond, 3, 0.5},
+		{time.Second, 0, 0},
+	} {
+		if got := microsPerRPC(tc.cpu, tc.rpcs); got != tc.want {
+			t.Errorf("microsPerRPC(%v, %d) = %v, want %v", tc.cpu, tc.rpcs, got, tc.want)
+		}
+	}
+}
+
+func TestReportOutputs(t *testing.T) {
+	r := sampleReport()
+	var b bytes.Buffer
+	if err := WriteTable(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	table := b.String()
+	for _, want := range []string{
+		"| tempqueues | 64 | 5000 |", "**no**",
+		"| $ per million RPCs | CPU µs/RPC | errors |",
+		"| 0.70 | 0.00 | 400 | 0 |",                                  // tempqueues at 64 callers
+		"| floor | 1 | 1000 | 1.00 | 2.00 | 6.00 | 0.00 | n/a | 0 |", // not measured
+		"| CPU per RPC at 64 callers, x static reply queue | 0.31 x | <= 0.25 | **no** |",
+		"the server's is not in it",
+	} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q:\n%s", want, table)
+		}
+	}
+	r.CPUIncludesServer = true
+	b.Reset()
+	if err := WriteTable(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if table := b.String(); !strings.Contains(table, "| CPU µs/RPC, server included | errors |") || !strings.Contains(table, "includes the embedded server") {
+		t.Errorf("table of an in-process run does not say the CPU figure includes the server:\n%s", table)
+	}
+	r.CPUIncludesServer = false
+
+	type svgDoc struct {
+		XMLName  xml.Name `xml:"svg"`
+		Polyline []struct {
+			Stroke string `xml:"stroke,attr"`
+			Points string `xml:"points,attr"`
+		} `xml:"polyline"`
+		Circle []struct {
+			Title string `xml:"title"`
+		} `xml:"circle"`
+	}
+	for name, write := range map[string]func(io.Writer, *Report) error{
+		"latency": WriteLatencySVG, "calls": WriteCallsSVG, "throughput": WriteThroughputSVG, "cpu": WriteCPUSVG,
+	} {
+		b.Reset()
+		if err := write(&b, r); err != nil {
+			t.Fatal(err)
+		}
+		var doc svgDoc
+		if err := xml.Unmarshal(b.Bytes(), &doc); err != nil {
+			t.Errorf("%s: not SVG: %v", name, err)
+		}
+		if name != "cpu" {
+			continue
+		}
+		var points []string
+		for _, c := range doc.Circle {
+			points = append(points, c.Title)
+		}
+		// One point per measured figure: the floor at one caller has none.
+		want := []string{"tempqueues, 1 callers: 700", "tempqueues, 64 callers: 400", "queue-per-request, 64 callers: 2500",
+			"static-reply-queue, 64 callers: 1280", "floor, 64 callers: 900"}
+		slices.Sort(points)
+		slices.Sort(want)
+		if !slices.Equal(points, want) {
+			t.Errorf("cpu.svg points %q, want %q", points, want)
+		}
+		if len(doc.Polyline) != 1 || doc.Polyline[0].Stroke != colours[TempQueues] {
+			t.Errorf("cpu.svg lines %+v, want tempqueues' only (the others have one point each)", doc.Polyline)
+		}
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	s := []int64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	var d = make([]time.Duration, len(s))
+	for i, v := range s {
+		d[i] = time.Duration(v)
+	}
+	if got := sortedPercentile(d, 0.5); got != 5 {
+		t.Errorf("p50 %v, want 5", got)
+	}
+	if got := sortedPercentile(d, 0.99); got != 10 {
+		t.Errorf("p99 %v, want 10", got)
+	}
+	if got := sortedPercentile(nil, 0.5); got != 0 {
+		t.Errorf("p50 of nothing %v", got)
+	}
+}
