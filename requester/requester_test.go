@@ -371,3 +371,46 @@ func TestReplyBeforeTheSendReturns(t *testing.T) {
 		}
 	})
 }
+
+// A host queue deleted from under the requester fails the calls waiting on
+// it with QueueDoesNotExist, and the next request gets a new host queue.
+func TestHostQueueDeletedFromUnderPendingCalls(t *testing.T) {
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		r := e.requester(t)
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		// Take the request without replying, and learn the host queue.
+		hosts := make(chan string, 1)
+		go func() {
+			for ctx.Err() == nil {
+				out, err := e.raw.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(e.queue), WaitTimeSeconds: 1, MessageAttributeNames: []string{"All"}})
+				if err != nil || len(out.Messages) == 0 {
+					continue
+				}
+				host, _, _ := sqsapi.ParseVirtualQueueURL(aws.ToString(out.Messages[0].MessageAttributes[sqsapi.ResponseQueueURLAttribute].StringValue))
+				hosts <- host
+				return
+			}
+		}()
+		call, err := r.SendMessageAndGetResponseAsync(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("orphaned by the delete")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		host := <-hosts
+		if _, err := e.raw.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(host)}); err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 25*time.Second)
+		defer cancel()
+		if _, err := call.Wait(wctx); !sqsapi.IsQueueDoesNotExist(err) {
+			t.Fatalf("pending call = %v, want QueueDoesNotExist", err)
+		}
+		// The next request is answered through a new host queue.
+		e.rawResponder(t, ctx, 0)
+		m, err := r.SendMessageAndGetResponse(wctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("again")})
+		if err != nil || aws.ToString(m.Body) != "re: again" {
+			t.Fatalf("request after the host was deleted: %v, %v", m, err)
+		}
+	})
+}
