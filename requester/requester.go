@@ -181,6 +181,7 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 			PollWaitTime:             opts.PollWaitTime,
 			Linger:                   true, // the host queue is this process's alone
 			ReceiveVisibilityTimeout: replyVisibility,
+			NoSystemAttributes:       true,
 			Counters:                 r.counters,
 			Orphan:                   r.lateReply,
 		},
@@ -317,7 +318,9 @@ func (c *Call) onContextDone(ctx context.Context) {
 	c.finish(nil, err)
 }
 
-// SendMessageAndGetResponse sends a request and waits for its response. The
+// SendMessageAndGetResponse sends a request and waits for its response: the
+// reply message with its body and message attributes (system attributes
+// are not requested, to save their decoding on every reply). The
 // context bounds the whole call (Options.Timeout applies when it has no
 // deadline). A timeout returns a *TimeoutError, which matches ErrTimeout and
 // context.DeadlineExceeded; a failed send returns the send's error.
@@ -491,15 +494,16 @@ func checkRequest(op string, in *sqs.SendMessageInput) (string, map[string]types
 	if err := sqsapi.CheckMessageAttributes(op, in.MessageAttributes, extra); err != nil {
 		return "", nil, err
 	}
-	attrs := make(map[string]types.MessageAttributeValue, len(in.MessageAttributes)+2)
-	maps.Copy(attrs, in.MessageAttributes)
-	// Budget the attributes we add with a full-length reply URL.
-	probe := maps.Clone(attrs)
-	probe[sqsapi.ResponseQueueURLAttribute] = sqsapi.StringAttribute(string(make([]byte, 200)))
-	probe[sqsapi.RequestIDAttribute] = sqsapi.StringAttribute(string(make([]byte, 36)))
-	if err := sqsapi.CheckMessageSize(op, in.MessageBody, probe); err != nil {
-		return "", nil, err
+	// Budget the attributes we add with a full-length reply URL (a host URL
+	// and a UUID) and request id, and the routing attribute.
+	const added = len(sqsapi.ResponseQueueURLAttribute) + len("String") + 200 +
+		len(sqsapi.RequestIDAttribute) + len("String") + 36 +
+		len(sqsapi.VirtualQueueNameAttribute) + len("String") + sqsapi.MaxQueueNameLength
+	if n := sqsapi.MessageSize(in.MessageBody, in.MessageAttributes) + added; n > sqsapi.MaxMessageSize {
+		return "", nil, sqsapi.Invalid(op, "MessageBody", "message of %d bytes with the attributes the requester adds exceeds the SQS maximum of %d", n, sqsapi.MaxMessageSize)
 	}
+	attrs := make(map[string]types.MessageAttributeValue, len(in.MessageAttributes)+3)
+	maps.Copy(attrs, in.MessageAttributes)
 	return requestID, attrs, nil
 }
 

@@ -3,7 +3,6 @@ package sqsapi
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -47,8 +46,6 @@ func Invalid(op, param, reason string, args ...any) error {
 	return &InvalidInputError{Op: op, Param: param, Reason: reason}
 }
 
-var queueNameRE = regexp.MustCompile(`^[A-Za-z0-9_-]{1,80}$`)
-
 // ValidQueueName reports whether name follows SQS's queue naming rules: 1 to
 // 80 characters of A-Z, a-z, 0-9, '-' and '_'; a FIFO queue name ends in
 // ".fifo", which counts towards the 80.
@@ -56,7 +53,16 @@ func ValidQueueName(name string) bool {
 	if len(name) > MaxQueueNameLength {
 		return false
 	}
-	return queueNameRE.MatchString(strings.TrimSuffix(name, ".fifo"))
+	name = strings.TrimSuffix(name, ".fifo")
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // CheckMessageAttributes rejects a message whose attributes, plus the extra

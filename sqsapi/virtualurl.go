@@ -1,9 +1,6 @@
 package sqsapi
 
-import (
-	"net/url"
-	"strings"
-)
+import "strings"
 
 // IsVirtualQueueURL reports whether u is a virtual queue URL, that is, has a
 // '#' fragment. Such a URL must never reach SQS.
@@ -30,12 +27,28 @@ func ParseVirtualQueueURL(u string) (hostURL, name string, err error) {
 	return hostURL, name, nil
 }
 
+// validHostURL reports whether s looks like an absolute queue URL:
+// scheme "://" host "/" path, with no white space or control character. It
+// runs on every reply a responder sends, so it parses by hand rather than
+// with net/url.
 func validHostURL(s string) bool {
-	if s == "" || strings.ContainsAny(s, " \t\r\n") {
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok || scheme == "" {
 		return false
 	}
-	p, err := url.Parse(s)
-	return err == nil && p.Scheme != "" && p.Host != "" && p.Path != "" && p.Path != "/"
+	for i := 0; i < len(scheme); i++ {
+		c := scheme[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || i > 0 && ('0' <= c && c <= '9' || c == '+' || c == '-' || c == '.')) {
+			return false
+		}
+	}
+	for i := 0; i < len(rest); i++ {
+		if c := rest[i]; c <= ' ' || c == 0x7f {
+			return false
+		}
+	}
+	host, path, ok := strings.Cut(rest, "/")
+	return ok && host != "" && path != ""
 }
 
 // HostURLOf returns the host queue URL of a virtual queue URL, or u itself

@@ -201,14 +201,17 @@ func (h *Host) poll() {
 				continue // the loop head sees the cancelled context
 			}
 		}
-		out, err := h.client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl:                    aws.String(h.url),
-			MaxNumberOfMessages:         sqsapi.MaxReceiveMessages,
-			WaitTimeSeconds:             int32(h.opts.PollWaitTime / time.Second),
-			VisibilityTimeout:           int32(h.opts.ReceiveVisibilityTimeout / time.Second),
-			MessageAttributeNames:       []string{"All"},
-			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
-		})
+		in := &sqs.ReceiveMessageInput{
+			QueueUrl:              aws.String(h.url),
+			MaxNumberOfMessages:   sqsapi.MaxReceiveMessages,
+			WaitTimeSeconds:       int32(h.opts.PollWaitTime / time.Second),
+			VisibilityTimeout:     int32(h.opts.ReceiveVisibilityTimeout / time.Second),
+			MessageAttributeNames: []string{"All"},
+		}
+		if !h.opts.NoSystemAttributes {
+			in.MessageSystemAttributeNames = []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll}
+		}
+		out, err := h.client.ReceiveMessage(ctx, in)
 		if err != nil {
 			if ctx.Err() != nil {
 				continue

@@ -47,8 +47,12 @@ type Options struct {
 	// is released; default a quarter of the receive visibility, at most 5s.
 	ReleaseMargin time.Duration
 	MaxBatchCalls int // concurrent delete/visibility batch calls; default 4
-	Backoff       backoff.Policy
-	Clock         clock.Clock
+	// NoSystemAttributes asks receives for message attributes only: a
+	// host whose messages go to callers that never read system attributes
+	// (the requester's replies) saves decoding them.
+	NoSystemAttributes bool
+	Backoff            backoff.Policy
+	Clock              clock.Clock
 	// Counters, if set, are added to by the host; several hosts may share
 	// them.
 	Counters *Counters
