@@ -33,7 +33,6 @@ type fakeReceiver struct {
 	asked   []int32
 	started chan struct{} // gets a value per call, if set
 	release chan struct{} // unblocks a blocking step with its messages
-	out     sqs.ReceiveMessageOutput
 }
 
 func (f *fakeReceiver) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, _ ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
