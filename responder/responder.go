@@ -109,12 +109,6 @@ const (
 	// ended (releasing the abandoned requests, flushing deletes), and the
 	// wait for handlers that ignore their cancelled context.
 	finalTimeout = time.Second
-	// pollGrace is how long a stop lets a long poll in flight run before
-	// cancelling it. A poll on a busy queue returns within it, and what it
-	// took is released at once; a poll still parked after it is cancelled,
-	// and it may take one arriving message out of sight (see the package
-	// documentation).
-	pollGrace = 500 * time.Millisecond
 )
 
 // Responder answers requests sent by a requester (Go or Java). It is safe

@@ -124,7 +124,7 @@ func (r *Responder) Serve(ctx context.Context, queueURL string, h Handler) error
 		s.pollers.Wait()
 		close(polled)
 	}()
-	pg := time.NewTimer(pollGrace)
+	pg := time.NewTimer(poll.StopGrace)
 	select {
 	case <-polled:
 	case <-pg.C:

@@ -37,6 +37,15 @@ import (
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
+// StopGrace is how long a graceful stop lets a long poll in flight run
+// before aborting it. A poll on a busy queue returns within it, and what it
+// took is released at once; a poll still parked after it belongs to a queue
+// with little traffic, and is cancelled, which the server may not notice
+// until its wait ends (see ParkedUntil). It is what keeps an idle consumer's
+// stop well under a second without handing arrivals to a cancelled poll on
+// a busy queue.
+const StopGrace = 500 * time.Millisecond
+
 // Config describes the receives of a Loop.
 type Config struct {
 	// Client makes the receives.
