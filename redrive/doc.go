@@ -66,6 +66,17 @@
 // an Event per message, and Drain and Run return a Report with the counts.
 // Options.RateLimit bounds the messages handled per second.
 //
+// # Stopping
+//
+// Cancelling the context of Run (or Drain) is the graceful stop, by the
+// rules the responder's Shutdown follows: no new receive, a long poll in
+// flight gets half a second and what it returns is made visible again,
+// the batch at hand is finished, and Run returns its report and nil
+// (Drain, which did not reach the end, returns ctx's error). An idle Run
+// stops in about half a second. Messages made visible again at a stop stay
+// hidden until no long poll the stop cancelled can take them: a server may
+// keep such a poll parked until its wait ends.
+//
 // # Cost
 //
 // Messages are handled in batches of up to 10: one ReceiveMessage, one

@@ -15,6 +15,8 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/backoff"
 	"github.com/tempqueues/tempqueues/internal/batch"
+	"github.com/tempqueues/tempqueues/internal/clock"
+	"github.com/tempqueues/tempqueues/internal/poll"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -103,6 +105,9 @@ type Redriver struct {
 	dlq    string
 	opts   Options
 	policy backoff.Policy
+	// retry spaces receives after failed receives, and after a batch
+	// whose actions all failed.
+	retry backoff.Policy
 
 	mu     sync.Mutex
 	target string
@@ -125,6 +130,7 @@ func New(client Client, dlqURL string, optFns ...func(*Options)) (*Redriver, err
 		dlq:    dlqURL,
 		opts:   o,
 		policy: backoff.Policy{Base: o.Base, Cap: o.Cap, Rand: o.Rand},
+		retry:  backoff.Policy{Base: 200 * time.Millisecond, Cap: 10 * time.Second},
 		target: o.Target,
 	}, nil
 }
@@ -162,7 +168,7 @@ func (r *Redriver) Target(ctx context.Context) (string, error) {
 // none, then returns what it did. A message whose action failed stays on
 // the queue, hidden for VisibilityTimeout, and is not retried by this
 // Drain unless its visibility ends first. When ctx is cancelled, Drain
-// finishes the batch at hand and returns ctx's error with the report.
+// stops as Run does and returns ctx's error with the report.
 //
 // In a dry run Drain receives each message once (hiding it meanwhile),
 // reports what it would do, and makes them all visible again at the end.
@@ -171,11 +177,18 @@ func (r *Redriver) Drain(ctx context.Context) (Report, error) {
 }
 
 // Run replays messages as they arrive on the dead-letter queue, long-polling
-// for WaitTime, until ctx is cancelled; then it finishes the batch at hand
-// and returns the report and nil. It returns early with an error when the
-// dead-letter, target or parking queue does not exist or a call fails in a
-// way that retrying will not fix; throttling and server errors are retried
-// with backoff.
+// for WaitTime, until ctx is cancelled. Cancelling ctx is a graceful stop,
+// by the library's lifecycle rules: no new receive starts, a long poll in
+// flight gets half a second (what it returns is made visible again, not
+// replayed) before it is cancelled, the batch at hand is finished (its
+// calls are bounded by 30 s, so a batch is never half done), and Run
+// returns the report and nil. An idle Run thus stops in about half a
+// second. Messages made visible again at a stop stay hidden until no
+// cancelled long poll can take them.
+//
+// Run returns early with an error when the dead-letter, target or parking
+// queue does not exist or a call fails in a way that retrying will not
+// fix; throttling and server errors are retried with backoff.
 func (r *Redriver) Run(ctx context.Context) (Report, error) {
 	if r.opts.DryRun {
 		return Report{DeadLetterQueue: r.dlq, DryRun: true}, ErrDryRunOnlyDrain
@@ -183,22 +196,36 @@ func (r *Redriver) Run(ctx context.Context) (Report, error) {
 	return r.run(ctx, false)
 }
 
-// pass is the state of one Drain or Run.
+// pass is the state of one Drain or Run. It is the poll.Consumer of its
+// receive loop: one poller, which handles each batch before the next
+// receive.
 type pass struct {
 	r      *Redriver
+	ctx    context.Context // Drain's or Run's: its end stops the pass
+	drain  bool
 	target string
 	rep    Report
 	sends  *batch.Sends
 	dels   *batch.Deletes
 	vis    *batch.Visibilities
-	// Dry runs only: messages seen, and the receipt handles to release.
-	seen    map[string]bool
+	loop   *poll.Loop
+	// maxMessages is asked for on every receive; RateLimit lowers it.
+	maxMessages int
+	pace        pacer
+	// Consecutive receive failures and batches whose actions all failed.
+	failures, actionFailures int
+	finished                 bool  // Drain found the queue empty
+	err                      error // what ended the pass early
+	// Receipt handles to make visible at the end: everything a dry run
+	// saw, and what a stopping pass received but did not handle.
 	release []string
+	// Dry runs only: messages seen.
+	seen map[string]bool
 }
 
 func (r *Redriver) run(ctx context.Context, drain bool) (Report, error) {
 	start := time.Now()
-	p := &pass{r: r, rep: Report{DeadLetterQueue: r.dlq, DryRun: r.opts.DryRun}}
+	p := &pass{r: r, ctx: ctx, drain: drain, rep: Report{DeadLetterQueue: r.dlq, DryRun: r.opts.DryRun}}
 	target, err := r.Target(ctx)
 	if err != nil {
 		p.rep.Duration = time.Since(start)
@@ -211,31 +238,91 @@ func (r *Redriver) run(ctx context.Context, drain bool) (Report, error) {
 	if r.opts.DryRun {
 		p.seen = make(map[string]bool)
 	}
+	p.loop = p.newLoop(ctx)
 	defer p.close(ctx)
-	err = p.loop(ctx, drain)
+
+	// The stop: intake ends with ctx, and a long poll still parked after
+	// the grace period is cancelled.
+	done := make(chan struct{})
+	var watcher sync.WaitGroup
+	watcher.Add(1)
+	go func() {
+		defer watcher.Done()
+		select {
+		case <-ctx.Done():
+		case <-done:
+			return
+		}
+		p.loop.Stop()
+		t := time.NewTimer(poll.StopGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			p.loop.Abort()
+		case <-done:
+		}
+	}()
+	p.loop.Run(p)
+	close(done)
+	watcher.Wait()
+	p.loop.Abort()
+
+	err = p.err
+	if err == nil && drain && !p.finished {
+		err = ctx.Err() // Drain did not get to the end
+	}
 	p.rep.Duration = time.Since(start)
 	r.opts.Logger.Info("redrive: done", slog.String("dlq", r.dlq), slog.String("target", target), slog.Bool("dry_run", r.opts.DryRun),
 		slog.Int("received", p.rep.Received), slog.Int("replayed", p.rep.Replayed), slog.Int("scheduled", p.rep.Scheduled),
 		slog.Int("parked", p.rep.Parked), slog.Int("failed", p.rep.Failed))
-	if !drain && err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		err = nil // Run stops when told to
-	}
 	return p.rep, err
 }
 
-// close makes the messages of a dry run visible again and stops the
-// coalescers.
+func (p *pass) newLoop(ctx context.Context) *poll.Loop {
+	o := p.r.opts
+	p.maxMessages = sqsapi.MaxReceiveMessages
+	if o.RateLimit > 0 {
+		p.maxMessages = int(min(float64(sqsapi.MaxReceiveMessages), max(1, math.Ceil(o.RateLimit))))
+	}
+	p.pace = pacer{rate: o.RateLimit}
+	wait := o.WaitTime
+	if p.drain {
+		wait = drainWait
+	}
+	visibility := o.VisibilityTimeout
+	if o.DryRun {
+		// Keep what a dry run saw hidden until it ends, so it sees each
+		// message once; close releases them.
+		visibility = max(visibility, 15*time.Minute)
+	}
+	return poll.New(context.WithoutCancel(ctx), poll.Config{
+		Client: p.r.client,
+		Input: sqs.ReceiveMessageInput{
+			QueueUrl:                    aws.String(p.r.dlq),
+			WaitTimeSeconds:             int32(wait / time.Second),
+			VisibilityTimeout:           int32(visibility / time.Second),
+			MessageAttributeNames:       []string{"All"},
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAWSTraceHeader},
+		},
+		Backoff: p.r.retry,
+		Clock:   clock.Clock{NowFunc: o.Now},
+	})
+}
+
+// close makes the messages to release visible again (once no receive the
+// pass cancelled can take them) and stops the coalescers.
 func (p *pass) close(ctx context.Context) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
 	defer cancel()
 	if len(p.release) > 0 {
+		secs := int32(p.loop.ReleaseDelay() / time.Second)
 		vs := make([]batch.Visibility, len(p.release))
 		for i, h := range p.release {
-			vs[i] = batch.Visibility{ReceiptHandle: h}
+			vs[i] = batch.Visibility{ReceiptHandle: h, Timeout: secs}
 		}
 		for i, res := range p.vis.DoAll(cctx, p.r.dlq, vs) {
 			if res.Err != nil {
-				p.r.opts.Logger.Warn("redrive: dry run could not make a message visible again; it will reappear after the visibility timeout",
+				p.r.opts.Logger.Warn("redrive: could not make a message visible again; it will reappear after the visibility timeout",
 					slog.String("receipt_handle", vs[i].ReceiptHandle), slog.Any("err", res.Err))
 			}
 		}
@@ -245,85 +332,76 @@ func (p *pass) close(ctx context.Context) {
 	_ = p.vis.Close(cctx)
 }
 
-func (p *pass) loop(ctx context.Context, drain bool) error {
+// Want asks for a batch until the pass ends.
+func (p *pass) Want() int {
+	if p.finished || p.loop.Stopped() {
+		return 0
+	}
+	return p.maxMessages
+}
+
+// Handle handles one received batch before the next receive.
+func (p *pass) Handle(res poll.Result) bool {
 	o := p.r.opts
-	maxMessages := int32(sqsapi.MaxReceiveMessages)
-	if o.RateLimit > 0 {
-		maxMessages = int32(min(float64(sqsapi.MaxReceiveMessages), max(1, math.Ceil(o.RateLimit))))
+	if res.Stopped {
+		p.keep(res.Messages)
+		return false
 	}
-	wait := o.WaitTime
-	if drain {
-		wait = drainWait
+	if res.Err != nil {
+		p.failures++
+		if !res.Transient || (p.drain && p.failures > 5) {
+			p.err = fmt.Errorf("redrive: ReceiveMessage on %s: %w", p.r.dlq, res.Err)
+			return false
+		}
+		o.Logger.Warn("redrive: receive failed, backing off", slog.String("dlq", p.r.dlq), slog.Duration("delay", res.Delay), slog.Any("err", res.Err))
+		return true
 	}
-	visibility := o.VisibilityTimeout
+	p.failures = 0
+	msgs := res.Messages
 	if o.DryRun {
-		// Keep what a dry run saw hidden until it ends, so it sees each
-		// message once; close releases them.
-		visibility = max(visibility, 15*time.Minute)
+		msgs = p.unseen(msgs)
+		if len(msgs) == 0 && len(res.Messages) > 0 {
+			p.finished = true // every message of the queue has been seen
+			return false
+		}
 	}
-	retry := backoff.Policy{Base: 200 * time.Millisecond, Cap: 10 * time.Second}
-	pace := pacer{rate: o.RateLimit}
-	failures, actionFailures := 0, 0
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
+	if len(msgs) == 0 {
+		p.finished = p.drain
+		return !p.drain
+	}
+	if p.pace.wait(p.ctx, len(msgs)) != nil {
+		// Stopping while paced: hand them back rather than replay.
+		p.keep(msgs)
+		return false
+	}
+	failed := p.rep.Failed
+	if err := p.handle(p.ctx, msgs); err != nil {
+		p.err = err
+		return false
+	}
+	// Only failures (a throttled or failing target): back off before the
+	// next receive instead of hammering it; the messages come back after
+	// their visibility timeout.
+	if n := p.rep.Failed - failed; n > 0 && n == len(msgs) {
+		p.actionFailures++
+		if backoff.Sleep(p.ctx, p.r.retry.Delay(p.actionFailures-1)) != nil {
+			return false
 		}
-		out, err := p.r.client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-			QueueUrl:                    aws.String(p.r.dlq),
-			MaxNumberOfMessages:         maxMessages,
-			WaitTimeSeconds:             int32(wait / time.Second),
-			VisibilityTimeout:           int32(visibility / time.Second),
-			MessageAttributeNames:       []string{"All"},
-			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAWSTraceHeader},
-		})
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			failures++
-			if !sqsapi.IsTransient(err) || (drain && failures > 5) {
-				return fmt.Errorf("redrive: ReceiveMessage on %s: %w", p.r.dlq, err)
-			}
-			o.Logger.Warn("redrive: receive failed, backing off", slog.String("dlq", p.r.dlq), slog.Any("err", err))
-			if err := backoff.Sleep(ctx, retry.Delay(failures-1)); err != nil {
-				return err
-			}
-			continue
-		}
-		failures = 0
-		msgs := out.Messages
-		if o.DryRun {
-			msgs = p.unseen(msgs)
-			if len(msgs) == 0 && len(out.Messages) > 0 {
-				return nil // every message of the queue has been seen
-			}
-		}
-		if len(msgs) == 0 {
-			if drain {
-				return nil
-			}
-			continue
-		}
-		if err := pace.wait(ctx, len(msgs)); err != nil {
-			// Received but not handled: they reappear after the
-			// visibility timeout, unless a dry run releases them.
-			return err
-		}
-		failed := p.rep.Failed
-		if err := p.handle(ctx, msgs); err != nil {
-			return err
-		}
-		// Only failures (a throttled or failing target): back off before the
-		// next receive instead of hammering it; the messages come back after
-		// their visibility timeout.
-		if n := p.rep.Failed - failed; n > 0 && n == len(msgs) {
-			actionFailures++
-			if err := backoff.Sleep(ctx, retry.Delay(actionFailures-1)); err != nil {
-				return err
-			}
-		} else {
-			actionFailures = 0
-		}
+	} else {
+		p.actionFailures = 0
+	}
+	return true
+}
+
+// keep adds received messages that will not be handled to those made
+// visible again at the end (a dry run has them there already).
+func (p *pass) keep(msgs []types.Message) {
+	if p.r.opts.DryRun {
+		p.unseen(msgs)
+		return
+	}
+	for _, m := range msgs {
+		p.release = append(p.release, aws.ToString(m.ReceiptHandle))
 	}
 }
 

@@ -54,6 +54,32 @@
 // 10 ms for others to share its call, so that even one request at a time
 // pays about a fifth of a delete call instead of one.
 //
+// # Stopping
+//
+// Shutdown(ctx) stops the responder the way http.Server.Shutdown stops a
+// server: no new receive, running handlers may finish until ctx ends, then
+// the rest are cancelled (cause ErrClosed) and their requests made visible
+// again; replies, deletes and visibility changes are flushed. It returns
+// nil when no handler had to be abandoned and ctx.Err() otherwise.
+// Cancelling Serve's context stops that Serve by the same rules, with
+// Options.DrainTimeout as its grace period.
+//
+// The long poll in flight at a stop is the trade-off. Letting it run out
+// would hold an idle responder for up to WaitTime (20 s). Cancelling it at
+// once is not free either: SQS (and emulators such as fauxqs) may keep the
+// cancelled poll parked until its wait ends and hand it a message nobody
+// sees, which then reappears only after its visibility timeout. Serve takes
+// the middle way: a poll in flight gets half a second. On a busy queue it
+// returns within that time and what it took is released at once; a poll
+// still parked after it belongs to a queue with little traffic, and is
+// cancelled. Requests released later by this Serve (abandoned handlers,
+// retries) are kept hidden until such a poll's wait has ended, so they
+// cannot fall into it. An idle Serve thus stops in about 0.5 s. Measured
+// with TestHandover (requests at 50/s, responder B started and A shut down
+// five times, about 310 requests): none lost and none delayed, on fauxqs
+// and on sqstest; cancelling the poll at once instead delayed 3 of 312
+// (1%) on fauxqs by a visibility timeout.
+//
 // # Cost
 //
 // At steady load Serve makes well under one API call per request (receives

@@ -43,7 +43,8 @@ func ExampleResponder_Serve() {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt)
 	defer stop()
 	// Serve returns nil once ctx is cancelled and the running handlers
-	// finished (or were released after Options.DrainTimeout).
+	// finished (or were cancelled and released after Options.DrainTimeout);
+	// an idle Serve stops in about half a second.
 	if err := r.Serve(ctx, "https://sqs.us-east-1.amazonaws.com/123456789012/login", login); err != nil {
 		log.Fatal(err)
 	}

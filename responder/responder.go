@@ -4,10 +4,12 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tempqueues/tempqueues/internal/backoff"
 	"github.com/tempqueues/tempqueues/internal/batch"
+	"github.com/tempqueues/tempqueues/internal/clock"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -54,9 +56,9 @@ type Options struct {
 	// full and slots are free; an extra poller stops on an empty receive.
 	// Default ceil(MaxConcurrency/10), at most 4.
 	MaxPollers int
-	// WaitTime is the long-poll wait of each receive, 1 s to 20 s. A
-	// graceful stop lets a poll in flight run out, so it is also how long
-	// an idle Serve may take to stop. Default 20 s.
+	// WaitTime is the long-poll wait of each receive, 1 s to 20 s. It does
+	// not delay a stop (see Shutdown); an idle Serve makes one call per
+	// WaitTime. Default 20 s.
 	WaitTime time.Duration
 	// VisibilityTimeout is requested on every receive (whole seconds, 1 s to
 	// 12 h) and is the step of the visibility heartbeat: while a handler
@@ -66,9 +68,9 @@ type Options struct {
 	VisibilityTimeout time.Duration
 	// HandlerTimeout, if positive, bounds each handler run.
 	HandlerTimeout time.Duration
-	// DrainTimeout bounds how long Serve waits for running handlers after
-	// its context is cancelled before it cancels them and releases their
-	// requests. (Shutdown uses its own context instead.) Default 30 s.
+	// DrainTimeout is the grace period of a Serve whose context is
+	// cancelled: that Serve stops as Shutdown stops the responder, with a
+	// context whose deadline is DrainTimeout away. Default 30 s.
 	DrainTimeout time.Duration
 
 	// Retry says when a failed request becomes visible again. Default
@@ -103,11 +105,10 @@ const (
 	defaultDrainTimeout   = 30 * time.Second
 	defaultStoreTTL       = time.Hour
 	maxPollersCap         = 4
-	// finalTimeout bounds the calls made after a stop without a deadline
-	// (Serve's DrainTimeout, Shutdown with a cancelled context): the
-	// releases and the flush of pending deletes must still reach SQS. It
-	// also caps the time Shutdown keeps for them before its deadline.
-	finalTimeout = 5 * time.Second
+	// finalTimeout bounds the calls made after a stop's grace period has
+	// ended (releasing the abandoned requests, flushing deletes), and the
+	// wait for handlers that ignore their cancelled context.
+	finalTimeout = time.Second
 )
 
 // Responder answers requests sent by a requester (Go or Java). It is safe
@@ -123,6 +124,7 @@ type Responder struct {
 	vis    *batch.Visibilities
 	stats  counters
 	recvBO backoff.Policy
+	clk    clock.Clock
 
 	// maxVisibility is SQS's cap on a message's total visibility since
 	// receipt; a field so tests can shrink it.
@@ -132,12 +134,9 @@ type Responder struct {
 	closed   bool
 	servers  sync.WaitGroup // running Serve calls
 	stopping chan struct{}  // closed by Shutdown: stop receiving
-	hardStop chan struct{}  // closed when Shutdown's grace ends: stop handlers
-	hardOnce sync.Once
-	// stopBy is the deadline of Shutdown's context, zero without one: the
-	// flushes at the end of each Serve finish by then. Set before stopping
-	// is closed.
-	stopBy time.Time
+	hardStop chan struct{}  // closed when Shutdown's context ends: stop handlers
+	// abandoned counts handlers cancelled at the end of a grace period.
+	abandoned atomic.Int64
 
 	shutdownOnce sync.Once
 	shutdownDone chan struct{}
@@ -255,34 +254,28 @@ func (r *Responder) register() bool {
 	return true
 }
 
-// Shutdown stops the responder gracefully: every Serve stops receiving
-// (a long poll in flight runs out its WaitTime unless the grace period ends
-// first and what it returns is released), running handlers may finish
-// during the grace period, then the rest are cancelled (cause ErrClosed)
-// and their requests released (visible at once, or as soon as no aborted
-// receive can take them); replies, deletes and visibility changes are
-// flushed, and Serve returns nil. Later Serve and SendResponseMessage calls
-// fail with ErrClosed.
+// Shutdown stops the responder gracefully, as http.Server.Shutdown does:
+// every Serve stops receiving, running handlers may finish until ctx ends,
+// then the rest are cancelled (cause ErrClosed) and their requests released
+// (visible again at once, or as soon as no cancelled long poll can take
+// them); replies, deletes and visibility changes are flushed, and each
+// Serve returns nil. A long poll in flight gets half a second to return
+// (what it returns is released) before it is cancelled, so an idle
+// responder stops within about half a second. Later Serve and
+// SendResponseMessage calls fail with ErrClosed.
 //
-// With a deadline on ctx, Shutdown returns by that deadline: the grace
-// period ends a fifth of the time before it (at most 5 s before), which is
-// left for cancelling handlers and flushing, since deleting requests
-// already handled beats redelivering them. A termination grace period of
-// 30 s can thus be passed on as it is. Without a deadline the grace period
-// lasts until ctx is cancelled, and cancelling and flushing then take at
-// most two 5 s bounds more.
-//
-// Shutdown returns nil when everything finished in time and ctx.Err() (or
-// context.DeadlineExceeded, when the grace period ended before ctx) when
-// handlers had to be cancelled. A handler that ignores its context keeps
-// its Serve (not Shutdown) from returning. Shutdown is idempotent: later
-// calls wait for the first and return its result.
+// Shutdown returns nil when no handler had to be abandoned, and ctx.Err()
+// when some were. It returns as soon as everything is done, or when ctx
+// ends plus the time to release and flush (normally milliseconds, at most
+// a second per step when SQS does not answer). A handler that ignores its
+// cancelled context keeps its Serve (not Shutdown) from returning. A
+// termination grace period can be passed on as it is. Shutdown is
+// idempotent: later calls wait for the first and return its result.
 func (r *Responder) Shutdown(ctx context.Context) error {
 	first := false
 	r.shutdownOnce.Do(func() {
 		r.mu.Lock()
 		r.closed = true
-		r.stopBy, _ = ctx.Deadline()
 		close(r.stopping)
 		r.mu.Unlock()
 		first = true
@@ -299,49 +292,31 @@ func (r *Responder) Shutdown(ctx context.Context) error {
 	}
 }
 
-// finalWait is how long the work after a stop (cancelling, releasing,
-// flushing) may still take: finalTimeout, and no later than Shutdown's
-// deadline once Shutdown has begun with one.
-func (r *Responder) finalWait() time.Duration {
-	r.mu.Lock()
-	stopBy := r.stopBy
-	r.mu.Unlock()
-	if stopBy.IsZero() {
-		return finalTimeout
-	}
-	return min(finalTimeout, time.Until(stopBy))
-}
-
 func (r *Responder) shutdown(ctx context.Context) {
 	defer close(r.shutdownDone)
+	abandoned := r.abandoned.Load()
 	served := make(chan struct{})
 	go func() {
 		r.servers.Wait()
 		close(served)
 	}()
-	// The grace period ends when ctx does, or, with a deadline, a fifth of
-	// the time left before it (at most finalTimeout), which is kept for
-	// cancelling handlers, releasing their requests and flushing.
-	grace := ctx
-	if !r.stopBy.IsZero() {
-		keep := min(finalTimeout, max(time.Until(r.stopBy)/5, 0))
-		var cancel context.CancelFunc
-		grace, cancel = context.WithDeadline(ctx, r.stopBy.Add(-keep))
-		defer cancel()
-	}
 	var err error
 	select {
 	case <-served:
-	case <-grace.Done():
-		err = grace.Err()
-		r.hardOnce.Do(func() { close(r.hardStop) })
+	case <-ctx.Done():
+		close(r.hardStop)
+		t := time.NewTimer(finalTimeout)
 		select {
 		case <-served:
-		case <-time.After(r.finalWait()):
+		case <-t.C:
 			r.log.Warn("responder: Shutdown: handlers ignore their cancelled context; returning without them")
 		}
+		t.Stop()
+		if r.abandoned.Load() > abandoned {
+			err = ctx.Err()
+		}
 	}
-	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.finalWait())
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalTimeout)
 	defer cancel()
 	for _, c := range []interface{ Close(context.Context) error }{r.sends, r.dels, r.vis} {
 		if cerr := c.Close(fctx); cerr != nil && err == nil {

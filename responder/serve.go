@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/backoff"
 	"github.com/tempqueues/tempqueues/internal/batch"
+	"github.com/tempqueues/tempqueues/internal/poll"
 	"github.com/tempqueues/tempqueues/internal/workers"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -33,21 +35,18 @@ import (
 // request asked for one, and deletes the request; after a failure it
 // leaves the request for redelivery (Options.Retry).
 //
-// When ctx is cancelled Serve stops receiving and waits up to
-// Options.DrainTimeout for running handlers; after Shutdown it waits until
-// Shutdown's context ends. A long poll in flight is not aborted but runs
-// out its WaitTime, and the requests it returns are released at once:
-// SQS can hand messages to a poll whose client hung up, and they would stay
-// invisible for a visibility timeout. So an idle Serve takes up to
-// WaitTime to stop; lower WaitTime for quicker stops. At the deadline,
-// the poll is aborted, handlers still running are cancelled and their
-// requests released for another consumer. Pending deletes are flushed
-// before Serve returns.
+// Cancelling ctx stops this Serve gracefully, by Shutdown's rules, with
+// Options.DrainTimeout as the grace period: no new receive, running
+// handlers may finish, and at the end of the grace period the rest are
+// cancelled and their requests released. A long poll in flight is
+// cancelled after half a second, so an idle Serve stops within about half a
+// second. Pending deletes and visibility changes are flushed before Serve
+// returns.
 //
-// Serve returns nil after a graceful stop, ErrClosed if the responder was
-// already shut down, and a wrapped *types.QueueDoesNotExist if the request
-// queue does not exist. Other receive errors (throttling, 5xx, network) are
-// logged and retried with exponential backoff and full jitter.
+// Serve returns nil after a stop, ErrClosed if the responder was already
+// shut down, and a wrapped *types.QueueDoesNotExist if the request queue
+// does not exist. Other receive errors (throttling, 5xx, network, denied
+// access) are logged and retried with exponential backoff and full jitter.
 func (r *Responder) Serve(ctx context.Context, queueURL string, h Handler) error {
 	if queueURL == "" || sqsapi.IsVirtualQueueURL(queueURL) {
 		return sqsapi.Invalid("Serve", "queueURL", "%q is not a queue URL", queueURL)
@@ -72,31 +71,35 @@ func (r *Responder) Serve(ctx context.Context, queueURL string, h Handler) error
 	// Idle workers stop now, busy ones (a handler abandoned at the hard
 	// deadline) after their task.
 	defer s.pool.Close()
-	// Two stops: stopCtx ends intake (no new receive, backoff sleeps end);
-	// recvCtx aborts a receive in flight, which happens only at the hard
-	// deadline, because SQS may still hand messages to a long poll whose
-	// client went away, and they would stay invisible for a whole
-	// visibility timeout.
-	s.stopCtx, s.stopIntake = context.WithCancel(s.base)
-	s.recvCtx, s.abortRecv = context.WithCancel(s.base)
-	defer s.stopIntake()
-	defer s.abortRecv()
+	s.loop = poll.New(s.base, poll.Config{
+		Client: r.client,
+		Input: sqs.ReceiveMessageInput{
+			QueueUrl:                    aws.String(queueURL),
+			WaitTimeSeconds:             int32(r.opts.WaitTime / time.Second),
+			VisibilityTimeout:           int32(r.opts.VisibilityTimeout / time.Second),
+			MessageAttributeNames:       []string{"All"},
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
+		},
+		Backoff: r.recvBO,
+		Clock:   r.clk,
+	})
+	defer s.loop.Abort()
 	s.hb.init(s)
 	go s.hb.run()
 	s.addPoller()
 	log := r.log.With(slog.String("queue_url", queueURL))
 	log.Debug("responder: serving")
 
-	var drainLimit <-chan time.Time // nil for Shutdown: its context rules
+	var graceEnd <-chan time.Time // nil under Shutdown: its context rules
 	select {
 	case <-ctx.Done():
 		t := time.NewTimer(r.opts.DrainTimeout)
 		defer t.Stop()
-		drainLimit = t.C
+		graceEnd = t.C
 	case <-s.fatal:
 		t := time.NewTimer(r.opts.DrainTimeout)
 		defer t.Stop()
-		drainLimit = t.C
+		graceEnd = t.C
 	case <-r.stopping:
 	}
 	hard := make(chan struct{})
@@ -104,7 +107,7 @@ func (r *Responder) Serve(ctx context.Context, queueURL string, h Handler) error
 	defer close(stopped)
 	go func() {
 		select {
-		case <-drainLimit:
+		case <-graceEnd:
 		case <-r.hardStop:
 		case <-stopped:
 			return
@@ -112,21 +115,26 @@ func (r *Responder) Serve(ctx context.Context, queueURL string, h Handler) error
 		close(hard)
 	}()
 
-	// Stop intake first: no new work starts while the old drains. A receive
-	// in flight runs out its wait; what it returns is released at once.
-	s.stopIntake()
+	// Stop intake first: no new work starts while the old drains. A long
+	// poll in flight may return for a while (on a busy queue at once) and
+	// what it returns is released; then it is cancelled.
+	s.loop.Stop()
 	polled := make(chan struct{})
 	go func() {
 		s.pollers.Wait()
 		close(polled)
 	}()
+	pg := time.NewTimer(poll.StopGrace)
 	select {
 	case <-polled:
+	case <-pg.C:
+		s.loop.Abort()
+		<-polled
 	case <-hard:
-		s.aborted.Store(true)
-		s.abortRecv()
+		s.loop.Abort()
 		<-polled
 	}
+	pg.Stop()
 	// The pollers are gone, so no handler starts any more.
 	handled := make(chan struct{})
 	go func() {
@@ -141,7 +149,7 @@ func (r *Responder) Serve(ctx context.Context, queueURL string, h Handler) error
 	}
 	s.hb.close()
 
-	fctx, cancel := context.WithTimeout(s.base, r.finalWait())
+	fctx, cancel := context.WithTimeout(s.base, finalTimeout)
 	defer cancel()
 	if err := errors.Join(r.dels.Flush(fctx), r.vis.Flush(fctx)); err != nil {
 		log.Warn("responder: flushing deletes and visibility changes at stop", slog.Any("error", err))
@@ -157,18 +165,13 @@ type server struct {
 	h        Handler
 	base     context.Context // Serve's context without its cancellation
 
-	pool       *workers.Pool // runs pollers and handlers on reused stacks
-	slots      chan struct{} // one token per running handler
-	stopCtx    context.Context
-	stopIntake context.CancelFunc
-	recvCtx    context.Context
-	abortRecv  context.CancelFunc
-	pollUntil  atomic.Int64 // unix nanos: the latest end of a receive's wait
-	aborted    atomic.Bool  // receives were aborted at the stop deadline
-	pollers    sync.WaitGroup
-	nPollers   atomic.Int32
-	handlers   sync.WaitGroup
-	hb         heartbeat
+	pool     *workers.Pool // runs pollers and handlers on reused stacks
+	slots    chan struct{} // one token per running handler
+	loop     *poll.Loop
+	pollers  sync.WaitGroup
+	nPollers atomic.Int32
+	handlers sync.WaitGroup
+	hb       heartbeat
 
 	fatalOnce sync.Once
 	fatal     chan struct{}
@@ -216,7 +219,7 @@ func (s *server) setFatal(err error) {
 func (s *server) addPoller() {
 	for {
 		n := s.nPollers.Load()
-		if n >= int32(s.r.opts.MaxPollers) || s.stopCtx.Err() != nil {
+		if n >= int32(s.r.opts.MaxPollers) || s.loop.Stopped() {
 			return
 		}
 		if s.nPollers.CompareAndSwap(n, n+1) {
@@ -242,17 +245,42 @@ func (s *server) retirePoller() bool {
 	}
 }
 
-// acquire waits for a free handler slot and takes up to 10; it returns 0
-// when receiving stops.
-func (s *server) acquire() int {
+// pollerExit accounts for a poller that stops without retiring.
+func (s *server) pollerExit() {
+	s.nPollers.Add(-1)
+	s.r.stats.pollers.Add(-1)
+}
+
+func (s *server) releaseSlots(n int) {
+	for range n {
+		<-s.slots
+	}
+}
+
+// poll runs a poller.
+func (s *server) poll() {
+	defer s.pollers.Done()
+	s.loop.Run(poller{s})
+}
+
+// poller is the poll.Consumer of a Serve's pollers: a receive asks for as
+// many requests as there are free handler slots (at most 10).
+type poller struct{ s *server }
+
+// Want waits for a free handler slot and takes up to 10; it returns 0 when
+// receiving stops.
+func (p poller) Want() int {
+	s := p.s
 	// Checked first: select picks at random among ready cases, and a free
 	// slot must not win over a stop.
-	if s.stopCtx.Err() != nil {
+	if s.loop.Stopped() {
+		s.pollerExit()
 		return 0
 	}
 	select {
 	case s.slots <- struct{}{}:
-	case <-s.stopCtx.Done():
+	case <-s.loop.Stopping():
+		s.pollerExit()
 		return 0
 	}
 	n := 1
@@ -267,116 +295,57 @@ func (s *server) acquire() int {
 	return n
 }
 
-// pollerExit accounts for a poller that stops without retiring.
-func (s *server) pollerExit() {
-	s.nPollers.Add(-1)
-	s.r.stats.pollers.Add(-1)
-}
-
-func (s *server) releaseSlots(n int) {
-	for range n {
-		<-s.slots
+// Handle starts a handler per received request, hands back what a stopped
+// receive returned, and decides whether the poller goes on.
+func (p poller) Handle(res poll.Result) bool {
+	s, r := p.s, p.s.r
+	got := len(res.Messages)
+	s.releaseSlots(res.Asked - got)
+	if res.Stopped {
+		// Stopping: hand these back untouched rather than start work.
+		for _, m := range res.Messages {
+			s.release(&inflight{req: newRequest(s.queueURL, m, res.At), handle: aws.ToString(m.ReceiptHandle)}, 0)
+		}
+		s.releaseSlots(got)
+		s.pollerExit()
+		return false
 	}
-}
-
-// poll runs a poller. A poller that receives requests hands its loop to a
-// fresh goroutine and handles the last request itself: that request starts
-// at once rather than after the next receive is on its way, which on an
-// idle responder is most of a lone request's wait.
-func (s *server) poll() {
-	m, receivedAt, handoff := s.pollLoop()
-	s.pollers.Done()
-	if handoff {
-		s.handle(m, receivedAt)
+	if res.Err != nil {
+		if sqsapi.IsQueueDoesNotExist(res.Err) {
+			r.log.Error("responder: request queue does not exist; Serve stops", slog.String("queue_url", s.queueURL), slog.Any("error", res.Err))
+			s.setFatal(fmt.Errorf("responder: receiving from %s: %w", s.queueURL, res.Err))
+			s.pollerExit()
+			return false
+		}
+		r.stats.receiveErrors.Add(1)
+		if s.retirePoller() {
+			// Fewer pollers under errors: only the last one retries.
+			return false
+		}
+		r.log.Warn("responder: receive failed; backing off", slog.String("queue_url", s.queueURL),
+			slog.Bool("transient", res.Transient), slog.Duration("delay", res.Delay), slog.Any("error", res.Err))
+		return true
 	}
-}
-
-// pollLoop receives until the poller stops (handoff false) or hands its loop
-// over, returning a request for the caller to handle (handoff true).
-func (s *server) pollLoop() (types.Message, time.Time, bool) {
-	r := s.r
-	failures := 0
-	for {
-		n := s.acquire()
-		if n == 0 {
-			s.pollerExit()
-			return types.Message{}, time.Time{}, false
-		}
-		s.notePoll(time.Now().Add(r.opts.WaitTime))
-		out, err := r.client.ReceiveMessage(s.recvCtx, &sqs.ReceiveMessageInput{
-			QueueUrl:                    aws.String(s.queueURL),
-			MaxNumberOfMessages:         int32(n),
-			WaitTimeSeconds:             int32(r.opts.WaitTime / time.Second),
-			VisibilityTimeout:           int32(r.opts.VisibilityTimeout / time.Second),
-			MessageAttributeNames:       []string{"All"},
-			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
-		})
-		now := time.Now()
-		if err != nil {
-			s.releaseSlots(n)
-			if s.stopCtx.Err() != nil {
-				s.pollerExit()
-				return types.Message{}, time.Time{}, false
-			}
-			var gone *types.QueueDoesNotExist
-			if errors.As(err, &gone) {
-				r.log.Error("responder: request queue does not exist; Serve stops", slog.String("queue_url", s.queueURL), slog.Any("error", err))
-				s.setFatal(fmt.Errorf("responder: receiving from %s: %w", s.queueURL, err))
-				s.pollerExit()
-				return types.Message{}, time.Time{}, false
-			}
-			r.stats.receiveErrors.Add(1)
-			if s.retirePoller() {
-				// Fewer pollers under errors: only the last one retries.
-				return types.Message{}, time.Time{}, false
-			}
-			d := r.recvBO.Delay(failures)
-			failures++
-			r.log.Warn("responder: receive failed; backing off", slog.String("queue_url", s.queueURL),
-				slog.Int("attempt", failures), slog.Duration("delay", d), slog.Any("error", err))
-			if backoff.Sleep(s.stopCtx, d) != nil {
-				s.pollerExit()
-				return types.Message{}, time.Time{}, false
-			}
-			continue
-		}
-		failures = 0
-		r.stats.receives.Add(1)
-		got := len(out.Messages)
-		s.releaseSlots(n - got)
-		if got == 0 {
-			r.stats.emptyReceives.Add(1)
-			if s.retirePoller() {
-				return types.Message{}, time.Time{}, false
-			}
-			continue
-		}
-		r.stats.received.Add(int64(got))
-		if s.stopCtx.Err() != nil {
-			// Stopping: hand these back untouched rather than start work.
-			for _, m := range out.Messages {
-				s.release(&inflight{req: newRequest(s.queueURL, m, now), handle: aws.ToString(m.ReceiptHandle)}, 0)
-			}
-			s.releaseSlots(got)
-			s.pollerExit()
-			return types.Message{}, time.Time{}, false
-		}
-		for _, m := range out.Messages[:got-1] {
-			s.handlers.Add(1)
-			s.pool.Go(func() { s.handle(m, now) })
-		}
-		if got == n && len(s.slots) < cap(s.slots) {
-			// A full receive with slots still free: there is a backlog that
-			// one poller's round trips cannot drain fast enough.
-			s.addPoller()
-		}
-		// Counted as a handler before this goroutine stops counting as a
-		// poller, so that once the pollers are gone no handler starts.
+	r.stats.receives.Add(1)
+	if got == 0 {
+		r.stats.emptyReceives.Add(1)
+		return !s.retirePoller()
+	}
+	r.stats.received.Add(int64(got))
+	for _, m := range res.Messages {
 		s.handlers.Add(1)
-		s.pollers.Add(1)
-		s.pool.Go(s.poll)
-		return out.Messages[got-1], now, true
+		s.pool.Go(func() { s.handle(m, res.At) })
 	}
+	if got == res.Asked && len(s.slots) < cap(s.slots) {
+		// A full receive with slots still free: there is a backlog that
+		// one poller's round trips cannot drain fast enough.
+		s.addPoller()
+	}
+	// The handlers just started are runnable: let them go first rather than
+	// after this poller has built and signed its next receive. On an idle
+	// responder this is most of a lone request's wait.
+	runtime.Gosched()
+	return true
 }
 
 // action is what happens to a request after processing.
@@ -404,7 +373,7 @@ func (s *server) handle(m types.Message, receivedAt time.Time) {
 	}
 	if !s.hb.add(f) {
 		// The stop deadline passed between its receive and now.
-		s.abandon(f, s.zombieWait())
+		s.abandon(f)
 	}
 	act := s.process(ctx, f)
 	s.hb.remove(f)
@@ -432,11 +401,9 @@ func (s *server) handle(m types.Message, receivedAt time.Time) {
 // left under the 12-hour limit).
 func (s *server) release(f *inflight, delay time.Duration) {
 	r := s.r
-	if s.aborted.Load() {
-		// A receive this process aborted may still be parked on the server.
-		delay = max(delay, s.zombieWait())
-	}
-	left := r.maxVisibility - time.Since(f.req.ReceivedAt)
+	// A receive this Serve cancelled may still be parked on the server.
+	delay = max(delay, s.loop.ReleaseDelay())
+	left := r.maxVisibility - r.clk.Since(f.req.ReceivedAt)
 	secs := int32(min(delay, left).Round(time.Second) / time.Second)
 	submit := func() {
 		r.vis.Submit(s.queueURL, batch.Visibility{ReceiptHandle: f.handle, Timeout: max(secs, 0)}, func(_ struct{}, err error) {
@@ -589,9 +556,9 @@ func (s *server) run(ctx context.Context, req *Request) (reply *Reply, d time.Du
 		ctx, cancel = context.WithTimeout(ctx, t)
 		defer cancel()
 	}
-	start := time.Now()
+	start := s.r.clk.Now()
 	defer func() {
-		d = time.Since(start)
+		d = s.r.clk.Since(start)
 		if p := recover(); p != nil {
 			reply, err = nil, &PanicError{Value: p, Stack: debug.Stack()}
 		}
@@ -612,46 +579,22 @@ func (s *server) failureAction(req *Request) action {
 	return action{kind: actNone}
 }
 
-// notePoll records that a receive may stay parked on the server until
-// until, even if this process aborts it.
-func (s *server) notePoll(until time.Time) {
-	u := until.UnixNano()
-	for {
-		old := s.pollUntil.Load()
-		if old >= u || s.pollUntil.CompareAndSwap(old, u) {
-			return
-		}
-	}
-}
-
-// zombieWait is how long a receive this process aborted may still be parked
-// on the server, rounded up to whole seconds, plus a second for the network.
-// SQS (and fauxqs) can hand a message to such a poll, hiding it for a whole
-// visibility timeout; a request released sooner could fall into it.
-func (s *server) zombieWait() time.Duration {
-	left := time.Until(time.Unix(0, s.pollUntil.Load()))
-	if left <= 0 {
-		return 0
-	}
-	return left.Truncate(time.Second) + 2*time.Second
-}
-
 // abandonAll cancels the running handlers and releases their requests for
 // another consumer to pick up: as soon as no receive this process aborted
 // can still take them.
 func (s *server) abandonAll() {
-	delay := s.zombieWait()
 	for _, f := range s.hb.abandonLive() {
-		s.abandon(f, delay)
+		s.abandon(f)
 	}
 }
 
-// abandon cancels f's handler and releases its request after delay.
-func (s *server) abandon(f *inflight, delay time.Duration) {
+// abandon cancels f's handler and releases its request.
+func (s *server) abandon(f *inflight) {
 	if f.state.CompareAndSwap(stateRunning, stateAbandoned) {
+		s.r.abandoned.Add(1)
 		f.cancel(ErrClosed)
 		s.r.log.Warn("responder: stop deadline reached; cancelling handler and releasing its request",
 			slog.String("queue_url", s.queueURL), slog.String("request_id", f.req.ID))
-		s.release(f, delay)
+		s.release(f, 0)
 	}
 }

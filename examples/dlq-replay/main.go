@@ -113,8 +113,6 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	var poisonSeen atomic.Int32
 	svc, err := responder.New(e.Client, func(o *responder.Options) {
 		o.Retry = responder.RetryImmediately
-		o.WaitTime = time.Second
-		o.DrainTimeout = time.Second
 		o.Store = responder.NewMemoryStore()
 	})
 	if err != nil {

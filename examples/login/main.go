@@ -110,7 +110,6 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 func serve(ctx context.Context, client *sqs.Client, queueURL string) error {
 	r, err := responder.New(client, func(o *responder.Options) {
 		o.Store = responder.NewMemoryStore() // a redelivered login is answered once
-		o.WaitTime = 2 * time.Second         // quick shutdown for the demo
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,52 @@
+package responder
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/tempqueues/tempqueues/internal/sqstestenv"
+)
+
+// TestIdleStop: an idle Serve with default options stops promptly, with a
+// nil error, both after Shutdown and after its context is cancelled. The
+// times are logged; the assertion leaves room for a loaded machine but
+// fails a stop that waits out a 20 s long poll.
+func TestIdleStop(t *testing.T) {
+	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
+		e := newEnv(t, be)
+		q := e.queue("idle", nil)
+		for _, how := range []string{"Shutdown", "cancel"} {
+			r, err := New(e.client)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			errc := make(chan error, 1)
+			go func() { errc <- r.Serve(ctx, q, echo) }()
+			time.Sleep(time.Second) // the long poll is parked
+			sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+			begun := time.Now()
+			var serr error
+			if how == "Shutdown" {
+				serr = r.Shutdown(sctx)
+			} else {
+				cancel()
+			}
+			err = <-errc
+			took := time.Since(begun)
+			if how == "cancel" {
+				serr = r.Shutdown(sctx)
+			}
+			scancel()
+			cancel()
+			t.Logf("%s: idle Serve stopped in %v", how, took.Round(time.Millisecond))
+			if err != nil || serr != nil {
+				t.Errorf("%s: Serve = %v, Shutdown = %v; want nil, nil", how, err, serr)
+			}
+			if took > 5*time.Second {
+				t.Errorf("%s: idle Serve took %v to stop", how, took)
+			}
+		}
+	})
+}
