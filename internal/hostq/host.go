@@ -14,8 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/tempqueues/tempqueues/internal/backoff"
 	"github.com/tempqueues/tempqueues/internal/batch"
+	"github.com/tempqueues/tempqueues/internal/poll"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -36,9 +36,10 @@ type Host struct {
 	deletes *batch.Deletes
 	vis     *batch.Visibilities
 
+	loop   *poll.Loop      // the receives of the host's pollers
 	ctx    context.Context // ends on Close or when the host is gone
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // pollers and the maintenance goroutine
+	wg     sync.WaitGroup // the maintenance goroutine
 
 	mu       sync.Mutex
 	queues   map[string]*Queue
@@ -46,7 +47,6 @@ type Host struct {
 	demand   int                                   // waiting receivers and expectations
 	kick     bool                                  // a short poll asked for one receive
 	pollers  int
-	failures int // consecutive failed receives, for backoff
 	held     ledger
 	expiry   expiryHeap
 	wake     chan struct{}
@@ -55,11 +55,6 @@ type Host struct {
 	maintainAt time.Time
 	closed     bool // by Close or gone: no new work
 	gone       bool
-	// pollUntil is when the latest receive's wait ends (unix nanos). A
-	// receive cancelled by Close may stay parked on the server until then,
-	// and SQS can hand it messages nobody sees; releases at Close wait
-	// that long.
-	pollUntil int64
 
 	closeOnce sync.Once
 	closeDone chan struct{}
@@ -107,6 +102,16 @@ func Open(ctx context.Context, client sqsapi.Client, url string, opts *Options) 
 		h.recvVisibility = v
 	}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
+	in := sqs.ReceiveMessageInput{
+		QueueUrl:              aws.String(url),
+		WaitTimeSeconds:       int32(opts.PollWaitTime / time.Second),
+		VisibilityTimeout:     int32(opts.ReceiveVisibilityTimeout / time.Second),
+		MessageAttributeNames: []string{"All"},
+	}
+	if !opts.NoSystemAttributes {
+		in.MessageSystemAttributeNames = []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll}
+	}
+	h.loop = poll.New(h.ctx, poll.Config{Client: client, Input: in, Backoff: opts.Backoff, Clock: opts.Clock})
 	h.wg.Add(1)
 	go h.maintain()
 	return h, nil
@@ -168,92 +173,74 @@ func (h *Host) startPollersLocked() {
 	}
 	for h.pollers < h.wantPollersLocked() {
 		h.pollers++
-		h.wg.Add(1)
-		go h.poll()
+		go h.loop.Run(&poller{h: h})
 	}
 }
 
-// poll receives from the host queue while there is demand and routes what
-// it gets. Several may run at once under load; each exits when demand no
-// longer justifies it, so an idle host costs no calls. With Options.Linger
-// the last poller makes one more receive after one that brought messages.
-func (h *Host) poll() {
-	defer h.wg.Done()
-	ctx := h.ctx
-	linger := false
-	for {
-		h.mu.Lock()
-		want := h.wantPollersLocked()
-		if linger && want == 0 && h.pollers == 1 && !h.closed {
-			want = 1
-		}
-		if ctx.Err() != nil || h.pollers > want {
-			h.pollers--
-			h.mu.Unlock()
-			return
-		}
-		h.kick = false
-		failures := h.failures
-		h.pollUntil = max(h.pollUntil, h.opts.Clock.Now().Add(h.opts.PollWaitTime).UnixNano())
-		h.mu.Unlock()
-		if failures > 0 {
-			if backoff.Sleep(ctx, h.opts.Backoff.Delay(failures-1)) != nil {
-				continue // the loop head sees the cancelled context
-			}
-		}
-		in := &sqs.ReceiveMessageInput{
-			QueueUrl:              aws.String(h.url),
-			MaxNumberOfMessages:   sqsapi.MaxReceiveMessages,
-			WaitTimeSeconds:       int32(h.opts.PollWaitTime / time.Second),
-			VisibilityTimeout:     int32(h.opts.ReceiveVisibilityTimeout / time.Second),
-			MessageAttributeNames: []string{"All"},
-		}
-		if !h.opts.NoSystemAttributes {
-			in.MessageSystemAttributeNames = []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll}
-		}
-		out, err := h.client.ReceiveMessage(ctx, in)
-		if err != nil {
-			if ctx.Err() != nil {
-				continue
-			}
-			linger = false
-			h.pollFailed(err)
-			continue
-		}
-		h.mu.Lock()
-		h.failures = 0
-		h.mu.Unlock()
-		h.log.LogAttrs(ctx, slog.LevelDebug, "hostq: host queue receive",
-			slog.String("queue_url", h.url), slog.Int("messages", len(out.Messages)))
-		linger = h.opts.Linger && len(out.Messages) > 0
-		if h.route(out.Messages) {
-			// Receivers were just handed messages and are runnable: let
-			// them go first rather than after this poller has built and
-			// signed its next receive.
-			runtime.Gosched()
-		}
-	}
+// poller is one of a host's pollers: it receives while there is demand and
+// routes what it gets. Several may run at once under load; each ends when
+// demand no longer justifies it, so an idle host costs no calls. With
+// Options.Linger the last poller makes one more receive after one that
+// brought messages.
+type poller struct {
+	h      *Host
+	linger bool
 }
 
-// pollFailed backs off after a failed receive. A missing host queue ends
-// the host; any other error that retrying will not fix is reported to every
-// waiting receiver and expectation; transient errors (throttling, 5xx,
-// network) are retried after a jittered backoff while they keep waiting.
-func (h *Host) pollFailed(err error) {
-	h.log.LogAttrs(context.Background(), slog.LevelWarn, "hostq: host queue receive failed",
-		slog.String("queue_url", h.url), slog.Any("error", err))
-	if sqsapi.IsQueueDoesNotExist(err) {
-		h.Gone()
-		return
-	}
+// Want asks for a full receive while the demand justifies this poller.
+func (p *poller) Want() int {
+	h := p.h
 	h.mu.Lock()
-	h.failures++
-	var f failed
-	if !sqsapi.IsTransient(err) {
-		f = h.takeAllLocked()
+	defer h.mu.Unlock()
+	want := h.wantPollersLocked()
+	if p.linger && want == 0 && h.pollers == 1 {
+		want = 1
 	}
-	h.mu.Unlock()
-	f.fail(err)
+	if h.closed || h.pollers > want {
+		h.pollers--
+		return 0
+	}
+	h.kick = false
+	return sqsapi.MaxReceiveMessages
+}
+
+// Handle routes what a receive brought, or deals with its failure: a
+// missing host queue ends the host; any other error that retrying will not
+// fix is reported to every waiting receiver and expectation; transient
+// errors (throttling, 5xx, network) are retried after the loop's jittered
+// backoff while they keep waiting.
+func (p *poller) Handle(res poll.Result) bool {
+	h := p.h
+	if res.Stopped {
+		h.route(res.Messages) // a closed host releases them
+		return false
+	}
+	if res.Err != nil {
+		p.linger = false
+		h.log.LogAttrs(context.Background(), slog.LevelWarn, "hostq: host queue receive failed",
+			slog.String("queue_url", h.url), slog.Any("error", res.Err))
+		if sqsapi.IsQueueDoesNotExist(res.Err) {
+			h.Gone()
+			return true // Want ends the poller
+		}
+		if !res.Transient {
+			h.mu.Lock()
+			f := h.takeAllLocked()
+			h.mu.Unlock()
+			f.fail(res.Err)
+		}
+		return true
+	}
+	h.log.LogAttrs(context.Background(), slog.LevelDebug, "hostq: host queue receive",
+		slog.String("queue_url", h.url), slog.Int("messages", len(res.Messages)))
+	p.linger = h.opts.Linger && len(res.Messages) > 0
+	if h.route(res.Messages) {
+		// Receivers were just handed messages and are runnable: let them
+		// go first rather than after this poller has built and signed its
+		// next receive.
+		runtime.Gosched()
+	}
+	return true
 }
 
 // failed holds the receivers and expectations a host lets go, to be told
@@ -370,7 +357,7 @@ func (h *Host) route(msgs []types.Message) bool {
 		d.w.fn(d.msgs, nil)
 	}
 	for _, m := range toRelease {
-		h.release(m, 0)
+		h.release(m, h.loop.ReleaseDelay())
 	}
 	for _, m := range overflow {
 		c.Overflowed.Add(1)
@@ -538,6 +525,7 @@ func (h *Host) Gone() {
 	}
 	h.closed, h.gone = true, true
 	h.cancel()
+	h.loop.Abort()
 	f := h.takeAllLocked()
 	for _, q := range h.queues {
 		q.removeLocked() // its messages went with the host queue
@@ -565,8 +553,13 @@ func (h *Host) Close(ctx context.Context) error {
 		h.mu.Lock()
 		gone := h.gone
 		h.closed = true
-		h.cancel()
 		h.mu.Unlock()
+		// A long poll in flight is cancelled: waiting for its end would
+		// keep an idle host's Close for up to PollWaitTime. What the server
+		// may still hand it is covered by the release delay below.
+		h.loop.Abort()
+		h.cancel()
+		h.loop.Wait()
 		h.wg.Wait()
 
 		h.mu.Lock()
@@ -582,18 +575,13 @@ func (h *Host) Close(ctx context.Context) error {
 				q.compactLocked()
 			}
 		}
-		delay := time.Duration(h.pollUntil - h.opts.Clock.Now().UnixNano())
 		h.mu.Unlock()
 		f.fail(sqsapi.ErrClosed)
 		// Released messages must not fall into a receive that Close
-		// cancelled but the server still holds: make them visible after it
-		// ends.
-		if delay > 0 {
-			delay = delay.Truncate(time.Second) + 2*time.Second
-		} else {
-			delay = 0
-		}
+		// cancelled but the server still holds: they become visible after
+		// it ends.
 		if !gone {
+			delay := h.loop.ReleaseDelay()
 			for _, m := range release {
 				h.release(m, delay)
 			}
