@@ -124,7 +124,7 @@ func New(client Client, dlqURL string, optFns ...func(*Options)) (*Redriver, err
 		client: sqsapi.EnsureBufferedBodies(client),
 		dlq:    dlqURL,
 		opts:   o,
-		policy: backoff.Policy{Base: o.Base, Cap: o.Cap, Rand: o.Rand},
+		policy: backoff.Policy{Base: o.Base, Cap: o.Cap, Rand: o.clock.Int64N},
 		target: o.Target,
 	}, nil
 }
@@ -434,7 +434,7 @@ func wholeSeconds(d, ceiling time.Duration) int32 {
 // returns an error only when the whole pass should stop.
 func (p *pass) handle(ctx context.Context, msgs []types.Message) error {
 	o := p.r.opts
-	now := o.Now()
+	now := o.clock.Now()
 	plans := make([]*plan, len(msgs))
 	for i, m := range msgs {
 		plans[i] = p.decide(m, now)
