@@ -4,15 +4,16 @@
 //
 // It has three parts:
 //
-//   - A Heartbeater marks the queues a process owns as alive: it writes the
-//     RetentionTag (__IdleQueueRetentionPeriodSeconds, seconds) once and
-//     refreshes the HeartbeatTag
+//   - Heartbeats mark the queues a process owns as alive: the
+//     sqsapi.RetentionTag (__IdleQueueRetentionPeriodSeconds, seconds) is
+//     written once and the sqsapi.HeartbeatTag
 //     (__AmazonSQSIdleQueueDeletingClient.LastHeartbeatTimestamp, epoch
-//     milliseconds) only when it is older than a fraction of the retention:
-//     36 TagQueue calls an hour per queue at the default 300 s and 1/3,
+//     milliseconds) is refreshed only when it is older than a third of the
+//     retention: 36 TagQueue calls an hour per queue at the default 300 s,
 //     where the Java client tags every 5 s (720 an hour). One goroutine
 //     serves every queue of the process, with jitter, and backs off with
-//     jitter on errors such as throttling.
+//     jitter on errors such as throttling; it runs only while a queue is
+//     registered.
 //
 //   - A Sweeper lists the queues under the prefix (all pages), reads each
 //     one's tags once and deletes it when idle by the Java client's rule:
@@ -21,7 +22,8 @@
 //     when it holds replies nobody can read any more; any other idle queue
 //     only when empty. Cost: one ListQueueTags per queue, plus a
 //     GetQueueAttributes for idle non-host queues and the DeleteQueue, where
-//     the Java sweeper spends about 8 calls per queue.
+//     the Java sweeper spends about 8 calls per queue. Sweeper.Queues shows
+//     the rule's verdict on each queue without deleting anything.
 //
 //   - A lease makes one process of the fleet sweep per period: a token
 //     message in the queue <prefix>sweeper.fifo, taken by the first process
@@ -30,15 +32,18 @@
 //     sweeper is replaced in the next window, and it costs each process one
 //     ReceiveMessage per period.
 //
-// A Reaper combines the three; a requester runs one per process:
+// A Reaper does all three for a process: it runs from New to Close, and
+// heartbeats the queues added to it.
 //
 //	r, err := reaper.New(sqsClient)
 //	if err != nil { ... }
-//	r.Start()                          // or go r.Run(ctx)
 //	defer r.Close(ctx)
-//	r.Add(hostQueueURL, 300*time.Second)
+//	r.Add(queueURL, 300*time.Second)
 //	...
-//	r.Remove(hostQueueURL)             // then DeleteQueue
+//	r.Remove(queueURL)                 // then DeleteQueue
+//
+// A requester (and a tempqueue.Client) runs one of its own; use a Sweeper
+// for one-off sweeps, as the tempq command's sweep and queues do.
 //
 // # Clock skew
 //
@@ -63,7 +68,7 @@
 // # IAM
 //
 // Heartbeats: sqs:TagQueue (and sqs:TagQueue with sqs:CreateQueue when
-// creating queues with QueueTags). Sweeps: sqs:ListQueues,
+// creating queues with their tags, for AddTagged). Sweeps: sqs:ListQueues,
 // sqs:ListQueueTags, sqs:GetQueueAttributes, sqs:DeleteQueue. Lease:
 // sqs:CreateQueue, sqs:GetQueueUrl, sqs:ReceiveMessage, sqs:SendMessage,
 // sqs:DeleteMessage, sqs:ChangeMessageVisibility, sqs:GetQueueAttributes on

@@ -13,8 +13,8 @@ import (
 // server; in a program the client is an *sqs.Client, e.g.
 // sqs.NewFromConfig(cfg).
 
-// A requester registers its host queue with a Reaper, which keeps the
-// queue's heartbeat tag fresh and takes part in the fleet's sweeps.
+// A process registers the temporary queues it owns with a Reaper, which
+// keeps their heartbeat tags fresh and takes part in the fleet's sweeps.
 func Example() {
 	client := newMemSQS()
 	hostQueueURL := client.add(sqsapi.DefaultQueuePrefix+"2f1c3f4e-8a1b-4c5d-9e6f-0a1b2c3d4e5f-0", nil, 0)
@@ -23,10 +23,6 @@ func Example() {
 		o.DisableSweeping = true // this example shows heartbeats only
 	})
 	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	if err := r.Start(); err != nil {
 		fmt.Println(err)
 		return
 	}
@@ -56,10 +52,10 @@ func ExampleSweeper_Sweep() {
 	client := newMemSQS()
 	p := sqsapi.DefaultQueuePrefix
 	now := time.Now()
-	client.add(p+"0b6a3c52-5d1e-4f7a-8b9c-1d2e3f4a5b6c-0", reaper.QueueTags(300*time.Second, now.Add(-time.Hour)), 3) // dead requester
-	client.add(p+"7e8f9a0b-1c2d-4e3f-8a5b-6c7d8e9f0a1b-0", reaper.QueueTags(300*time.Second, now), 0)                 // live requester
-	client.add(p+"orders-temp", reaper.QueueTags(60*time.Second, now.Add(-time.Hour)), 1)                             // idle, not empty
-	client.add(p+"plain", nil, 0)                                                                                     // not temporary
+	client.add(p+"0b6a3c52-5d1e-4f7a-8b9c-1d2e3f4a5b6c-0", javaTags(300, now.Add(-time.Hour)), 3) // dead requester
+	client.add(p+"7e8f9a0b-1c2d-4e3f-8a5b-6c7d8e9f0a1b-0", javaTags(300, now), 0)                 // live requester
+	client.add(p+"orders-temp", javaTags(60, now.Add(-time.Hour)), 1)                             // idle, not empty
+	client.add(p+"plain", nil, 0)                                                                 // not temporary
 
 	s, err := reaper.NewSweeper(client)
 	if err != nil {
@@ -71,8 +67,7 @@ func ExampleSweeper_Sweep() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Printf("listed %d, deleted %d, kept %d (live %d, not empty %d, not temporary %d)\n",
-		rep.Listed, len(rep.Deleted), rep.Kept, rep.Live, rep.NotEmpty, rep.NotTemporary)
+	fmt.Printf("listed %d, deleted %d, kept %d, errors %d\n", rep.Listed, len(rep.Deleted), rep.Kept, len(rep.Errors))
 	// Output:
-	// listed 4, deleted 1, kept 3 (live 1, not empty 1, not temporary 1)
+	// listed 4, deleted 1, kept 3, errors 0
 }

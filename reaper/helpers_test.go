@@ -16,6 +16,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/google/uuid"
 
+	"github.com/tempqueues/tempqueues/internal/clock"
+	"github.com/tempqueues/tempqueues/reaper"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -96,17 +98,17 @@ func tagsOf(t testing.TB, client *sqs.Client, u string) map[string]string {
 	return out.Tags
 }
 
-// clock is an adjustable test clock: real time plus an offset, or, when
-// frozen, a fixed instant plus the offset.
-type clock struct {
+// testClock is an adjustable test clock: real time plus an offset, or,
+// when frozen, a fixed instant plus the offset.
+type testClock struct {
 	mu     sync.Mutex
 	offset time.Duration
 	frozen time.Time
 }
 
-func frozenClock() *clock { return &clock{frozen: time.Now()} }
+func frozenClock() *testClock { return &testClock{frozen: time.Now()} }
 
-func (c *clock) Now() time.Time {
+func (c *testClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.frozen.IsZero() {
@@ -115,10 +117,15 @@ func (c *clock) Now() time.Time {
 	return time.Now().Add(c.offset)
 }
 
-func (c *clock) Advance(d time.Duration) {
+func (c *testClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	c.offset += d
 	c.mu.Unlock()
+}
+
+// option returns the option that makes a Reaper or Sweeper use c.
+func (c *testClock) option() func(*reaper.Options) {
+	return reaper.WithClock(clock.Clock{NowFunc: c.Now})
 }
 
 // eventually polls cond until it holds or the timeout passes.

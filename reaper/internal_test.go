@@ -42,9 +42,11 @@ func TestIdleRule(t *testing.T) {
 // TestLeaseWindows checks the timing invariants the lease relies on, for
 // random instants and several periods.
 func TestLeaseWindows(t *testing.T) {
-	for _, period := range []time.Duration{MinPeriod, 3 * time.Second, time.Minute, DefaultPeriod, time.Hour, MaxPeriod} {
-		o := defaultOptions()
-		o.Period = period
+	for _, period := range []time.Duration{minPeriod, 3 * time.Second, time.Minute, defaultPeriod, time.Hour, maxPeriod} {
+		o, err := buildOptions("test", []func(*Options){func(o *Options) { o.Period = period }})
+		if err != nil {
+			t.Fatal(err)
+		}
 		l := newLease(nil, o)
 		m := l.margin
 		if m < time.Second || m > 30*time.Second || period < m+time.Second {

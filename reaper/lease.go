@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -99,7 +98,7 @@ func newLease(client sqsapi.Client, o Options) *lease {
 	return &lease{
 		client: client,
 		opts:   o,
-		name:   o.Prefix + CoordinationQueueSuffix,
+		name:   o.Prefix + coordinationSuffix,
 		margin: leaseMargin(o.Period),
 	}
 }
@@ -118,7 +117,7 @@ func (l *lease) windowAfter(t time.Time, gap time.Duration) time.Time {
 // nextPoll returns when this process polls next: at a random moment of the
 // next window.
 func (l *lease) nextPoll(now time.Time) time.Time {
-	return l.windowAfter(now, time.Nanosecond).Add(rand.N(l.margin))
+	return l.windowAfter(now, time.Nanosecond).Add(time.Duration(l.opts.clock.Int64N(int64(l.margin))))
 }
 
 // hideUntil returns until when a token taken at now stays hidden: the next
@@ -140,7 +139,7 @@ func visibility(d time.Duration) int32 {
 func (l *lease) log() *slog.Logger { return l.opts.Logger }
 
 func (l *lease) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, l.opts.CallTimeout+leaseWaitSeconds*time.Second)
+	return context.WithTimeout(ctx, callTimeout+leaseWaitSeconds*time.Second)
 }
 
 // ensure finds or creates the coordination queue. It carries no tags, so no
@@ -241,7 +240,7 @@ func (l *lease) acquire(ctx context.Context) (receipt string, until time.Time, w
 // returned time. Other messages in the queue are deleted: it is ours, and a
 // stray message would defeat the missing-token check.
 func (l *lease) receive(ctx context.Context) ([]types.Message, time.Time, error) {
-	now := l.opts.Now()
+	now := l.opts.clock.Now()
 	until := l.hideUntil(now)
 	l.checks.Add(1)
 	cctx, cancel := l.callCtx(ctx)
@@ -306,7 +305,7 @@ func (l *lease) send(ctx context.Context, dedupID string) error {
 
 // periodID names the current period, the same in every process.
 func (l *lease) periodID() string {
-	return strconv.FormatInt(l.opts.Now().Truncate(l.opts.Period).Unix(), 10)
+	return strconv.FormatInt(l.opts.clock.Now().Truncate(l.opts.Period).Unix(), 10)
 }
 
 func (l *lease) deleteMessage(ctx context.Context, m types.Message) error {
@@ -322,7 +321,7 @@ func (l *lease) deleteMessage(ctx context.Context, m types.Message) error {
 // extend keeps a held token hidden until the next window, for a sweep that
 // outlasts its period.
 func (l *lease) extend(ctx context.Context, receipt string) (time.Time, error) {
-	now := l.opts.Now()
+	now := l.opts.clock.Now()
 	until := l.hideUntil(now)
 	cctx, cancel := l.callCtx(ctx)
 	defer cancel()
@@ -336,7 +335,7 @@ func (l *lease) extend(ctx context.Context, receipt string) (time.Time, error) {
 
 func (l *lease) tooOld(m types.Message) bool {
 	sent, err := strconv.ParseInt(m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], 10, 64)
-	return err == nil && l.opts.Now().Sub(time.UnixMilli(sent)) > leaseRefreshAge
+	return err == nil && l.opts.clock.Now().Sub(time.UnixMilli(sent)) > leaseRefreshAge
 }
 
 // fail records a lease error; a deleted coordination queue is recreated at

@@ -73,7 +73,7 @@ func (f *fleet) start(optFns ...func(*reaper.Options)) *member {
 		o.Period = testPeriod
 		o.OnSweep = func(rep reaper.Report) {
 			f.mu.Lock()
-			f.sweeps = append(f.sweeps, sweepRecord{id: id, at: rep.Start})
+			f.sweeps = append(f.sweeps, sweepRecord{id: id, at: time.Now().Add(-rep.Duration)})
 			f.mu.Unlock()
 		}
 	}}, optFns...)
@@ -85,9 +85,6 @@ func (f *fleet) start(optFns ...func(*reaper.Options)) *member {
 	f.mu.Lock()
 	f.members = append(f.members, m)
 	f.mu.Unlock()
-	if err := r.Start(); err != nil {
-		f.t.Fatal(err)
-	}
 	f.t.Cleanup(func() { _ = r.Close(context.Background()) })
 	return m
 }
@@ -133,9 +130,9 @@ func TestLeaseOneSweepPerPeriodAndTakeover(t *testing.T) {
 
 		a := f.start()
 		f.addHost(a)
-		eventually(t, 5*time.Second, "the first reaper to create and take the token", func() bool { return a.r.Stats().LeasesWon == 1 })
-		if st := a.r.Stats(); st.TokensCreated != 1 {
-			t.Fatalf("stats %+v, want one token created", st)
+		eventually(t, 5*time.Second, "the first reaper to create and take the token", func() bool { return reaper.LeaseCountsOf(a.r).Won == 1 })
+		if lc := reaper.LeaseCountsOf(a.r); lc.Created != 1 {
+			t.Fatalf("lease counts %+v, want one token created", lc)
 		}
 		f.addHost(f.start())
 
@@ -168,7 +165,7 @@ func TestLeaseOneSweepPerPeriodAndTakeover(t *testing.T) {
 		}
 		created := int64(0)
 		for _, m := range f.members {
-			created += m.r.Stats().TokensCreated
+			created += reaper.LeaseCountsOf(m.r).Created
 		}
 		if created != 1 {
 			t.Errorf("%d tokens created, want 1", created)
@@ -218,7 +215,7 @@ func TestLeaseDuplicateTokensConverge(t *testing.T) {
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		t.Parallel()
 		f := newFleet(t, b)
-		// Start returns at once and each reaper polls in its own goroutine, so
+		// New returns at once and each reaper polls in its own goroutine, so
 		// the three first polls race.
 		for range 3 {
 			f.start()
@@ -226,9 +223,9 @@ func TestLeaseDuplicateTokensConverge(t *testing.T) {
 		time.Sleep(3 * testPeriod)
 		var created, dups int64
 		for _, m := range f.members {
-			st := m.r.Stats()
-			created += st.TokensCreated
-			dups += st.DuplicateTokens
+			lc := reaper.LeaseCountsOf(m.r)
+			created += lc.Created
+			dups += lc.Duplicates
 		}
 		// Concurrent creations in one period share a deduplication id: SQS
 		// keeps one token however many processes sent one.
@@ -280,7 +277,7 @@ func TestLeaseRecreatesDeletedCoordinationQueue(t *testing.T) {
 		}
 		t.Cleanup(func() { _, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
 		eventually(t, 4*testPeriod, "a sweep after the coordination queue was deleted", func() bool {
-			return a.r.Stats().TokensCreated == 2 && len(f.records()) >= 2
+			return reaper.LeaseCountsOf(a.r).Created == 2 && len(f.records()) >= 2
 		})
 	})
 }

@@ -8,34 +8,44 @@ import (
 	"time"
 
 	"github.com/tempqueues/tempqueues/internal/backoff"
+	"github.com/tempqueues/tempqueues/internal/heartbeat"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 // Reaper is what a process runs to take part in a fleet's cleanup: it
-// heartbeats the temporary queues the process owns (Add, Remove), and, unless
-// DisableSweeping is set, checks the fleet's sweeper lease once per period and
-// sweeps idle queues when it holds the lease.
+// heartbeats the temporary queues the process owns (Add, Remove) and, unless
+// DisableSweeping is set, checks the fleet's sweeper lease once per period
+// and sweeps idle queues when it holds the lease. It runs from New to
+// Close:
 //
-// Typical use by a requester:
-//
-//	r, err := reaper.New(client)                // validates, no API call
-//	r.Start()                                   // or go r.Run(ctx)
-//	r.Add(hostQueueURL, 300*time.Second)        // after creating the host queue
+//	r, err := reaper.New(client)          // validates and starts
+//	defer r.Close(ctx)
+//	r.Add(queueURL, 300*time.Second)       // after creating the queue
 //	...
-//	r.Remove(hostQueueURL)                      // before deleting it
-//	r.Close(ctx)                                // stops the goroutines
+//	r.Remove(queueURL)                     // before deleting it
 type Reaper struct {
 	opts    Options
-	hb      *Heartbeater
+	hb      *heartbeat.Heartbeater
 	sweeper *Sweeper
 	lease   *lease // nil when sweeping is disabled
-	life    lifecycle
+
+	cancel    context.CancelFunc // of the lease goroutine and its sweeps
+	leaseDone chan struct{}      // closed when the lease goroutine has returned
+
+	mu     sync.Mutex
+	closed bool
+	owned  map[string]string // queue URL -> name, of the queues added
+
+	closeOnce sync.Once
+	closeDone chan struct{} // closed when Close has stopped everything
 
 	sweeps, deleted atomic.Int64
 }
 
-// New returns a Reaper. It validates the options and makes no API call;
-// Run or Start begins the work.
+// New validates the options and starts the Reaper. Heartbeats begin with
+// the first Add; unless DisableSweeping is set, a goroutine checks the
+// lease, its first poll within moments (a new fleet sweeps at once), then
+// once per period. Close stops both.
 func New(client sqsapi.Client, optFns ...func(*Options)) (*Reaper, error) {
 	if client == nil {
 		return nil, sqsapi.Invalid("reaper.New", "client", "must not be nil")
@@ -44,110 +54,149 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Reaper, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Reaper{opts: o, hb: newHeartbeater(client, o)}
-	r.sweeper = newSweeper(client, o, r.hb.owns)
-	if !o.DisableSweeping {
+	r := &Reaper{
+		opts:      o,
+		owned:     make(map[string]string),
+		leaseDone: make(chan struct{}),
+		closeDone: make(chan struct{}),
+	}
+	r.hb = heartbeat.New(client, heartbeat.Options{
+		Logger:      o.Logger,
+		CallTimeout: callTimeout,
+		OnQueueGone: r.queueGone,
+		Clock:       o.clock,
+	})
+	r.sweeper = newSweeper(client, o, r.owns)
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	if o.DisableSweeping {
+		close(r.leaseDone)
+	} else {
 		r.lease = newLease(client, o)
+		go func() {
+			defer close(r.leaseDone)
+			r.leaseLoop(ctx)
+		}()
 	}
 	return r, nil
 }
 
-// Add registers a queue owned by this process for heartbeats; see
-// Heartbeater.Add. A sweep by this process never inspects it.
+// Add registers a queue owned by this process for heartbeats, with its idle
+// retention (whole seconds, at least one). Its tags are written at once,
+// then the heartbeat tag is refreshed every third of the retention. Adding
+// a registered queue again with the same retention does nothing. A sweep
+// by this process never inspects the queues it owns. Add makes no call
+// itself; it returns ErrClosed after Close.
 func (r *Reaper) Add(queueURL string, retention time.Duration) error {
-	return r.hb.Add(queueURL, retention)
+	return r.add(queueURL, func() error { return r.hb.Add(queueURL, retention) })
 }
 
-// AddTagged registers a queue created with QueueTags; see
-// Heartbeater.AddTagged.
+// AddTagged is Add for a queue created with both tags already, heartbeat
+// at taggedAt: CreateQueueInput.Tags holding sqsapi.RetentionTag (the
+// retention in whole seconds) and sqsapi.HeartbeatTag (taggedAt in epoch
+// milliseconds). It saves the first TagQueue call.
 func (r *Reaper) AddTagged(queueURL string, retention time.Duration, taggedAt time.Time) error {
-	return r.hb.AddTagged(queueURL, retention, taggedAt)
+	return r.add(queueURL, func() error { return r.hb.AddTagged(queueURL, retention, taggedAt) })
 }
 
-// Remove stops heartbeating a queue; see Heartbeater.Remove.
-func (r *Reaper) Remove(queueURL string) { r.hb.Remove(queueURL) }
-
-// CoordinationQueueName returns the name of the queue holding the sweeper
-// lease token: the prefix followed by "sweeper".
-func (r *Reaper) CoordinationQueueName() string { return r.opts.Prefix + CoordinationQueueSuffix }
-
-// Sweep sweeps once now, outside the lease (an operator's command). The
-// process's own queues are skipped.
-func (r *Reaper) Sweep(ctx context.Context) (Report, error) {
-	return r.sweeper.Sweep(ctx)
-}
-
-// Run heartbeats and, unless sweeping is disabled, takes part in the
-// fleet's sweeps, until ctx is cancelled or Close is called. It returns nil
-// after Close, ctx.Err() after cancellation, and ErrRunning or ErrClosed at
-// once when it cannot start.
-func (r *Reaper) Run(ctx context.Context) error {
-	runCtx, end, err := r.life.begin(ctx)
-	if err != nil {
+func (r *Reaper) add(queueURL string, add func() error) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return ErrClosed
+	}
+	if err := add(); err != nil {
 		return err
 	}
-	defer end()
-	r.run(runCtx)
-	return runResult(ctx)
-}
-
-// Start runs Run in a goroutine that Close stops.
-func (r *Reaper) Start() error {
-	runCtx, end, err := r.life.begin(context.Background())
-	if err != nil {
-		return err
-	}
-	go func() {
-		defer end()
-		r.run(runCtx)
-	}()
+	r.owned[queueURL] = queueName(queueURL)
 	return nil
 }
 
-// Close stops heartbeats and sweeps and waits until every goroutine has
-// returned or ctx is done. A lease token held by this process stays hidden
-// until the next window, so the fleet sweeps at its usual pace. Queues keep
-// their tags: the owner deletes them, or they become idle after their
-// retention and a sweeper deletes them.
+// Remove stops heartbeating a queue, before the owner deletes it. It makes
+// no call; the tags stay until the queue is deleted.
+func (r *Reaper) Remove(queueURL string) {
+	r.mu.Lock()
+	delete(r.owned, queueURL)
+	r.mu.Unlock()
+	r.hb.Remove(queueURL)
+}
+
+// queueGone forgets a deleted queue and tells the owner.
+func (r *Reaper) queueGone(queueURL string, err error) {
+	r.mu.Lock()
+	delete(r.owned, queueURL)
+	r.mu.Unlock()
+	if r.opts.OnQueueGone != nil {
+		r.opts.OnQueueGone(queueURL, err)
+	}
+}
+
+// owns reports whether the queue named name was added; a sweep of this
+// process skips it without reading its tags.
+func (r *Reaper) owns(name string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, n := range r.owned {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Close stops heartbeats and sweeps: Add returns ErrClosed from then on,
+// and a lease poll, a heartbeat or a sweep in progress is cancelled (sweeps
+// are idempotent: the next sweeper finishes the job). A Reaper owes nothing
+// to flush, so Close only waits for its goroutines, which takes moments,
+// and returns nil; if ctx ends first it returns ctx's error. It may be
+// called again: later calls wait in the same way.
+//
+// A lease token this process took stays hidden until the next period's
+// window, as it would after any sweep, so the fleet sweeps at its usual
+// pace. Queues keep their tags: the owner deletes them, or they become idle
+// after their retention and a sweeper deletes them.
 func (r *Reaper) Close(ctx context.Context) error {
-	err := r.life.close(ctx)
-	_ = r.hb.life.close(ctx) // makes later Add calls fail with ErrClosed
-	return err
+	r.closeOnce.Do(func() {
+		r.mu.Lock()
+		r.closed = true
+		r.mu.Unlock()
+		r.cancel()
+		go func() {
+			defer close(r.closeDone)
+			_ = r.hb.Close(context.Background()) // returns once its goroutine has
+			<-r.leaseDone
+		}()
+	})
+	select {
+	case <-r.closeDone:
+		return nil
+	default:
+	}
+	select {
+	case <-r.closeDone:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // Stats are counters of a Reaper.
 type Stats struct {
-	HeartbeatStats
-	LeaseChecks     int64 // polls of the coordination queue
-	LeasesWon       int64 // periods in which this process held the lease
-	TokensCreated   int64 // lease tokens this process created
-	DuplicateTokens int64 // extra tokens this process deleted
-	LeaseErrors     int64 // failed lease calls
+	Heartbeats      int64 // successful TagQueue calls
+	HeartbeatErrors int64 // failed TagQueue calls, each retried after a backoff
+	LeaseErrors     int64 // failed calls on the coordination queue
 	Sweeps          int64 // sweeps this process ran under the lease
 	QueuesDeleted   int64 // queues those sweeps deleted
 }
 
 // Stats returns the Reaper's counters.
 func (r *Reaper) Stats() Stats {
-	s := Stats{HeartbeatStats: r.hb.Stats(), Sweeps: r.sweeps.Load(), QueuesDeleted: r.deleted.Load()}
+	hs := r.hb.Stats()
+	s := Stats{Heartbeats: hs.Heartbeats, HeartbeatErrors: hs.Failures, Sweeps: r.sweeps.Load(), QueuesDeleted: r.deleted.Load()}
 	if l := r.lease; l != nil {
-		s.LeaseChecks, s.LeasesWon, s.TokensCreated = l.checks.Load(), l.won.Load(), l.created.Load()
-		s.DuplicateTokens, s.LeaseErrors = l.duplicates.Load(), l.errs.Load()
+		s.LeaseErrors = l.errs.Load()
 	}
 	return s
-}
-
-func (r *Reaper) run(ctx context.Context) {
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		r.hb.loop(ctx)
-	}()
-	if r.lease != nil {
-		r.leaseLoop(ctx)
-	}
-	wg.Wait()
 }
 
 // leaseLoop checks the lease once at start and then once per period, in
@@ -157,7 +206,7 @@ func (r *Reaper) leaseLoop(ctx context.Context) {
 		if receipt, until, won := r.lease.acquire(ctx); won {
 			r.sweepHolding(ctx, receipt, until)
 		}
-		now := r.opts.Now()
+		now := r.opts.clock.Now()
 		if backoff.Sleep(ctx, r.lease.nextPoll(now).Sub(now)) != nil {
 			return
 		}
@@ -178,7 +227,7 @@ func (r *Reaper) sweepHolding(ctx context.Context, receipt string, until time.Ti
 	}()
 
 	extendAt := func(until time.Time) time.Duration {
-		return max(until.Sub(r.opts.Now())-r.lease.margin/2, time.Millisecond)
+		return max(r.opts.clock.Until(until)-r.lease.margin/2, time.Millisecond)
 	}
 	timer := time.NewTimer(extendAt(until))
 	defer timer.Stop()
@@ -187,10 +236,13 @@ func (r *Reaper) sweepHolding(ctx context.Context, receipt string, until time.Ti
 		case res := <-done:
 			r.sweeps.Add(1)
 			r.deleted.Add(int64(len(res.rep.Deleted)))
-			if res.err != nil && ctx.Err() == nil {
+			if ctx.Err() != nil {
+				return // closing: the sweep was cut short
+			}
+			if res.err != nil {
 				r.opts.Logger.Warn("reaper: sweep failed", slog.Any("err", res.err))
 			}
-			if r.opts.OnSweep != nil && ctx.Err() == nil {
+			if r.opts.OnSweep != nil {
 				r.opts.OnSweep(res.rep)
 			}
 			return

@@ -36,48 +36,59 @@ const (
 	// VerdictReserved: the coordination queue or a Java sweeper queue,
 	// never inspected or swept.
 	VerdictReserved Verdict = "reserved"
-	// VerdictError: the tags could not be read or are malformed (Err says
-	// which); kept.
+	// VerdictError: the tags could not be read or are malformed
+	// (QueueStatus.Err says which); kept.
 	VerdictError Verdict = "error"
 )
 
-// Status is what the idle rule reads in a queue's tags, and its verdict.
-type Status struct {
+// QueueStatus is one queue as the idle rule sees it.
+type QueueStatus struct {
+	// QueueURL and Name identify the queue; IdleStatus leaves them empty.
+	QueueURL string
+	Name     string
+	// RequesterHostQueue reports the name form <prefix><uuid>-<n>: such a
+	// queue is deleted when idle even if it holds messages; any other idle
+	// queue only when empty.
+	RequesterHostQueue bool
 	// Retention is the RetentionTag's value, 0 when the tag is absent.
 	Retention time.Duration
 	// Heartbeat is the HeartbeatTag's time, zero when the tag is absent.
 	Heartbeat time.Time
 	// Verdict is the rule's verdict at the time of the call.
 	Verdict Verdict
+	// Err says why, with VerdictError: the tags could not be read, or one
+	// is malformed (wrapping ErrBadTag).
+	Err error
 }
 
 // IdleStatus applies the idle rule of sweeps, which is the Java Temporary
 // Queue Client's, to a queue's tags at now: a queue is idle when it carries
 // the RetentionTag and either no HeartbeatTag or a heartbeat older than the
-// retention. A malformed tag returns an error wrapping ErrBadTag.
-func IdleStatus(tags map[string]string, now time.Time) (Status, error) {
+// retention. A malformed tag gives VerdictError with an Err wrapping
+// ErrBadTag.
+func IdleStatus(tags map[string]string, now time.Time) QueueStatus {
 	const maxRetentionSeconds = 100 * 365 * 24 * 3600
 	rs, ok := tags[sqsapi.RetentionTag]
 	if !ok {
-		return Status{Verdict: VerdictNotTemporary}, nil
+		return QueueStatus{Verdict: VerdictNotTemporary}
 	}
 	retention, err := strconv.ParseInt(strings.TrimSpace(rs), 10, 64)
 	// The bound keeps retention*1000 and the Duration from overflowing (a
 	// wrapped product would make a live queue look idle); 100 years is
 	// longer than any queue lives.
 	if err != nil || retention < 0 || retention > maxRetentionSeconds {
-		return Status{Verdict: VerdictError}, fmt.Errorf("%w: %s=%q", ErrBadTag, sqsapi.RetentionTag, rs)
+		return QueueStatus{Verdict: VerdictError, Err: fmt.Errorf("%w: %s=%q", ErrBadTag, sqsapi.RetentionTag, rs)}
 	}
-	st := Status{Retention: time.Duration(retention) * time.Second}
+	st := QueueStatus{Retention: time.Duration(retention) * time.Second}
 	hs, ok := tags[sqsapi.HeartbeatTag]
 	if !ok {
 		st.Verdict = VerdictIdle // the Java rule: retention tag but never a heartbeat
-		return st, nil
+		return st
 	}
 	last, err := strconv.ParseInt(strings.TrimSpace(hs), 10, 64)
 	if err != nil {
-		st.Verdict = VerdictError
-		return st, fmt.Errorf("%w: %s=%q", ErrBadTag, sqsapi.HeartbeatTag, hs)
+		st.Verdict, st.Err = VerdictError, fmt.Errorf("%w: %s=%q", ErrBadTag, sqsapi.HeartbeatTag, hs)
+		return st
 	}
 	st.Heartbeat = time.UnixMilli(last)
 	age := now.UnixMilli() - last
@@ -89,29 +100,7 @@ func IdleStatus(tags map[string]string, now time.Time) (Status, error) {
 	default:
 		st.Verdict = VerdictLive
 	}
-	return st, nil
-}
-
-// QueueStatus is one queue as a sweep sees it.
-type QueueStatus struct {
-	QueueURL string
-	Name     string
-	// RequesterHostQueue reports the name form <prefix><uuid>-<n>: such a
-	// queue is deleted when idle even if it holds messages; any other idle
-	// queue only when empty.
-	RequesterHostQueue bool
-	Status
-	// Err is set with VerdictError.
-	Err error
-}
-
-// HeartbeatAge returns how long before now the last heartbeat was, or 0
-// when there is none.
-func (q QueueStatus) HeartbeatAge(now time.Time) time.Duration {
-	if q.Heartbeat.IsZero() {
-		return 0
-	}
-	return now.Sub(q.Heartbeat)
+	return st
 }
 
 // Queues lists the queues with the prefix (every page) and applies the idle
@@ -125,16 +114,16 @@ func (s *Sweeper) Queues(ctx context.Context) ([]QueueStatus, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reaper: ListQueues: %w", err)
 	}
-	now := s.opts.Now()
+	now := s.opts.clock.Now()
 	var (
 		mu  sync.Mutex
 		out []QueueStatus
 	)
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(s.opts.SweepConcurrency)
+	g.SetLimit(sweepConcurrency)
 	for _, u := range urls {
 		name := queueName(u)
-		q := QueueStatus{QueueURL: u, Name: name, RequesterHostQueue: s.IsRequesterHostQueue(name)}
+		q := QueueStatus{QueueURL: u, Name: name, RequesterHostQueue: s.isHostQueue(name)}
 		if s.reserved(name) {
 			q.Verdict = VerdictReserved
 			mu.Lock()
@@ -152,12 +141,10 @@ func (s *Sweeper) Queues(ctx context.Context) ([]QueueStatus, error) {
 			case sqsapi.IsQueueDoesNotExist(err):
 				return nil
 			case err != nil:
-				q.Verdict, q.Err = VerdictError, &QueueError{QueueURL: u, Op: "ListQueueTags", Err: err}
+				q.Verdict, q.Err = VerdictError, queueError(u, "ListQueueTags", err)
 			default:
-				q.Status, q.Err = IdleStatus(tags.Tags, now)
-				if q.Err != nil {
-					q.Err = &QueueError{QueueURL: u, Op: "idle rule", Err: q.Err}
-				}
+				st := IdleStatus(tags.Tags, now)
+				q.Retention, q.Heartbeat, q.Verdict, q.Err = st.Retention, st.Heartbeat, st.Verdict, st.Err
 			}
 			mu.Lock()
 			out = append(out, q)

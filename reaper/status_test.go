@@ -28,7 +28,7 @@ func TestQueuesAndDryRun(t *testing.T) {
 			"bad":    createQueue(t, client, prefix+"bad", map[string]string{sqsapi.RetentionTag: "soon"}),
 			"lease":  createQueue(t, client, prefix+reaper.CoordinationQueueSuffix, nil),
 		}
-		s, err := reaper.NewSweeper(client, func(o *reaper.Options) { o.Prefix = prefix; o.Now = clk.Now })
+		s, err := reaper.NewSweeper(client, func(o *reaper.Options) { o.Prefix = prefix }, clk.option())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -53,13 +53,13 @@ func TestQueuesAndDryRun(t *testing.T) {
 		}
 		for _, q := range qs {
 			if q.QueueURL == urls["live"] {
-				if age := q.HeartbeatAge(now); age < time.Minute-time.Second || age > time.Minute+time.Second || q.Retention != 300*time.Second || !q.RequesterHostQueue {
-					t.Errorf("live queue: %+v, age %v", q, q.HeartbeatAge(now))
+				if age := now.Sub(q.Heartbeat); age < time.Minute-time.Second || age > time.Minute+time.Second || q.Retention != 300*time.Second || !q.RequesterHostQueue {
+					t.Errorf("live queue: %+v, age %v", q, age)
 				}
 			}
 		}
 
-		dry, err := reaper.NewSweeper(client, func(o *reaper.Options) { o.Prefix = prefix; o.Now = clk.Now; o.DryRun = true })
+		dry, err := reaper.NewSweeper(client, func(o *reaper.Options) { o.Prefix = prefix; o.DryRun = true }, clk.option())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,7 +68,7 @@ func TestQueuesAndDryRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !rep.DryRun || len(rep.Deleted) != 1 || rep.Deleted[0] != urls["idle"] || counter.Get("DeleteQueue") != 0 {
+		if len(rep.Deleted) != 1 || rep.Deleted[0] != urls["idle"] || counter.Get("DeleteQueue") != 0 {
 			t.Fatalf("dry run: %+v, calls %v", rep, counter.Snapshot())
 		}
 		for name, u := range urls {

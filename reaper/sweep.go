@@ -22,13 +22,6 @@ import (
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
-// SweepClient is what a Sweeper calls: ListQueues, ListQueueTags,
-// GetQueueAttributes and DeleteQueue. *sqs.Client implements it.
-type SweepClient interface {
-	sqsapi.QueueAdmin
-	sqsapi.Tagger
-}
-
 // listPageSize is the largest ListQueues page SQS returns. Setting
 // MaxResults is also what makes SQS return a NextToken at all.
 const listPageSize = 1000
@@ -46,7 +39,7 @@ const throttleRetries = 3
 // no visible, in-flight or delayed message.
 //
 // A Sweeper never touches queues without the RetentionTag, queues whose
-// heartbeat is in the future, the coordination queue <prefix>sweeper, or
+// heartbeat is in the future, the coordination queue <prefix>sweeper.fifo, or
 // the Java client's sweeper queues <prefix> and <prefix>_DLQ.
 //
 // Clock skew: a heartbeat is compared with the sweeping process's clock, so
@@ -57,7 +50,7 @@ const throttleRetries = 3
 // A Reaper runs sweeps under a fleet-wide lease; use a Sweeper directly for
 // one-off sweeps (an operator's command, a test).
 type Sweeper struct {
-	client SweepClient
+	client sqsapi.Client
 	opts   Options
 	hostRE *regexp.Regexp
 	// skip reports queues the calling process owns: alive by definition, so
@@ -65,8 +58,10 @@ type Sweeper struct {
 	skip func(name string) bool
 }
 
-// NewSweeper returns a Sweeper. It makes no API call.
-func NewSweeper(client SweepClient, optFns ...func(*Options)) (*Sweeper, error) {
+// NewSweeper returns a Sweeper. It makes no API call and starts no
+// goroutine; Options.DisableSweeping, OnQueueGone and OnSweep do not apply
+// to it.
+func NewSweeper(client sqsapi.Client, optFns ...func(*Options)) (*Sweeper, error) {
 	if client == nil {
 		return nil, sqsapi.Invalid("reaper.NewSweeper", "client", "must not be nil")
 	}
@@ -77,7 +72,7 @@ func NewSweeper(client SweepClient, optFns ...func(*Options)) (*Sweeper, error) 
 	return newSweeper(client, o, nil), nil
 }
 
-func newSweeper(client SweepClient, o Options, skip func(string) bool) *Sweeper {
+func newSweeper(client sqsapi.Client, o Options, skip func(string) bool) *Sweeper {
 	const hex = `[0-9a-fA-F]`
 	uuid := hex + `{8}-` + hex + `{4}-` + hex + `{4}-` + hex + `{4}-` + hex + `{12}`
 	return &Sweeper{
@@ -88,66 +83,53 @@ func newSweeper(client SweepClient, o Options, skip func(string) bool) *Sweeper 
 	}
 }
 
-// IsRequesterHostQueue reports whether name has the form of a requester
-// host queue, <prefix><36-character UUID>-<n>.
-func (s *Sweeper) IsRequesterHostQueue(name string) bool {
+// isHostQueue reports whether name has the form of a requester host
+// queue, <prefix><36-character UUID>-<n>.
+func (s *Sweeper) isHostQueue(name string) bool {
 	return s.hostRE.MatchString(name)
 }
 
-// Report tells what one sweep did. Every inspected queue is counted in
-// exactly one of Kept, Deleted, Vanished and Errors.
+// Report tells what one sweep did. Every listed queue is either kept,
+// deleted, the subject of an error, or was skipped or vanished during the
+// sweep.
 type Report struct {
-	Start    time.Time
+	// Duration is how long the sweep took.
 	Duration time.Duration
-
 	// Listed is the number of queues ListQueues returned for the prefix.
 	Listed int
-	// Skipped queues were not inspected: the coordination queue, the Java
-	// client's sweeper queues and the calling process's own queues.
-	Skipped int
-	// Candidates is the number of queues whose tags were read.
-	Candidates int
-
-	// Kept is the number of candidates left in place, for one of the
-	// reasons below (they add up to Kept).
-	Kept            int
-	NotTemporary    int // no RetentionTag
-	Live            int // heartbeat younger than the retention
-	FutureHeartbeat int // heartbeat in the future: clock skew, kept
-	NotEmpty        int // idle but not a requester host queue, and holds messages
-
-	// Deleted lists the URLs of the queues deleted; in a dry run, of the
-	// queues that would have been deleted.
+	// Kept is the number of queues inspected and left in place: not
+	// temporary, live, heartbeat in the future (clock skew), or idle but
+	// holding messages and not a requester host queue.
+	Kept int
+	// Deleted lists the URLs of the queues deleted; with Options.DryRun,
+	// of the queues that would have been deleted.
 	Deleted []string
-	// DryRun reports that the sweep deleted nothing (Options.DryRun).
-	DryRun bool
-	// Vanished counts queues deleted by someone else during the sweep.
-	Vanished int
-	// Errors holds one *QueueError per queue that could not be inspected or
-	// deleted; the sweep went on with the others.
+	// Errors holds one error per queue that could not be inspected or
+	// deleted, naming the queue and wrapping the cause (the API error, or
+	// ErrBadTag); the sweep went on with the others.
 	Errors []error
 
-	// Calls is the number of API calls the sweep made, retries included.
-	Calls int
+	detail detail // for the log and the tests
 }
 
-// Err joins the per-queue errors, nil when there were none.
-func (r Report) Err() error { return errors.Join(r.Errors...) }
-
-// QueueError is a failure on one queue during a sweep.
-type QueueError struct {
-	QueueURL string
-	Op       string // the API operation that failed, or "idle rule"
-	Err      error
+// detail is the rest of what a sweep counts.
+type detail struct {
+	skipped      int // the coordination queue, Java sweeper queues, own queues
+	candidates   int // queues whose tags were read
+	notTemporary int // no RetentionTag
+	live         int // heartbeat younger than the retention
+	future       int // heartbeat in the future: clock skew, kept
+	notEmpty     int // idle, not a requester host queue, holds messages
+	vanished     int // deleted by someone else during the sweep
+	calls        int // API calls, retries included
 }
 
-func (e *QueueError) Error() string {
-	return fmt.Sprintf("reaper: sweep %s: %s: %v", e.QueueURL, e.Op, e.Err)
+// queueError is the error of one queue in a sweep.
+func queueError(queueURL, op string, err error) error {
+	return fmt.Errorf("reaper: sweep %s: %s: %w", queueURL, op, err)
 }
 
-func (e *QueueError) Unwrap() error { return e.Err }
-
-// ErrBadTag is wrapped by the QueueError of a queue whose RetentionTag or
+// ErrBadTag is wrapped by the error of a queue whose RetentionTag or
 // HeartbeatTag is not a decimal integer; such a queue is kept.
 var ErrBadTag = errors.New("reaper: malformed tag")
 
@@ -174,44 +156,46 @@ const (
 // returns an error only when listing failed or ctx ended, together with the
 // report of what was done so far.
 func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
-	rep := Report{Start: s.opts.Now(), DryRun: s.opts.DryRun}
+	start := s.opts.clock.Now()
+	var rep Report
 	var calls atomic.Int64
 
 	urls, err := s.list(ctx, &calls)
 	rep.Listed = len(urls)
 	if err != nil {
-		rep.Calls = int(calls.Load())
-		rep.Duration = s.opts.Now().Sub(rep.Start)
+		rep.detail.calls = int(calls.Load())
+		rep.Duration = s.opts.clock.Since(start)
 		return rep, fmt.Errorf("reaper: sweep: ListQueues: %w", err)
 	}
 
 	var mu sync.Mutex // guards rep below
+	d := &rep.detail
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(s.opts.SweepConcurrency)
+	g.SetLimit(sweepConcurrency)
 	for _, u := range urls {
 		name := queueName(u)
 		if s.reserved(name) || (s.skip != nil && s.skip(name)) {
-			rep.Skipped++
+			d.skipped++
 			continue
 		}
-		rep.Candidates++
+		d.candidates++
 		g.Go(func() error {
 			out, qerr := s.inspect(gctx, u, name, &calls)
 			mu.Lock()
 			defer mu.Unlock()
 			switch out {
 			case outNotTemporary:
-				rep.NotTemporary++
+				d.notTemporary++
 			case outLive:
-				rep.Live++
+				d.live++
 			case outFuture:
-				rep.FutureHeartbeat++
+				d.future++
 			case outNotEmpty:
-				rep.NotEmpty++
+				d.notEmpty++
 			case outDeleted:
 				rep.Deleted = append(rep.Deleted, u)
 			case outVanished:
-				rep.Vanished++
+				d.vanished++
 			case outError:
 				rep.Errors = append(rep.Errors, qerr)
 			}
@@ -219,16 +203,19 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 		})
 	}
 	_ = g.Wait()
-	rep.Kept = rep.NotTemporary + rep.Live + rep.FutureHeartbeat + rep.NotEmpty
-	rep.Calls = int(calls.Load())
-	rep.Duration = s.opts.Now().Sub(rep.Start)
+	rep.Kept = d.notTemporary + d.live + d.future + d.notEmpty
+	d.calls = int(calls.Load())
+	rep.Duration = s.opts.clock.Since(start)
 	if err := ctx.Err(); err != nil {
 		return rep, fmt.Errorf("reaper: sweep interrupted: %w", err)
 	}
 	s.opts.Logger.Info("reaper: swept",
-		slog.String("prefix", s.opts.Prefix), slog.Int("listed", rep.Listed), slog.Int("candidates", rep.Candidates),
-		slog.Int("kept", rep.Kept), slog.Int("deleted", len(rep.Deleted)), slog.Int("errors", len(rep.Errors)),
-		slog.Int("calls", rep.Calls), slog.Duration("took", rep.Duration))
+		slog.String("prefix", s.opts.Prefix), slog.Bool("dry_run", s.opts.DryRun),
+		slog.Int("listed", rep.Listed), slog.Int("skipped", d.skipped), slog.Int("candidates", d.candidates),
+		slog.Int("kept", rep.Kept), slog.Int("live", d.live), slog.Int("not_temporary", d.notTemporary),
+		slog.Int("not_empty", d.notEmpty), slog.Int("future_heartbeat", d.future),
+		slog.Int("deleted", len(rep.Deleted)), slog.Int("vanished", d.vanished), slog.Int("errors", len(rep.Errors)),
+		slog.Int("calls", d.calls), slog.Duration("took", rep.Duration))
 	return rep, nil
 }
 
@@ -237,7 +224,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 // Skipping them by name saves a ListQueueTags each per sweep.
 func (s *Sweeper) reserved(name string) bool {
 	p := s.opts.Prefix
-	return name == p+CoordinationQueueSuffix || name == p || name == p+"_DLQ"
+	return name == p+coordinationSuffix || name == p || name == p+"_DLQ"
 }
 
 // list returns every queue URL with the prefix, following NextToken.
@@ -271,15 +258,15 @@ func (s *Sweeper) inspect(ctx context.Context, u, name string, calls *atomic.Int
 	if err != nil {
 		return s.failed(u, "ListQueueTags", err)
 	}
-	out, err := idle(tags.Tags, s.opts.Now())
+	out, err := idle(tags.Tags, s.opts.clock.Now())
 	if err != nil {
-		return outError, &QueueError{QueueURL: u, Op: "idle rule", Err: err}
+		return outError, queueError(u, "idle rule", err)
 	}
 	if out != outDeleted {
 		return out, nil
 	}
 
-	if !s.IsRequesterHostQueue(name) {
+	if !s.isHostQueue(name) {
 		// Not ours to judge: a queue made by the Java auto-temporary client
 		// or by hand may hold messages somebody still wants.
 		var attrs *sqs.GetQueueAttributesOutput
@@ -334,15 +321,15 @@ func (s *Sweeper) failed(u, op string, err error) (outcome, error) {
 		return outVanished, nil
 	}
 	s.opts.Logger.Warn("reaper: sweep could not handle a queue", slog.String("queue", u), slog.String("op", op), slog.Any("err", err))
-	return outError, &QueueError{QueueURL: u, Op: op, Err: err}
+	return outError, queueError(u, op, err)
 }
 
 // idle applies the Java client's idle rule to a queue's tags at now. It
 // returns outDeleted for an idle queue, or the reason to keep it.
 func idle(tags map[string]string, now time.Time) (outcome, error) {
-	st, err := IdleStatus(tags, now)
-	if err != nil {
-		return outError, err
+	st := IdleStatus(tags, now)
+	if st.Err != nil {
+		return outError, st.Err
 	}
 	switch st.Verdict {
 	case VerdictNotTemporary:
@@ -359,10 +346,10 @@ func idle(tags map[string]string, now time.Time) (outcome, error) {
 // call runs one API call with the call timeout, counting it, and retries it
 // a few times with jittered backoff when SQS throttles.
 func (s *Sweeper) call(ctx context.Context, calls *atomic.Int64, fn func(context.Context) error) error {
-	policy := backoff.Policy{Base: 200 * time.Millisecond, Cap: 5 * time.Second}
+	policy := backoff.Policy{Base: 200 * time.Millisecond, Cap: 5 * time.Second, Rand: s.opts.clock.Int64N}
 	for attempt := 0; ; attempt++ {
 		calls.Add(1)
-		callCtx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
+		callCtx, cancel := context.WithTimeout(ctx, callTimeout)
 		err := fn(callCtx)
 		cancel()
 		if err == nil || attempt >= throttleRetries || !isThrottle(err) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -77,10 +78,7 @@ func TestSweepIdleRule(t *testing.T) {
 		// Not under the prefix.
 		mk("x"+hostName(prefix, 0), javaTags(1, stale), false)
 
-		s, err := reaper.NewSweeper(client, func(o *reaper.Options) {
-			o.Prefix = prefix
-			o.Now = clk.Now
-		})
+		s, err := reaper.NewSweeper(client, func(o *reaper.Options) { o.Prefix = prefix }, clk.option())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -90,11 +88,12 @@ func TestSweepIdleRule(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		want := reaper.Report{Listed: 15, Skipped: 3, Candidates: 12, Kept: 8, NotTemporary: 2, Live: 2, FutureHeartbeat: 1, NotEmpty: 3, Vanished: 0}
-		got := rep
-		if got.Listed != want.Listed || got.Skipped != want.Skipped || got.Candidates != want.Candidates || got.Kept != want.Kept ||
-			got.NotTemporary != want.NotTemporary || got.Live != want.Live || got.FutureHeartbeat != want.FutureHeartbeat || got.NotEmpty != want.NotEmpty {
-			t.Errorf("report = %+v\nwant    %+v", got, want)
+		d := reaper.DetailOf(rep)
+		if rep.Listed != 15 || rep.Kept != 8 {
+			t.Errorf("listed %d, kept %d; want 15, 8", rep.Listed, rep.Kept)
+		}
+		if want := (reaper.Detail{Skipped: 3, Candidates: 12, NotTemporary: 2, Live: 2, Future: 1, NotEmpty: 3, Calls: d.Calls}); d != want {
+			t.Errorf("detail = %+v\nwant     %+v", d, want)
 		}
 		if len(rep.Deleted) != 3 {
 			t.Errorf("deleted %d queues, want 3: %v", len(rep.Deleted), rep.Deleted)
@@ -102,9 +101,8 @@ func TestSweepIdleRule(t *testing.T) {
 		if len(rep.Errors) != 1 || !errors.Is(rep.Errors[0], reaper.ErrBadTag) {
 			t.Errorf("errors = %v, want one ErrBadTag", rep.Errors)
 		}
-		var qe *reaper.QueueError
-		if len(rep.Errors) == 1 && (!errors.As(rep.Errors[0], &qe) || qe.QueueURL == "") {
-			t.Errorf("error %v is not a *QueueError with a URL", rep.Errors[0])
+		if len(rep.Errors) == 1 && !strings.Contains(rep.Errors[0].Error(), prefix+"bad-tag") {
+			t.Errorf("error %v does not name the queue", rep.Errors[0])
 		}
 		// Cost: 1 ListQueues, 1 ListQueueTags per candidate, GetQueueAttributes
 		// only for the 4 idle non-host queues, 1 DeleteQueue per deletion.
@@ -114,8 +112,8 @@ func TestSweepIdleRule(t *testing.T) {
 				t.Errorf("%s calls = %d, want %d (all: %v)", op, got, n, counter.Snapshot())
 			}
 		}
-		if rep.Calls != int(counter.Total()) {
-			t.Errorf("Report.Calls = %d, counter total %d", rep.Calls, counter.Total())
+		if d.Calls != int(counter.Total()) {
+			t.Errorf("calls counted %d, counter total %d", d.Calls, counter.Total())
 		}
 		for _, q := range qs {
 			if got := !exists(t, client, q.url); got != q.wantGone {
@@ -129,15 +127,15 @@ func TestSweepIdleRule(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(rep.Deleted) != 3 || rep.FutureHeartbeat != 0 || rep.NotEmpty != 3 {
+		if d := reaper.DetailOf(rep); len(rep.Deleted) != 3 || d.Future != 0 || d.NotEmpty != 3 {
 			t.Errorf("second sweep: %+v, want the 3 remaining host queues deleted", rep)
 		}
 	})
 }
 
-// TestJavaWireFormat checks the Heartbeater writes the tags as the Java
-// client reads them, and the Java rule (reimplemented here from its
-// description) judges them as our Sweeper does.
+// TestJavaWireFormat checks a Reaper writes the tags as the Java client
+// reads them, and the Java rule (reimplemented here from its description)
+// judges them as our Sweeper does.
 func TestJavaWireFormat(t *testing.T) {
 	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
@@ -146,15 +144,12 @@ func TestJavaWireFormat(t *testing.T) {
 		prefix := testPrefix(t)
 		u := createQueue(t, client, hostName(prefix, 0), nil)
 
-		h, err := reaper.NewHeartbeater(client)
+		h, err := reaper.New(client, func(o *reaper.Options) { o.DisableSweeping = true })
 		if err != nil {
 			t.Fatal(err)
 		}
 		before := time.Now().UnixMilli()
 		if err := h.Add(u, 300*time.Second); err != nil {
-			t.Fatal(err)
-		}
-		if err := h.Start(); err != nil {
 			t.Fatal(err)
 		}
 		defer func() { _ = h.Close(context.Background()) }()
@@ -181,6 +176,13 @@ func TestJavaWireFormat(t *testing.T) {
 			}
 			l, _ := strconv.ParseInt(last, 10, 64)
 			return nowMillis-l > ret*1000
+		}
+		st := reaper.IdleStatus(tags, time.UnixMilli(after))
+		if st.Verdict != reaper.VerdictLive || st.Retention != 300*time.Second || st.Heartbeat.UnixMilli() != hb {
+			t.Errorf("IdleStatus of a fresh heartbeat = %+v", st)
+		}
+		if st := reaper.IdleStatus(tags, time.UnixMilli(after+301_000)); st.Verdict != reaper.VerdictIdle {
+			t.Errorf("IdleStatus 301 s later = %+v, want idle", st)
 		}
 		if javaIdle(tags, after) {
 			t.Error("Java rule calls a fresh Go heartbeat idle")
@@ -253,7 +255,7 @@ func TestSweepPagesBeyond1000(t *testing.T) {
 			t.FailNow()
 		}
 
-		s, err := reaper.NewSweeper(client, func(o *reaper.Options) { o.Prefix = prefix; o.SweepConcurrency = 8 })
+		s, err := reaper.NewSweeper(client, func(o *reaper.Options) { o.Prefix = prefix })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -263,8 +265,8 @@ func TestSweepPagesBeyond1000(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rep.Listed != n || rep.Candidates != n {
-			t.Fatalf("listed %d, candidates %d, want %d", rep.Listed, rep.Candidates, n)
+		if d := reaper.DetailOf(rep); rep.Listed != n || d.Candidates != n {
+			t.Fatalf("listed %d, candidates %d, want %d", rep.Listed, d.Candidates, n)
 		}
 		wantDeleted := 0
 		for i := range n {
@@ -272,8 +274,8 @@ func TestSweepPagesBeyond1000(t *testing.T) {
 				wantDeleted++
 			}
 		}
-		if len(rep.Deleted) != wantDeleted || rep.Live != n-wantDeleted || len(rep.Errors) != 0 {
-			t.Fatalf("report: deleted %d (want %d), live %d, errors %v", len(rep.Deleted), wantDeleted, rep.Live, rep.Errors)
+		if live := reaper.DetailOf(rep).Live; len(rep.Deleted) != wantDeleted || live != n-wantDeleted || rep.Kept != live || len(rep.Errors) != 0 {
+			t.Fatalf("report: deleted %d (want %d), live %d, kept %d, errors %v", len(rep.Deleted), wantDeleted, live, rep.Kept, rep.Errors)
 		}
 		if got := counter.Get("ListQueues"); got != 2 {
 			t.Errorf("ListQueues calls = %d, want 2 pages", got)

@@ -7,6 +7,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/internal/clock"
 )
 
 func newTestRedriver(t *testing.T, fn func(*Options)) *Redriver {
@@ -44,7 +46,7 @@ func TestDelayBounds(t *testing.T) {
 	}
 	pinned := newTestRedriver(t, func(o *Options) {
 		o.Base, o.Cap = time.Second, 10*time.Minute
-		o.Rand = func(n int64) int64 { return n - 1 }
+		o.clock = clock.Clock{Int64NFunc: func(n int64) int64 { return n - 1 }}
 	})
 	for n, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second} {
 		if got := pinned.Delay(n); got != want {
@@ -129,8 +131,7 @@ func TestDecideLongDelays(t *testing.T) {
 	now := time.Unix(1_767_225_600, 0)
 	r := newTestRedriver(t, func(o *Options) {
 		o.Base, o.Cap = 20*time.Hour, 20*time.Hour
-		o.Rand = func(n int64) int64 { return n - 1 }
-		o.Now = func() time.Time { return now }
+		o.clock = clock.Clock{NowFunc: func() time.Time { return now }, Int64NFunc: func(n int64) int64 { return n - 1 }}
 	})
 	p := &pass{r: r, target: r.opts.Target}
 	m := types.Message{MessageId: aws.String("m1"), Body: aws.String("b")}

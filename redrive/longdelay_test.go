@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/tempqueues/tempqueues/internal/clock"
 	"github.com/tempqueues/tempqueues/redrive"
 	"github.com/tempqueues/tempqueues/sqsapi"
 	"github.com/tempqueues/tempqueues/sqstest"
@@ -32,10 +33,8 @@ func TestDelayBeyond900Seconds(t *testing.T) {
 	rd, err := redrive.New(client, dlq, func(o *redrive.Options) {
 		o.Target, o.ParkingQueue = target, parking
 		o.Base, o.Cap = delay, delay
-		o.Rand = func(n int64) int64 { return n - 1 }
-		o.Now = clk.Now
 		o.OnEvent = func(ev redrive.Event) { events = append(events, ev) }
-	})
+	}, redrive.WithClock(clock.Clock{NowFunc: clk.Now, Int64NFunc: func(n int64) int64 { return n - 1 }}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/tempqueues/tempqueues/internal/clock"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -87,12 +88,9 @@ type Options struct {
 	// the goroutine of Drain or Run. It must not block for long.
 	OnEvent func(Event)
 
-	// Rand, if set, returns a uniform value in [0, n) in place of the
-	// default random source of the jitter; tests make delays deterministic
-	// with it.
-	Rand func(n int64) int64
-	// Now is the clock of due times; default time.Now.
-	Now func() time.Time
+	// clock is the time of due dates and the jitter's random source; tests
+	// replace it (export_test.go).
+	clock clock.Clock
 }
 
 func buildOptions(dlqURL string, optFns []func(*Options)) (Options, error) {
@@ -117,9 +115,6 @@ func buildOptions(dlqURL string, optFns []func(*Options)) (Options, error) {
 	}
 	if o.WaitTime == 0 {
 		o.WaitTime = DefaultWaitTime
-	}
-	if o.Now == nil {
-		o.Now = time.Now
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

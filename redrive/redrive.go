@@ -15,7 +15,6 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/backoff"
 	"github.com/tempqueues/tempqueues/internal/batch"
-	"github.com/tempqueues/tempqueues/internal/clock"
 	"github.com/tempqueues/tempqueues/internal/poll"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -129,7 +128,7 @@ func New(client Client, dlqURL string, optFns ...func(*Options)) (*Redriver, err
 		client: sqsapi.EnsureBufferedBodies(client),
 		dlq:    dlqURL,
 		opts:   o,
-		policy: backoff.Policy{Base: o.Base, Cap: o.Cap, Rand: o.Rand},
+		policy: backoff.Policy{Base: o.Base, Cap: o.Cap, Rand: o.clock.Int64N},
 		retry:  backoff.Policy{Base: 200 * time.Millisecond, Cap: 10 * time.Second},
 		target: o.Target,
 	}, nil
@@ -305,7 +304,7 @@ func (p *pass) newLoop(ctx context.Context) *poll.Loop {
 			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAWSTraceHeader},
 		},
 		Backoff: p.r.retry,
-		Clock:   clock.Clock{NowFunc: o.Now},
+		Clock:   o.clock,
 	})
 }
 
@@ -512,7 +511,7 @@ func wholeSeconds(d, ceiling time.Duration) int32 {
 // returns an error only when the whole pass should stop.
 func (p *pass) handle(ctx context.Context, msgs []types.Message) error {
 	o := p.r.opts
-	now := o.Now()
+	now := o.clock.Now()
 	plans := make([]*plan, len(msgs))
 	for i, m := range msgs {
 		plans[i] = p.decide(m, now)

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/clock"
 	"github.com/tempqueues/tempqueues/internal/sqstestenv"
 	"github.com/tempqueues/tempqueues/redrive"
 	"github.com/tempqueues/tempqueues/responder"
@@ -71,10 +72,9 @@ func TestPoisonRequestReplayedThenParked(t *testing.T) {
 			}
 			o.MaxAttempts = 2
 			o.Base, o.Cap = time.Second, 10*time.Second
-			o.Rand = func(n int64) int64 { return n - 1 } // always the ceiling
 			o.WaitTime = time.Second
 			o.OnEvent = func(ev redrive.Event) { events = append(events, ev) }
-		})
+		}, redrive.WithClock(clock.Clock{Int64NFunc: func(n int64) int64 { return n - 1 }})) // always the ceiling
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -535,7 +535,7 @@ func (r *Requester) Stats() Stats {
 }
 
 // Reaper returns the requester's reaper (heartbeats, sweeps), for its
-// statistics or an immediate Sweep.
+// statistics.
 func (r *Requester) Reaper() *reaper.Reaper { return r.owner.Reaper() }
 
 // Close fails pending requests with ErrClosed, flushes request sends and

@@ -106,8 +106,7 @@ func (c *Client) hostGone(url string) {
 	_, _ = c.Client.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(url)})
 }
 
-// Reaper returns the client's reaper, for its statistics or an immediate
-// Sweep.
+// Reaper returns the client's reaper, for its statistics.
 func (c *Client) Reaper() *reaper.Reaper { return c.owner.Reaper() }
 
 // CreateQueue makes a temporary queue: a virtual queue named in.QueueName on

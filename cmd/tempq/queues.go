@@ -33,7 +33,7 @@ func runQueues(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			}
 			if !q.Heartbeat.IsZero() {
 				v["heartbeat"] = q.Heartbeat.UTC()
-				v["heartbeat_age_seconds"] = q.HeartbeatAge(now).Seconds()
+				v["heartbeat_age_seconds"] = now.Sub(q.Heartbeat).Seconds()
 			}
 			if q.Err != nil {
 				v["error"] = q.Err.Error()
@@ -55,7 +55,7 @@ func runQueues(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		counts[q.Verdict]++
 		age, retention := "-", "-"
 		if !q.Heartbeat.IsZero() {
-			age = q.HeartbeatAge(now).Round(time.Second).String()
+			age = now.Sub(q.Heartbeat).Round(time.Second).String()
 		}
 		if q.Retention > 0 {
 			retention = q.Retention.String()

@@ -31,24 +31,22 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			errs[i] = e.Error()
 		}
 		if err := writeJSON(stdout, map[string]any{
-			"dry_run": rep.DryRun, "listed": rep.Listed, "skipped": rep.Skipped, "candidates": rep.Candidates,
-			"kept": rep.Kept, "not_temporary": rep.NotTemporary, "live": rep.Live, "future_heartbeat": rep.FutureHeartbeat,
-			"not_empty": rep.NotEmpty, "deleted": nonNil(rep.Deleted), "vanished": rep.Vanished, "errors": errs, "calls": rep.Calls,
-			"duration_seconds": rep.Duration.Seconds(),
+			"dry_run": *dryRun, "listed": rep.Listed, "kept": rep.Kept, "deleted": nonNil(rep.Deleted),
+			"errors": errs, "duration_seconds": rep.Duration.Seconds(),
 		}); err != nil {
 			return err
 		}
 	} else {
 		verb := "deleted"
-		if rep.DryRun {
+		if *dryRun {
 			verb = "would delete"
 		}
 		for _, u := range rep.Deleted {
 			fmt.Fprintf(stdout, "%s %s\n", verb, queueNameOf(u))
 		}
-		fmt.Fprintf(stdout, "%d queues listed, %d inspected: %s %d, kept %d (%d live, %d not temporary, %d not empty, %d heartbeat in the future), %d errors; %d calls in %v\n",
-			rep.Listed, rep.Candidates, verb, len(rep.Deleted), rep.Kept, rep.Live, rep.NotTemporary, rep.NotEmpty, rep.FutureHeartbeat,
-			len(rep.Errors), rep.Calls, rep.Duration.Round(time.Millisecond))
+		// `tempq queues` shows why each kept queue is kept.
+		fmt.Fprintf(stdout, "%d queues listed: %s %d, kept %d, %d errors, in %v\n",
+			rep.Listed, verb, len(rep.Deleted), rep.Kept, len(rep.Errors), rep.Duration.Round(time.Millisecond))
 		for _, e := range rep.Errors {
 			fmt.Fprintln(stderr, e)
 		}

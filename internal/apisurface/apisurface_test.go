@@ -18,7 +18,7 @@ var library = []string{
 
 // limits are the surface budgets the project holds itself to. They only go
 // down; the target for both is 50.
-var limits = map[string]int{"sqsapi": 85, "reaper": 106}
+var limits = map[string]int{"sqsapi": 85, "reaper": 49}
 
 // leaksAllowed are exported uses of internal types not yet removed.
 var leaksAllowed = map[string]bool{

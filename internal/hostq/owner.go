@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/google/uuid"
 
+	"github.com/tempqueues/tempqueues/internal/heartbeat"
 	"github.com/tempqueues/tempqueues/reaper"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -146,9 +147,6 @@ func NewOwner(op string, client sqsapi.Client, opts OwnerOptions) (*Owner, error
 	if err != nil {
 		return nil, err
 	}
-	if err := r.Start(); err != nil {
-		return nil, err
-	}
 	o.reaper = r
 	return o, nil
 }
@@ -242,7 +240,7 @@ func (o *Owner) create(ctx context.Context, n int, attrs map[string]string) (str
 	out, err := o.raw.CreateQueue(ctx, &sqs.CreateQueueInput{
 		QueueName:  aws.String(name),
 		Attributes: maps.Clone(attrs),
-		Tags:       reaper.QueueTags(o.opts.Retention, now),
+		Tags:       heartbeat.Tags(o.opts.Retention, now),
 	})
 	if err != nil {
 		return "", nil, err

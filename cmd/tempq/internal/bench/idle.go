@@ -35,7 +35,7 @@ func measureIdle(ctx context.Context, e *env) (*IdleResult, error) {
 	}
 	scaled := func(d time.Duration) time.Duration { return (d / time.Duration(k)).Truncate(time.Second) }
 	retention := scaled(sqsapi.DefaultIdleQueueRetention)
-	period := max(scaled(reaper.DefaultPeriod), reaper.MinPeriod)
+	period := max(scaled(5*time.Minute), 2*time.Second) // reaper's default period, and its minimum
 	wait := scaled(sqsapi.MaxWaitTimeSeconds * time.Second)
 
 	reqCounter, respCounter := new(sqsapi.CallCounter), new(sqsapi.CallCounter)

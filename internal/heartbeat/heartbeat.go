@@ -1,0 +1,429 @@
+// Package heartbeat keeps the heartbeat tags of live temporary queues
+// fresh, so that no sweeper of the fleet (Go or Java) deletes them. The
+// reaper and the host-queue lifecycle share it; it is internal so that the
+// public packages need not export it.
+//
+// A queue is live while its RetentionTag (__IdleQueueRetentionPeriodSeconds,
+// seconds) is present and its HeartbeatTag
+// (__AmazonSQSIdleQueueDeletingClient.LastHeartbeatTimestamp, epoch
+// milliseconds) is younger than the retention. A Heartbeater refreshes the
+// HeartbeatTag only when it is older than Fraction of the retention: 36
+// TagQueue calls an hour per queue at the default 300 s and 1/3, where the
+// Java client tags every 5 s (720 an hour). One goroutine serves every
+// queue of a Heartbeater, with jitter, and backs off with jitter on errors
+// such as throttling.
+//
+// The tag, not local activity, is what other processes read: a live owner
+// must keep heartbeating even when the queue is idle, so there is no
+// "touch" that defers heartbeats on activity.
+package heartbeat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/internal/backoff"
+	"github.com/tempqueues/tempqueues/internal/clock"
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+const (
+	// DefaultFraction is the default share of a queue's retention after
+	// which its heartbeat tag is refreshed: at the default 300 s retention,
+	// one TagQueue every 100 s.
+	DefaultFraction = 1.0 / 3
+	// MaxFraction is the largest accepted Fraction. Above it too little of
+	// the retention is left for retries after throttling and for clock
+	// skew between the heartbeating and the sweeping process.
+	MaxFraction = 0.5
+	// DefaultCallTimeout bounds each TagQueue call, so a hung connection
+	// cannot stall heartbeats for longer than a retry.
+	DefaultCallTimeout = 20 * time.Second
+
+	// jitter spreads the heartbeats of queues registered at the same
+	// moment (±10% of the interval), so a fleet started at once does not
+	// tag in bursts. It is symmetric: the average rate stays one per
+	// interval.
+	jitter = 0.1
+)
+
+// Options configure a Heartbeater. Zero values mean the defaults.
+type Options struct {
+	// Logger receives warnings (throttling, deleted queues) and a debug
+	// record per heartbeat. Nil means silent.
+	Logger *slog.Logger
+	// Fraction is the share of a queue's retention after which its
+	// heartbeat tag is refreshed. Default DefaultFraction; a value outside
+	// (0, MaxFraction] is replaced by the default.
+	Fraction float64
+	// CallTimeout bounds each TagQueue call. Default DefaultCallTimeout.
+	CallTimeout time.Duration
+	// OnQueueGone, if set, is called from the heartbeat goroutine when a
+	// registered queue turns out to be deleted (QueueDoesNotExist). The
+	// queue has been dropped already; the owner may recreate it and Add it
+	// again. err matches *types.QueueDoesNotExist with errors.As. It must
+	// not block for long: the heartbeats of other queues wait for it.
+	OnQueueGone func(queueURL string, err error)
+	// Clock reads the time for heartbeat timestamps and schedules, and
+	// draws the jitter. The zero value is the real clock.
+	Clock clock.Clock
+}
+
+// Heartbeater heartbeats the queues registered with Add or AddTagged. Its
+// one goroutine starts on the first Add and returns when no queue is left
+// or on Close, so a process with no queue has no goroutine and makes no
+// call.
+type Heartbeater struct {
+	client sqsapi.Tagger
+	opts   Options
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+
+	mu      sync.Mutex
+	queues  map[string]*beat // by queue URL
+	running bool             // the goroutine is running
+	closed  bool
+	wg      sync.WaitGroup // the goroutine
+	wake    chan struct{}  // buffered 1: registration changed
+
+	closeOnce sync.Once
+	closeDone chan struct{} // closed when the goroutine has returned after Close
+
+	heartbeats, failures, gone atomic.Int64
+}
+
+// beat is the schedule of one registered queue. The goroutine updates it
+// under Heartbeater.mu.
+type beat struct {
+	url       string
+	retention time.Duration
+	// tagRetention: the RetentionTag has not been written yet.
+	tagRetention bool
+	due          time.Time
+	failures     int // consecutive failed TagQueue calls
+}
+
+// New returns a Heartbeater that tags queues with client. It makes no call
+// and starts no goroutine.
+func New(client sqsapi.Tagger, o Options) *Heartbeater {
+	if !(o.Fraction > 0 && o.Fraction <= MaxFraction) {
+		o.Fraction = DefaultFraction
+	}
+	if o.CallTimeout <= 0 {
+		o.CallTimeout = DefaultCallTimeout
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Heartbeater{
+		client:    client,
+		opts:      o,
+		ctx:       ctx,
+		cancel:    cancel,
+		queues:    make(map[string]*beat),
+		wake:      make(chan struct{}, 1),
+		closeDone: make(chan struct{}),
+	}
+}
+
+// Tags returns the tags that mark a queue as a live temporary queue with
+// the given retention, heartbeat at now: the RetentionTag in whole seconds
+// and the HeartbeatTag in epoch milliseconds, exactly as the Java client
+// writes them. Pass them as CreateQueueInput.Tags (AWS then also requires
+// sqs:TagQueue) and register the queue with AddTagged, which saves the
+// first TagQueue call.
+func Tags(retention time.Duration, now time.Time) map[string]string {
+	return map[string]string{
+		sqsapi.RetentionTag: strconv.FormatInt(int64(retention/time.Second), 10),
+		sqsapi.HeartbeatTag: strconv.FormatInt(now.UnixMilli(), 10),
+	}
+}
+
+// Add registers a queue with its idle retention. The goroutine writes both
+// tags at once, then refreshes the HeartbeatTag every Fraction of the
+// retention. Adding a registered queue again with the same retention keeps
+// its schedule; with another retention both tags are rewritten. Add makes
+// no call itself. It returns an error matching sqsapi.ErrInvalidInput for a
+// URL without a queue name or a retention that is not whole seconds of at
+// least sqsapi.MinIdleQueueRetention, and sqsapi.ErrClosed after Close.
+func (h *Heartbeater) Add(queueURL string, retention time.Duration) error {
+	return h.add("heartbeat.Add", queueURL, retention, time.Time{})
+}
+
+// AddTagged registers a queue that already carries both tags, heartbeat at
+// taggedAt (typically created with CreateQueueInput.Tags set to Tags(...)).
+// Its first TagQueue comes one heartbeat interval after taggedAt. Errors
+// are those of Add, and invalid input for a zero taggedAt.
+func (h *Heartbeater) AddTagged(queueURL string, retention time.Duration, taggedAt time.Time) error {
+	if taggedAt.IsZero() {
+		return sqsapi.Invalid("heartbeat.AddTagged", "taggedAt", "must not be zero")
+	}
+	return h.add("heartbeat.AddTagged", queueURL, retention, taggedAt)
+}
+
+func (h *Heartbeater) add(op, queueURL string, retention time.Duration, taggedAt time.Time) error {
+	if queueName(queueURL) == "" {
+		return sqsapi.Invalid(op, "queueURL", "%q has no queue name", queueURL)
+	}
+	if retention < sqsapi.MinIdleQueueRetention {
+		return sqsapi.Invalid(op, "retention", "%v is below the minimum of %v", retention, sqsapi.MinIdleQueueRetention)
+	}
+	if retention%time.Second != 0 {
+		return sqsapi.Invalid(op, "retention", "%v is not a whole number of seconds (the tag holds seconds)", retention)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return sqsapi.ErrClosed
+	}
+	b, ok := h.queues[queueURL]
+	switch {
+	case ok && b.retention == retention:
+		// Already heartbeating with this retention: keep the schedule.
+	case taggedAt.IsZero():
+		h.queues[queueURL] = &beat{url: queueURL, retention: retention, tagRetention: true, due: h.opts.Clock.Now()}
+	default:
+		h.queues[queueURL] = &beat{url: queueURL, retention: retention, due: taggedAt.Add(h.interval(retention))}
+	}
+	if !h.running {
+		h.running = true
+		h.wg.Add(1)
+		go h.loop()
+	}
+	h.signal()
+	return nil
+}
+
+// Remove stops heartbeating a queue, e.g. before the owner deletes it. It
+// makes no call; the tags stay until the queue is deleted. Removing the
+// last queue ends the goroutine.
+func (h *Heartbeater) Remove(queueURL string) {
+	h.mu.Lock()
+	delete(h.queues, queueURL)
+	h.mu.Unlock()
+	h.signal()
+}
+
+// Len returns the number of registered queues.
+func (h *Heartbeater) Len() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.queues)
+}
+
+// Stats are counters of a Heartbeater.
+type Stats struct {
+	Heartbeats int64 // successful TagQueue calls
+	Failures   int64 // failed TagQueue calls, each retried after a backoff
+	QueuesGone int64 // registered queues found deleted and dropped
+}
+
+// Stats returns the Heartbeater's counters.
+func (h *Heartbeater) Stats() Stats {
+	return Stats{Heartbeats: h.heartbeats.Load(), Failures: h.failures.Load(), QueuesGone: h.gone.Load()}
+}
+
+// Close stops heartbeating: later Add calls return sqsapi.ErrClosed, and a
+// TagQueue call in flight is cancelled. A heartbeat owes nothing, so Close
+// flushes nothing; it waits until the goroutine has returned and then
+// returns nil, or returns ctx's error if ctx ends first. Later calls wait
+// in the same way. Registered queues keep their tags and become idle after
+// their retention.
+func (h *Heartbeater) Close(ctx context.Context) error {
+	h.closeOnce.Do(func() {
+		h.mu.Lock()
+		h.closed = true
+		h.mu.Unlock()
+		h.cancel()
+		go func() {
+			h.wg.Wait()
+			close(h.closeDone)
+		}()
+	})
+	select {
+	case <-h.closeDone:
+		return nil
+	default:
+	}
+	select {
+	case <-h.closeDone:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (h *Heartbeater) signal() {
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+// interval is the nominal time between two heartbeats of a queue.
+func (h *Heartbeater) interval(retention time.Duration) time.Duration {
+	return time.Duration(float64(retention) * h.opts.Fraction)
+}
+
+// retryPolicy is the backoff after failed heartbeats of a queue. Its cap is
+// one interval: with Fraction at most 1/2, a queue throttled for a while
+// still gets several attempts before its retention runs out, and a
+// throttled account is not hammered by many queues retrying fast.
+func (h *Heartbeater) retryPolicy(retention time.Duration) backoff.Policy {
+	iv := h.interval(retention)
+	return backoff.Policy{
+		Base: min(max(iv/20, 50*time.Millisecond), 2*time.Second),
+		Cap:  min(iv, time.Minute),
+		Rand: h.opts.Clock.Int64N,
+	}
+}
+
+// pending is a heartbeat to send, copied out of the registry so the call is
+// made without holding the lock.
+type pending struct {
+	b            *beat
+	url          string
+	retention    time.Duration
+	tagRetention bool
+}
+
+// loop is the heartbeat goroutine: it tags the queues that are due, then
+// sleeps until the next one is due or the registry changes. It returns on
+// Close, or when no queue is registered.
+func (h *Heartbeater) loop() {
+	defer h.wg.Done()
+	ctx := h.ctx
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		due, next, ok := h.collect(h.opts.Clock.Now())
+		if !ok {
+			return
+		}
+		for _, p := range due {
+			if ctx.Err() != nil {
+				break
+			}
+			h.beatOnce(ctx, p)
+		}
+		if len(due) > 0 {
+			continue // time has passed while tagging: look again
+		}
+		timer.Reset(max(h.opts.Clock.Until(next), time.Millisecond))
+		select {
+		case <-ctx.Done():
+		case <-h.wake:
+		case <-timer.C:
+		}
+		// Since Go 1.23 a stopped timer delivers no stale tick, so Stop is
+		// enough before the next Reset.
+		timer.Stop()
+	}
+}
+
+// collect returns the queues due at now and the earliest future due time.
+// ok is false, and the goroutine must return, when Close was called or no
+// queue is registered; running is then cleared under the same lock, so a
+// concurrent Add starts a new goroutine.
+func (h *Heartbeater) collect(now time.Time) (due []pending, next time.Time, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ctx.Err() != nil || len(h.queues) == 0 {
+		h.running = false
+		return nil, time.Time{}, false
+	}
+	for _, b := range h.queues {
+		if !b.due.After(now) {
+			due = append(due, pending{b: b, url: b.url, retention: b.retention, tagRetention: b.tagRetention})
+			continue
+		}
+		if next.IsZero() || b.due.Before(next) {
+			next = b.due
+		}
+	}
+	return due, next, true
+}
+
+// jittered scales d by a random factor in [1-jitter, 1+jitter].
+func (h *Heartbeater) jittered(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * (1 + jitter*(2*h.opts.Clock.Float64()-1)))
+}
+
+func (h *Heartbeater) beatOnce(ctx context.Context, p pending) {
+	now := h.opts.Clock.Now()
+	tags := map[string]string{sqsapi.HeartbeatTag: strconv.FormatInt(now.UnixMilli(), 10)}
+	if p.tagRetention {
+		tags[sqsapi.RetentionTag] = strconv.FormatInt(int64(p.retention/time.Second), 10)
+	}
+	callCtx, cancel := context.WithTimeout(ctx, h.opts.CallTimeout)
+	_, err := h.client.TagQueue(callCtx, &sqs.TagQueueInput{QueueUrl: aws.String(p.url), Tags: tags})
+	cancel()
+	if err != nil && ctx.Err() != nil {
+		return // closing: the call was cut short, not failed
+	}
+
+	var gone *types.QueueDoesNotExist
+	isGone := errors.As(err, &gone)
+	h.mu.Lock()
+	if h.queues[p.url] != p.b {
+		// Removed (or re-added) while the call ran: its new state wins.
+		h.mu.Unlock()
+		return
+	}
+	switch {
+	case err == nil:
+		p.b.failures = 0
+		p.b.tagRetention = false
+		p.b.due = now.Add(h.jittered(h.interval(p.retention)))
+	case isGone:
+		delete(h.queues, p.url)
+	default:
+		p.b.failures++
+		policy := h.retryPolicy(p.retention)
+		// Full jitter may pick ~0; the floor keeps a persistently failing
+		// queue from spinning.
+		p.b.due = h.opts.Clock.Now().Add(max(policy.Delay(p.b.failures-1), policy.Base/2))
+	}
+	failures := p.b.failures
+	h.mu.Unlock()
+
+	switch {
+	case err == nil:
+		h.heartbeats.Add(1)
+		h.opts.Logger.Debug("heartbeat", slog.String("queue", p.url))
+	case isGone:
+		h.failures.Add(1)
+		h.gone.Add(1)
+		err = fmt.Errorf("heartbeat of %s: queue was deleted: %w", p.url, err)
+		h.opts.Logger.Warn("heartbeat found the queue deleted; dropped it", slog.String("queue", p.url), slog.Any("err", err))
+		if h.opts.OnQueueGone != nil {
+			h.opts.OnQueueGone(p.url, err)
+		}
+	default:
+		h.failures.Add(1)
+		h.opts.Logger.Warn("heartbeat failed; retrying with backoff", slog.String("queue", p.url), slog.Int("failures", failures), slog.Any("err", err))
+	}
+}
+
+// queueName returns the queue name at the end of a queue URL, or "" when
+// there is none.
+func queueName(queueURL string) string {
+	if u, err := url.Parse(queueURL); err == nil && u.Path != "" {
+		queueURL = u.Path
+	}
+	i := strings.LastIndexByte(queueURL, '/')
+	return queueURL[i+1:]
+}

@@ -1,0 +1,376 @@
+package heartbeat_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go"
+
+	"github.com/tempqueues/tempqueues/internal/clock"
+	"github.com/tempqueues/tempqueues/internal/heartbeat"
+	"github.com/tempqueues/tempqueues/internal/leakcheck"
+	"github.com/tempqueues/tempqueues/internal/sqstestenv"
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+func TestRefreshesAtFraction(t *testing.T) {
+	t.Parallel()
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		t.Parallel()
+		client, counter := b.Client(t)
+		u := createQueue(t, client, hostName(t))
+		counter.Reset()
+
+		h := heartbeat.New(client, heartbeat.Options{})
+		defer func() { _ = h.Close(context.Background()) }()
+		if err := h.Add(u, 3*time.Second); err != nil { // interval 1 s ±10%
+			t.Fatal(err)
+		}
+		time.Sleep(2500 * time.Millisecond)
+		n := counter.Get("TagQueue")
+		if n < 2 || n > 4 {
+			t.Errorf("%d TagQueue calls in 2.5 s at a 1 s interval, want 3 (2-4)", n)
+		}
+		if got := tagsOf(t, client, u)[sqsapi.RetentionTag]; got != "3" {
+			t.Errorf("retention tag %q, want \"3\"", got)
+		}
+		// Adding again with the same retention keeps the schedule.
+		if err := h.Add(u, 3*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		h.Remove(u)
+		n = counter.Get("TagQueue")
+		time.Sleep(1300 * time.Millisecond)
+		if got := counter.Get("TagQueue"); got != n {
+			t.Errorf("%d TagQueue calls after Remove", got-n)
+		}
+		if h.Len() != 0 {
+			t.Errorf("Len = %d after Remove", h.Len())
+		}
+	})
+}
+
+func TestAddTaggedSkipsFirstTag(t *testing.T) {
+	t.Parallel()
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		t.Parallel()
+		client, counter := b.Client(t)
+		now := time.Now()
+		out, err := client.CreateQueue(context.Background(), &sqs.CreateQueueInput{
+			QueueName: aws.String(hostName(t)),
+			Tags:      heartbeat.Tags(3*time.Second, now),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u := aws.ToString(out.QueueUrl)
+		t.Cleanup(func() { _, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
+		if tags := tagsOf(t, client, u); tags[sqsapi.RetentionTag] != "3" || tags[sqsapi.HeartbeatTag] != strconv.FormatInt(now.UnixMilli(), 10) {
+			t.Fatalf("created with tags %v", tags)
+		}
+		counter.Reset()
+
+		h := heartbeat.New(client, heartbeat.Options{})
+		defer func() { _ = h.Close(context.Background()) }()
+		if err := h.AddTagged(u, 3*time.Second, now); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(700 * time.Millisecond)
+		if got := counter.Get("TagQueue"); got != 0 {
+			t.Errorf("%d TagQueue calls before the first interval of a pre-tagged queue", got)
+		}
+		eventually(t, 2*time.Second, "the first refresh", func() bool { return counter.Get("TagQueue") == 1 })
+	})
+}
+
+func TestReportsDeletedQueue(t *testing.T) {
+	t.Parallel()
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		t.Parallel()
+		client, counter := b.Client(t)
+		u := createQueue(t, client, hostName(t))
+		if _, err := client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(u)}); err != nil {
+			t.Fatal(err)
+		}
+		counter.Reset()
+
+		gone := make(chan error, 1)
+		h := heartbeat.New(client, heartbeat.Options{OnQueueGone: func(queueURL string, err error) {
+			if queueURL != u {
+				t.Errorf("OnQueueGone(%q), want %q", queueURL, u)
+			}
+			gone <- err
+		}})
+		defer func() { _ = h.Close(context.Background()) }()
+		if err := h.Add(u, 3*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-gone:
+			var qdne *types.QueueDoesNotExist
+			if !errors.As(err, &qdne) {
+				t.Errorf("OnQueueGone error %v is not a *types.QueueDoesNotExist", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("OnQueueGone not called")
+		}
+		time.Sleep(1200 * time.Millisecond)
+		if got := counter.Get("TagQueue"); got != 1 {
+			t.Errorf("%d TagQueue calls, want 1: a deleted queue must be dropped", got)
+		}
+		if st := h.Stats(); st.QueuesGone != 1 || h.Len() != 0 {
+			t.Errorf("stats %+v, Len %d", st, h.Len())
+		}
+	})
+}
+
+func TestBacksOffWhenThrottled(t *testing.T) {
+	t.Parallel()
+	const throttled = 1500 * time.Millisecond
+	until := time.Now().Add(throttled)
+	var mu sync.Mutex
+	var calls []time.Time
+	f := &tagger{fail: func(string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		now := time.Now()
+		calls = append(calls, now)
+		if now.Before(until) {
+			return &smithy.GenericAPIError{Code: "ThrottlingException", Message: "Rate exceeded", Fault: smithy.FaultClient}
+		}
+		return nil
+	}}
+	h := heartbeat.New(f, heartbeat.Options{})
+	defer func() { _ = h.Close(context.Background()) }()
+	// Retention 2 s: interval 667 ms, retries between 25 ms and 667 ms.
+	if err := h.Add("https://sqs.example/123/q", 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, throttled+2*time.Second, "a heartbeat after throttling ends", func() bool { return h.Stats().Heartbeats >= 1 })
+
+	mu.Lock()
+	defer mu.Unlock()
+	fails := 0
+	for _, c := range calls {
+		if c.Before(until) {
+			fails++
+		}
+	}
+	if fails < 2 {
+		t.Fatalf("only %d throttled calls: the test did not exercise backoff", fails)
+	}
+	// Exponential backoff: a handful of retries in 1.5 s, not a hot loop.
+	if fails > 15 {
+		t.Errorf("%d TagQueue calls while throttled for %v: hot loop", fails, throttled)
+	}
+	for i := 1; i < len(calls); i++ {
+		if gap := calls[i].Sub(calls[i-1]); gap < 20*time.Millisecond {
+			t.Errorf("retry %d came %v after the previous call", i, gap)
+		}
+	}
+	if st := h.Stats(); st.Failures != int64(fails) || h.Len() != 1 {
+		t.Errorf("stats %+v, Len %d; want %d failures and the queue kept", st, h.Len(), fails)
+	}
+}
+
+// TestJavaWireFormat checks the tags are written as the Java client reads
+// them, at the Clock's time, and the Java rule (reimplemented here from its
+// description) judges them live, then idle after the retention.
+func TestJavaWireFormat(t *testing.T) {
+	t.Parallel()
+	at := time.UnixMilli(1_767_225_600_123)
+	f := &tagger{}
+	h := heartbeat.New(f, heartbeat.Options{Clock: clock.Clock{NowFunc: func() time.Time { return at }}})
+	defer func() { _ = h.Close(context.Background()) }()
+	if err := h.Add("https://sqs.example/123/q", 300*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Second, "the first heartbeat", func() bool { return h.Stats().Heartbeats == 1 })
+	tags := f.last()
+	want := map[string]string{sqsapi.RetentionTag: "300", sqsapi.HeartbeatTag: "1767225600123"}
+	if len(tags) != 2 || tags[sqsapi.RetentionTag] != want[sqsapi.RetentionTag] || tags[sqsapi.HeartbeatTag] != want[sqsapi.HeartbeatTag] {
+		t.Fatalf("first TagQueue wrote %v, want %v", tags, want)
+	}
+	if got := heartbeat.Tags(300*time.Second, at); got[sqsapi.RetentionTag] != "300" || got[sqsapi.HeartbeatTag] != "1767225600123" || len(got) != 2 {
+		t.Errorf("Tags = %v, want %v", got, want)
+	}
+	javaIdle := func(tags map[string]string, nowMillis int64) bool {
+		r, ok := tags[sqsapi.RetentionTag]
+		if !ok {
+			return false
+		}
+		ret, _ := strconv.ParseInt(r, 10, 64) // Java: Long.parseLong
+		last, ok := tags[sqsapi.HeartbeatTag]
+		if !ok {
+			return true
+		}
+		l, _ := strconv.ParseInt(last, 10, 64)
+		return nowMillis-l > ret*1000
+	}
+	if javaIdle(tags, at.UnixMilli()+300_000) {
+		t.Error("Java rule calls a heartbeat as old as the retention idle")
+	}
+	if !javaIdle(tags, at.UnixMilli()+300_001) {
+		t.Error("Java rule does not call a heartbeat older than the retention idle")
+	}
+}
+
+// TestFraction checks the interval follows Fraction, and that a value
+// outside (0, MaxFraction] falls back to the default. With a frozen clock, a
+// queue tagged exactly one interval ago is due at once, and one tagged a
+// second less ago is not due for as long as the frozen clock says.
+func TestFraction(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	frozen := clock.Clock{NowFunc: func() time.Time { return now }}
+	for _, c := range []struct {
+		fraction float64
+		interval time.Duration
+	}{{0, 100 * time.Second}, {0.9, 100 * time.Second}, {-1, 100 * time.Second}, {0.25, 75 * time.Second}, {0.5, 150 * time.Second}} {
+		f := &tagger{}
+		h := heartbeat.New(f, heartbeat.Options{Fraction: c.fraction, Clock: frozen})
+		if err := h.AddTagged("https://sqs.example/1/early", 300*time.Second, now.Add(-c.interval+time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.AddTagged("https://sqs.example/1/due", 300*time.Second, now.Add(-c.interval)); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 2*time.Second, "the due queue's heartbeat", func() bool { return h.Stats().Heartbeats == 1 })
+		time.Sleep(100 * time.Millisecond)
+		if n := f.count(); n != 1 {
+			t.Errorf("Fraction %v: %d TagQueue calls, want 1 (interval %v)", c.fraction, n, c.interval)
+		}
+		if tags := f.last(); tags[sqsapi.RetentionTag] != "" {
+			t.Errorf("Fraction %v: a pre-tagged queue got its retention tag rewritten: %v", c.fraction, tags)
+		}
+		if err := h.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestInvalidInput(t *testing.T) {
+	t.Parallel()
+	h := heartbeat.New(&tagger{}, heartbeat.Options{})
+	for _, tc := range []struct {
+		url string
+		ret time.Duration
+	}{{"", time.Minute}, {"https://sqs.example/1/", time.Minute}, {"https://sqs.example/1/q", 500 * time.Millisecond}, {"https://sqs.example/1/q", 1500 * time.Millisecond}} {
+		if err := h.Add(tc.url, tc.ret); !errors.Is(err, sqsapi.ErrInvalidInput) {
+			t.Errorf("Add(%q, %v) = %v, want invalid input", tc.url, tc.ret, err)
+		}
+	}
+	if err := h.AddTagged("https://sqs.example/1/q", time.Minute, time.Time{}); !errors.Is(err, sqsapi.ErrInvalidInput) {
+		t.Errorf("AddTagged with a zero time = %v", err)
+	}
+	if h.Len() != 0 {
+		t.Errorf("Len = %d after invalid calls", h.Len())
+	}
+	if err := h.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// loopRunning reports whether a heartbeat goroutine is alive.
+func loopRunning() bool {
+	for _, g := range leakcheck.Leaked() {
+		if strings.Contains(g, "heartbeat.(*Heartbeater).loop") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestGoroutineOnlyWhileQueues checks the goroutine starts on the first Add,
+// ends when the last queue is removed, starts again on the next Add, and
+// that a Heartbeater with no queue makes no call.
+func TestGoroutineOnlyWhileQueues(t *testing.T) {
+	// Not parallel: it looks at the process's goroutines.
+	leakcheck.Check(t)
+	f := &tagger{}
+	h := heartbeat.New(f, heartbeat.Options{})
+	time.Sleep(50 * time.Millisecond)
+	if loopRunning() || f.count() != 0 {
+		t.Fatalf("a Heartbeater with no queue runs a goroutine (%v) or made %d calls", loopRunning(), f.count())
+	}
+	if err := h.Add("https://sqs.example/1/a", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Second, "the first heartbeat", func() bool { return h.Stats().Heartbeats == 1 })
+	if !loopRunning() {
+		t.Fatal("no goroutine while a queue is registered")
+	}
+	h.Remove("https://sqs.example/1/a")
+	leakcheck.Check(t) // the goroutine ended with the last queue
+	if err := h.Add("https://sqs.example/1/b", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Second, "the heartbeat after a restart", func() bool { return h.Stats().Heartbeats == 2 })
+	if err := h.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	leakcheck.Check(t)
+}
+
+// TestCloseContract checks Close: it cancels a call in flight at once and
+// returns nil; it is idempotent; Add fails with ErrClosed afterwards; and
+// when the goroutine cannot stop in time (a blocked OnQueueGone), Close
+// returns ctx's error, later calls wait again, and return nil once it has
+// stopped.
+func TestCloseContract(t *testing.T) {
+	t.Parallel()
+	f := &tagger{block: true}
+	h := heartbeat.New(f, heartbeat.Options{})
+	if err := h.Add("https://sqs.example/1/q", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Second, "the call in flight", func() bool { return f.count() == 1 })
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.Close(ctx); err != nil {
+		t.Fatalf("Close = %v", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("Close took %v with a call in flight, want it cancelled", d)
+	}
+	if err := h.Close(ctx); err != nil {
+		t.Errorf("second Close = %v", err)
+	}
+	if err := h.Add("https://sqs.example/1/q", time.Minute); !errors.Is(err, sqsapi.ErrClosed) {
+		t.Errorf("Add after Close = %v, want ErrClosed", err)
+	}
+	if st := h.Stats(); st.Failures != 0 {
+		t.Errorf("a call cut short by Close counted as a failure: %+v", st)
+	}
+
+	release := make(chan struct{})
+	entered := make(chan struct{})
+	g := heartbeat.New(&tagger{fail: func(string) error { return &types.QueueDoesNotExist{} }}, heartbeat.Options{
+		OnQueueGone: func(string, error) { close(entered); <-release },
+	})
+	if err := g.Add("https://sqs.example/1/gone", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	short, cancelShort := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancelShort()
+	if err := g.Close(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Close with the goroutine stuck = %v, want DeadlineExceeded", err)
+	}
+	if err := g.Close(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("second Close with the goroutine stuck = %v, want DeadlineExceeded", err)
+	}
+	close(release)
+	if err := g.Close(context.Background()); err != nil {
+		t.Errorf("Close after the goroutine stopped = %v", err)
+	}
+}

@@ -1,0 +1,33 @@
+package reaper
+
+import "github.com/tempqueues/tempqueues/internal/clock"
+
+// Hooks for the external tests (package reaper_test).
+
+// WithClock is an option that replaces the Reaper's or Sweeper's clock.
+func WithClock(c clock.Clock) func(*Options) { return func(o *Options) { o.clock = c } }
+
+// CoordinationQueueSuffix names the lease queue: prefix + suffix.
+const CoordinationQueueSuffix = coordinationSuffix
+
+// LeaseCounts are the lease's internal counters.
+type LeaseCounts struct{ Checks, Won, Created, Duplicates int64 }
+
+// LeaseCountsOf returns r's lease counters (zero when sweeping is disabled).
+func LeaseCountsOf(r *Reaper) LeaseCounts {
+	l := r.lease
+	if l == nil {
+		return LeaseCounts{}
+	}
+	return LeaseCounts{Checks: l.checks.Load(), Won: l.won.Load(), Created: l.created.Load(), Duplicates: l.duplicates.Load()}
+}
+
+// Detail is the part of a Report that is not exported.
+type Detail struct{ Skipped, Candidates, NotTemporary, Live, Future, NotEmpty, Vanished, Calls int }
+
+// DetailOf returns rep's unexported counts.
+func DetailOf(rep Report) Detail {
+	d := rep.detail
+	return Detail{Skipped: d.skipped, Candidates: d.candidates, NotTemporary: d.notTemporary, Live: d.live,
+		Future: d.future, NotEmpty: d.notEmpty, Vanished: d.vanished, Calls: d.calls}
+}
