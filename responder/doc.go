@@ -50,9 +50,10 @@
 //
 // Replies, deletes and visibility changes go through batching coalescers:
 // a lone call goes out at once, and concurrent ones share batch calls. The
-// delete of a handled request, which nobody waits for, first waits up to
-// 10 ms for others to share its call, so that even one request at a time
-// pays about a fifth of a delete call instead of one.
+// delete of a handled request, which nobody waits for, first waits for
+// others to share its call, up to a tenth of the visibility the request has
+// left (at most 2 s, at least 10 ms; Shutdown flushes it), so that even one
+// request at a time pays a fraction of a delete call instead of one.
 //
 // # Stopping
 //
@@ -84,7 +85,7 @@
 //
 // At steady load Serve makes well under one API call per request (receives
 // of up to 10, batched replies and deletes); one request at a time costs a
-// receive, a reply send and, with deletes batched over 10 ms, a share of a
+// receive, a reply send and, with lingering deletes, a share of a
 // delete. An idle Serve makes one long poll per
 // WaitTime (20 s by default): 180 calls an hour.
 //

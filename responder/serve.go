@@ -383,7 +383,13 @@ func (s *server) handle(m types.Message, receivedAt time.Time) {
 
 	switch act.kind {
 	case actDelete:
-		r.dels.Submit(s.queueURL, f.handle, func(_ struct{}, err error) {
+		// Nobody waits for the delete: it may wait for company for a tenth
+		// of the visibility the request has left (batch.DeleteWithin), so
+		// that even one request at a time shares delete calls.
+		s.hb.mu.Lock()
+		left := r.clk.Until(f.deadline)
+		s.hb.mu.Unlock()
+		r.dels.SubmitWithin(s.queueURL, f.handle, batch.DeleteWithin(left), func(_ struct{}, err error) {
 			if err != nil {
 				r.stats.deleteErrors.Add(1)
 				r.log.Warn("responder: deleting request failed; it will be redelivered",
