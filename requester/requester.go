@@ -125,6 +125,8 @@ type Requester struct {
 	counters *hostq.Counters
 	sends    *batch.Sends
 
+	host atomic.Pointer[hostq.Host] // the current host, once opened
+
 	mu      sync.Mutex
 	pending map[*Call]struct{}
 	closed  bool
@@ -349,9 +351,14 @@ func (r *Requester) SendMessageAndGetResponseAsync(ctx context.Context, in *sqs.
 	if closed {
 		return nil, ErrClosed
 	}
-	host, err := r.owner.Open(ctx, r.opts.HostQueueAttributes)
-	if err != nil {
-		return nil, r.closedErr(err)
+	host := r.host.Load()
+	if host == nil || host.Closed() {
+		// First use, or the host was found deleted: the owner creates a
+		// new one (concurrent callers share it).
+		if host, err = r.owner.Open(ctx, r.opts.HostQueueAttributes); err != nil {
+			return nil, r.closedErr(err)
+		}
+		r.host.Store(host)
 	}
 	replyName := uuid.NewString()
 	if requestID == "" {

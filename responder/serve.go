@@ -440,8 +440,13 @@ func (s *server) callCtx() (context.Context, context.CancelFunc) {
 func (s *server) process(ctx context.Context, f *inflight) action {
 	r := s.r
 	req := f.req
-	log := r.log.With(slog.String("queue_url", s.queueURL), slog.String("message_id", aws.ToString(req.Message.MessageId)),
-		slog.String("request_id", req.ID), slog.Int("receive_count", req.ReceiveCount))
+	log := r.log
+	if log.Enabled(context.Background(), slog.LevelError) {
+		// Only a logger that logs something needs the request's attributes:
+		// a silent one would build them for nothing on every request.
+		log = log.With(slog.String("queue_url", s.queueURL), slog.String("message_id", aws.ToString(req.Message.MessageId)),
+			slog.String("request_id", req.ID), slog.Int("receive_count", req.ReceiveCount))
+	}
 	cctx, cancel := s.callCtx()
 	defer cancel()
 

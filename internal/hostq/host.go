@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -41,20 +42,21 @@ type Host struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the maintenance goroutine
 
-	mu       sync.Mutex
-	queues   map[string]*Queue
-	calls    map[string]func(types.Message, error) // expectations by name
-	demand   int                                   // waiting receivers and expectations
-	kick     bool                                  // a short poll asked for one receive
-	pollers  int
-	held     ledger
-	expiry   expiryHeap
-	wake     chan struct{}
+	mu      sync.Mutex
+	queues  map[string]*Queue
+	calls   map[string]func(types.Message, error) // expectations by name
+	demand  int                                   // waiting receivers and expectations
+	kick    bool                                  // a short poll asked for one receive
+	pollers int
+	held    ledger
+	expiry  expiryHeap
+	wake    chan struct{}
 	// maintainAt is when the maintenance goroutine wakes by itself: only an
 	// earlier deadline needs a signal.
 	maintainAt time.Time
 	closed     bool // by Close or gone: no new work
 	gone       bool
+	isClosed   atomic.Bool // closed, for lock-free checks
 
 	closeOnce sync.Once
 	closeDone chan struct{}
@@ -127,11 +129,7 @@ func (h *Host) Visibility() time.Duration { return h.visibility }
 func (h *Host) WaitTime() int32 { return h.waitTime }
 
 // Closed reports whether the host was closed or found gone.
-func (h *Host) Closed() bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.closed
-}
+func (h *Host) Closed() bool { return h.isClosed.Load() }
 
 // closedErrLocked is ErrClosed once the host is closed, an error matching
 // *types.QueueDoesNotExist once it is gone, and nil otherwise.
@@ -524,6 +522,7 @@ func (h *Host) Gone() {
 		return
 	}
 	h.closed, h.gone = true, true
+	h.isClosed.Store(true)
 	h.cancel()
 	h.loop.Abort()
 	f := h.takeAllLocked()
@@ -553,6 +552,7 @@ func (h *Host) Close(ctx context.Context) error {
 		h.mu.Lock()
 		gone := h.gone
 		h.closed = true
+		h.isClosed.Store(true)
 		h.mu.Unlock()
 		// A long poll in flight is cancelled: waiting for its end would
 		// keep an idle host's Close for up to PollWaitTime. What the server
