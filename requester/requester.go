@@ -351,29 +351,20 @@ func (r *Requester) SendMessageAndGetResponseAsync(ctx context.Context, in *sqs.
 	if closed {
 		return nil, ErrClosed
 	}
-	host := r.host.Load()
-	if host == nil || host.Closed() {
-		// First use, or the host was found deleted: the owner creates a
-		// new one (concurrent callers share it).
-		if host, err = r.owner.Open(ctx, r.opts.HostQueueAttributes); err != nil {
-			return nil, r.closedErr(err)
-		}
-		r.host.Store(host)
-	}
 	replyName := uuid.NewString()
 	if requestID == "" {
 		requestID = replyName
 	}
-	call := &Call{r: r, host: host, replyName: replyName, requestID: requestID, queueURL: aws.ToString(in.QueueUrl), done: make(chan struct{})}
-	waitCtx := ctx
-	if _, ok := ctx.Deadline(); !ok && r.opts.Timeout > 0 {
-		waitCtx, call.cancelCtx = context.WithTimeout(ctx, r.opts.Timeout)
-	}
+	call := &Call{r: r, replyName: replyName, requestID: requestID, queueURL: aws.ToString(in.QueueUrl), done: make(chan struct{})}
 	// Expect the reply before sending, so no reply can come too early.
-	if err := host.Expect(replyName, call.onReply); err != nil {
+	if call.host, err = r.expect(ctx, call); err != nil {
 		err = r.closedErr(err)
 		call.finish(nil, err)
 		return nil, err
+	}
+	waitCtx := ctx
+	if _, ok := ctx.Deadline(); !ok && r.opts.Timeout > 0 {
+		waitCtx, call.cancelCtx = context.WithTimeout(ctx, r.opts.Timeout)
 	}
 	r.mu.Lock()
 	if r.closed {
@@ -392,7 +383,7 @@ func (r *Requester) SendMessageAndGetResponseAsync(ctx context.Context, in *sqs.
 	}
 	r.mu.Unlock()
 
-	attrs[sqsapi.ResponseQueueURLAttribute] = sqsapi.StringAttribute(sqsapi.VirtualQueueURL(host.URL(), replyName))
+	attrs[sqsapi.ResponseQueueURLAttribute] = sqsapi.StringAttribute(sqsapi.VirtualQueueURL(call.host.URL(), replyName))
 	attrs[sqsapi.RequestIDAttribute] = sqsapi.StringAttribute(requestID)
 	req := *in
 	req.MessageAttributes = attrs
@@ -430,6 +421,26 @@ func (r *Requester) SendMessageAndGetResponseAsync(ctx context.Context, in *sqs.
 	}
 	call.mu.Unlock()
 	return call, nil
+}
+
+// expect registers call's reply on the current host, opening one first
+// when there is none or it was found deleted (concurrent callers share the
+// new one). A host found deleted between the two gets one more try.
+func (r *Requester) expect(ctx context.Context, call *Call) (*hostq.Host, error) {
+	for attempt := 0; ; attempt++ {
+		host := r.host.Load()
+		if host == nil || host.Closed() {
+			var err error
+			if host, err = r.owner.Open(ctx, r.opts.HostQueueAttributes); err != nil {
+				return nil, err
+			}
+			r.host.Store(host)
+		}
+		err := host.Expect(call.replyName, call.onReply)
+		if err == nil || attempt > 0 || !sqsapi.IsQueueDoesNotExist(err) {
+			return host, err
+		}
+	}
 }
 
 // closedErr makes an error caused by closing match ErrClosed.

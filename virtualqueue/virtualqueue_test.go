@@ -385,10 +385,12 @@ func TestDeletingTheHostDropsItsQueuesAndWakesReceivers(t *testing.T) {
 		if n := c.Stats().VirtualQueues; n != 0 {
 			t.Errorf("%d virtual queues left", n)
 		}
-		// The DeleteQueue is the only call: dropping the host's state is
-		// local and cancels its long poll.
-		if got := e.counter.Total(); got != calls+1 {
-			t.Errorf("deleting the host made %d calls, want 1", got-calls)
+		// Dropping the host's state is local and cancels its long poll: the
+		// DeleteQueue is the only call, but for one receive that the poller
+		// may have made when the server ended its poll on the deleted queue
+		// before the DeleteQueue's response arrived.
+		if got := e.counter.Total() - calls; got < 1 || got > 2 {
+			t.Errorf("deleting the host made %d calls, want the DeleteQueue and at most one receive", got)
 		}
 	})
 }

@@ -40,7 +40,7 @@ type Host struct {
 	loop   *poll.Loop      // the receives of the host's pollers
 	ctx    context.Context // ends on Close or when the host is gone
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // the maintenance goroutine
+	wg     sync.WaitGroup // the pollers and the maintenance goroutine
 
 	mu      sync.Mutex
 	queues  map[string]*Queue
@@ -171,7 +171,11 @@ func (h *Host) startPollersLocked() {
 	}
 	for h.pollers < h.wantPollersLocked() {
 		h.pollers++
-		go h.loop.Run(&poller{h: h})
+		h.wg.Add(1) // under h.mu with closed false: before Close's Wait
+		go func() {
+			defer h.wg.Done()
+			h.loop.Run(&poller{h: h})
+		}()
 	}
 }
 
@@ -559,7 +563,6 @@ func (h *Host) Close(ctx context.Context) error {
 		// may still hand it is covered by the release delay below.
 		h.loop.Abort()
 		h.cancel()
-		h.loop.Wait()
 		h.wg.Wait()
 
 		h.mu.Lock()
