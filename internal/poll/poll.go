@@ -25,7 +25,6 @@ package poll
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -112,7 +111,6 @@ type Loop struct {
 	// client-side. The server may keep such a poll parked until then and
 	// hand it messages nobody sees, hidden for a visibility timeout.
 	parkedUntil atomic.Int64
-	running     sync.WaitGroup
 }
 
 // New returns a Loop receiving with cfg. The receives carry ctx's values;
@@ -142,9 +140,6 @@ func (l *Loop) Stopping() <-chan struct{} { return l.stopCtx.Done() }
 
 // Stopped reports whether Stopping is closed.
 func (l *Loop) Stopped() bool { return l.stopCtx.Err() != nil }
-
-// Wait blocks until every Run of the loop has returned.
-func (l *Loop) Wait() { l.running.Wait() }
 
 // ParkedUntil returns the latest time until which a receive of this loop
 // that did not complete normally (aborted, or failed client-side) may stay
@@ -185,8 +180,6 @@ func (l *Loop) notePark(until time.Time) {
 // Run runs one poller until c.Want returns 0, c.Handle returns false, or
 // the loop stops. Several Runs of one Loop may run at once.
 func (l *Loop) Run(c Consumer) {
-	l.running.Add(1)
-	defer l.running.Done()
 	in := l.cfg.Input
 	for {
 		n := c.Want()

@@ -314,7 +314,6 @@ func TestStopEndsBackoffAndBlockingWant(t *testing.T) {
 	go func() { l2.Run(c2); close(done2) }()
 	l2.Stop()
 	<-done2
-	l2.Wait()
 	if len(c2.got()) != 0 {
 		t.Errorf("results %+v after a Want of 0", c2.got())
 	}
@@ -354,7 +353,6 @@ func TestDemandDrivenPollers(t *testing.T) {
 		go func() { defer wg.Done(); l.Run(d) }()
 	}
 	wg.Wait()
-	l.Wait()
 	if d.waiting > 0 || d.pollers != 0 {
 		t.Errorf("demand left %d, pollers %d: want all served and all pollers ended", d.waiting, d.pollers)
 	}
