@@ -118,6 +118,7 @@ const replyVisibility = 5 * time.Second
 // concurrent use.
 type Requester struct {
 	owner    *hostq.Owner
+	reaper   *reaper.Reaper
 	opts     Options
 	log      *slog.Logger
 	client   sqsapi.Client // counting
@@ -171,13 +172,23 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 	}
 	r.client = hostq.CountCalls(client, r.calls)
 	r.sends = batch.NewSends(r.client, 4)
+	if err := hostq.CheckOwner(op, opts.Prefix, opts.IdleQueueRetention); err != nil {
+		return nil, err
+	}
+	rp, err := reaper.New(client, append([]func(*reaper.Options){func(o *reaper.Options) {
+		o.Prefix, o.Logger, o.DisableSweeping = opts.Prefix, opts.Logger, opts.DisableSweeping
+		o.OnQueueGone = func(url string, _ error) { r.owner.Gone(url) }
+	}}, opts.Reaper...)...)
+	if err != nil {
+		return nil, err
+	}
+	r.reaper = rp
 	owner, err := hostq.NewOwner(op, client, hostq.OwnerOptions{
-		Prefix:          opts.Prefix,
-		Retention:       opts.IdleQueueRetention,
-		DisableSweeping: opts.DisableSweeping,
-		Logger:          opts.Logger,
-		Reaper:          opts.Reaper,
-		Calls:           r.calls,
+		Prefix:     opts.Prefix,
+		Retention:  opts.IdleQueueRetention,
+		Heartbeats: rp,
+		Logger:     opts.Logger,
+		Calls:      r.calls,
 		Host: &hostq.Options{
 			Logger:                   opts.Logger,
 			PollWaitTime:             opts.PollWaitTime,
@@ -189,7 +200,7 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 		},
 	})
 	if err != nil {
-		return nil, err
+		return nil, errors.Join(err, rp.Close(context.Background()))
 	}
 	r.owner = owner
 	return r, nil
@@ -554,7 +565,7 @@ func (r *Requester) Stats() Stats {
 
 // Reaper returns the requester's reaper (heartbeats, sweeps), for its
 // statistics.
-func (r *Requester) Reaper() *reaper.Reaper { return r.owner.Reaper() }
+func (r *Requester) Reaper() *reaper.Reaper { return r.reaper }
 
 // Close fails pending requests with ErrClosed, flushes request sends and
 // reply deletes, stops the poller and the reaper, and deletes this
@@ -576,7 +587,9 @@ func (r *Requester) Close(ctx context.Context) error {
 				c.finish(nil, ErrClosed)
 			}
 		}
-		r.closeErr = errors.Join(r.sends.Close(ctx), r.owner.Close(ctx))
+		// The host queue's heartbeats stop before its delete; the reaper
+		// closes after it.
+		r.closeErr = errors.Join(r.sends.Close(ctx), r.owner.Close(ctx), r.reaper.Close(ctx))
 	})
 	select {
 	case <-r.closeDone:

@@ -58,9 +58,10 @@ type Options struct {
 // queue URLs pass through, calls on virtual URLs are served locally.
 type Client struct {
 	*virtualqueue.Client
-	raw   sqsapi.Client
-	opts  Options
-	owner *hostq.Owner
+	raw    sqsapi.Client
+	opts   Options
+	owner  *hostq.Owner
+	reaper *reaper.Reaper
 }
 
 // New returns a Client over client and starts its reaper (heartbeats and,
@@ -76,16 +77,26 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Client, error) {
 		fn(&opts)
 	}
 	c := &Client{raw: client, opts: opts}
-	owner, err := hostq.NewOwner(op, client, hostq.OwnerOptions{
-		Prefix:          opts.Prefix,
-		Retention:       opts.IdleQueueRetention,
-		DisableSweeping: opts.DisableSweeping,
-		Logger:          opts.Logger,
-		Reaper:          opts.Reaper,
-		OnGone:          c.hostGone,
-	})
+	if err := hostq.CheckOwner(op, opts.Prefix, opts.IdleQueueRetention); err != nil {
+		return nil, err
+	}
+	rp, err := reaper.New(client, append([]func(*reaper.Options){func(o *reaper.Options) {
+		o.Prefix, o.Logger, o.DisableSweeping = opts.Prefix, opts.Logger, opts.DisableSweeping
+		o.OnQueueGone = func(url string, _ error) { c.owner.Gone(url) }
+	}}, opts.Reaper...)...)
 	if err != nil {
 		return nil, err
+	}
+	c.reaper = rp
+	owner, err := hostq.NewOwner(op, client, hostq.OwnerOptions{
+		Prefix:     opts.Prefix,
+		Retention:  opts.IdleQueueRetention,
+		Heartbeats: rp,
+		Logger:     opts.Logger,
+		OnGone:     c.hostGone,
+	})
+	if err != nil {
+		return nil, errors.Join(err, rp.Close(context.Background()))
 	}
 	c.owner = owner
 	// Host queues are this client's own: a lingering poller takes nobody
@@ -107,7 +118,7 @@ func (c *Client) hostGone(url string) {
 }
 
 // Reaper returns the client's reaper, for its statistics.
-func (c *Client) Reaper() *reaper.Reaper { return c.owner.Reaper() }
+func (c *Client) Reaper() *reaper.Reaper { return c.reaper }
 
 // CreateQueue makes a temporary queue: a virtual queue named in.QueueName on
 // this client's host queue for in.Attributes (created on first use), which
@@ -162,5 +173,5 @@ func (c *Client) CreateQueue(ctx context.Context, in *sqs.CreateQueueInput, optF
 // host queues. It returns when done or when ctx ends (with ctx's error, the
 // rest abandoned), nil when nothing had to be abandoned; it is idempotent.
 func (c *Client) Close(ctx context.Context) error {
-	return errors.Join(c.Client.Close(ctx), c.owner.Close(ctx))
+	return errors.Join(c.Client.Close(ctx), c.owner.Close(ctx), c.reaper.Close(ctx))
 }

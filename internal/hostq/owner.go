@@ -16,7 +16,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tempqueues/tempqueues/internal/heartbeat"
-	"github.com/tempqueues/tempqueues/reaper"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -31,13 +30,23 @@ var hostAttributes = []string{
 // host queues per owner.
 const maxPrefix = sqsapi.MaxQueueNameLength - 36 - 4
 
+// Heartbeats keeps owned host queues alive for the fleet's sweepers. A
+// *reaper.Reaper is one; its owner creates it (with OnQueueGone calling
+// Owner.Gone) and closes it after the Owner.
+type Heartbeats interface {
+	// AddTagged starts heartbeating a queue created with the heartbeat
+	// tags at taggedAt.
+	AddTagged(queueURL string, retention time.Duration, taggedAt time.Time) error
+	// Remove stops heartbeating a queue.
+	Remove(queueURL string)
+}
+
 // OwnerOptions configure an Owner.
 type OwnerOptions struct {
-	Prefix          string        // host queue names start with it
-	Retention       time.Duration // heartbeat retention tag
-	DisableSweeping bool          // do not join the fleet's sweeps
-	Logger          *slog.Logger
-	Reaper          []func(*reaper.Options)
+	Prefix     string        // host queue names start with it
+	Retention  time.Duration // heartbeat retention tag
+	Heartbeats Heartbeats    // required
+	Logger     *slog.Logger
 	// Host, when set, makes Open available: it configures the runtime Host
 	// opened over each owned queue (defaults set by NewOwner).
 	Host *Options
@@ -45,7 +54,7 @@ type OwnerOptions struct {
 	// is found deleted; the next use creates a new one.
 	OnGone func(url string)
 	// Calls, if set, counts the calls made for the host queues and their
-	// runtime Hosts (not the reaper's).
+	// runtime Hosts.
 	Calls *sqsapi.CallCounter
 }
 
@@ -83,16 +92,16 @@ func canonical(attrs map[string]string) (string, error) {
 }
 
 // Owner is the lifecycle of the host queues a process creates for itself,
-// one per distinct attribute set: it creates each with the reaper's tags
-// (named <prefix><uuid>-<n>, the Java client's format), heartbeats it,
-// forgets it when found deleted so the next use creates a new one, and
-// deletes it on Close. A crashed process's queues are left to the fleet's
-// sweeps, which the Owner joins unless told not to.
+// one per distinct attribute set: it creates each with the heartbeat tags
+// (named <prefix><uuid>-<n>, the Java client's format), heartbeats it
+// through OwnerOptions.Heartbeats, forgets it when found deleted so the
+// next use creates a new one, and deletes it on Close. A crashed process's
+// queues are left to the fleet's sweeps.
 type Owner struct {
-	raw    sqsapi.Client
-	opts   OwnerOptions
-	id     string
-	reaper *reaper.Reaper
+	raw  sqsapi.Client
+	opts OwnerOptions
+	id   string
+	hb   Heartbeats
 
 	mu      sync.Mutex
 	hosts   map[string]*owned // by canonical attribute set
@@ -112,11 +121,13 @@ type owned struct {
 	err   error
 }
 
-// NewOwner validates opts and starts the reaper (heartbeats and, unless
-// disabled, the fleet's sweeps). It makes no API call itself.
+// NewOwner validates opts. It makes no API call.
 func NewOwner(op string, client sqsapi.Client, opts OwnerOptions) (*Owner, error) {
 	if err := CheckOwner(op, opts.Prefix, opts.Retention); err != nil {
 		return nil, err
+	}
+	if opts.Heartbeats == nil {
+		return nil, sqsapi.Invalid(op, "Heartbeats", "nil")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -128,7 +139,7 @@ func NewOwner(op string, client sqsapi.Client, opts OwnerOptions) (*Owner, error
 	if opts.Calls != nil {
 		raw = CountCalls(client, opts.Calls)
 	}
-	o := &Owner{raw: raw, opts: opts, id: uuid.NewString(), hosts: make(map[string]*owned), closeDone: make(chan struct{})}
+	o := &Owner{raw: raw, opts: opts, hb: opts.Heartbeats, id: uuid.NewString(), hosts: make(map[string]*owned), closeDone: make(chan struct{})}
 	if opts.Host != nil {
 		next := opts.Host.OnGone
 		opts.Host.OnGone = func(h *Host) {
@@ -138,21 +149,8 @@ func NewOwner(op string, client sqsapi.Client, opts OwnerOptions) (*Owner, error
 			}
 		}
 	}
-	r, err := reaper.New(client, append([]func(*reaper.Options){func(ro *reaper.Options) {
-		ro.Prefix = opts.Prefix
-		ro.Logger = opts.Logger
-		ro.DisableSweeping = opts.DisableSweeping
-		ro.OnQueueGone = func(url string, _ error) { o.Gone(url) }
-	}}, opts.Reaper...)...)
-	if err != nil {
-		return nil, err
-	}
-	o.reaper = r
 	return o, nil
 }
-
-// Reaper returns the owner's reaper.
-func (o *Owner) Reaper() *reaper.Reaper { return o.reaper }
 
 // URL returns the URL of the owned host queue for attrs, creating it on
 // first use.
@@ -215,7 +213,7 @@ func (o *Owner) get(ctx context.Context, attrs map[string]string) (*owned, error
 	o.mu.Unlock()
 	if ow.err == nil && closed {
 		// Close ran while the queue was being created and did not see it.
-		o.reaper.Remove(ow.url)
+		o.hb.Remove(ow.url)
 		if ow.host != nil {
 			_ = ow.host.Close(context.WithoutCancel(ctx))
 		}
@@ -246,7 +244,7 @@ func (o *Owner) create(ctx context.Context, n int, attrs map[string]string) (str
 		return "", nil, err
 	}
 	url := aws.ToString(out.QueueUrl)
-	if err := o.reaper.AddTagged(url, o.opts.Retention, now); err != nil {
+	if err := o.hb.AddTagged(url, o.opts.Retention, now); err != nil {
 		// Typically Close ran meanwhile: a queue nobody heartbeats or
 		// deletes must not outlive this call.
 		o.deleteQueue(ctx, url)
@@ -258,7 +256,7 @@ func (o *Owner) create(ctx context.Context, n int, attrs map[string]string) (str
 	var h *Host
 	if o.opts.Host != nil {
 		if h, err = Open(ctx, o.raw, url, o.opts.Host); err != nil {
-			o.reaper.Remove(url)
+			o.hb.Remove(url)
 			o.deleteQueue(ctx, url)
 			return "", nil, err
 		}
@@ -292,7 +290,7 @@ func (o *Owner) Gone(url string) {
 	if !found {
 		return
 	}
-	o.reaper.Remove(url)
+	o.hb.Remove(url)
 	if h != nil {
 		h.Gone()
 	}
@@ -321,8 +319,8 @@ func (o *Owner) URLs() []string {
 }
 
 // Close closes the runtime Hosts (failing their waiting calls, releasing
-// held messages, flushing deletes), stops the reaper and deletes the owned
-// host queues. It returns when done or when ctx ends, with ctx's error if
+// held messages, flushing deletes), stops their heartbeats and deletes the
+// owned host queues. It returns when done or when ctx ends, with ctx's error if
 // work was abandoned, and is idempotent.
 func (o *Owner) Close(ctx context.Context) error {
 	o.closeOnce.Do(func() {
@@ -357,9 +355,8 @@ func (o *Owner) Close(ctx context.Context) error {
 		}
 		wg.Wait()
 		for _, ow := range live {
-			o.reaper.Remove(ow.url)
+			o.hb.Remove(ow.url)
 		}
-		errs = append(errs, o.reaper.Close(ctx))
 		for _, ow := range live {
 			if _, err := o.raw.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(ow.url)}); err != nil && !sqsapi.IsQueueDoesNotExist(err) {
 				errs = append(errs, err)
