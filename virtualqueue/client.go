@@ -24,21 +24,13 @@ type Client struct {
 	hostOpts hostq.Options
 	sends    *batch.Sends
 
+	hosts   hostq.Set[*hostq.Host] // by URL
 	mu      sync.Mutex
-	hosts   map[string]*hostEntry
 	retired []*hostq.Host // found gone; closed by Close
-	closed  bool
 
 	closeOnce sync.Once
 	closeDone chan struct{}
 	closeErr  error
-}
-
-// hostEntry is a host being opened (ready open) or open.
-type hostEntry struct {
-	ready chan struct{}
-	h     *hostq.Host
-	err   error
 }
 
 var _ sqsapi.Client = (*Client)(nil)
@@ -57,7 +49,6 @@ func New(client sqsapi.Client, optFns ...func(*Options)) *Client {
 		sqs:       wrapped,
 		calls:     calls,
 		opts:      opts,
-		hosts:     make(map[string]*hostEntry),
 		closeDone: make(chan struct{}),
 	}
 	c.hostOpts = hostq.Options{
@@ -144,14 +135,9 @@ func (c *Client) Stats() Stats {
 func (c *Client) Close(ctx context.Context) error {
 	c.closeOnce.Do(func() {
 		defer close(c.closeDone)
+		hosts := c.hosts.Close()
 		c.mu.Lock()
-		c.closed = true
-		hosts := c.retired
-		for _, e := range c.hosts {
-			if e.h != nil {
-				hosts = append(hosts, e.h)
-			}
-		}
+		hosts = append(hosts, c.retired...)
 		c.mu.Unlock()
 		errs := make([]error, len(hosts)+1)
 		var wg sync.WaitGroup
@@ -174,77 +160,28 @@ func (c *Client) Close(ctx context.Context) error {
 	}
 }
 
-func (c *Client) isClosed() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.closed
-}
+func (c *Client) isClosed() bool { return c.hosts.Closed() }
 
 // getHost returns the open host for hostURL, opening it on first use.
 // Concurrent first uses share one GetQueueAttributes call.
 func (c *Client) getHost(ctx context.Context, hostURL string) (*hostq.Host, error) {
-	for {
-		c.mu.Lock()
-		if c.closed {
-			c.mu.Unlock()
-			return nil, ErrClosed
-		}
-		e := c.hosts[hostURL]
-		if e == nil {
-			break
-		}
-		c.mu.Unlock()
-		select {
-		case <-e.ready:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		if e.err == nil {
-			return e.h, nil
-		}
-		// The first caller's failure (perhaps its context) is not ours:
-		// retry.
-	}
-	e := &hostEntry{ready: make(chan struct{})}
-	c.hosts[hostURL] = e
-	c.mu.Unlock()
-	h, err := hostq.Open(ctx, c.sqs, hostURL, &c.hostOpts)
-	c.mu.Lock()
-	if err == nil && c.closed {
-		// Close did not see this host: close it here.
-		defer func() { _ = h.Close(context.WithoutCancel(ctx)) }()
-		h, err = nil, ErrClosed
-	}
-	e.h, e.err = h, err
-	if err != nil {
-		delete(c.hosts, hostURL)
-	}
-	c.mu.Unlock()
-	close(e.ready)
-	return h, err
+	return c.hosts.Get(ctx, hostURL,
+		func() (*hostq.Host, error) { return hostq.Open(ctx, c.sqs, hostURL, &c.hostOpts) },
+		func(h *hostq.Host) { _ = h.Close(context.WithoutCancel(ctx)) })
 }
 
 // lookupHost returns the open host for hostURL, or nil.
 func (c *Client) lookupHost(hostURL string) *hostq.Host {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e := c.hosts[hostURL]; e != nil {
-		select {
-		case <-e.ready:
-			return e.h
-		default:
-		}
-	}
-	return nil
+	h, _ := c.hosts.Lookup(hostURL)
+	return h
 }
 
 // forget drops a host found deleted: its virtual queues went with it.
 func (c *Client) forget(h *hostq.Host) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e := c.hosts[h.URL()]; e != nil && e.h == h {
-		delete(c.hosts, h.URL())
-		c.retired = append(c.retired, h)
+	if gone := c.hosts.Remove(func(x *hostq.Host) bool { return x == h }); len(gone) > 0 {
+		c.mu.Lock()
+		c.retired = append(c.retired, gone...)
+		c.mu.Unlock()
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -102,12 +103,11 @@ type Owner struct {
 	opts OwnerOptions
 	id   string
 	hb   Heartbeats
+	n    atomic.Int64 // host queues created, for their names
 
+	hosts   Set[*owned] // by canonical attribute set
 	mu      sync.Mutex
-	hosts   map[string]*owned // by canonical attribute set
-	retired []*Host           // opened hosts found gone, closed by Close
-	n       int
-	closed  bool
+	retired []*Host // opened hosts found gone, closed by Close
 
 	closeOnce sync.Once
 	closeDone chan struct{}
@@ -115,10 +115,8 @@ type Owner struct {
 }
 
 type owned struct {
-	ready chan struct{} // closed when url, host and err are set
-	url   string
-	host  *Host
-	err   error
+	url  string
+	host *Host // nil unless OwnerOptions.Host is set
 }
 
 // NewOwner validates opts. It makes no API call.
@@ -139,7 +137,7 @@ func NewOwner(op string, client sqsapi.Client, opts OwnerOptions) (*Owner, error
 	if opts.Calls != nil {
 		raw = CountCalls(client, opts.Calls)
 	}
-	o := &Owner{raw: raw, opts: opts, hb: opts.Heartbeats, id: uuid.NewString(), hosts: make(map[string]*owned), closeDone: make(chan struct{})}
+	o := &Owner{raw: raw, opts: opts, hb: opts.Heartbeats, id: uuid.NewString(), closeDone: make(chan struct{})}
 	if opts.Host != nil {
 		next := opts.Host.OnGone
 		opts.Host.OnGone = func(h *Host) {
@@ -177,51 +175,17 @@ func (o *Owner) get(ctx context.Context, attrs map[string]string) (*owned, error
 	if err != nil {
 		return nil, err
 	}
-	for {
-		o.mu.Lock()
-		if o.closed {
-			o.mu.Unlock()
-			return nil, sqsapi.ErrClosed
-		}
-		ow := o.hosts[key]
-		if ow == nil {
-			break
-		}
-		o.mu.Unlock()
-		select {
-		case <-ow.ready:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		if ow.err == nil {
-			return ow, nil
-		}
-		// The creator's failure removed it: try anew.
-	}
-	ow := &owned{ready: make(chan struct{})}
-	o.hosts[key] = ow
-	n := o.n
-	o.n++
-	o.mu.Unlock()
-
-	ow.url, ow.host, ow.err = o.create(ctx, n, attrs)
-	o.mu.Lock()
-	closed := o.closed
-	if ow.err != nil || closed {
-		delete(o.hosts, key)
-	}
-	o.mu.Unlock()
-	if ow.err == nil && closed {
-		// Close ran while the queue was being created and did not see it.
+	return o.hosts.Get(ctx, key, func() (*owned, error) {
+		url, h, err := o.create(ctx, int(o.n.Add(1)-1), attrs)
+		return &owned{url: url, host: h}, err
+	}, func(ow *owned) {
+		// Close ran meanwhile: nobody will use or heartbeat this queue.
 		o.hb.Remove(ow.url)
 		if ow.host != nil {
 			_ = ow.host.Close(context.WithoutCancel(ctx))
 		}
 		o.deleteQueue(ctx, ow.url)
-		ow.url, ow.host, ow.err = "", nil, sqsapi.ErrClosed
-	}
-	close(ow.ready)
-	return ow, ow.err
+	})
 }
 
 // deleteQueue deletes a host queue nobody will use or heartbeat, even when
@@ -269,53 +233,23 @@ func (o *Owner) create(ctx context.Context, n int, attrs map[string]string) (str
 // or an operator), so the next use creates a new one, ends its runtime Host
 // and calls OwnerOptions.OnGone. It makes no API call.
 func (o *Owner) Gone(url string) {
-	var h *Host
-	found := false
-	o.mu.Lock()
-	for k, ow := range o.hosts {
-		select {
-		case <-ow.ready:
-			if ow.url == url {
-				delete(o.hosts, k)
-				found = true
-				if ow.host != nil {
-					h = ow.host
-					o.retired = append(o.retired, h)
-				}
-			}
-		default:
-		}
-	}
-	o.mu.Unlock()
-	if !found {
+	gone := o.hosts.Remove(func(ow *owned) bool { return ow.url == url })
+	if len(gone) == 0 {
 		return
 	}
 	o.hb.Remove(url)
-	if h != nil {
-		h.Gone()
+	for _, ow := range gone {
+		if ow.host != nil {
+			o.mu.Lock()
+			o.retired = append(o.retired, ow.host)
+			o.mu.Unlock()
+			ow.host.Gone()
+		}
 	}
 	o.opts.Logger.LogAttrs(context.Background(), slog.LevelWarn, "hostq: owned host queue was deleted; a new one will be created", slog.String("queue_url", url))
 	if o.opts.OnGone != nil {
 		o.opts.OnGone(url)
 	}
-}
-
-// URLs returns the URLs of the live owned host queues.
-func (o *Owner) URLs() []string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	var urls []string
-	for _, ow := range o.hosts {
-		select {
-		case <-ow.ready:
-			if ow.err == nil {
-				urls = append(urls, ow.url)
-			}
-		default:
-		}
-	}
-	slices.Sort(urls)
-	return urls
 }
 
 // Close closes the runtime Hosts (failing their waiting calls, releasing
@@ -325,18 +259,8 @@ func (o *Owner) URLs() []string {
 func (o *Owner) Close(ctx context.Context) error {
 	o.closeOnce.Do(func() {
 		defer close(o.closeDone)
+		live := o.hosts.Close()
 		o.mu.Lock()
-		o.closed = true
-		var live []*owned
-		for _, ow := range o.hosts {
-			select {
-			case <-ow.ready:
-				if ow.err == nil {
-					live = append(live, ow)
-				}
-			default:
-			}
-		}
 		hosts := slices.Clone(o.retired)
 		o.mu.Unlock()
 		for _, ow := range live {
