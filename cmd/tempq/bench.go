@@ -41,6 +41,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	contenders := fs.String("contenders", strings.Join(bench.Contenders, ","), "comma-separated contenders")
 	idleWindow := fs.Duration("idle-window", 30*time.Second, "idle-cost window (0 skips); stands for window x idle-scale of real time")
 	idleScale := fs.Int("idle-scale", 20, fmt.Sprintf("divide the library's periods by this for the idle measurement (1 to %d)", bench.MaxIdleScale))
+	stopIdle := fs.Duration("stop-idle", 2*time.Second, "time each idle client (requester, virtualqueue, tempqueue, responder; default options, 20 s long polls) is left alone before its stop is timed, once per round (0 skips the stopping measurement)")
 	memQueues := fs.Int("memory-queues", 200_000, "idle virtual queues created to measure their memory (0 skips)")
 	createWait := fs.Duration("create-wait", time.Second, "queue-per-request: wait after CreateQueue before using the queue (AWS documents at least 1s; emulators need none); every contender also waits this long, off the clock, after its set-up")
 	latency := fs.Duration("latency", 0, "sqstest only: added to every call, to stand for a network round trip")
@@ -70,6 +71,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *duration <= 0 || *rounds <= 0 {
 		return usageError("--duration and --rounds must be positive")
+	}
+	if *stopIdle < 0 || *idleWindow < 0 {
+		return usageError("--stop-idle and --idle-window must not be negative")
 	}
 
 	if *fromJSON != "" {
@@ -144,6 +148,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Duration:        *duration,
 		CreateWait:      *createWait,
 		Idle:            bench.IdleConfig{Window: *idleWindow, Scale: *idleScale},
+		Stop:            bench.StopConfig{Idle: *stopIdle},
 		MemoryQueues:    *memQueues,
 		Progress:        stderr,
 	}

@@ -100,6 +100,9 @@ type Config struct {
 	ServerConcurrency int
 	// Idle configures the idle-cost measurement; a zero Window skips it.
 	Idle IdleConfig
+	// Stop configures the measurement of how fast idle clients stop; a
+	// zero Idle skips it. It runs Rounds times.
+	Stop StopConfig
 	// MemoryQueues is the number of idle virtual queues created to measure
 	// their memory; 0 skips it.
 	MemoryQueues int
@@ -141,6 +144,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Idle.Scale <= 0 {
 		c.Idle.Scale = 20
+	}
+	if c.Stop.Timeout <= 0 {
+		c.Stop.Timeout = 10 * time.Second
 	}
 	if c.Progress == nil {
 		c.Progress = io.Discard
@@ -201,6 +207,11 @@ type Report struct {
 	// so that Result.CPUMicrosPerRPC counts its work too.
 	CPUIncludesServer bool        `json:"cpu_includes_server,omitempty"`
 	Idle              *IdleResult `json:"idle,omitempty"`
+	// StopIdle is how long each client idled before its timed stop, and
+	// Stop the stop times of each idle client (StopComponents), in
+	// milliseconds; nil when not measured.
+	StopIdle time.Duration          `json:"stop_idle_ns,omitempty"`
+	Stop     map[string]*StopResult `json:"stop_ms,omitempty"`
 	// BytesPerIdleVirtualQueue is the heap per idle virtual queue, 0 when
 	// not measured.
 	BytesPerIdleVirtualQueue float64 `json:"bytes_per_idle_virtual_queue,omitempty"`
@@ -354,6 +365,14 @@ func run(ctx context.Context, cfg Config, newC func(name string, e *env, client 
 			return nil, fmt.Errorf("bench: idle: %w", err)
 		}
 		rep.Idle = idle
+	}
+	if cfg.Stop.Idle > 0 {
+		fmt.Fprintf(cfg.Progress, "measuring how fast idle clients stop (idle %v before each stop, %d rounds)\n", cfg.Stop.Idle, cfg.Rounds)
+		stops, err := measureStops(ctx, e)
+		if err != nil {
+			return nil, fmt.Errorf("bench: stopping: %w", err)
+		}
+		rep.StopIdle, rep.Stop = cfg.Stop.Idle, stops
 	}
 	if cfg.MemoryQueues > 0 {
 		fmt.Fprintf(cfg.Progress, "measuring memory of %d idle virtual queues\n", cfg.MemoryQueues)

@@ -18,7 +18,10 @@ type Target struct {
 	Limit    float64 `json:"limit"`
 	Unit     string  `json:"unit"`
 	AtMost   bool    `json:"at_most"` // the figure must be at most Limit; else at least
-	Met      bool    `json:"met"`
+	// Errors fail the target whatever the figure (a stop that returned an
+	// error has not done its job, however fast).
+	Errors int  `json:"errors,omitempty"`
+	Met    bool `json:"met"`
 }
 
 // Targets checks the report against the targets of MISSION.md. Targets
@@ -70,6 +73,13 @@ func Targets(r *Report) []Target {
 	if r.Idle != nil {
 		add("idle requester API calls per hour", r.Idle.RequesterPerHour, 120, "calls/h", true)
 	}
+	for _, name := range StopComponents {
+		if st := r.Stop[name]; st != nil {
+			add(fmt.Sprintf("idle %s stops, slowest of %d, no error", stopLabel[name], len(st.Samples)), st.Max, ms(StopLimit), "ms", true)
+			ts[len(ts)-1].Errors = st.Errors
+			ts[len(ts)-1].Met = ts[len(ts)-1].Met && st.Errors == 0
+		}
+	}
 	if r.BytesPerIdleVirtualQueue > 0 {
 		add("bytes per idle virtual queue", r.BytesPerIdleVirtualQueue, 512, "B", true)
 	}
@@ -106,6 +116,9 @@ func WriteTable(w io.Writer, r *Report) error {
 		fmt.Fprintf(&b, "| requester (alone in its fleet: it also sweeps) | %.0f | %s |\n", r.Idle.RequesterPerHour, ops(r.Idle.RequesterCalls))
 		fmt.Fprintf(&b, "| responder (one Serve, 20 s long polls) | %.0f | %s |\n", r.Idle.ResponderPerHour, ops(r.Idle.ResponderCalls))
 	}
+	if len(r.Stop) > 0 {
+		writeStops(&b, r)
+	}
 	if r.BytesPerIdleVirtualQueue > 0 {
 		fmt.Fprintf(&b, "\nheap per idle virtual queue: %.0f bytes\n", r.BytesPerIdleVirtualQueue)
 	}
@@ -120,11 +133,58 @@ func WriteTable(w io.Writer, r *Report) error {
 			if !t.Met {
 				met = "**no**"
 			}
-			fmt.Fprintf(&b, "| %s | %.2f %s | %s %.2f | %s |\n", t.Name, t.Measured, t.Unit, cmp, t.Limit, met)
+			errs := ""
+			if t.Errors > 0 {
+				errs = fmt.Sprintf(", %d errors", t.Errors)
+			}
+			fmt.Fprintf(&b, "| %s | %.2f %s%s | %s %.2f | %s |\n", t.Name, t.Measured, t.Unit, errs, cmp, t.Limit, met)
 		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// stopLabel names each idle client and its stop in the targets.
+var stopLabel = map[string]string{
+	StopRequester:         "requester: Close",
+	StopVirtualQueue:      "virtualqueue.Client: Close",
+	StopTempQueue:         "tempqueue.Client: Close",
+	StopResponderShutdown: "responder: Shutdown",
+	StopResponderCancel:   "responder: Serve's context cancelled",
+}
+
+// writeStops writes the stop times of the idle clients and the first error
+// of each component that had one.
+func writeStops(b *strings.Builder, r *Report) {
+	fmt.Fprintf(b, "\nstopping idle clients (default options: 20 s long polls, sweeping on), each left alone %v before its stop, limit %v:\n\n", r.StopIdle, StopLimit)
+	b.WriteString("| idle client | timed | stops | max ms | median ms | errors | API calls per stop |\n|---|---|--:|--:|--:|--:|---|\n")
+	var firsts []string
+	for _, name := range StopComponents {
+		st := r.Stop[name]
+		if st == nil {
+			continue
+		}
+		fmt.Fprintf(b, "| %s | %s | %d | %.2f | %.2f | %d | %s |\n", name, stopCall[name], len(st.Samples), st.Max, st.Median, st.Errors, opsPer(st.Calls, len(st.Samples)))
+		if st.FirstError != "" {
+			firsts = append(firsts, fmt.Sprintf("first error of %s: %s\n", name, st.FirstError))
+		}
+	}
+	if len(firsts) > 0 {
+		b.WriteString("\n" + strings.Join(firsts, ""))
+	}
+}
+
+// opsPer is ops with every count divided by n.
+func opsPer(m map[string]int64, n int) string {
+	if len(m) == 0 || n <= 0 {
+		return "none"
+	}
+	keys := slices.Sorted(maps.Keys(m))
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %.3g", k, float64(m[k])/float64(n))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func ops(m map[string]int64) string {
