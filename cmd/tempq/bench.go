@@ -32,7 +32,7 @@ import (
 const benchIdleConns = 256
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench", "[--duration 5s] [--rounds 3] [--json] [--svg-dir DIR] [--endpoint-url URL | --aws]", stderr)
+	fs := newFlags("bench", "[--duration 5s] [--rounds 3] [--idle-window 30s] [--stop-idle 2s] [--json] [--svg-dir DIR] [--endpoint-url URL | --aws]", stderr)
 	var env sqsenv.Flags
 	env.Register(fs)
 	duration := fs.Duration("duration", 5*time.Second, "length of one measurement window (per contender, concurrency and round)")
@@ -41,7 +41,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	contenders := fs.String("contenders", strings.Join(bench.Contenders, ","), "comma-separated contenders")
 	idleWindow := fs.Duration("idle-window", 30*time.Second, "idle-cost window (0 skips); stands for window x idle-scale of real time")
 	idleScale := fs.Int("idle-scale", 20, fmt.Sprintf("divide the library's periods by this for the idle measurement (1 to %d)", bench.MaxIdleScale))
-	stopIdle := fs.Duration("stop-idle", 2*time.Second, "time each idle client (requester, virtualqueue, tempqueue, responder; default options, 20 s long polls) is left alone before its stop is timed, once per round (0 skips the stopping measurement)")
+	stopIdle := fs.Duration("stop-idle", 2*time.Second, "how long an idle requester, virtualqueue client, tempqueue client and responder (default options: 20 s long polls) are left alone before their Close, Shutdown or cancelled Serve is timed, once per round (0 skips); target: each stops within 1s, without error")
 	memQueues := fs.Int("memory-queues", 200_000, "idle virtual queues created to measure their memory (0 skips)")
 	createWait := fs.Duration("create-wait", time.Second, "queue-per-request: wait after CreateQueue before using the queue (AWS documents at least 1s; emulators need none); every contender also waits this long, off the clock, after its set-up")
 	latency := fs.Duration("latency", 0, "sqstest only: added to every call, to stand for a network round trip")

@@ -38,7 +38,7 @@ var commands = []command{
 	{"sweep", "delete idle temporary queues (--dry-run to list them)", runSweep},
 	{"redrive", "replay a dead-letter queue with backoff; park what keeps failing", runRedrive},
 	{"backlog", "backlog-per-worker figures of a queue for autoscaling", runBacklog},
-	{"bench", "benchmark tempqueues against queue-per-request, a static reply queue and the floor", runBench},
+	{"bench", "benchmark tempqueues against queue-per-request, a static reply queue and the floor; idle cost, stop times", runBench},
 }
 
 // exitError carries an exit code; usage errors exit 2, failures 1.

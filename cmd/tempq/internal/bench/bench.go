@@ -34,6 +34,11 @@
 // bills the window for the garbage it made. A server in a child process
 // (the default of tempq bench) is not in it; a server in this process is
 // (Config.ServerInProcess, Report.CPUIncludesServer).
+//
+// Beside the contenders the run measures the idle cost of a requester and
+// a responder (IdleConfig), how fast idle clients with default options
+// stop against the lifecycle contract's one second (StopConfig), and the
+// heap per idle virtual queue.
 package bench
 
 import (

@@ -3,6 +3,8 @@ package bench
 import (
 	"bytes"
 	"encoding/xml"
+	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -23,6 +25,14 @@ func sampleReport() *Report {
 	add(StaticReplyQueue, 64, 4000, 20, 4.2, 1280)
 	r.Idle = &IdleResult{RequesterPerHour: 72}
 	r.BytesPerIdleVirtualQueue = 155
+	r.StopIdle = 2 * time.Second
+	r.Stop = map[string]*StopResult{
+		StopRequester:         {Samples: []float64{0.5, 0.9, 0.7}, Max: 0.9, Median: 0.7, Calls: map[string]int64{"DeleteQueue": 3}},
+		StopVirtualQueue:      {Samples: []float64{0.2}, Max: 0.2, Median: 0.2},
+		StopTempQueue:         {Samples: []float64{0.8}, Max: 0.8, Median: 0.8, Errors: 1, FirstError: "DeleteQueue: access denied"},
+		StopResponderShutdown: {Samples: []float64{500, 1000.004}, Max: 1000.004, Median: 500},
+		StopResponderCancel:   {Samples: []float64{500, 1000.2}, Max: 1000.2, Median: 500},
+	}
 	return r
 }
 
@@ -32,14 +42,19 @@ func TestTargets(t *testing.T) {
 		met[tg.Name] = tg.Met
 	}
 	want := map[string]bool{
-		"API calls per RPC at 64 callers":                 true,
-		"API calls per RPC one at a time":                 true, // 6.0000001 prints and counts as 6.00
-		"p50 latency one at a time, x the floor":          true,
-		"throughput at 64 callers, x queue-per-request":   true,
-		"throughput at 64 callers, x static reply queue":  false, // 1.25x
-		"CPU per RPC at 64 callers, x static reply queue": false, // 400/1280 = 0.31x
-		"idle requester API calls per hour":               true,
-		"bytes per idle virtual queue":                    true,
+		"API calls per RPC at 64 callers":                                         true,
+		"API calls per RPC one at a time":                                         true, // 6.0000001 prints and counts as 6.00
+		"p50 latency one at a time, x the floor":                                  true,
+		"throughput at 64 callers, x queue-per-request":                           true,
+		"throughput at 64 callers, x static reply queue":                          false, // 1.25x
+		"CPU per RPC at 64 callers, x static reply queue":                         false, // 400/1280 = 0.31x
+		"idle requester API calls per hour":                                       true,
+		"bytes per idle virtual queue":                                            true,
+		"idle requester: Close stops, slowest of 3, no error":                     true,
+		"idle virtualqueue.Client: Close stops, slowest of 1, no error":           true,
+		"idle tempqueue.Client: Close stops, slowest of 1, no error":              false, // fast, but an error
+		"idle responder: Shutdown stops, slowest of 2, no error":                  true,  // 1000.004 ms is 1000.00
+		"idle responder: Serve's context cancelled stops, slowest of 2, no error": false, // 1000.2 ms
 	}
 	for name, w := range want {
 		got, ok := met[name]
@@ -107,6 +122,13 @@ func TestReportOutputs(t *testing.T) {
 		"| floor | 1 | 1000 | 1.00 | 2.00 | 6.00 | 0.00 | n/a | 0 |", // not measured
 		"| CPU per RPC at 64 callers, x static reply queue | 0.31 x | <= 0.25 | **no** |",
 		"the server's is not in it",
+		"each left alone 2s before its stop, limit 1s",
+		"| requester | Close | 3 | 0.90 | 0.70 | 0 | DeleteQueue 1 |",
+		"| virtualqueue | Close, until a waiting ReceiveMessage returns | 1 | 0.20 | 0.20 | 0 | none |",
+		"| responder-cancel | cancel Serve's context, until Serve returns | 2 | 1000.20 | 500.00 | 0 | none |",
+		"first error of tempqueue: DeleteQueue: access denied",
+		"| idle tempqueue.Client: Close stops, slowest of 1, no error | 0.80 ms, 1 errors | <= 1000.00 | **no** |",
+		"| idle requester: Close stops, slowest of 3, no error | 0.90 ms | <= 1000.00 | yes |",
 	} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)
@@ -161,6 +183,35 @@ func TestReportOutputs(t *testing.T) {
 		if len(doc.Polyline) != 1 || doc.Polyline[0].Stroke != colours[TempQueues] {
 			t.Errorf("cpu.svg lines %+v, want tempqueues' only (the others have one point each)", doc.Polyline)
 		}
+	}
+}
+
+func TestStopResult(t *testing.T) {
+	boom := errors.New("boom")
+	res := stopResult([]stopSample{
+		{took: 3 * time.Millisecond, calls: map[string]int64{"DeleteQueue": 1}},
+		{took: 1500 * time.Microsecond, err: boom, calls: map[string]int64{"DeleteQueue": 1, "ReceiveMessage": 1}},
+		{took: 700 * time.Millisecond},
+		{took: 2 * time.Millisecond, err: errors.New("later")},
+	})
+	if !slices.Equal(res.Samples, []float64{3, 1.5, 700, 2}) {
+		t.Errorf("samples %v, want them in order, in ms", res.Samples)
+	}
+	// Nearest rank: the second of four.
+	if res.Max != 700 || res.Median != 2 {
+		t.Errorf("max %v, median %v; want 700 and 2", res.Max, res.Median)
+	}
+	if res.Errors != 2 || res.FirstError != "boom" {
+		t.Errorf("errors %d, first %q; want 2, boom", res.Errors, res.FirstError)
+	}
+	if fmt.Sprint(res.Calls) != "map[DeleteQueue:2 ReceiveMessage:1]" {
+		t.Errorf("calls %v", res.Calls)
+	}
+	if got := opsPer(res.Calls, 4); got != "DeleteQueue 0.5, ReceiveMessage 0.25" {
+		t.Errorf("calls per stop %q", got)
+	}
+	if res := stopResult(nil); res.Max != 0 || res.Median != 0 || res.Errors != 0 {
+		t.Errorf("no samples: %+v", res)
 	}
 }
 
