@@ -109,12 +109,10 @@ func (t *tempQueues) call(ctx context.Context, caller int) (time.Duration, error
 func (t *tempQueues) close(ctx context.Context) error {
 	var errs []error
 	if t.resp != nil {
-		// A short deadline aborts the idle long poll instead of letting it
-		// run out its 20 s.
-		sctx, cancel := context.WithTimeout(ctx, time.Second)
-		if err := t.resp.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-			errs = append(errs, err)
-		}
+		// An idle responder stops in about half a second (its long poll's
+		// grace); an error means a handler had to be abandoned.
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		errs = append(errs, t.resp.Shutdown(sctx))
 		cancel()
 		if t.served != nil {
 			errs = append(errs, <-t.served)
