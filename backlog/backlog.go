@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/internal/wire"
 )
 
 // AttributesGetter reads queue attributes. *sqs.Client implements it.
@@ -36,10 +36,10 @@ var countAttributes = []types.QueueAttributeName{
 // GetCounts reads a queue's counts with one GetQueueAttributes call.
 func GetCounts(ctx context.Context, client AttributesGetter, queueURL string) (Counts, error) {
 	if client == nil {
-		return Counts{}, sqsapi.Invalid("backlog.GetCounts", "client", "must not be nil")
+		return Counts{}, wire.Invalid("backlog.GetCounts", "client", "must not be nil")
 	}
-	if queueURL == "" || sqsapi.IsVirtualQueueURL(queueURL) {
-		return Counts{}, sqsapi.Invalid("backlog.GetCounts", "queueURL", "%q is not a queue URL", queueURL)
+	if queueURL == "" || wire.IsVirtualQueueURL(queueURL) {
+		return Counts{}, wire.Invalid("backlog.GetCounts", "queueURL", "%q is not a queue URL", queueURL)
 	}
 	out, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(queueURL), AttributeNames: countAttributes})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/tempqueues/tempqueues/backlog"
+	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/sqstestenv"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -122,7 +123,7 @@ func TestMeasureKnownQueueStates(t *testing.T) {
 			t.Errorf("all counted: %+v, %v", f, err)
 		}
 		_, err = backlog.Measure(ctx, client, q+"-missing")
-		if !sqsapi.IsQueueDoesNotExist(err) {
+		if !awserr.IsQueueDoesNotExist(err) {
 			t.Errorf("missing queue: %v", err)
 		}
 	})

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/internal/wire"
 )
 
 // Monitor measures a queue's figures periodically, so that a process (a
@@ -28,10 +28,10 @@ type Monitor struct {
 // makes no call; Run measures.
 func NewMonitor(client AttributesGetter, queueURL string, optFns ...func(*Options)) (*Monitor, error) {
 	if client == nil {
-		return nil, sqsapi.Invalid("backlog.NewMonitor", "client", "must not be nil")
+		return nil, wire.Invalid("backlog.NewMonitor", "client", "must not be nil")
 	}
-	if queueURL == "" || sqsapi.IsVirtualQueueURL(queueURL) {
-		return nil, sqsapi.Invalid("backlog.NewMonitor", "queueURL", "%q is not a queue URL", queueURL)
+	if queueURL == "" || wire.IsVirtualQueueURL(queueURL) {
+		return nil, wire.Invalid("backlog.NewMonitor", "queueURL", "%q is not a queue URL", queueURL)
 	}
 	o, err := buildOptions("backlog.NewMonitor", optFns)
 	if err != nil {

@@ -4,7 +4,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/internal/wire"
 )
 
 // Options configure Compute, Measure and a Monitor; each uses the fields
@@ -70,17 +70,17 @@ func buildOptions(op string, optFns []func(*Options)) (Options, error) {
 	}
 	switch {
 	case o.Workers < 0:
-		return o, sqsapi.Invalid(op, "Workers", "%d is negative", o.Workers)
+		return o, wire.Invalid(op, "Workers", "%d is negative", o.Workers)
 	case o.Concurrency < 0:
-		return o, sqsapi.Invalid(op, "Concurrency", "%d is negative", o.Concurrency)
+		return o, wire.Invalid(op, "Concurrency", "%d is negative", o.Concurrency)
 	case o.AcceptableLatency < 0 || o.ProcessingTime < 0:
-		return o, sqsapi.Invalid(op, "AcceptableLatency/ProcessingTime", "must not be negative")
+		return o, wire.Invalid(op, "AcceptableLatency/ProcessingTime", "must not be negative")
 	case o.MinWorkers < 0 || o.MaxWorkers < 0:
-		return o, sqsapi.Invalid(op, "MinWorkers/MaxWorkers", "must not be negative")
+		return o, wire.Invalid(op, "MinWorkers/MaxWorkers", "must not be negative")
 	case o.MaxWorkers > 0 && o.MinWorkers > o.MaxWorkers:
-		return o, sqsapi.Invalid(op, "MinWorkers", "%d exceeds MaxWorkers %d", o.MinWorkers, o.MaxWorkers)
+		return o, wire.Invalid(op, "MinWorkers", "%d exceeds MaxWorkers %d", o.MinWorkers, o.MaxWorkers)
 	case o.Interval < time.Second:
-		return o, sqsapi.Invalid(op, "Interval", "%v is below 1s", o.Interval)
+		return o, wire.Invalid(op, "Interval", "%v is below 1s", o.Interval)
 	}
 	return o, nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/callcount"
 	"github.com/tempqueues/tempqueues/internal/leakcheck"
 	"github.com/tempqueues/tempqueues/internal/sqstestenv"
 	"github.com/tempqueues/tempqueues/requester"
@@ -30,7 +31,7 @@ import (
 type env struct {
 	b       *sqstestenv.Backend
 	raw     *sqs.Client
-	counter *sqsapi.CallCounter
+	counter *callcount.Counter
 	prefix  string
 }
 

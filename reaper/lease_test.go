@@ -11,9 +11,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/callcount"
 	"github.com/tempqueues/tempqueues/internal/sqstestenv"
 	"github.com/tempqueues/tempqueues/reaper"
-	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 // The lease tests run at a 2 s period; the poll window is then 1 s long and
@@ -43,7 +43,7 @@ type sweepRecord struct {
 type member struct {
 	id      int
 	r       *reaper.Reaper
-	counter *sqsapi.CallCounter
+	counter *callcount.Counter
 	host    string // its host queue, when it has one
 }
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tempqueues/tempqueues/internal/clock"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -91,13 +92,13 @@ func buildOptions(op string, optFns []func(*Options)) (Options, error) {
 		}
 	}
 	if o.Prefix == "" {
-		return o, sqsapi.Invalid(op, "Prefix", "must not be empty: an empty prefix would sweep every queue of the account")
+		return o, wire.Invalid(op, "Prefix", "must not be empty: an empty prefix would sweep every queue of the account")
 	}
-	if len(o.Prefix)+len(coordinationSuffix) > sqsapi.MaxQueueNameLength || !sqsapi.ValidQueueName(o.Prefix+coordinationSuffix) {
-		return o, sqsapi.Invalid(op, "Prefix", "%q must be letters, digits, '-' or '_', at most %d characters", o.Prefix, sqsapi.MaxQueueNameLength-len(coordinationSuffix))
+	if len(o.Prefix)+len(coordinationSuffix) > sqsapi.MaxQueueNameLength || !wire.ValidQueueName(o.Prefix+coordinationSuffix) {
+		return o, wire.Invalid(op, "Prefix", "%q must be letters, digits, '-' or '_', at most %d characters", o.Prefix, sqsapi.MaxQueueNameLength-len(coordinationSuffix))
 	}
 	if o.Period < minPeriod || o.Period > maxPeriod {
-		return o, sqsapi.Invalid(op, "Period", "%v is outside [%v, %v]", o.Period, minPeriod, maxPeriod)
+		return o, wire.Invalid(op, "Period", "%v is outside [%v, %v]", o.Period, minPeriod, maxPeriod)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)

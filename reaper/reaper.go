@@ -9,6 +9,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/backoff"
 	"github.com/tempqueues/tempqueues/internal/heartbeat"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -48,7 +49,7 @@ type Reaper struct {
 // once per period. Close stops both.
 func New(client sqsapi.Client, optFns ...func(*Options)) (*Reaper, error) {
 	if client == nil {
-		return nil, sqsapi.Invalid("reaper.New", "client", "must not be nil")
+		return nil, wire.Invalid("reaper.New", "client", "must not be nil")
 	}
 	o, err := buildOptions("reaper.New", optFns)
 	if err != nil {

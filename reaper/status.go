@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -138,7 +139,7 @@ func (s *Sweeper) Queues(ctx context.Context) ([]QueueStatus, error) {
 				return err
 			})
 			switch {
-			case sqsapi.IsQueueDoesNotExist(err):
+			case awserr.IsQueueDoesNotExist(err):
 				return nil
 			case err != nil:
 				q.Verdict, q.Err = VerdictError, queueError(u, "ListQueueTags", err)

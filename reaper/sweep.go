@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tempqueues/tempqueues/internal/backoff"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -63,7 +64,7 @@ type Sweeper struct {
 // to it.
 func NewSweeper(client sqsapi.Client, optFns ...func(*Options)) (*Sweeper, error) {
 	if client == nil {
-		return nil, sqsapi.Invalid("reaper.NewSweeper", "client", "must not be nil")
+		return nil, wire.Invalid("reaper.NewSweeper", "client", "must not be nil")
 	}
 	o, err := buildOptions("reaper.NewSweeper", optFns)
 	if err != nil {

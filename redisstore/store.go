@@ -144,9 +144,9 @@ func millis(d time.Duration) int64 {
 func checkArgs(op, key, token string) error {
 	switch {
 	case key == "":
-		return sqsapi.Invalid("redisstore."+op, "key", "empty")
+		return &sqsapi.InvalidInputError{Op: "redisstore." + op, Param: "key", Reason: "empty"}
 	case token == "":
-		return sqsapi.Invalid("redisstore."+op, "token", "empty (key %q)", key)
+		return &sqsapi.InvalidInputError{Op: "redisstore." + op, Param: "token", Reason: fmt.Sprintf("empty (key %q)", key)}
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -58,7 +59,7 @@ func withAttempt(attrs map[string]types.MessageAttributeValue, a attempt) map[st
 	for k, v := range attrs {
 		out[k] = v
 	}
-	out[attemptAttr] = sqsapi.StringAttribute(a.String())
+	out[attemptAttr] = wire.StringAttribute(a.String())
 	return out
 }
 

@@ -9,16 +9,20 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/tempqueues/tempqueues/internal/clock"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 // Client is the part of the SQS API a Redriver calls. *sqs.Client
 // implements it.
 type Client interface {
-	sqsapi.Sender
-	sqsapi.Receiver
-	sqsapi.Deleter
-	sqsapi.VisibilityChanger
+	SendMessage(ctx context.Context, params *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+	SendMessageBatch(ctx context.Context, params *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
+	ReceiveMessage(ctx context.Context, params *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	DeleteMessage(ctx context.Context, params *sqs.DeleteMessageInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
+	DeleteMessageBatch(ctx context.Context, params *sqs.DeleteMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
+	ChangeMessageVisibility(ctx context.Context, params *sqs.ChangeMessageVisibilityInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+	ChangeMessageVisibilityBatch(ctx context.Context, params *sqs.ChangeMessageVisibilityBatchInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
 	ListDeadLetterSourceQueues(ctx context.Context, params *sqs.ListDeadLetterSourceQueuesInput, optFns ...func(*sqs.Options)) (*sqs.ListDeadLetterSourceQueuesOutput, error)
 }
 
@@ -120,30 +124,30 @@ func buildOptions(dlqURL string, optFns []func(*Options)) (Options, error) {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	switch {
-	case dlqURL == "" || sqsapi.IsVirtualQueueURL(dlqURL):
-		return o, sqsapi.Invalid(op, "dlqURL", "%q is not a queue URL", dlqURL)
+	case dlqURL == "" || wire.IsVirtualQueueURL(dlqURL):
+		return o, wire.Invalid(op, "dlqURL", "%q is not a queue URL", dlqURL)
 	case isFIFO(dlqURL):
-		return o, sqsapi.Invalid(op, "dlqURL", "%q is a FIFO queue: SQS refuses per-message delays on FIFO queues, which replay needs", dlqURL)
+		return o, wire.Invalid(op, "dlqURL", "%q is a FIFO queue: SQS refuses per-message delays on FIFO queues, which replay needs", dlqURL)
 	case o.ParkingQueue == "":
-		return o, sqsapi.Invalid(op, "ParkingQueue", "required: messages past MaxAttempts go there")
+		return o, wire.Invalid(op, "ParkingQueue", "required: messages past MaxAttempts go there")
 	case o.ParkingQueue == dlqURL:
-		return o, sqsapi.Invalid(op, "ParkingQueue", "must differ from the dead-letter queue")
-	case sqsapi.IsVirtualQueueURL(o.ParkingQueue):
-		return o, sqsapi.Invalid(op, "ParkingQueue", "%q is a virtual queue URL", o.ParkingQueue)
+		return o, wire.Invalid(op, "ParkingQueue", "must differ from the dead-letter queue")
+	case wire.IsVirtualQueueURL(o.ParkingQueue):
+		return o, wire.Invalid(op, "ParkingQueue", "%q is a virtual queue URL", o.ParkingQueue)
 	case o.Target != "" && (o.Target == dlqURL || o.Target == o.ParkingQueue):
-		return o, sqsapi.Invalid(op, "Target", "must differ from the dead-letter and parking queues")
-	case o.Target != "" && (sqsapi.IsVirtualQueueURL(o.Target) || isFIFO(o.Target)):
-		return o, sqsapi.Invalid(op, "Target", "%q: virtual and FIFO queues are not supported as targets", o.Target)
+		return o, wire.Invalid(op, "Target", "must differ from the dead-letter and parking queues")
+	case o.Target != "" && (wire.IsVirtualQueueURL(o.Target) || isFIFO(o.Target)):
+		return o, wire.Invalid(op, "Target", "%q: virtual and FIFO queues are not supported as targets", o.Target)
 	case o.Base < 0 || o.Cap < o.Base || o.Cap > MaxCap:
-		return o, sqsapi.Invalid(op, "Base/Cap", "want 0 < Base <= Cap <= %v, got Base %v, Cap %v", MaxCap, o.Base, o.Cap)
+		return o, wire.Invalid(op, "Base/Cap", "want 0 < Base <= Cap <= %v, got Base %v, Cap %v", MaxCap, o.Base, o.Cap)
 	case o.MaxAttempts < 0:
-		return o, sqsapi.Invalid(op, "MaxAttempts", "%d is negative", o.MaxAttempts)
+		return o, wire.Invalid(op, "MaxAttempts", "%d is negative", o.MaxAttempts)
 	case o.RateLimit < 0:
-		return o, sqsapi.Invalid(op, "RateLimit", "%v is negative", o.RateLimit)
+		return o, wire.Invalid(op, "RateLimit", "%v is negative", o.RateLimit)
 	case o.VisibilityTimeout < time.Second || o.VisibilityTimeout > sqsapi.MaxVisibilityTimeout*time.Second:
-		return o, sqsapi.Invalid(op, "VisibilityTimeout", "%v is outside [1s, 12h]", o.VisibilityTimeout)
+		return o, wire.Invalid(op, "VisibilityTimeout", "%v is outside [1s, 12h]", o.VisibilityTimeout)
 	case o.WaitTime < time.Second || o.WaitTime > sqsapi.MaxWaitTimeSeconds*time.Second:
-		return o, sqsapi.Invalid(op, "WaitTime", "%v is outside [1s, 20s]", o.WaitTime)
+		return o, wire.Invalid(op, "WaitTime", "%v is outside [1s, 20s]", o.WaitTime)
 	}
 	return o, nil
 }

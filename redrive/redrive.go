@@ -13,9 +13,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/backoff"
 	"github.com/tempqueues/tempqueues/internal/batch"
+	"github.com/tempqueues/tempqueues/internal/httpbody"
 	"github.com/tempqueues/tempqueues/internal/poll"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -114,18 +117,18 @@ type Redriver struct {
 
 // New returns a Redriver of the dead-letter queue dlqURL. It validates the
 // options (an *sqsapi.InvalidInputError for bad ones) and makes no call. An
-// *sqs.Client is used through a copy with sqsapi.BufferRequestBodies
-// installed (see sqsapi.EnsureBufferedBodies).
+// *sqs.Client without sqsapi.BufferRequestBodies is used through a copy
+// with it installed.
 func New(client Client, dlqURL string, optFns ...func(*Options)) (*Redriver, error) {
 	if client == nil {
-		return nil, sqsapi.Invalid("redrive.New", "client", "must not be nil")
+		return nil, wire.Invalid("redrive.New", "client", "must not be nil")
 	}
 	o, err := buildOptions(dlqURL, optFns)
 	if err != nil {
 		return nil, err
 	}
 	return &Redriver{
-		client: sqsapi.EnsureBufferedBodies(client),
+		client: httpbody.Ensure(client),
 		dlq:    dlqURL,
 		opts:   o,
 		policy: backoff.Policy{Base: o.Base, Cap: o.Cap, Rand: o.clock.Int64N},
@@ -157,7 +160,7 @@ func (r *Redriver) Target(ctx context.Context) (string, error) {
 	}
 	t := out.QueueUrls[0]
 	if isFIFO(t) || t == r.opts.ParkingQueue {
-		return "", sqsapi.Invalid("redrive", "Target", "source queue %q is FIFO or the parking queue", t)
+		return "", wire.Invalid("redrive", "Target", "source queue %q is FIFO or the parking queue", t)
 	}
 	r.target = t
 	return t, nil
@@ -473,9 +476,9 @@ func (p *pass) decide(m types.Message, now time.Time) *plan {
 	pl.ev.Attempt = next.n
 	// Room for the attribute, checked with its longest (scheduled) form.
 	longest := withAttempt(m.MessageAttributes, attempt{n: next.n, due: now.Add(MaxCap)})
-	if others := len(longest) - 1; others >= sqsapi.MaxMessageAttributes || sqsapi.MessageSize(m.Body, longest) > sqsapi.MaxMessageSize {
+	if others := len(longest) - 1; others >= sqsapi.MaxMessageAttributes || wire.MessageSize(m.Body, longest) > sqsapi.MaxMessageSize {
 		pl.ev.Attempt = a.n
-		return park(&NoRoomError{MessageID: pl.ev.MessageID, Attributes: others, Size: sqsapi.MessageSize(m.Body, longest)})
+		return park(&NoRoomError{MessageID: pl.ev.MessageID, Attributes: others, Size: wire.MessageSize(m.Body, longest)})
 	}
 	d := p.r.policy.Delay(a.n)
 	if d <= maxDelay {
@@ -637,11 +640,11 @@ func (p *pass) account(pl *plan) {
 // a call-level error (not a batch entry's) that retrying will not fix, such
 // as a missing queue or denied access.
 func isFatal(err error) bool {
-	var entry *sqsapi.BatchEntryError
+	var entry *awserr.BatchEntryError
 	if errors.As(err, &entry) {
 		return false
 	}
-	return !sqsapi.IsTransient(err) && !errors.Is(err, context.DeadlineExceeded)
+	return !awserr.IsTransient(err) && !errors.Is(err, context.DeadlineExceeded)
 }
 
 // pacer spaces messages to a rate.

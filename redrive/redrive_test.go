@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/clock"
 	"github.com/tempqueues/tempqueues/internal/sqstestenv"
 	"github.com/tempqueues/tempqueues/redrive"
@@ -350,7 +351,7 @@ func TestMissingTargetStopsTheRun(t *testing.T) {
 	}
 	rep, err := rd.Drain(context.Background())
 	var me *redrive.MessageError
-	if !errors.As(err, &me) || !sqsapi.IsQueueDoesNotExist(err) || rep.Failed != 1 {
+	if !errors.As(err, &me) || !awserr.IsQueueDoesNotExist(err) || rep.Failed != 1 {
 		t.Fatalf("Drain = %+v, %v", rep, err)
 	}
 	if c := counts(t, client, dlq); c[0]+c[1] != 1 {

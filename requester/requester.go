@@ -38,8 +38,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/google/uuid"
 
+	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/batch"
+	"github.com/tempqueues/tempqueues/internal/callcount"
 	"github.com/tempqueues/tempqueues/internal/hostq"
+	"github.com/tempqueues/tempqueues/internal/httpbody"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/reaper"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -122,7 +126,7 @@ type Requester struct {
 	opts     Options
 	log      *slog.Logger
 	client   sqsapi.Client // counting
-	calls    *sqsapi.CallCounter
+	calls    *callcount.Counter
 	counters *hostq.Counters
 	sends    *batch.Sends
 
@@ -146,7 +150,7 @@ type Requester struct {
 func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 	const op = "requester.New"
 	if client == nil {
-		return nil, sqsapi.Invalid(op, "client", "nil")
+		return nil, wire.Invalid(op, "client", "nil")
 	}
 	opts := Options{Prefix: sqsapi.DefaultQueuePrefix, IdleQueueRetention: sqsapi.DefaultIdleQueueRetention, Timeout: 30 * time.Second}
 	for _, fn := range optFns {
@@ -161,11 +165,11 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 	if err := hostq.CheckAttributes(opts.HostQueueAttributes); err != nil {
 		return nil, err
 	}
-	client = sqsapi.EnsureBufferedBodies(client)
+	client = httpbody.Ensure(client)
 	r := &Requester{
 		opts:      opts,
 		log:       opts.Logger,
-		calls:     new(sqsapi.CallCounter),
+		calls:     new(callcount.Counter),
 		counters:  new(hostq.Counters),
 		pending:   make(map[*Call]struct{}),
 		closeDone: make(chan struct{}),
@@ -394,8 +398,8 @@ func (r *Requester) SendMessageAndGetResponseAsync(ctx context.Context, in *sqs.
 	}
 	r.mu.Unlock()
 
-	attrs[sqsapi.ResponseQueueURLAttribute] = sqsapi.StringAttribute(sqsapi.VirtualQueueURL(call.host.URL(), replyName))
-	attrs[sqsapi.RequestIDAttribute] = sqsapi.StringAttribute(requestID)
+	attrs[sqsapi.ResponseQueueURLAttribute] = wire.StringAttribute(wire.VirtualQueueURL(call.host.URL(), replyName))
+	attrs[sqsapi.RequestIDAttribute] = wire.StringAttribute(requestID)
 	req := *in
 	req.MessageAttributes = attrs
 	call.sentAt = time.Now()
@@ -448,7 +452,7 @@ func (r *Requester) expect(ctx context.Context, call *Call) (*hostq.Host, error)
 			r.host.Store(host)
 		}
 		err := host.Expect(call.replyName, call.onReply)
-		if err == nil || attempt > 0 || !sqsapi.IsQueueDoesNotExist(err) {
+		if err == nil || attempt > 0 || !awserr.IsQueueDoesNotExist(err) {
 			return host, err
 		}
 	}
@@ -472,10 +476,10 @@ func (r *Requester) closedErr(err error) error {
 // request to a virtual queue goes to its host queue with the routing
 // attribute.
 func (r *Requester) send(ctx context.Context, in *sqs.SendMessageInput, optFns []func(*sqs.Options)) error {
-	if to := aws.ToString(in.QueueUrl); sqsapi.IsVirtualQueueURL(to) {
-		hostURL, name, _ := sqsapi.ParseVirtualQueueURL(to) // checked by checkRequest
+	if to := aws.ToString(in.QueueUrl); wire.IsVirtualQueueURL(to) {
+		hostURL, name, _ := wire.ParseVirtualQueueURL(to) // checked by checkRequest
 		in.QueueUrl = aws.String(hostURL)
-		in.MessageAttributes[sqsapi.VirtualQueueNameAttribute] = sqsapi.StringAttribute(name)
+		in.MessageAttributes[sqsapi.VirtualQueueNameAttribute] = wire.StringAttribute(name)
 	}
 	if r.opts.DisableSendBatching || len(optFns) > 0 {
 		_, err := r.client.SendMessage(ctx, in, optFns...)
@@ -489,38 +493,38 @@ func (r *Requester) send(ctx context.Context, in *sqs.SendMessageInput, optFns [
 // own request id, if set, and a copy of the attributes.
 func checkRequest(op string, in *sqs.SendMessageInput) (string, map[string]types.MessageAttributeValue, error) {
 	if in == nil {
-		return "", nil, sqsapi.Invalid(op, "input", "nil")
+		return "", nil, wire.Invalid(op, "input", "nil")
 	}
 	if aws.ToString(in.QueueUrl) == "" {
-		return "", nil, sqsapi.Invalid(op, "QueueUrl", "empty")
+		return "", nil, wire.Invalid(op, "QueueUrl", "empty")
 	}
-	if sqsapi.IsVirtualQueueURL(*in.QueueUrl) {
-		if _, _, err := sqsapi.ParseVirtualQueueURL(*in.QueueUrl); err != nil {
+	if wire.IsVirtualQueueURL(*in.QueueUrl) {
+		if _, _, err := wire.ParseVirtualQueueURL(*in.QueueUrl); err != nil {
 			return "", nil, err
 		}
 	}
-	if err := sqsapi.CheckDelaySeconds(op, in.DelaySeconds); err != nil {
+	if err := wire.CheckDelaySeconds(op, in.DelaySeconds); err != nil {
 		return "", nil, err
 	}
 	if aws.ToString(in.MessageBody) == "" {
-		return "", nil, sqsapi.Invalid(op, "MessageBody", "empty (SQS requires a body)")
+		return "", nil, wire.Invalid(op, "MessageBody", "empty (SQS requires a body)")
 	}
 	if _, ok := in.MessageAttributes[sqsapi.ResponseQueueURLAttribute]; ok {
-		return "", nil, sqsapi.Invalid(op, "MessageAttributes", "%s is set by the requester", sqsapi.ResponseQueueURLAttribute)
+		return "", nil, wire.Invalid(op, "MessageAttributes", "%s is set by the requester", sqsapi.ResponseQueueURLAttribute)
 	}
 	extra := 2
 	requestID := ""
 	if v, ok := in.MessageAttributes[sqsapi.RequestIDAttribute]; ok {
 		requestID = aws.ToString(v.StringValue)
 		if requestID == "" || aws.ToString(v.DataType) != "String" {
-			return "", nil, sqsapi.Invalid(op, "MessageAttributes", "%s must be a non-empty String", sqsapi.RequestIDAttribute)
+			return "", nil, wire.Invalid(op, "MessageAttributes", "%s must be a non-empty String", sqsapi.RequestIDAttribute)
 		}
 		extra = 1
 	}
-	if sqsapi.IsVirtualQueueURL(*in.QueueUrl) {
+	if wire.IsVirtualQueueURL(*in.QueueUrl) {
 		extra++ // the routing attribute
 	}
-	if err := sqsapi.CheckMessageAttributes(op, in.MessageAttributes, extra); err != nil {
+	if err := wire.CheckMessageAttributes(op, in.MessageAttributes, extra); err != nil {
 		return "", nil, err
 	}
 	// Budget the attributes we add with a full-length reply URL (a host URL
@@ -528,8 +532,8 @@ func checkRequest(op string, in *sqs.SendMessageInput) (string, map[string]types
 	const added = len(sqsapi.ResponseQueueURLAttribute) + len("String") + 200 +
 		len(sqsapi.RequestIDAttribute) + len("String") + 36 +
 		len(sqsapi.VirtualQueueNameAttribute) + len("String") + sqsapi.MaxQueueNameLength
-	if n := sqsapi.MessageSize(in.MessageBody, in.MessageAttributes) + added; n > sqsapi.MaxMessageSize {
-		return "", nil, sqsapi.Invalid(op, "MessageBody", "message of %d bytes with the attributes the requester adds exceeds the SQS maximum of %d", n, sqsapi.MaxMessageSize)
+	if n := wire.MessageSize(in.MessageBody, in.MessageAttributes) + added; n > sqsapi.MaxMessageSize {
+		return "", nil, wire.Invalid(op, "MessageBody", "message of %d bytes with the attributes the requester adds exceeds the SQS maximum of %d", n, sqsapi.MaxMessageSize)
 	}
 	attrs := make(map[string]types.MessageAttributeValue, len(in.MessageAttributes)+3)
 	maps.Copy(attrs, in.MessageAttributes)

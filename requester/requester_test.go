@@ -13,15 +13,18 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/awserr"
+	"github.com/tempqueues/tempqueues/internal/callcount"
 	"github.com/tempqueues/tempqueues/internal/leakcheck"
 	"github.com/tempqueues/tempqueues/internal/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 type env struct {
 	raw     *sqs.Client
-	counter *sqsapi.CallCounter
+	counter *callcount.Counter
 	queue   string // request queue
 	prefix  string
 }
@@ -73,7 +76,7 @@ func (e *env) rawResponder(t *testing.T, ctx context.Context, delay time.Duratio
 			}
 			for _, m := range out.Messages {
 				replyTo := aws.ToString(m.MessageAttributes[sqsapi.ResponseQueueURLAttribute].StringValue)
-				host, name, err := sqsapi.ParseVirtualQueueURL(replyTo)
+				host, name, err := wire.ParseVirtualQueueURL(replyTo)
 				if err != nil {
 					t.Errorf("request has ResponseQueueUrl %q: %v", replyTo, err)
 					continue
@@ -223,7 +226,7 @@ func TestSendFailureLeaksNothing(t *testing.T) {
 		_, err := r.SendMessageAndGetResponse(context.Background(), &sqs.SendMessageInput{
 			QueueUrl: aws.String(e.queue + "-does-not-exist"), MessageBody: aws.String("x"),
 		})
-		if !sqsapi.IsQueueDoesNotExist(err) {
+		if !awserr.IsQueueDoesNotExist(err) {
 			t.Fatalf("err = %v, want the send's QueueDoesNotExist", err)
 		}
 		if s := r.Stats(); s.Pending != 0 || s.Failed != 1 {
@@ -388,7 +391,7 @@ func TestHostQueueDeletedFromUnderPendingCalls(t *testing.T) {
 				if err != nil || len(out.Messages) == 0 {
 					continue
 				}
-				host, _, _ := sqsapi.ParseVirtualQueueURL(aws.ToString(out.Messages[0].MessageAttributes[sqsapi.ResponseQueueURLAttribute].StringValue))
+				host, _, _ := wire.ParseVirtualQueueURL(aws.ToString(out.Messages[0].MessageAttributes[sqsapi.ResponseQueueURLAttribute].StringValue))
 				hosts <- host
 				return
 			}
@@ -403,7 +406,7 @@ func TestHostQueueDeletedFromUnderPendingCalls(t *testing.T) {
 		}
 		wctx, cancel := context.WithTimeout(ctx, 25*time.Second)
 		defer cancel()
-		if _, err := call.Wait(wctx); !sqsapi.IsQueueDoesNotExist(err) {
+		if _, err := call.Wait(wctx); !awserr.IsQueueDoesNotExist(err) {
 			t.Fatalf("pending call = %v, want QueueDoesNotExist", err)
 		}
 		// The next request is answered through a new host queue.

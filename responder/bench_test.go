@@ -12,14 +12,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/callcount"
 	"github.com/tempqueues/tempqueues/internal/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 type benchEnv struct {
 	client     *sqs.Client // the requester side
 	rclient    *sqs.Client // the responder's, counted
-	counter    *sqsapi.CallCounter
+	counter    *callcount.Counter
 	host, reqQ string
 	responder  *Responder
 	stopServe  context.CancelFunc
@@ -114,8 +116,8 @@ func BenchmarkServeThroughput(b *testing.B) {
 					in.Entries = append(in.Entries, types.SendMessageBatchRequestEntry{
 						Id: aws.String(fmt.Sprint(i - first)), MessageBody: aws.String("ping"),
 						MessageAttributes: map[string]types.MessageAttributeValue{
-							sqsapi.ResponseQueueURLAttribute: sqsapi.StringAttribute(fmt.Sprintf("%s#vq-%d", e.host, i%64)),
-							sqsapi.RequestIDAttribute:        sqsapi.StringAttribute(fmt.Sprint(i)),
+							sqsapi.ResponseQueueURLAttribute: wire.StringAttribute(fmt.Sprintf("%s#vq-%d", e.host, i%64)),
+							sqsapi.RequestIDAttribute:        wire.StringAttribute(fmt.Sprint(i)),
 						},
 					})
 				}
@@ -144,8 +146,8 @@ func BenchmarkServeOneAtATime(b *testing.B) {
 	for i := range b.N {
 		if _, err := e.client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &e.reqQ, MessageBody: aws.String("ping"),
 			MessageAttributes: map[string]types.MessageAttributeValue{
-				sqsapi.ResponseQueueURLAttribute: sqsapi.StringAttribute(e.host + "#vq"),
-				sqsapi.RequestIDAttribute:        sqsapi.StringAttribute(fmt.Sprint(i)),
+				sqsapi.ResponseQueueURLAttribute: wire.StringAttribute(e.host + "#vq"),
+				sqsapi.RequestIDAttribute:        wire.StringAttribute(fmt.Sprint(i)),
 			}}); err != nil {
 			b.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -75,7 +76,7 @@ func TestHandover(t *testing.T) {
 				mu.Unlock()
 				if _, err := e.client.SendMessage(context.Background(), &sqs.SendMessageInput{
 					QueueUrl: &q, MessageBody: &id,
-					MessageAttributes: map[string]types.MessageAttributeValue{sqsapi.RequestIDAttribute: sqsapi.StringAttribute(id)},
+					MessageAttributes: map[string]types.MessageAttributeValue{sqsapi.RequestIDAttribute: wire.StringAttribute(id)},
 				}); err != nil {
 					t.Errorf("SendMessage: %v", err)
 					return

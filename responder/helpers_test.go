@@ -17,7 +17,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/callcount"
 	"github.com/tempqueues/tempqueues/internal/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -25,7 +27,7 @@ import (
 type env struct {
 	t       *testing.T
 	client  *sqs.Client
-	counter *sqsapi.CallCounter
+	counter *callcount.Counter
 }
 
 func newEnv(t *testing.T, b *sqstestenv.Backend) *env {
@@ -77,10 +79,10 @@ func (e *env) request(queueURL, body, replyURL, requestID string) {
 	e.t.Helper()
 	attrs := map[string]types.MessageAttributeValue{}
 	if replyURL != "" {
-		attrs[sqsapi.ResponseQueueURLAttribute] = sqsapi.StringAttribute(replyURL)
+		attrs[sqsapi.ResponseQueueURLAttribute] = wire.StringAttribute(replyURL)
 	}
 	if requestID != "" {
-		attrs[sqsapi.RequestIDAttribute] = sqsapi.StringAttribute(requestID)
+		attrs[sqsapi.RequestIDAttribute] = wire.StringAttribute(requestID)
 	}
 	if _, err := e.client.SendMessage(context.Background(), &sqs.SendMessageInput{
 		QueueUrl: &queueURL, MessageBody: &body, MessageAttributes: attrs,
@@ -97,9 +99,9 @@ func (e *env) requests(queueURL string, n int, replyHost string) {
 	for start := 0; start < n; start += 10 {
 		in := &sqs.SendMessageBatchInput{QueueUrl: &queueURL}
 		for i := start; i < min(n, start+10); i++ {
-			attrs := map[string]types.MessageAttributeValue{sqsapi.RequestIDAttribute: sqsapi.StringAttribute(fmt.Sprintf("id-%d", i))}
+			attrs := map[string]types.MessageAttributeValue{sqsapi.RequestIDAttribute: wire.StringAttribute(fmt.Sprintf("id-%d", i))}
 			if replyHost != "" {
-				attrs[sqsapi.ResponseQueueURLAttribute] = sqsapi.StringAttribute(fmt.Sprintf("%s#vq-%d", replyHost, i))
+				attrs[sqsapi.ResponseQueueURLAttribute] = wire.StringAttribute(fmt.Sprintf("%s#vq-%d", replyHost, i))
 			}
 			in.Entries = append(in.Entries, types.SendMessageBatchRequestEntry{
 				Id: aws.String(fmt.Sprint(i)), MessageBody: aws.String(fmt.Sprintf("req-%d", i)), MessageAttributes: attrs,

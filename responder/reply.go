@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/batch"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -97,15 +98,15 @@ func buildReply(request types.Message, reply *Reply) (string, types.SendMessageB
 		return "", entry, ErrNoResponseRequested
 	}
 	if reply == nil {
-		return "", entry, sqsapi.Invalid(opSendResponse, "reply", "nil reply")
+		return "", entry, wire.Invalid(opSendResponse, "reply", "nil reply")
 	}
 	if reply.Body == "" {
 		// SQS rejects empty bodies; saying so here names the culprit.
-		return "", entry, sqsapi.Invalid(opSendResponse, "Body", "reply body is empty (SQS requires at least one character)")
+		return "", entry, wire.Invalid(opSendResponse, "Body", "reply body is empty (SQS requires at least one character)")
 	}
 	for _, name := range []string{sqsapi.VirtualQueueNameAttribute, sqsapi.CorrelationIDAttribute} {
 		if _, taken := reply.Attributes[name]; taken {
-			return "", entry, sqsapi.Invalid(opSendResponse, "MessageAttributes", "attribute %q is set by the responder", name)
+			return "", entry, wire.Invalid(opSendResponse, "MessageAttributes", "attribute %q is set by the responder", name)
 		}
 	}
 	target, name, err := responseTarget(u)
@@ -116,17 +117,17 @@ func buildReply(request types.Message, reply *Reply) (string, types.SendMessageB
 	if name != "" {
 		extra++ // the routing name
 	}
-	if err := sqsapi.CheckMessageAttributes(opSendResponse, reply.Attributes, extra); err != nil {
+	if err := wire.CheckMessageAttributes(opSendResponse, reply.Attributes, extra); err != nil {
 		return "", entry, err
 	}
 	attrs := make(map[string]types.MessageAttributeValue, len(reply.Attributes)+extra)
 	maps.Copy(attrs, reply.Attributes)
-	attrs[sqsapi.CorrelationIDAttribute] = sqsapi.StringAttribute(requestID(request))
+	attrs[sqsapi.CorrelationIDAttribute] = wire.StringAttribute(requestID(request))
 	if name != "" {
-		attrs[sqsapi.VirtualQueueNameAttribute] = sqsapi.StringAttribute(name)
+		attrs[sqsapi.VirtualQueueNameAttribute] = wire.StringAttribute(name)
 	}
 	body := reply.Body
-	if err := sqsapi.CheckMessageSize(opSendResponse, &body, attrs); err != nil {
+	if err := wire.CheckMessageSize(opSendResponse, &body, attrs); err != nil {
 		return "", entry, err
 	}
 	entry.MessageBody = &body
@@ -137,19 +138,19 @@ func buildReply(request types.Message, reply *Reply) (string, types.SendMessageB
 // responseTarget returns the queue a reply to responseURL is sent to and,
 // for a virtual queue URL, the virtual queue's name.
 func responseTarget(responseURL string) (target, name string, err error) {
-	if sqsapi.IsVirtualQueueURL(responseURL) {
-		host, name, err := sqsapi.ParseVirtualQueueURL(responseURL)
+	if wire.IsVirtualQueueURL(responseURL) {
+		host, name, err := wire.ParseVirtualQueueURL(responseURL)
 		if err != nil {
 			var ie *sqsapi.InvalidInputError
 			if errors.As(err, &ie) {
-				return "", "", sqsapi.Invalid(opSendResponse, "ResponseQueueUrl", "%s", ie.Reason)
+				return "", "", wire.Invalid(opSendResponse, "ResponseQueueUrl", "%s", ie.Reason)
 			}
 			return "", "", err
 		}
 		return host, name, nil
 	}
 	if p, err := url.Parse(responseURL); err != nil || p.Scheme == "" || p.Host == "" {
-		return "", "", sqsapi.Invalid(opSendResponse, "ResponseQueueUrl", "%q is not an absolute queue URL", responseURL)
+		return "", "", wire.Invalid(opSendResponse, "ResponseQueueUrl", "%q is not an absolute queue URL", responseURL)
 	}
 	return responseURL, "", nil
 }

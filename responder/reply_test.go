@@ -13,13 +13,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 func msgWith(attrs map[string]string) types.Message {
 	m := types.Message{MessageId: aws.String("mid-1"), Body: aws.String("x"), MessageAttributes: map[string]types.MessageAttributeValue{}}
 	for k, v := range attrs {
-		m.MessageAttributes[k] = sqsapi.StringAttribute(v)
+		m.MessageAttributes[k] = wire.StringAttribute(v)
 	}
 	return m
 }
@@ -27,7 +28,7 @@ func msgWith(attrs map[string]string) types.Message {
 func nAttrs(n int) map[string]types.MessageAttributeValue {
 	a := map[string]types.MessageAttributeValue{}
 	for i := range n {
-		a[fmt.Sprintf("a%d", i)] = sqsapi.StringAttribute("v")
+		a[fmt.Sprintf("a%d", i)] = wire.StringAttribute("v")
 	}
 	return a
 }
@@ -79,7 +80,7 @@ func TestSendResponseMessageBadInputMakesNoCall(t *testing.T) {
 			{"virtual URL without host", msgWith(map[string]string{sqsapi.ResponseQueueURLAttribute: "#vq"}), &Reply{Body: "b"}},
 			{"relative URL", msgWith(map[string]string{sqsapi.ResponseQueueURLAttribute: "queue-name"}), &Reply{Body: "b"}},
 			{"too many attributes with ours", virtual, &Reply{Body: "b", Attributes: nAttrs(9)}},
-			{"reserved attribute", virtual, &Reply{Body: "b", Attributes: map[string]types.MessageAttributeValue{sqsapi.CorrelationIDAttribute: sqsapi.StringAttribute("x")}}},
+			{"reserved attribute", virtual, &Reply{Body: "b", Attributes: map[string]types.MessageAttributeValue{sqsapi.CorrelationIDAttribute: wire.StringAttribute("x")}}},
 			{"attribute without type", virtual, &Reply{Body: "b", Attributes: map[string]types.MessageAttributeValue{"k": {StringValue: aws.String("v")}}}},
 			{"empty body", virtual, &Reply{}},
 			{"nil reply", virtual, nil},

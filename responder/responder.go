@@ -7,19 +7,26 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
 	"github.com/tempqueues/tempqueues/internal/backoff"
 	"github.com/tempqueues/tempqueues/internal/batch"
 	"github.com/tempqueues/tempqueues/internal/clock"
+	"github.com/tempqueues/tempqueues/internal/httpbody"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 // Client is the part of the SQS API a Responder calls. *sqs.Client
 // implements it.
 type Client interface {
-	sqsapi.Sender
-	sqsapi.Receiver
-	sqsapi.Deleter
-	sqsapi.VisibilityChanger
+	SendMessage(ctx context.Context, params *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+	SendMessageBatch(ctx context.Context, params *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
+	ReceiveMessage(ctx context.Context, params *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	DeleteMessage(ctx context.Context, params *sqs.DeleteMessageInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
+	DeleteMessageBatch(ctx context.Context, params *sqs.DeleteMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
+	ChangeMessageVisibility(ctx context.Context, params *sqs.ChangeMessageVisibilityInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
+	ChangeMessageVisibilityBatch(ctx context.Context, params *sqs.ChangeMessageVisibilityBatchInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
 }
 
 // RetryPolicy says when a request whose handler failed becomes visible
@@ -144,12 +151,12 @@ type Responder struct {
 }
 
 // New returns a Responder that calls SQS through client (an *sqs.Client
-// through a copy with sqsapi.BufferRequestBodies installed, see
-// sqsapi.EnsureBufferedBodies). It validates the options and returns an
-// *sqsapi.InvalidInputError for bad ones.
+// without sqsapi.BufferRequestBodies through a copy with it installed). It
+// validates the options and returns an *sqsapi.InvalidInputError for bad
+// ones.
 func New(client Client, optFns ...func(*Options)) (*Responder, error) {
 	if client == nil {
-		return nil, sqsapi.Invalid("responder.New", "client", "nil client")
+		return nil, wire.Invalid("responder.New", "client", "nil client")
 	}
 	var o Options
 	for _, fn := range optFns {
@@ -158,7 +165,7 @@ func New(client Client, optFns ...func(*Options)) (*Responder, error) {
 	if err := resolveOptions(&o); err != nil {
 		return nil, err
 	}
-	client = sqsapi.EnsureBufferedBodies(client)
+	client = httpbody.Ensure(client)
 	inFlight := max(2, o.MaxConcurrency/10)
 	r := &Responder{
 		client:        client,
@@ -183,13 +190,13 @@ func resolveOptions(o *Options) error {
 	}
 	switch {
 	case o.MaxConcurrency < 0:
-		return sqsapi.Invalid(op, "MaxConcurrency", "negative")
+		return wire.Invalid(op, "MaxConcurrency", "negative")
 	case o.MaxConcurrency == 0:
 		o.MaxConcurrency = defaultMaxConcurrency
 	}
 	switch {
 	case o.MaxPollers < 0:
-		return sqsapi.Invalid(op, "MaxPollers", "negative")
+		return wire.Invalid(op, "MaxPollers", "negative")
 	case o.MaxPollers == 0:
 		o.MaxPollers = min(maxPollersCap, (o.MaxConcurrency+sqsapi.MaxReceiveMessages-1)/sqsapi.MaxReceiveMessages)
 	}
@@ -197,30 +204,30 @@ func resolveOptions(o *Options) error {
 	case o.WaitTime == 0:
 		o.WaitTime = sqsapi.MaxWaitTimeSeconds * time.Second
 	case o.WaitTime < time.Second || o.WaitTime > sqsapi.MaxWaitTimeSeconds*time.Second:
-		return sqsapi.Invalid(op, "WaitTime", "%v is outside 1s to %ds", o.WaitTime, sqsapi.MaxWaitTimeSeconds)
+		return wire.Invalid(op, "WaitTime", "%v is outside 1s to %ds", o.WaitTime, sqsapi.MaxWaitTimeSeconds)
 	}
 	switch {
 	case o.VisibilityTimeout == 0:
 		o.VisibilityTimeout = defaultVisibility
 	case o.VisibilityTimeout < time.Second || o.VisibilityTimeout > sqsapi.MaxVisibilityTimeout*time.Second:
-		return sqsapi.Invalid(op, "VisibilityTimeout", "%v is outside 1s to 12h", o.VisibilityTimeout)
+		return wire.Invalid(op, "VisibilityTimeout", "%v is outside 1s to 12h", o.VisibilityTimeout)
 	case o.VisibilityTimeout%time.Second != 0:
-		return sqsapi.Invalid(op, "VisibilityTimeout", "%v is not a whole number of seconds", o.VisibilityTimeout)
+		return wire.Invalid(op, "VisibilityTimeout", "%v is not a whole number of seconds", o.VisibilityTimeout)
 	}
 	if o.HandlerTimeout < 0 {
-		return sqsapi.Invalid(op, "HandlerTimeout", "negative")
+		return wire.Invalid(op, "HandlerTimeout", "negative")
 	}
 	switch {
 	case o.DrainTimeout < 0:
-		return sqsapi.Invalid(op, "DrainTimeout", "negative")
+		return wire.Invalid(op, "DrainTimeout", "negative")
 	case o.DrainTimeout == 0:
 		o.DrainTimeout = defaultDrainTimeout
 	}
 	if o.Retry < RetryAfterVisibilityTimeout || o.Retry > RetryWithBackoff {
-		return sqsapi.Invalid(op, "Retry", "unknown policy %d", o.Retry)
+		return wire.Invalid(op, "Retry", "unknown policy %d", o.Retry)
 	}
 	if o.RetryBackoffBase < 0 || o.RetryBackoffCap < 0 {
-		return sqsapi.Invalid(op, "RetryBackoff", "negative")
+		return wire.Invalid(op, "RetryBackoff", "negative")
 	}
 	if o.RetryBackoffBase == 0 {
 		o.RetryBackoffBase = time.Second
@@ -230,13 +237,13 @@ func resolveOptions(o *Options) error {
 	}
 	switch {
 	case o.StoreTTL < 0:
-		return sqsapi.Invalid(op, "StoreTTL", "negative")
+		return wire.Invalid(op, "StoreTTL", "negative")
 	case o.StoreTTL == 0:
 		o.StoreTTL = defaultStoreTTL
 	}
 	switch {
 	case o.InProgressDelay < 0 || o.InProgressDelay > sqsapi.MaxVisibilityTimeout*time.Second:
-		return sqsapi.Invalid(op, "InProgressDelay", "%v is outside 0 to 12h", o.InProgressDelay)
+		return wire.Invalid(op, "InProgressDelay", "%v is outside 0 to 12h", o.InProgressDelay)
 	case o.InProgressDelay == 0:
 		o.InProgressDelay = o.VisibilityTimeout
 	}

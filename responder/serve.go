@@ -16,9 +16,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/google/uuid"
 
+	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/backoff"
 	"github.com/tempqueues/tempqueues/internal/batch"
 	"github.com/tempqueues/tempqueues/internal/poll"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/internal/workers"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -48,11 +50,11 @@ import (
 // does not exist. Other receive errors (throttling, 5xx, network, denied
 // access) are logged and retried with exponential backoff and full jitter.
 func (r *Responder) Serve(ctx context.Context, queueURL string, h Handler) error {
-	if queueURL == "" || sqsapi.IsVirtualQueueURL(queueURL) {
-		return sqsapi.Invalid("Serve", "queueURL", "%q is not a queue URL", queueURL)
+	if queueURL == "" || wire.IsVirtualQueueURL(queueURL) {
+		return wire.Invalid("Serve", "queueURL", "%q is not a queue URL", queueURL)
 	}
 	if h == nil {
-		return sqsapi.Invalid("Serve", "handler", "nil handler")
+		return wire.Invalid("Serve", "handler", "nil handler")
 	}
 	if !r.register() {
 		return ErrClosed
@@ -311,7 +313,7 @@ func (p poller) Handle(res poll.Result) bool {
 		return false
 	}
 	if res.Err != nil {
-		if sqsapi.IsQueueDoesNotExist(res.Err) {
+		if awserr.IsQueueDoesNotExist(res.Err) {
 			r.log.Error("responder: request queue does not exist; Serve stops", slog.String("queue_url", s.queueURL), slog.Any("error", res.Err))
 			s.setFatal(fmt.Errorf("responder: receiving from %s: %w", s.queueURL, res.Err))
 			s.pollerExit()

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/tempqueues/tempqueues/internal/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -44,7 +45,7 @@ func TestRoundTripJavaWireFormat(t *testing.T) {
 			mu.Lock()
 			seen = req
 			mu.Unlock()
-			return &Reply{Body: "re:" + req.Body(), Attributes: map[string]types.MessageAttributeValue{"Status": sqsapi.StringAttribute("ok")}}, nil
+			return &Reply{Body: "re:" + req.Body(), Attributes: map[string]types.MessageAttributeValue{"Status": wire.StringAttribute("ok")}}, nil
 		}))
 
 		e.request(reqQ, "login alice", host+"#reply-1", "rid-1")

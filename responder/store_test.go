@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/internal/wire"
 )
 
 func TestMemoryStoreLifecycle(t *testing.T) {
@@ -57,7 +57,7 @@ func TestMemoryStoreLifecycle(t *testing.T) {
 	if err := s.Complete(ctx, "k", "d", reply, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	reply.Attributes["late"] = sqsapi.StringAttribute("x") // the caller's map is not shared
+	reply.Attributes["late"] = wire.StringAttribute("x") // the caller's map is not shared
 	e, _ := s.Begin(ctx, "k", "e", time.Minute)
 	if e.Status != Done || e.Reply.Body != "answer" || len(e.Reply.Attributes) != 1 {
 		t.Fatalf("Begin after Complete = %+v", e)

@@ -1,13 +1,21 @@
-// Package sqsapi holds what every tempqueues package shares: the small
-// interfaces with the exact method signatures of *sqs.Client that the library
-// calls, the wire constants of the AWS Java Temporary Queue Client, SQS's
-// hard limits, the typed input errors, an SDK middleware that counts API
-// calls, and BufferRequestBodies, the client option that keeps the SDK from
-// losing responses (every *sqs.Client given to tempqueues should have it).
+// Package sqsapi is the contract every tempqueues package shares: Client,
+// the SQS operations the library calls with the exact method signatures of
+// *sqs.Client; the wire constants of the AWS Java Temporary Queue Client and
+// the attributes tempqueues adds; SQS's hard limits; the typed input errors
+// (ErrInvalidInput, *InvalidInputError) and ErrClosed; CallCounter, an SDK
+// middleware that counts API calls; and BufferRequestBodies, the client
+// option that keeps the SDK from losing responses (every *sqs.Client given
+// to tempqueues should have it).
 //
 // Every tempqueues wrapper accepts a Client and most also implement it, so
 // they stack: a *virtualqueue.Client wraps an *sqs.Client, a requester wraps
 // a *virtualqueue.Client, and a test can wrap any of them to inject faults.
+//
+// A virtual queue's URL is its host queue's URL, '#', and its name:
+// "<host-url>#<name>". Such a URL must never reach SQS itself.
+//
+// Errors are the SDK's: a missing queue, whether SQS or tempqueues reports
+// it, matches errors.As(err, new(*types.QueueDoesNotExist)).
 package sqsapi
 
 import (
@@ -16,33 +24,19 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
 
-// Sender sends messages. *sqs.Client implements it.
-type Sender interface {
+// Client is every SQS operation tempqueues calls, with the method signatures
+// of *sqs.Client. *sqs.Client and *virtualqueue.Client implement it.
+// Packages that call only part of it (responder, redrive, backlog) take
+// their own smaller interface, which any Client satisfies.
+type Client interface {
 	SendMessage(ctx context.Context, params *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
 	SendMessageBatch(ctx context.Context, params *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
-}
-
-// Receiver receives messages. *sqs.Client implements it.
-type Receiver interface {
 	ReceiveMessage(ctx context.Context, params *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
-}
-
-// Deleter deletes received messages. *sqs.Client implements it.
-type Deleter interface {
 	DeleteMessage(ctx context.Context, params *sqs.DeleteMessageInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
 	DeleteMessageBatch(ctx context.Context, params *sqs.DeleteMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
-}
-
-// VisibilityChanger changes the visibility timeout of received messages.
-// *sqs.Client implements it.
-type VisibilityChanger interface {
 	ChangeMessageVisibility(ctx context.Context, params *sqs.ChangeMessageVisibilityInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
 	ChangeMessageVisibilityBatch(ctx context.Context, params *sqs.ChangeMessageVisibilityBatchInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
-}
 
-// QueueAdmin creates, finds, lists, inspects, configures, purges and deletes
-// queues. *sqs.Client implements it.
-type QueueAdmin interface {
 	CreateQueue(ctx context.Context, params *sqs.CreateQueueInput, optFns ...func(*sqs.Options)) (*sqs.CreateQueueOutput, error)
 	DeleteQueue(ctx context.Context, params *sqs.DeleteQueueInput, optFns ...func(*sqs.Options)) (*sqs.DeleteQueueOutput, error)
 	GetQueueUrl(ctx context.Context, params *sqs.GetQueueUrlInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error)
@@ -50,24 +44,10 @@ type QueueAdmin interface {
 	GetQueueAttributes(ctx context.Context, params *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error)
 	SetQueueAttributes(ctx context.Context, params *sqs.SetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.SetQueueAttributesOutput, error)
 	PurgeQueue(ctx context.Context, params *sqs.PurgeQueueInput, optFns ...func(*sqs.Options)) (*sqs.PurgeQueueOutput, error)
-}
 
-// Tagger reads and writes queue tags. *sqs.Client implements it.
-type Tagger interface {
 	TagQueue(ctx context.Context, params *sqs.TagQueueInput, optFns ...func(*sqs.Options)) (*sqs.TagQueueOutput, error)
 	UntagQueue(ctx context.Context, params *sqs.UntagQueueInput, optFns ...func(*sqs.Options)) (*sqs.UntagQueueOutput, error)
 	ListQueueTags(ctx context.Context, params *sqs.ListQueueTagsInput, optFns ...func(*sqs.Options)) (*sqs.ListQueueTagsOutput, error)
-}
-
-// Client is every SQS operation tempqueues calls, with the method signatures
-// of *sqs.Client. *sqs.Client and *virtualqueue.Client implement it.
-type Client interface {
-	Sender
-	Receiver
-	Deleter
-	VisibilityChanger
-	QueueAdmin
-	Tagger
 }
 
 var _ Client = (*sqs.Client)(nil)

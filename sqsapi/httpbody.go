@@ -1,13 +1,9 @@
 package sqsapi
 
 import (
-	"bytes"
-	"fmt"
-	"io"
-	"net/http"
-
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/tempqueues/tempqueues/internal/httpbody"
 )
 
 // BufferRequestBodies is an sqs.Options function that stops the SDK's HTTP
@@ -40,68 +36,4 @@ import (
 //
 // It is safe to apply more than once; a nil HTTPClient is replaced by the
 // SDK's default one first.
-func BufferRequestBodies(o *sqs.Options) {
-	if _, ok := o.HTTPClient.(bufferedBodies); ok {
-		return
-	}
-	next := o.HTTPClient
-	if next == nil {
-		next = awshttp.NewBuildableClient()
-	}
-	o.HTTPClient = bufferedBodies{next: next}
-}
-
-// bufferedBodies is the HTTP client BufferRequestBodies installs.
-type bufferedBodies struct{ next sqs.HTTPClient }
-
-// Do reads req's body into memory and sends a copy of req carrying it.
-func (c bufferedBodies) Do(req *http.Request) (*http.Response, error) {
-	if req.Body == nil || req.Body == http.NoBody {
-		return c.next.Do(req)
-	}
-	// Sized from ContentLength (plus room for the read that finds the end),
-	// so that the copy costs one allocation on every call.
-	var buf bytes.Buffer
-	if req.ContentLength > 0 {
-		buf.Grow(int(req.ContentLength) + bytes.MinRead)
-	}
-	_, err := buf.ReadFrom(req.Body)
-	_ = req.Body.Close()
-	if err != nil {
-		return nil, fmt.Errorf("sqsapi: reading request body: %w", err)
-	}
-	body := buf.Bytes()
-	out := req.WithContext(req.Context()) // a shallow copy: the SDK keeps its own
-	out.ContentLength = int64(len(body))
-	out.GetBody = func() (io.ReadCloser, error) {
-		if len(body) == 0 {
-			return http.NoBody, nil
-		}
-		return io.NopCloser(bytes.NewReader(body)), nil
-	}
-	out.Body, _ = out.GetBody()
-	return c.next.Do(out)
-}
-
-// EnsureBufferedBodies returns client unchanged unless it is an *sqs.Client
-// without BufferRequestBodies; then it returns a new *sqs.Client with the
-// same options and BufferRequestBodies installed, so that the library's own
-// receives cannot lose their responses however the caller built the client.
-// The caller's client is not modified. Constructors that take a client
-// (virtualqueue.New, responder.New, redrive.New) call it; wrap clients of
-// other types with BufferRequestBodies yourself.
-func EnsureBufferedBodies[C any](client C) C {
-	sc, ok := any(client).(*sqs.Client)
-	if !ok || sc == nil {
-		return client
-	}
-	o := sc.Options()
-	if _, done := o.HTTPClient.(bufferedBodies); done {
-		return client
-	}
-	protected, ok := any(sqs.New(o, BufferRequestBodies)).(C)
-	if !ok {
-		return client
-	}
-	return protected
-}
+func BufferRequestBodies(o *sqs.Options) { httpbody.Buffer(o) }

@@ -214,36 +214,3 @@ func (c traceWrites) Do(r *http.Request) (*http.Response, error) {
 	}))
 	return c.next.Do(r)
 }
-
-func TestEnsureBufferedBodies(t *testing.T) {
-	counter := new(sqsapi.CallCounter)
-	plain := sqs.New(sqs.Options{Region: "us-east-1", APIOptions: nil}, sqs.WithAPIOptions(counter.Register))
-	before := plain.Options().HTTPClient
-
-	got := sqsapi.EnsureBufferedBodies[sqsapi.Client](plain)
-	protected, ok := got.(*sqs.Client)
-	if !ok || protected == plain {
-		t.Fatalf("got %T %p, want a new *sqs.Client", got, got)
-	}
-	if plain.Options().HTTPClient != before {
-		t.Error("the caller's client was modified")
-	}
-	if len(protected.Options().APIOptions) != len(plain.Options().APIOptions) {
-		t.Error("API options (the caller's middleware) were not carried over")
-	}
-	// Already protected: the same client back.
-	if again := sqsapi.EnsureBufferedBodies[sqsapi.Client](protected); again != sqsapi.Client(protected) {
-		t.Error("a protected client was wrapped again")
-	}
-	// Not an *sqs.Client: untouched.
-	var other sqsapi.Client = wrapper{protected}
-	if sqsapi.EnsureBufferedBodies(other) != other {
-		t.Error("a client of another type was replaced")
-	}
-	var none sqsapi.Client
-	if sqsapi.EnsureBufferedBodies(none) != nil {
-		t.Error("nil became a client")
-	}
-}
-
-type wrapper struct{ sqsapi.Client }

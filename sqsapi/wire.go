@@ -39,9 +39,6 @@ const (
 	// DefaultIdleQueueRetention is the default idle retention of temporary
 	// queues.
 	DefaultIdleQueueRetention = 300 * time.Second
-
-	// MinIdleQueueRetention is the smallest accepted idle retention.
-	MinIdleQueueRetention = 1 * time.Second
 )
 
 // Attributes added by tempqueues on top of the Java wire format. A Java peer
@@ -66,13 +63,12 @@ const (
 
 // SQS hard limits that tempqueues checks before making a call.
 const (
-	MaxMessageAttributes   = 10           // message attributes per message
-	MaxBatchEntries        = 10           // entries per batch call
-	MaxReceiveMessages     = 10           // MaxNumberOfMessages
-	MaxWaitTimeSeconds     = 20           // WaitTimeSeconds
-	MaxDelaySeconds        = 900          // DelaySeconds
-	MaxVisibilityTimeout   = 12 * 60 * 60 // seconds; also the cap since receipt
-	MaxQueueNameLength     = 80           // characters, ".fifo" included
-	MaxMessageSize         = 1 << 20      // bytes of body plus attributes
-	MaxAttributeNameLength = 256          // characters
+	MaxMessageAttributes = 10           // message attributes per message
+	MaxBatchEntries      = 10           // entries per batch call
+	MaxReceiveMessages   = 10           // MaxNumberOfMessages
+	MaxWaitTimeSeconds   = 20           // WaitTimeSeconds
+	MaxDelaySeconds      = 900          // DelaySeconds
+	MaxVisibilityTimeout = 12 * 60 * 60 // seconds; also the cap since receipt
+	MaxQueueNameLength   = 80           // characters, ".fifo" included
+	MaxMessageSize       = 1 << 20      // bytes of body plus attributes
 )

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/internal/wire"
 )
 
 // queue is one SQS queue. Every field is guarded by Server.mu.
@@ -93,7 +93,7 @@ func (s *Server) createQueue(base string, in *createQueueInput) (*queueURLOutput
 	if name == "" {
 		return nil, errMissingParameter("QueueName")
 	}
-	if !sqsapi.ValidQueueName(name) {
+	if !wire.ValidQueueName(name) {
 		return nil, errInvalidParameter("Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length")
 	}
 	fifo := strings.HasSuffix(name, ".fifo")

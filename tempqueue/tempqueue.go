@@ -21,7 +21,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/hostq"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/reaper"
 	"github.com/tempqueues/tempqueues/sqsapi"
 	"github.com/tempqueues/tempqueues/virtualqueue"
@@ -70,7 +72,7 @@ type Client struct {
 func New(client sqsapi.Client, optFns ...func(*Options)) (*Client, error) {
 	const op = "tempqueue.New"
 	if client == nil {
-		return nil, sqsapi.Invalid(op, "client", "nil")
+		return nil, wire.Invalid(op, "client", "nil")
 	}
 	opts := Options{Prefix: sqsapi.DefaultQueuePrefix, IdleQueueRetention: sqsapi.DefaultIdleQueueRetention}
 	for _, fn := range optFns {
@@ -128,7 +130,7 @@ func (c *Client) Reaper() *reaper.Reaper { return c.reaper }
 // virtualqueue.Client does.
 func (c *Client) CreateQueue(ctx context.Context, in *sqs.CreateQueueInput, optFns ...func(*sqs.Options)) (*sqs.CreateQueueOutput, error) {
 	if in == nil {
-		return nil, sqsapi.Invalid("CreateQueue", "input", "nil")
+		return nil, wire.Invalid("CreateQueue", "input", "nil")
 	}
 	if _, ok := in.Attributes[sqsapi.HostQueueURLAttribute]; ok {
 		return c.Client.CreateQueue(ctx, in, optFns...)
@@ -137,13 +139,13 @@ func (c *Client) CreateQueue(ctx context.Context, in *sqs.CreateQueueInput, optF
 	retention := strconv.Itoa(int(c.opts.IdleQueueRetention / time.Second))
 	if r, ok := hostAttrs[sqsapi.IdleQueueRetentionPeriodAttribute]; ok {
 		if n, err := strconv.Atoi(r); err != nil || n < 1 {
-			return nil, sqsapi.Invalid("CreateQueue", sqsapi.IdleQueueRetentionPeriodAttribute, "%q must be a whole number of seconds, at least 1", r)
+			return nil, wire.Invalid("CreateQueue", sqsapi.IdleQueueRetentionPeriodAttribute, "%q must be a whole number of seconds, at least 1", r)
 		}
 		retention = r
 		delete(hostAttrs, sqsapi.IdleQueueRetentionPeriodAttribute)
 	}
-	if !sqsapi.ValidQueueName(aws.ToString(in.QueueName)) {
-		return nil, sqsapi.Invalid("CreateQueue", "QueueName", "%q must be 1-80 characters of A-Z a-z 0-9 - _", aws.ToString(in.QueueName))
+	if !wire.ValidQueueName(aws.ToString(in.QueueName)) {
+		return nil, wire.Invalid("CreateQueue", "QueueName", "%q must be 1-80 characters of A-Z a-z 0-9 - _", aws.ToString(in.QueueName))
 	}
 	for attempt := 0; ; attempt++ {
 		host, err := c.owner.URL(ctx, hostAttrs)
@@ -158,7 +160,7 @@ func (c *Client) CreateQueue(ctx context.Context, in *sqs.CreateQueueInput, optF
 				sqsapi.IdleQueueRetentionPeriodAttribute: retention,
 			},
 		}, optFns...)
-		if attempt == 0 && sqsapi.IsQueueDoesNotExist(err) {
+		if attempt == 0 && awserr.IsQueueDoesNotExist(err) {
 			// The host queue was deleted from under us, and a receive found
 			// out before a heartbeat did: make a new one.
 			c.owner.Gone(host)

@@ -11,8 +11,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/leakcheck"
 	"github.com/tempqueues/tempqueues/internal/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 	"github.com/tempqueues/tempqueues/tempqueue"
 )
@@ -70,11 +72,11 @@ func TestDropInTemporaryQueues(t *testing.T) {
 			t.Fatalf("host queues %v: want one per attribute set (2)", hosts)
 		}
 		for _, u := range []string{a, bq, slow} {
-			if !sqsapi.IsVirtualQueueURL(u) || !strings.HasPrefix(u, hosts[0]+"#") && !strings.HasPrefix(u, hosts[1]+"#") {
+			if !wire.IsVirtualQueueURL(u) || !strings.HasPrefix(u, hosts[0]+"#") && !strings.HasPrefix(u, hosts[1]+"#") {
 				t.Fatalf("temporary queue %s is not on a host queue %v", u, hosts)
 			}
 		}
-		if sqsapi.HostURLOf(a) != sqsapi.HostURLOf(bq) || sqsapi.HostURLOf(a) == sqsapi.HostURLOf(slow) {
+		if wire.HostURLOf(a) != wire.HostURLOf(bq) || wire.HostURLOf(a) == wire.HostURLOf(slow) {
 			t.Fatal("queues with the same attributes must share a host, others not")
 		}
 		// Host queues are named <prefix><uuid>-<n> and tagged for the reaper.
@@ -127,7 +129,7 @@ func TestHostQueueRecreatedAfterExternalDelete(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		host, _, err := sqsapi.ParseVirtualQueueURL(*old.QueueUrl)
+		host, _, err := wire.ParseVirtualQueueURL(*old.QueueUrl)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,7 +138,7 @@ func TestHostQueueRecreatedAfterExternalDelete(t *testing.T) {
 		}
 		// A receive finds the host gone; the virtual-queue state of the old
 		// host went with it.
-		if _, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: old.QueueUrl, WaitTimeSeconds: 5}); !sqsapi.IsQueueDoesNotExist(err) {
+		if _, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: old.QueueUrl, WaitTimeSeconds: 5}); !awserr.IsQueueDoesNotExist(err) {
 			t.Errorf("receive on the deleted host's queue = %v, want QueueDoesNotExist", err)
 		}
 		if n := c.Stats().VirtualQueues; n != 0 {
@@ -146,7 +148,7 @@ func TestHostQueueRecreatedAfterExternalDelete(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		newHost, _, _ := sqsapi.ParseVirtualQueueURL(*again.QueueUrl)
+		newHost, _, _ := wire.ParseVirtualQueueURL(*again.QueueUrl)
 		if newHost == host || !strings.HasSuffix(newHost, "-1") {
 			t.Fatalf("recreated host %s (old %s): want a new queue with the next counter", newHost, host)
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -28,17 +29,17 @@ func (c *Client) settle(hostURL, name string, deadline time.Time, handles ...str
 // after Close or after the virtual queue was deleted: deleting a handled
 // message is always right.
 func (c *Client) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error) {
-	if in == nil || !sqsapi.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
+	if in == nil || !wire.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
 		return c.sqs.DeleteMessage(ctx, in, optFns...)
 	}
 	const op = "DeleteMessage"
-	hostURL, name, err := sqsapi.ParseVirtualQueueURL(*in.QueueUrl)
+	hostURL, name, err := wire.ParseVirtualQueueURL(*in.QueueUrl)
 	if err != nil {
 		return nil, withOp(err, op)
 	}
 	handle := aws.ToString(in.ReceiptHandle)
 	if handle == "" {
-		return nil, sqsapi.Invalid(op, "ReceiptHandle", "empty")
+		return nil, wire.Invalid(op, "ReceiptHandle", "empty")
 	}
 	c.settle(hostURL, name, time.Time{}, handle)
 	h := c.lookupHost(hostURL)
@@ -56,16 +57,16 @@ func (c *Client) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, 
 // DeleteMessageBatch passes through, or deletes messages received from a
 // virtual queue from its host queue in one call.
 func (c *Client) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error) {
-	if in == nil || !sqsapi.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
+	if in == nil || !wire.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
 		return c.sqs.DeleteMessageBatch(ctx, in, optFns...)
 	}
 	const op = "DeleteMessageBatch"
-	hostURL, name, err := sqsapi.ParseVirtualQueueURL(*in.QueueUrl)
+	hostURL, name, err := wire.ParseVirtualQueueURL(*in.QueueUrl)
 	if err != nil {
 		return nil, withOp(err, op)
 	}
 	if n := len(in.Entries); n == 0 || n > sqsapi.MaxBatchEntries {
-		return nil, sqsapi.Invalid(op, "Entries", "%d entries; a batch takes 1 to %d", n, sqsapi.MaxBatchEntries)
+		return nil, wire.Invalid(op, "Entries", "%d entries; a batch takes 1 to %d", n, sqsapi.MaxBatchEntries)
 	}
 	handles := make([]string, len(in.Entries))
 	for i, e := range in.Entries {
@@ -81,20 +82,20 @@ func (c *Client) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBa
 // message received from a virtual queue. Concurrent changes to one host share
 // ChangeMessageVisibilityBatch calls.
 func (c *Client) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMessageVisibilityInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error) {
-	if in == nil || !sqsapi.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
+	if in == nil || !wire.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
 		return c.sqs.ChangeMessageVisibility(ctx, in, optFns...)
 	}
 	const op = "ChangeMessageVisibility"
-	hostURL, name, err := sqsapi.ParseVirtualQueueURL(*in.QueueUrl)
+	hostURL, name, err := wire.ParseVirtualQueueURL(*in.QueueUrl)
 	if err != nil {
 		return nil, withOp(err, op)
 	}
 	if in.VisibilityTimeout < 0 || in.VisibilityTimeout > sqsapi.MaxVisibilityTimeout {
-		return nil, sqsapi.Invalid(op, "VisibilityTimeout", "%d is outside 0 to %d", in.VisibilityTimeout, sqsapi.MaxVisibilityTimeout)
+		return nil, wire.Invalid(op, "VisibilityTimeout", "%d is outside 0 to %d", in.VisibilityTimeout, sqsapi.MaxVisibilityTimeout)
 	}
 	handle := aws.ToString(in.ReceiptHandle)
 	if handle == "" {
-		return nil, sqsapi.Invalid(op, "ReceiptHandle", "empty")
+		return nil, wire.Invalid(op, "ReceiptHandle", "empty")
 	}
 	if c.isClosed() {
 		return nil, ErrClosed
@@ -115,20 +116,20 @@ func (c *Client) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMess
 // ChangeMessageVisibilityBatch passes through, or changes the host visibility
 // of messages received from a virtual queue in one call.
 func (c *Client) ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.ChangeMessageVisibilityBatchInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error) {
-	if in == nil || !sqsapi.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
+	if in == nil || !wire.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
 		return c.sqs.ChangeMessageVisibilityBatch(ctx, in, optFns...)
 	}
 	const op = "ChangeMessageVisibilityBatch"
-	hostURL, name, err := sqsapi.ParseVirtualQueueURL(*in.QueueUrl)
+	hostURL, name, err := wire.ParseVirtualQueueURL(*in.QueueUrl)
 	if err != nil {
 		return nil, withOp(err, op)
 	}
 	if n := len(in.Entries); n == 0 || n > sqsapi.MaxBatchEntries {
-		return nil, sqsapi.Invalid(op, "Entries", "%d entries; a batch takes 1 to %d", n, sqsapi.MaxBatchEntries)
+		return nil, wire.Invalid(op, "Entries", "%d entries; a batch takes 1 to %d", n, sqsapi.MaxBatchEntries)
 	}
 	for _, e := range in.Entries {
 		if e.VisibilityTimeout < 0 || e.VisibilityTimeout > sqsapi.MaxVisibilityTimeout {
-			return nil, sqsapi.Invalid(op, "VisibilityTimeout", "%d is outside 0 to %d", e.VisibilityTimeout, sqsapi.MaxVisibilityTimeout)
+			return nil, wire.Invalid(op, "VisibilityTimeout", "%d is outside 0 to %d", e.VisibilityTimeout, sqsapi.MaxVisibilityTimeout)
 		}
 	}
 	if c.isClosed() {

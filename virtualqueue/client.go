@@ -8,8 +8,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/batch"
+	"github.com/tempqueues/tempqueues/internal/callcount"
 	"github.com/tempqueues/tempqueues/internal/hostq"
+	"github.com/tempqueues/tempqueues/internal/httpbody"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -19,7 +23,7 @@ import (
 // background work (host pollers, expiry, batch calls) stops on Close.
 type Client struct {
 	sqs      sqsapi.Client // the wrapped client, counting calls
-	calls    *sqsapi.CallCounter
+	calls    *callcount.Counter
 	opts     Options
 	hostOpts hostq.Options
 	sends    *batch.Sends
@@ -36,15 +40,15 @@ type Client struct {
 var _ sqsapi.Client = (*Client)(nil)
 
 // New returns a Client serving virtual queues over client. An *sqs.Client
-// is used through a copy with sqsapi.BufferRequestBodies installed (see
-// sqsapi.EnsureBufferedBodies); the caller's client is not modified.
+// without sqsapi.BufferRequestBodies is used through a copy with it
+// installed; the caller's client is not modified.
 func New(client sqsapi.Client, optFns ...func(*Options)) *Client {
 	var opts Options
 	for _, fn := range optFns {
 		fn(&opts)
 	}
-	calls := new(sqsapi.CallCounter)
-	wrapped := hostq.CountCalls(sqsapi.EnsureBufferedBodies(client), calls)
+	calls := new(callcount.Counter)
+	wrapped := hostq.CountCalls(httpbody.Ensure(client), calls)
 	c := &Client{
 		sqs:       wrapped,
 		calls:     calls,
@@ -188,7 +192,7 @@ func (c *Client) forget(h *hostq.Host) {
 // lookup resolves a virtual queue URL to its live queue. The error matches
 // *types.QueueDoesNotExist when the queue is not known here.
 func (c *Client) lookup(op, queueURL string) (*hostq.Queue, error) {
-	hostURL, name, err := sqsapi.ParseVirtualQueueURL(queueURL)
+	hostURL, name, err := wire.ParseVirtualQueueURL(queueURL)
 	if err != nil {
 		return nil, withOp(err, op)
 	}
@@ -200,7 +204,7 @@ func (c *Client) lookup(op, queueURL string) (*hostq.Queue, error) {
 			return q, nil
 		}
 	}
-	return nil, sqsapi.NewQueueDoesNotExist("virtual queue " + queueURL + " does not exist")
+	return nil, awserr.NewQueueDoesNotExist("virtual queue " + queueURL + " does not exist")
 }
 
 // withOp fills in the operation of an input error.

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/callcount"
 	"github.com/tempqueues/tempqueues/internal/sqstestenv"
 	"github.com/tempqueues/tempqueues/sqsapi"
 	"github.com/tempqueues/tempqueues/virtualqueue"
@@ -19,7 +20,7 @@ import (
 type env struct {
 	t       *testing.T
 	raw     *sqs.Client
-	counter *sqsapi.CallCounter
+	counter *callcount.Counter
 	host    string
 }
 
@@ -69,7 +70,7 @@ func (e *env) createVQ(c *virtualqueue.Client, name string, attrs ...string) str
 	return *out.QueueUrl
 }
 
-func send(t *testing.T, c sqsapi.Sender, url, body string) {
+func send(t *testing.T, c sqsapi.Client, url, body string) {
 	t.Helper()
 	if _, err := c.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(url), MessageBody: aws.String(body)}); err != nil {
 		t.Fatalf("SendMessage to %s: %v", url, err)
@@ -77,7 +78,7 @@ func send(t *testing.T, c sqsapi.Sender, url, body string) {
 }
 
 // receiveN receives until n messages arrived from url or the deadline passes.
-func receiveN(t *testing.T, c sqsapi.Receiver, url string, n int, within time.Duration) []types.Message {
+func receiveN(t *testing.T, c sqsapi.Client, url string, n int, within time.Duration) []types.Message {
 	t.Helper()
 	var got []types.Message
 	deadline := time.Now().Add(within)

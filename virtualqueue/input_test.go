@@ -15,6 +15,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/tempqueues/tempqueues/internal/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 	"github.com/tempqueues/tempqueues/virtualqueue"
 )
@@ -225,7 +226,7 @@ func FuzzCreateQueueInput(f *testing.F) {
 			}
 			return
 		}
-		h, n, err := sqsapi.ParseVirtualQueueURL(*out.QueueUrl)
+		h, n, err := wire.ParseVirtualQueueURL(*out.QueueUrl)
 		if err != nil || h != hostURL || n != name {
 			t.Fatalf("created %q from (%q, %q): parse gives %q %q %v", *out.QueueUrl, hostURL, name, h, n, err)
 		}

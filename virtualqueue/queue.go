@@ -9,7 +9,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/hostq"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -21,7 +23,7 @@ import (
 // *types.QueueNameExists, as SQS does.
 func (c *Client) CreateQueue(ctx context.Context, in *sqs.CreateQueueInput, optFns ...func(*sqs.Options)) (*sqs.CreateQueueOutput, error) {
 	if in == nil {
-		return nil, sqsapi.Invalid("CreateQueue", "input", "nil")
+		return nil, wire.Invalid("CreateQueue", "input", "nil")
 	}
 	hostURL, virtual := in.Attributes[sqsapi.HostQueueURLAttribute]
 	if !virtual {
@@ -49,10 +51,10 @@ func (c *Client) CreateQueue(ctx context.Context, in *sqs.CreateQueueInput, optF
 // checkCreate validates a virtual CreateQueue before any call.
 func checkCreate(hostURL, name string, attrs map[string]string) (int32, error) {
 	const op = "CreateQueue"
-	if hostURL == "" || sqsapi.IsVirtualQueueURL(hostURL) {
-		return 0, sqsapi.Invalid(op, sqsapi.HostQueueURLAttribute, "%q is not a real queue URL", hostURL)
+	if hostURL == "" || wire.IsVirtualQueueURL(hostURL) {
+		return 0, wire.Invalid(op, sqsapi.HostQueueURLAttribute, "%q is not a real queue URL", hostURL)
 	}
-	if _, _, err := sqsapi.ParseVirtualQueueURL(sqsapi.VirtualQueueURL(hostURL, name)); err != nil {
+	if _, _, err := wire.ParseVirtualQueueURL(wire.VirtualQueueURL(hostURL, name)); err != nil {
 		return 0, withOp(err, op)
 	}
 	var retention int32
@@ -61,12 +63,12 @@ func checkCreate(hostURL, name string, attrs map[string]string) (int32, error) {
 		case sqsapi.HostQueueURLAttribute:
 		case sqsapi.IdleQueueRetentionPeriodAttribute:
 			n, err := strconv.ParseInt(v, 10, 32)
-			if err != nil || n < int64(sqsapi.MinIdleQueueRetention/time.Second) {
-				return 0, sqsapi.Invalid(op, k, "%q must be a whole number of seconds, at least %d", v, int(sqsapi.MinIdleQueueRetention/time.Second))
+			if err != nil || n < int64(wire.MinIdleQueueRetention/time.Second) {
+				return 0, wire.Invalid(op, k, "%q must be a whole number of seconds, at least %d", v, int(wire.MinIdleQueueRetention/time.Second))
 			}
 			retention = int32(n)
 		default:
-			return 0, sqsapi.Invalid(op, "Attributes", "virtual queues take no attribute %q (only %s and %s)", k, sqsapi.HostQueueURLAttribute, sqsapi.IdleQueueRetentionPeriodAttribute)
+			return 0, wire.Invalid(op, "Attributes", "virtual queues take no attribute %q (only %s and %s)", k, sqsapi.HostQueueURLAttribute, sqsapi.IdleQueueRetentionPeriodAttribute)
 		}
 	}
 	return retention, nil
@@ -77,9 +79,9 @@ func checkCreate(hostURL, name string, attrs map[string]string) (int32, error) {
 // *types.QueueDoesNotExist. Deleting a host queue of this client through it
 // (or finding it already gone) also drops the host's virtual queues.
 func (c *Client) DeleteQueue(ctx context.Context, in *sqs.DeleteQueueInput, optFns ...func(*sqs.Options)) (*sqs.DeleteQueueOutput, error) {
-	if in == nil || !sqsapi.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
+	if in == nil || !wire.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
 		out, err := c.sqs.DeleteQueue(ctx, in, optFns...)
-		if in != nil && (err == nil || sqsapi.IsQueueDoesNotExist(err)) {
+		if in != nil && (err == nil || awserr.IsQueueDoesNotExist(err)) {
 			if h := c.lookupHost(queueURLOf(in.QueueUrl)); h != nil {
 				h.Gone()
 			}
@@ -99,7 +101,7 @@ func (c *Client) DeleteQueue(ctx context.Context, in *sqs.DeleteQueueInput, optF
 // and ReceiveMessageWaitTimeSeconds, and the virtual queue's own approximate
 // counts (buffered, and received but not deleted within their visibility).
 func (c *Client) GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
-	if in == nil || !sqsapi.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
+	if in == nil || !wire.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
 		return c.sqs.GetQueueAttributes(ctx, in, optFns...)
 	}
 	q, err := c.lookup("GetQueueAttributes", *in.QueueUrl)
@@ -136,17 +138,17 @@ func (c *Client) GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttribu
 // matching sqsapi.ErrInvalidInput: virtual queues take their settings from
 // the host queue.
 func (c *Client) SetQueueAttributes(ctx context.Context, in *sqs.SetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.SetQueueAttributesOutput, error) {
-	if in == nil || !sqsapi.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
+	if in == nil || !wire.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
 		return c.sqs.SetQueueAttributes(ctx, in, optFns...)
 	}
-	return nil, sqsapi.Invalid("SetQueueAttributes", "QueueUrl", "virtual queue %s has no attributes of its own; set them on the host queue", *in.QueueUrl)
+	return nil, wire.Invalid("SetQueueAttributes", "QueueUrl", "virtual queue %s has no attributes of its own; set them on the host queue", *in.QueueUrl)
 }
 
 // PurgeQueue passes through; on a virtual URL it deletes the virtual queue's
 // buffered messages from the host queue (a local purge: messages already
 // received and not deleted, or still on the host queue, are not affected).
 func (c *Client) PurgeQueue(ctx context.Context, in *sqs.PurgeQueueInput, optFns ...func(*sqs.Options)) (*sqs.PurgeQueueOutput, error) {
-	if in == nil || !sqsapi.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
+	if in == nil || !wire.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
 		return c.sqs.PurgeQueue(ctx, in, optFns...)
 	}
 	q, err := c.lookup("PurgeQueue", *in.QueueUrl)
@@ -159,7 +161,7 @@ func (c *Client) PurgeQueue(ctx context.Context, in *sqs.PurgeQueueInput, optFns
 
 // TagQueue passes through; on a virtual URL it sets local tags.
 func (c *Client) TagQueue(ctx context.Context, in *sqs.TagQueueInput, optFns ...func(*sqs.Options)) (*sqs.TagQueueOutput, error) {
-	if in == nil || !sqsapi.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
+	if in == nil || !wire.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
 		return c.sqs.TagQueue(ctx, in, optFns...)
 	}
 	q, err := c.lookup("TagQueue", *in.QueueUrl)
@@ -172,7 +174,7 @@ func (c *Client) TagQueue(ctx context.Context, in *sqs.TagQueueInput, optFns ...
 
 // UntagQueue passes through; on a virtual URL it removes local tags.
 func (c *Client) UntagQueue(ctx context.Context, in *sqs.UntagQueueInput, optFns ...func(*sqs.Options)) (*sqs.UntagQueueOutput, error) {
-	if in == nil || !sqsapi.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
+	if in == nil || !wire.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
 		return c.sqs.UntagQueue(ctx, in, optFns...)
 	}
 	q, err := c.lookup("UntagQueue", *in.QueueUrl)
@@ -185,7 +187,7 @@ func (c *Client) UntagQueue(ctx context.Context, in *sqs.UntagQueueInput, optFns
 
 // ListQueueTags passes through; on a virtual URL it returns the local tags.
 func (c *Client) ListQueueTags(ctx context.Context, in *sqs.ListQueueTagsInput, optFns ...func(*sqs.Options)) (*sqs.ListQueueTagsOutput, error) {
-	if in == nil || !sqsapi.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
+	if in == nil || !wire.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
 		return c.sqs.ListQueueTags(ctx, in, optFns...)
 	}
 	q, err := c.lookup("ListQueueTags", *in.QueueUrl)

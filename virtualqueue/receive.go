@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/hostq"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -22,7 +23,7 @@ import (
 // attributes as SQS does. A VisibilityTimeout sets the host visibility of the
 // returned messages. The receipt handles are the host messages'.
 func (c *Client) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
-	if in == nil || !sqsapi.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
+	if in == nil || !wire.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
 		return c.sqs.ReceiveMessage(ctx, in, optFns...)
 	}
 	const op = "ReceiveMessage"
@@ -100,13 +101,13 @@ func checkReceive(op string, in *sqs.ReceiveMessageInput) (int, error) {
 		max = 1
 	}
 	if max < 1 || max > sqsapi.MaxReceiveMessages {
-		return 0, sqsapi.Invalid(op, "MaxNumberOfMessages", "%d is outside 1 to %d", in.MaxNumberOfMessages, sqsapi.MaxReceiveMessages)
+		return 0, wire.Invalid(op, "MaxNumberOfMessages", "%d is outside 1 to %d", in.MaxNumberOfMessages, sqsapi.MaxReceiveMessages)
 	}
 	if in.WaitTimeSeconds < 0 || in.WaitTimeSeconds > sqsapi.MaxWaitTimeSeconds {
-		return 0, sqsapi.Invalid(op, "WaitTimeSeconds", "%d is outside 0 to %d", in.WaitTimeSeconds, sqsapi.MaxWaitTimeSeconds)
+		return 0, wire.Invalid(op, "WaitTimeSeconds", "%d is outside 0 to %d", in.WaitTimeSeconds, sqsapi.MaxWaitTimeSeconds)
 	}
 	if in.VisibilityTimeout < 0 || in.VisibilityTimeout > sqsapi.MaxVisibilityTimeout {
-		return 0, sqsapi.Invalid(op, "VisibilityTimeout", "%d is outside 0 to %d", in.VisibilityTimeout, sqsapi.MaxVisibilityTimeout)
+		return 0, wire.Invalid(op, "VisibilityTimeout", "%d is outside 0 to %d", in.VisibilityTimeout, sqsapi.MaxVisibilityTimeout)
 	}
 	return max, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/batch"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -20,13 +21,13 @@ func routed(op, name string, attrs map[string]types.MessageAttributeValue, body 
 	if _, ok := attrs[sqsapi.VirtualQueueNameAttribute]; ok {
 		extra = 0
 	}
-	if err := sqsapi.CheckMessageAttributes(op, attrs, extra); err != nil {
+	if err := wire.CheckMessageAttributes(op, attrs, extra); err != nil {
 		return nil, err
 	}
 	out := make(map[string]types.MessageAttributeValue, len(attrs)+1)
 	maps.Copy(out, attrs)
-	out[sqsapi.VirtualQueueNameAttribute] = sqsapi.StringAttribute(name)
-	if err := sqsapi.CheckMessageSize(op, body, out); err != nil {
+	out[sqsapi.VirtualQueueNameAttribute] = wire.StringAttribute(name)
+	if err := wire.CheckMessageSize(op, body, out); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -34,12 +35,12 @@ func routed(op, name string, attrs map[string]types.MessageAttributeValue, body 
 
 // parseSendTarget validates a virtual destination URL.
 func parseSendTarget(op, queueURL string) (hostURL, name string, err error) {
-	hostURL, name, err = sqsapi.ParseVirtualQueueURL(queueURL)
+	hostURL, name, err = wire.ParseVirtualQueueURL(queueURL)
 	if err != nil {
 		return "", "", withOp(err, op)
 	}
 	if len(hostURL) > 5 && hostURL[len(hostURL)-5:] == ".fifo" {
-		return "", "", sqsapi.Invalid(op, "QueueUrl", "virtual queues live on standard host queues, not FIFO queue %s", hostURL)
+		return "", "", wire.Invalid(op, "QueueUrl", "virtual queues live on standard host queues, not FIFO queue %s", hostURL)
 	}
 	return hostURL, name, nil
 }
@@ -50,7 +51,7 @@ func parseSendTarget(op, queueURL string) (hostURL, name string, err error) {
 // Options.DisableSendBatching is set or optFns are given, concurrent sends to
 // one host share SendMessageBatch calls; a lone send goes out at once.
 func (c *Client) SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
-	if in == nil || !sqsapi.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
+	if in == nil || !wire.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
 		return c.sqs.SendMessage(ctx, in, optFns...)
 	}
 	const op = "SendMessage"
@@ -62,7 +63,7 @@ func (c *Client) SendMessage(ctx context.Context, in *sqs.SendMessageInput, optF
 	if err != nil {
 		return nil, err
 	}
-	if err := sqsapi.CheckDelaySeconds(op, in.DelaySeconds); err != nil {
+	if err := wire.CheckDelaySeconds(op, in.DelaySeconds); err != nil {
 		return nil, err
 	}
 	c.touch(hostURL, name)
@@ -82,7 +83,7 @@ func (c *Client) SendMessage(ctx context.Context, in *sqs.SendMessageInput, optF
 // SendMessageBatch passes through, or sends every entry to the virtual
 // queue's host queue with the routing attribute, in one call.
 func (c *Client) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
-	if in == nil || !sqsapi.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
+	if in == nil || !wire.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
 		return c.sqs.SendMessageBatch(ctx, in, optFns...)
 	}
 	const op = "SendMessageBatch"
@@ -91,14 +92,14 @@ func (c *Client) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchI
 		return nil, err
 	}
 	if n := len(in.Entries); n == 0 || n > sqsapi.MaxBatchEntries {
-		return nil, sqsapi.Invalid(op, "Entries", "%d entries; a batch takes 1 to %d", n, sqsapi.MaxBatchEntries)
+		return nil, wire.Invalid(op, "Entries", "%d entries; a batch takes 1 to %d", n, sqsapi.MaxBatchEntries)
 	}
 	cp := *in
 	cp.QueueUrl = aws.String(hostURL)
 	cp.Entries = make([]types.SendMessageBatchRequestEntry, len(in.Entries))
 	total := 0
 	for i, e := range in.Entries {
-		if err := sqsapi.CheckDelaySeconds(op, e.DelaySeconds); err != nil {
+		if err := wire.CheckDelaySeconds(op, e.DelaySeconds); err != nil {
 			return nil, err
 		}
 		attrs, err := routed(op, name, e.MessageAttributes, e.MessageBody)
@@ -106,11 +107,11 @@ func (c *Client) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchI
 			return nil, err
 		}
 		e.MessageAttributes = attrs
-		total += sqsapi.MessageSize(e.MessageBody, attrs)
+		total += wire.MessageSize(e.MessageBody, attrs)
 		cp.Entries[i] = e
 	}
 	if total > sqsapi.MaxMessageSize {
-		return nil, sqsapi.Invalid(op, "Entries", "batch of %d bytes exceeds the SQS maximum of %d", total, sqsapi.MaxMessageSize)
+		return nil, wire.Invalid(op, "Entries", "batch of %d bytes exceeds the SQS maximum of %d", total, sqsapi.MaxMessageSize)
 	}
 	c.touch(hostURL, name)
 	return c.sqs.SendMessageBatch(ctx, &cp, optFns...)

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/leakcheck"
 	"github.com/tempqueues/tempqueues/internal/sqstestenv"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -343,7 +344,7 @@ func TestHostQueueDeletedUnderClient(t *testing.T) {
 		}
 		select {
 		case err := <-errc:
-			if !sqsapi.IsQueueDoesNotExist(err) {
+			if !awserr.IsQueueDoesNotExist(err) {
 				t.Fatalf("receive after host deletion = %v, want QueueDoesNotExist", err)
 			}
 		case <-time.After(25 * time.Second):
@@ -373,13 +374,13 @@ func TestDeletingTheHostDropsItsQueuesAndWakesReceivers(t *testing.T) {
 		}
 		select {
 		case err := <-errc:
-			if !sqsapi.IsQueueDoesNotExist(err) {
+			if !awserr.IsQueueDoesNotExist(err) {
 				t.Fatalf("waiting receive = %v, want QueueDoesNotExist", err)
 			}
 		case <-time.After(5 * time.Second):
 			t.Fatal("deleting the host left a receiver waiting")
 		}
-		if _, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(u)}); !sqsapi.IsQueueDoesNotExist(err) {
+		if _, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(u)}); !awserr.IsQueueDoesNotExist(err) {
 			t.Errorf("receive on a deleted host's queue = %v, want QueueDoesNotExist", err)
 		}
 		if n := c.Stats().VirtualQueues; n != 0 {

@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/tempqueues/tempqueues/cmd/tempq/internal/bench"
+	"github.com/tempqueues/tempqueues/internal/callcount"
 	"github.com/tempqueues/tempqueues/internal/child"
 	"github.com/tempqueues/tempqueues/internal/sqsenv"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -133,7 +134,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprintln(stderr, "tempq bench:", where)
 	cfg := bench.Config{
-		NewClient: func(counter *sqsapi.CallCounter) *sqs.Client {
+		NewClient: func(counter *callcount.Counter) *sqs.Client {
 			return sqs.New(base, func(o *sqs.Options) {
 				o.HTTPClient = httpClient
 				sqsapi.BufferRequestBodies(o)

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -73,7 +74,7 @@ func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if len(attrs) > 0 {
 		in.MessageAttributes = make(map[string]types.MessageAttributeValue, len(attrs))
 		for k, v := range attrs {
-			in.MessageAttributes[k] = sqsapi.StringAttribute(v)
+			in.MessageAttributes[k] = wire.StringAttribute(v)
 		}
 	}
 	// A one-off caller neither sweeps other processes' queues nor keeps its

@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/sqsapi"
 	"github.com/tempqueues/tempqueues/sqstest"
 )
@@ -200,7 +201,7 @@ func TestQueuesAndSweep(t *testing.T) {
 	if code != 0 || fmt.Sprint(rep["deleted"]) != "["+idle+"]" || rep["dry_run"] != false {
 		t.Fatalf("sweep --json: code %d, %v", code, rep)
 	}
-	if _, err := client.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(idle)}); !sqsapi.IsQueueDoesNotExist(err) {
+	if _, err := client.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(idle)}); !awserr.IsQueueDoesNotExist(err) {
 		t.Fatalf("the idle queue survived the sweep: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -38,7 +39,7 @@ func runServeEcho(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	defer env.Close()
 	var queueURL string
-	if sqsapi.ValidQueueName(*queue) {
+	if wire.ValidQueueName(*queue) {
 		out, err := env.Client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: queue})
 		if err != nil {
 			return fmt.Errorf("creating queue %q: %w", *queue, err)

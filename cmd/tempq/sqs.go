@@ -11,8 +11,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/sqsenv"
-	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/internal/wire"
 )
 
 // serverHelp ends the usage of every command that talks to SQS.
@@ -54,12 +55,12 @@ func resolveQueue(ctx context.Context, client *sqs.Client, flagName, q string) (
 	if strings.Contains(q, "://") {
 		return q, nil
 	}
-	if !sqsapi.ValidQueueName(q) {
+	if !wire.ValidQueueName(q) {
 		return "", usageError("--%s %q is neither a queue URL nor a valid queue name", flagName, q)
 	}
 	out, err := client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(q)})
 	if err != nil {
-		if sqsapi.IsQueueDoesNotExist(err) {
+		if awserr.IsQueueDoesNotExist(err) {
 			return "", fmt.Errorf("--%s: queue %q does not exist", flagName, q)
 		}
 		return "", fmt.Errorf("--%s: GetQueueUrl %q: %w", flagName, q, err)

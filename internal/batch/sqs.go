@@ -9,6 +9,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/awserr"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -52,9 +54,23 @@ func DeleteWithin(left time.Duration) time.Duration {
 	return min(max(left/10, DeleteLinger), maxDeleteLinger)
 }
 
+// The batch calls the coalescers make; *sqs.Client and sqsapi.Client
+// implement them.
+type deleter interface {
+	DeleteMessageBatch(ctx context.Context, params *sqs.DeleteMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
+}
+
+type visibilityChanger interface {
+	ChangeMessageVisibilityBatch(ctx context.Context, params *sqs.ChangeMessageVisibilityBatchInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
+}
+
+type sender interface {
+	SendMessageBatch(ctx context.Context, params *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
+}
+
 // NewDeletes returns a coalescer of deletes made through client; entries
 // submitted without waiting linger for company up to linger (Options.Linger).
-func NewDeletes(client sqsapi.Deleter, maxInFlight int, linger time.Duration) *Deletes {
+func NewDeletes(client deleter, maxInFlight int, linger time.Duration) *Deletes {
 	return New(func(ctx context.Context, queueURL string, handles []string) ([]Result[struct{}], error) {
 		in := &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(queueURL), Entries: make([]types.DeleteMessageBatchRequestEntry, len(handles))}
 		for i, h := range handles {
@@ -72,7 +88,7 @@ func NewDeletes(client sqsapi.Deleter, maxInFlight int, linger time.Duration) *D
 
 // NewVisibilities returns a coalescer of visibility changes made through
 // client.
-func NewVisibilities(client sqsapi.VisibilityChanger, maxInFlight int) *Visibilities {
+func NewVisibilities(client visibilityChanger, maxInFlight int) *Visibilities {
 	return New(func(ctx context.Context, queueURL string, vs []Visibility) ([]Result[struct{}], error) {
 		in := &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(queueURL), Entries: make([]types.ChangeMessageVisibilityBatchRequestEntry, len(vs))}
 		for i, v := range vs {
@@ -92,7 +108,7 @@ func NewVisibilities(client sqsapi.VisibilityChanger, maxInFlight int) *Visibili
 
 // NewSends returns a coalescer of sends made through client. Batches respect
 // SQS's limit on the total payload of a SendMessageBatch call.
-func NewSends(client sqsapi.Sender, maxInFlight int) *Sends {
+func NewSends(client sender, maxInFlight int) *Sends {
 	return New(func(ctx context.Context, queueURL string, es []types.SendMessageBatchRequestEntry) ([]Result[types.SendMessageBatchResultEntry], error) {
 		in := &sqs.SendMessageBatchInput{QueueUrl: aws.String(queueURL), Entries: make([]types.SendMessageBatchRequestEntry, len(es))}
 		for i, e := range es {
@@ -119,7 +135,7 @@ func NewSends(client sqsapi.Sender, maxInFlight int) *Sends {
 		}
 		for i := range got {
 			if !got[i] {
-				res[i].Err = &sqsapi.BatchEntryError{Code: "MissingBatchResult", Message: "SendMessageBatch returned no result for the entry"}
+				res[i].Err = &awserr.BatchEntryError{Code: "MissingBatchResult", Message: "SendMessageBatch returned no result for the entry"}
 			}
 		}
 		return res, nil
@@ -127,7 +143,7 @@ func NewSends(client sqsapi.Sender, maxInFlight int) *Sends {
 		MaxInFlight: maxInFlight,
 		MaxBytes:    sqsapi.MaxMessageSize,
 		Size: func(e types.SendMessageBatchRequestEntry) int {
-			return sqsapi.MessageSize(e.MessageBody, e.MessageAttributes)
+			return wire.MessageSize(e.MessageBody, e.MessageAttributes)
 		},
 	})
 }
@@ -146,7 +162,7 @@ func entryIndex(id *string, n int) (int, bool) {
 }
 
 func entryError(f types.BatchResultErrorEntry) error {
-	return &sqsapi.BatchEntryError{Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault}
+	return &awserr.BatchEntryError{Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault}
 }
 
 // SendEntry is the batch entry for a SendMessage call (its Id is assigned by

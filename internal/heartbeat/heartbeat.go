@@ -36,6 +36,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/backoff"
 	"github.com/tempqueues/tempqueues/internal/clock"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -81,12 +82,18 @@ type Options struct {
 	Clock clock.Clock
 }
 
+// Tagger is the one call a Heartbeater makes. *sqs.Client and
+// sqsapi.Client implement it.
+type Tagger interface {
+	TagQueue(ctx context.Context, params *sqs.TagQueueInput, optFns ...func(*sqs.Options)) (*sqs.TagQueueOutput, error)
+}
+
 // Heartbeater heartbeats the queues registered with Add or AddTagged. Its
 // one goroutine starts on the first Add and returns when no queue is left
 // or on Close, so a process with no queue has no goroutine and makes no
 // call.
 type Heartbeater struct {
-	client sqsapi.Tagger
+	client Tagger
 	opts   Options
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -117,7 +124,7 @@ type beat struct {
 
 // New returns a Heartbeater that tags queues with client. It makes no call
 // and starts no goroutine.
-func New(client sqsapi.Tagger, o Options) *Heartbeater {
+func New(client Tagger, o Options) *Heartbeater {
 	if !(o.Fraction > 0 && o.Fraction <= MaxFraction) {
 		o.Fraction = DefaultFraction
 	}
@@ -158,7 +165,7 @@ func Tags(retention time.Duration, now time.Time) map[string]string {
 // its schedule; with another retention both tags are rewritten. Add makes
 // no call itself. It returns an error matching sqsapi.ErrInvalidInput for a
 // URL without a queue name or a retention that is not whole seconds of at
-// least sqsapi.MinIdleQueueRetention, and sqsapi.ErrClosed after Close.
+// least wire.MinIdleQueueRetention, and sqsapi.ErrClosed after Close.
 func (h *Heartbeater) Add(queueURL string, retention time.Duration) error {
 	return h.add("heartbeat.Add", queueURL, retention, time.Time{})
 }
@@ -169,20 +176,20 @@ func (h *Heartbeater) Add(queueURL string, retention time.Duration) error {
 // are those of Add, and invalid input for a zero taggedAt.
 func (h *Heartbeater) AddTagged(queueURL string, retention time.Duration, taggedAt time.Time) error {
 	if taggedAt.IsZero() {
-		return sqsapi.Invalid("heartbeat.AddTagged", "taggedAt", "must not be zero")
+		return wire.Invalid("heartbeat.AddTagged", "taggedAt", "must not be zero")
 	}
 	return h.add("heartbeat.AddTagged", queueURL, retention, taggedAt)
 }
 
 func (h *Heartbeater) add(op, queueURL string, retention time.Duration, taggedAt time.Time) error {
 	if queueName(queueURL) == "" {
-		return sqsapi.Invalid(op, "queueURL", "%q has no queue name", queueURL)
+		return wire.Invalid(op, "queueURL", "%q has no queue name", queueURL)
 	}
-	if retention < sqsapi.MinIdleQueueRetention {
-		return sqsapi.Invalid(op, "retention", "%v is below the minimum of %v", retention, sqsapi.MinIdleQueueRetention)
+	if retention < wire.MinIdleQueueRetention {
+		return wire.Invalid(op, "retention", "%v is below the minimum of %v", retention, wire.MinIdleQueueRetention)
 	}
 	if retention%time.Second != 0 {
-		return sqsapi.Invalid(op, "retention", "%v is not a whole number of seconds (the tag holds seconds)", retention)
+		return wire.Invalid(op, "retention", "%v is not a whole number of seconds (the tag holds seconds)", retention)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()

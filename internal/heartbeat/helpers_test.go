@@ -11,8 +11,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/google/uuid"
-
-	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 // hostName returns a requester host queue name no other test uses.
@@ -61,8 +59,6 @@ func eventually(t testing.TB, timeout time.Duration, what string, cond func() bo
 // with fail's error when set, and blocks while block is set until the
 // call's context ends.
 type tagger struct {
-	sqsapi.Tagger // nil: only TagQueue is called
-
 	mu    sync.Mutex
 	calls []map[string]string
 	fail  func(queueURL string) error

@@ -5,19 +5,20 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/tempqueues/tempqueues/internal/callcount"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 // CountCalls returns client wrapped to count each call by operation in n,
 // so Stats report exactly the API calls a client made (SQS bills each),
 // whatever the client is.
-func CountCalls(client sqsapi.Client, n *sqsapi.CallCounter) sqsapi.Client {
+func CountCalls(client sqsapi.Client, n *callcount.Counter) sqsapi.Client {
 	return counting{next: client, n: n}
 }
 
 type counting struct {
 	next sqsapi.Client
-	n    *sqsapi.CallCounter
+	n    *callcount.Counter
 }
 
 func (c counting) CreateQueue(ctx context.Context, in *sqs.CreateQueueInput, o ...func(*sqs.Options)) (*sqs.CreateQueueOutput, error) {

@@ -5,7 +5,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/internal/wire"
 )
 
 // ErrTooManyQueues is returned by CreateQueue past its maxQueues.
@@ -26,10 +26,10 @@ func (h *Host) Expect(name string, fn func(types.Message, error)) error {
 		return err
 	}
 	if _, ok := h.calls[name]; ok {
-		return sqsapi.Invalid("Expect", "name", "%q is already expected", name)
+		return wire.Invalid("Expect", "name", "%q is already expected", name)
 	}
 	if _, ok := h.queues[name]; ok {
-		return sqsapi.Invalid("Expect", "name", "%q is a virtual queue's", name)
+		return wire.Invalid("Expect", "name", "%q is a virtual queue's", name)
 	}
 	h.calls[name] = fn
 	h.demand++

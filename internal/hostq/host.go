@@ -15,8 +15,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/batch"
 	"github.com/tempqueues/tempqueues/internal/poll"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -69,7 +71,7 @@ type Host struct {
 // outlive the host; hosts may share it.
 func Open(ctx context.Context, client sqsapi.Client, url string, opts *Options) (*Host, error) {
 	if strings.HasSuffix(url, ".fifo") {
-		return nil, sqsapi.Invalid("CreateQueue", sqsapi.HostQueueURLAttribute, "host queue %s is a FIFO queue; virtual queues need a standard host queue", url)
+		return nil, wire.Invalid("CreateQueue", sqsapi.HostQueueURLAttribute, "host queue %s is a FIFO queue; virtual queues need a standard host queue", url)
 	}
 	out, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
 		QueueUrl: aws.String(url),
@@ -136,7 +138,7 @@ func (h *Host) Closed() bool { return h.isClosed.Load() }
 func (h *Host) closedErrLocked() error {
 	switch {
 	case h.gone:
-		return sqsapi.NewQueueDoesNotExist("host queue " + h.url + " was deleted")
+		return awserr.NewQueueDoesNotExist("host queue " + h.url + " was deleted")
 	case h.closed:
 		return sqsapi.ErrClosed
 	}
@@ -221,7 +223,7 @@ func (p *poller) Handle(res poll.Result) bool {
 		p.linger = false
 		h.log.LogAttrs(context.Background(), slog.LevelWarn, "hostq: host queue receive failed",
 			slog.String("queue_url", h.url), slog.Any("error", res.Err))
-		if sqsapi.IsQueueDoesNotExist(res.Err) {
+		if awserr.IsQueueDoesNotExist(res.Err) {
 			h.Gone()
 			return true // Want ends the poller
 		}
@@ -535,7 +537,7 @@ func (h *Host) Gone() {
 	}
 	h.held = ledger{}
 	h.mu.Unlock()
-	f.fail(sqsapi.NewQueueDoesNotExist("host queue " + h.url + " was deleted"))
+	f.fail(awserr.NewQueueDoesNotExist("host queue " + h.url + " was deleted"))
 	h.log.LogAttrs(context.Background(), slog.LevelWarn, "hostq: host queue was deleted", slog.String("queue_url", h.url))
 	if h.opts.OnGone != nil {
 		h.opts.OnGone(h)

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/clock"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -60,7 +61,7 @@ func openTest(tb testing.TB, o *Options) (*Host, *memHost) {
 func msg(name, handle string) types.Message {
 	return types.Message{
 		MessageId: aws.String("m-" + handle), ReceiptHandle: aws.String(handle), Body: aws.String("body"),
-		MessageAttributes: map[string]types.MessageAttributeValue{sqsapi.VirtualQueueNameAttribute: sqsapi.StringAttribute(name)},
+		MessageAttributes: map[string]types.MessageAttributeValue{sqsapi.VirtualQueueNameAttribute: wire.StringAttribute(name)},
 	}
 }
 

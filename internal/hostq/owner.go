@@ -16,7 +16,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/google/uuid"
 
+	"github.com/tempqueues/tempqueues/internal/awserr"
+	"github.com/tempqueues/tempqueues/internal/callcount"
 	"github.com/tempqueues/tempqueues/internal/heartbeat"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -56,16 +59,16 @@ type OwnerOptions struct {
 	OnGone func(url string)
 	// Calls, if set, counts the calls made for the host queues and their
 	// runtime Hosts.
-	Calls *sqsapi.CallCounter
+	Calls *callcount.Counter
 }
 
 // CheckOwner validates the options that shape host queue names and tags.
 func CheckOwner(op, prefix string, retention time.Duration) error {
-	if prefix == "" || len(prefix) > maxPrefix || !sqsapi.ValidQueueName(prefix) || strings.HasSuffix(prefix, ".fifo") {
-		return sqsapi.Invalid(op, "Prefix", "%q must be 1 to %d characters of A-Z a-z 0-9 - _ (host queue names add a UUID and a counter and must stay within 80)", prefix, maxPrefix)
+	if prefix == "" || len(prefix) > maxPrefix || !wire.ValidQueueName(prefix) || strings.HasSuffix(prefix, ".fifo") {
+		return wire.Invalid(op, "Prefix", "%q must be 1 to %d characters of A-Z a-z 0-9 - _ (host queue names add a UUID and a counter and must stay within 80)", prefix, maxPrefix)
 	}
-	if retention < sqsapi.MinIdleQueueRetention || retention%time.Second != 0 {
-		return sqsapi.Invalid(op, "IdleQueueRetention", "%v must be whole seconds, at least %v", retention, sqsapi.MinIdleQueueRetention)
+	if retention < wire.MinIdleQueueRetention || retention%time.Second != 0 {
+		return wire.Invalid(op, "IdleQueueRetention", "%v must be whole seconds, at least %v", retention, wire.MinIdleQueueRetention)
 	}
 	return nil
 }
@@ -82,7 +85,7 @@ func canonical(attrs map[string]string) (string, error) {
 	var b strings.Builder
 	for _, k := range slices.Sorted(maps.Keys(attrs)) {
 		if !slices.Contains(hostAttributes, k) {
-			return "", sqsapi.Invalid("CreateQueue", "Attributes", "temporary queues take no attribute %q (allowed: %s)", k, strings.Join(hostAttributes, ", "))
+			return "", wire.Invalid("CreateQueue", "Attributes", "temporary queues take no attribute %q (allowed: %s)", k, strings.Join(hostAttributes, ", "))
 		}
 		b.WriteString(k)
 		b.WriteByte('=')
@@ -125,7 +128,7 @@ func NewOwner(op string, client sqsapi.Client, opts OwnerOptions) (*Owner, error
 		return nil, err
 	}
 	if opts.Heartbeats == nil {
-		return nil, sqsapi.Invalid(op, "Heartbeats", "nil")
+		return nil, wire.Invalid(op, "Heartbeats", "nil")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -282,7 +285,7 @@ func (o *Owner) Close(ctx context.Context) error {
 			o.hb.Remove(ow.url)
 		}
 		for _, ow := range live {
-			if _, err := o.raw.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(ow.url)}); err != nil && !sqsapi.IsQueueDoesNotExist(err) {
+			if _, err := o.raw.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(ow.url)}); err != nil && !awserr.IsQueueDoesNotExist(err) {
 				errs = append(errs, err)
 			}
 		}

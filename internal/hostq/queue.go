@@ -8,7 +8,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/batch"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -69,7 +71,7 @@ func (q *Queue) Host() *Host { return q.h }
 func (q *Queue) Retention() int32 { return q.retention }
 
 // URL returns the queue's virtual URL.
-func (q *Queue) URL() string { return sqsapi.VirtualQueueURL(q.h.url, q.name) }
+func (q *Queue) URL() string { return wire.VirtualQueueURL(q.h.url, q.name) }
 
 // CreateQueue returns the queue name on this host, creating it with
 // retention (idle seconds, 0 = never expires) and tags. An existing queue
@@ -163,7 +165,7 @@ func (q *Queue) removeLocked() removal {
 // and waiting receivers learn that the queue is gone.
 func (h *Host) settle(r removal) {
 	for _, w := range r.waiters {
-		w.fn(nil, sqsapi.NewQueueDoesNotExist("virtual queue was deleted while a receive waited"))
+		w.fn(nil, awserr.NewQueueDoesNotExist("virtual queue was deleted while a receive waited"))
 	}
 	for _, m := range r.held {
 		h.orphan(m)
@@ -239,7 +241,7 @@ func (q *Queue) Receive(max int, wait bool, fn func([]types.Message, error)) (ms
 		return nil, nil, err
 	}
 	if q.removed {
-		return nil, nil, sqsapi.NewQueueDoesNotExist("virtual queue " + q.URL() + " does not exist")
+		return nil, nil, awserr.NewQueueDoesNotExist("virtual queue " + q.URL() + " does not exist")
 	}
 	q.touch(now)
 	if msgs := q.takeLocked(max, now); len(msgs) > 0 {

@@ -31,6 +31,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/backoff"
 	"github.com/tempqueues/tempqueues/internal/clock"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -45,10 +46,16 @@ import (
 // a busy queue.
 const StopGrace = 500 * time.Millisecond
 
+// Receiver is the call a Loop makes. *sqs.Client and sqsapi.Client
+// implement it.
+type Receiver interface {
+	ReceiveMessage(ctx context.Context, params *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+}
+
 // Config describes the receives of a Loop.
 type Config struct {
 	// Client makes the receives.
-	Client sqsapi.Receiver
+	Client Receiver
 	// Input is the template of every receive: QueueUrl, WaitTimeSeconds,
 	// VisibilityTimeout, attribute names. Each Run copies it once and sets
 	// MaxNumberOfMessages from Consumer.Want before each receive.
@@ -204,7 +211,7 @@ func (l *Loop) Run(c Consumer) {
 				return
 			}
 			f := l.failures.Add(1)
-			res.Transient = sqsapi.IsTransient(err)
+			res.Transient = awserr.IsTransient(err)
 			res.Delay = l.cfg.Backoff.Delay(int(f) - 1)
 			if !c.Handle(res) {
 				return

@@ -31,6 +31,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/tempqueues/tempqueues/internal/callcount"
 	"github.com/tempqueues/tempqueues/internal/child"
 	"github.com/tempqueues/tempqueues/sqsapi"
 	"github.com/tempqueues/tempqueues/sqstest"
@@ -51,9 +52,9 @@ type Backend struct {
 
 // Client returns a new SDK client for the backend with its own API-call
 // counter.
-func (b *Backend) Client(tb testing.TB) (*sqs.Client, *sqsapi.CallCounter) {
+func (b *Backend) Client(tb testing.TB) (*sqs.Client, *callcount.Counter) {
 	tb.Helper()
-	counter := new(sqsapi.CallCounter)
+	counter := new(callcount.Counter)
 	if b.awsConfig != nil {
 		return sqs.NewFromConfig(*b.awsConfig, sqs.WithAPIOptions(counter.Register), sqsapi.BufferRequestBodies), counter
 	}
@@ -64,7 +65,7 @@ func (b *Backend) Client(tb testing.TB) (*sqs.Client, *sqsapi.CallCounter) {
 // static dummy credentials, region us-east-1, sqsapi.BufferRequestBodies
 // (as every client should have) and, if counter is not nil, the API-call
 // counter installed.
-func NewClient(endpoint string, counter *sqsapi.CallCounter) *sqs.Client {
+func NewClient(endpoint string, counter *callcount.Counter) *sqs.Client {
 	opts := sqs.Options{
 		Region:       "us-east-1",
 		BaseEndpoint: aws.String(endpoint),

@@ -25,7 +25,7 @@
 // turn within the contender's visit. A contender is set up at the start of
 // its visit with a new SDK client and closed at its end, so that no
 // goroutine of one contender runs while another is measured. Every
-// contender has its own sqsapi.CallCounter; the API calls of a window are
+// contender has its own callcount.Counter; the API calls of a window are
 // those its counter saw during the window, empty receives included.
 //
 // The CPU figure of a window is the user plus system CPU time of this
@@ -55,7 +55,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/google/uuid"
 
-	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/internal/callcount"
 )
 
 // Contender names, in the order of the table.
@@ -73,7 +73,7 @@ var Contenders = []string{TempQueues, QueuePerRequest, StaticReplyQueue, Floor}
 type Config struct {
 	// NewClient returns a new SQS client whose calls counter counts (every
 	// contender gets its own).
-	NewClient func(counter *sqsapi.CallCounter) *sqs.Client
+	NewClient func(counter *callcount.Counter) *sqs.Client
 	// Server describes the server, for the report.
 	Server string
 	// ServerInProcess says that the server runs in this process, so that
@@ -295,10 +295,10 @@ func run(ctx context.Context, cfg Config, newC func(name string, e *env, client 
 	rep := &Report{Server: cfg.Server, Started: start, Rounds: cfg.Rounds, Window: cfg.Duration, CreateWait: cfg.CreateWait,
 		Concurrency: cfg.Concurrency, CPUIncludesServer: cfg.ServerInProcess}
 
-	counters := make(map[string]*sqsapi.CallCounter)
+	counters := make(map[string]*callcount.Counter)
 	tallies := make(map[string]map[int]*tally)
 	for _, n := range cfg.Contenders {
-		counters[n] = new(sqsapi.CallCounter)
+		counters[n] = new(callcount.Counter)
 		tallies[n] = make(map[int]*tally)
 		for _, conc := range cfg.Concurrency {
 			tallies[n][conc] = &tally{calls: make(map[string]int64), cpuOK: true}
@@ -407,7 +407,7 @@ func newContender(name string, e *env, client *sqs.Client) contender {
 // measure runs one window of c at conc callers, adds it to t, and prints
 // a progress line that starts with label. Only a context error is returned:
 // failed RPCs are counted, not fatal.
-func measure(ctx context.Context, cfg *Config, c contender, counter *sqsapi.CallCounter, t *tally, conc int, label string) error {
+func measure(ctx context.Context, cfg *Config, c contender, counter *callcount.Counter, t *tally, conc int, label string) error {
 	// Collect what came before the window (the set-up, the previous
 	// window) so that this window does not pay for it.
 	runtime.GC()

@@ -13,9 +13,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/google/uuid"
 
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
-	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 // Attributes of the hand-written contenders' requests and replies.
@@ -240,7 +240,7 @@ func (q *queuePerRequest) roundTrip(ctx context.Context, caller int) error {
 	id := uuid.NewString()
 	if _, err := q.client.SendMessage(ctx, &sqs.SendMessageInput{
 		QueueUrl: aws.String(q.queueURL), MessageBody: aws.String(b),
-		MessageAttributes: map[string]types.MessageAttributeValue{replyToAttribute: sqsapi.StringAttribute(replyURL), correlationIDAttribute: sqsapi.StringAttribute(id)},
+		MessageAttributes: map[string]types.MessageAttributeValue{replyToAttribute: wire.StringAttribute(replyURL), correlationIDAttribute: wire.StringAttribute(id)},
 	}); err != nil {
 		return err
 	}
@@ -342,7 +342,7 @@ func (s *staticReply) call(ctx context.Context, caller int) (time.Duration, erro
 	}
 	if _, err := s.client.SendMessage(ctx, &sqs.SendMessageInput{
 		QueueUrl: aws.String(s.queueURL), MessageBody: aws.String(b),
-		MessageAttributes: map[string]types.MessageAttributeValue{replyToAttribute: sqsapi.StringAttribute(s.replyURL), correlationIDAttribute: sqsapi.StringAttribute(id)},
+		MessageAttributes: map[string]types.MessageAttributeValue{replyToAttribute: wire.StringAttribute(s.replyURL), correlationIDAttribute: wire.StringAttribute(id)},
 	}); err != nil {
 		forget()
 		return 0, err

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/google/uuid"
 
+	"github.com/tempqueues/tempqueues/internal/callcount"
 	"github.com/tempqueues/tempqueues/reaper"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
@@ -38,7 +39,7 @@ func measureIdle(ctx context.Context, e *env) (*IdleResult, error) {
 	period := max(scaled(5*time.Minute), 2*time.Second) // reaper's default period, and its minimum
 	wait := scaled(sqsapi.MaxWaitTimeSeconds * time.Second)
 
-	reqCounter, respCounter := new(sqsapi.CallCounter), new(sqsapi.CallCounter)
+	reqCounter, respCounter := new(callcount.Counter), new(callcount.Counter)
 	reqClient, respClient := e.cfg.NewClient(reqCounter), e.cfg.NewClient(respCounter)
 	queueURL, err := createQueue(ctx, respClient, e.queueName("idle-requests"))
 	if err != nil {

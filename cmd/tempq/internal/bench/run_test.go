@@ -11,7 +11,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/internal/callcount"
 )
 
 // visits records the set-ups and closes of fake contenders, and whether a
@@ -90,7 +90,7 @@ func TestRunMeasuresCPUPerContender(t *testing.T) {
 	}
 	v := new(visits)
 	cfg := Config{
-		NewClient:   func(*sqsapi.CallCounter) *sqs.Client { return sqs.New(sqs.Options{}) },
+		NewClient:   func(*callcount.Counter) *sqs.Client { return sqs.New(sqs.Options{}) },
 		Contenders:  []string{TempQueues, Floor},
 		Concurrency: []int{1, 2},
 		Rounds:      2,

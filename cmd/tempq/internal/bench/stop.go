@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/tempqueues/tempqueues/internal/callcount"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -111,7 +112,7 @@ func measureStops(ctx context.Context, e *env) (map[string]*StopResult, error) {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
-			counter := new(sqsapi.CallCounter)
+			counter := new(callcount.Counter)
 			s, err := stopOnce(ctx, e, name, cfg.NewClient(counter), counter)
 			if err != nil {
 				return nil, fmt.Errorf("%s, round %d: %w", name, round+1, err)
@@ -134,7 +135,7 @@ func measureStops(ctx context.Context, e *env) (map[string]*StopResult, error) {
 // stopOnce sets up the idle client name on client, leaves it alone for
 // the idle time and times its stop. An error of the stop is in the sample;
 // the returned error is one of the set-up, which ends the run.
-func stopOnce(ctx context.Context, e *env, name string, client *sqs.Client, counter *sqsapi.CallCounter) (stopSample, error) {
+func stopOnce(ctx context.Context, e *env, name string, client *sqs.Client, counter *callcount.Counter) (stopSample, error) {
 	switch name {
 	case StopRequester:
 		return stopRequester(ctx, e, client, counter)
@@ -153,7 +154,7 @@ func stopOnce(ctx context.Context, e *env, name string, client *sqs.Client, coun
 // timeStop runs stop after the idle time under a context with the stop
 // deadline, and records its duration, its error and the calls made
 // meanwhile.
-func timeStop(ctx context.Context, e *env, counter *sqsapi.CallCounter, stop func(context.Context) error) (stopSample, error) {
+func timeStop(ctx context.Context, e *env, counter *callcount.Counter, stop func(context.Context) error) (stopSample, error) {
 	if err := sleep(ctx, e.cfg.Stop.Idle); err != nil {
 		return stopSample{}, err
 	}
@@ -174,14 +175,14 @@ func offClock(ctx context.Context) (context.Context, context.CancelFunc) {
 // stopRequester makes one RPC to an echo responder, then times the idle
 // requester's Close. The requester has the default options (a 20 s long
 // poll, sweeping on) and a prefix of its own.
-func stopRequester(ctx context.Context, e *env, client *sqs.Client, counter *sqsapi.CallCounter) (s stopSample, err error) {
+func stopRequester(ctx context.Context, e *env, client *sqs.Client, counter *callcount.Counter) (s stopSample, err error) {
 	queueURL, err := createQueue(ctx, client, e.queueName("stop-requests"))
 	if err != nil {
 		return s, err
 	}
 	// The echo responder has a client of its own, so that its calls are
 	// not counted as the requester's.
-	resp, err := responder.New(e.cfg.NewClient(new(sqsapi.CallCounter)))
+	resp, err := responder.New(e.cfg.NewClient(new(callcount.Counter)))
 	if err != nil {
 		return s, errors.Join(err, deleteQueues(context.WithoutCancel(ctx), client, queueURL))
 	}
@@ -233,7 +234,7 @@ func sendReceive(ctx context.Context, c *virtualqueue.Client, queueURL, body str
 // on the queue, so that a host poller is parked in a long poll: by default
 // a virtual-queue client polls only while someone waits. It then times the
 // client's Close until the waiting consumer has returned too.
-func stopVirtualQueue(ctx context.Context, e *env, client *sqs.Client, counter *sqsapi.CallCounter) (s stopSample, err error) {
+func stopVirtualQueue(ctx context.Context, e *env, client *sqs.Client, counter *callcount.Counter) (s stopSample, err error) {
 	hostURL, err := createQueue(ctx, client, e.queueName("stop-host"))
 	if err != nil {
 		return s, err
@@ -285,7 +286,7 @@ func stopVirtualQueue(ctx context.Context, e *env, client *sqs.Client, counter *
 
 // stopTempQueue creates a temporary queue, sends and receives one message,
 // then times the idle client's Close, which deletes its host queue.
-func stopTempQueue(ctx context.Context, e *env, client *sqs.Client, counter *sqsapi.CallCounter) (s stopSample, err error) {
+func stopTempQueue(ctx context.Context, e *env, client *sqs.Client, counter *callcount.Counter) (s stopSample, err error) {
 	c, err := tempqueue.New(client, func(o *tempqueue.Options) { o.Prefix = e.prefix + "stop-tq-" })
 	if err != nil {
 		return s, err
@@ -306,7 +307,7 @@ func stopTempQueue(ctx context.Context, e *env, client *sqs.Client, counter *sqs
 // and times its stop: Shutdown (until it and Serve have returned), or with
 // byCancel the cancellation of Serve's context (until Serve has returned).
 // Serve must return nil either way.
-func stopIdleResponder(ctx context.Context, e *env, client *sqs.Client, counter *sqsapi.CallCounter, byCancel bool) (s stopSample, err error) {
+func stopIdleResponder(ctx context.Context, e *env, client *sqs.Client, counter *callcount.Counter, byCancel bool) (s stopSample, err error) {
 	queueURL, err := createQueue(ctx, client, e.queueName("stop-empty"))
 	if err != nil {
 		return s, err

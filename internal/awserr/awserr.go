@@ -1,8 +1,12 @@
-package sqsapi
+// Package awserr classifies the errors of SQS calls: a missing queue,
+// throttling, and transient failures worth a retry. It also turns the
+// failed entries of batch calls into errors that classify like the rest.
+package awserr
 
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
@@ -57,4 +61,31 @@ func IsTransient(err error) bool {
 		return apiErr.ErrorFault() == smithy.FaultServer
 	}
 	return false
+}
+
+// BatchEntryError is the failure of one entry of a batch call
+// (types.BatchResultErrorEntry) as an error. It implements smithy.APIError,
+// so errors.As(err, new(smithy.APIError)) exposes the SQS error code.
+type BatchEntryError struct {
+	Code        string
+	Message     string
+	SenderFault bool
+}
+
+func (e *BatchEntryError) Error() string {
+	return fmt.Sprintf("sqs batch entry failed: %s: %s", e.Code, e.Message)
+}
+
+// ErrorCode returns the SQS error code, e.g. "ReceiptHandleIsInvalid".
+func (e *BatchEntryError) ErrorCode() string { return e.Code }
+
+// ErrorMessage returns the SQS error message.
+func (e *BatchEntryError) ErrorMessage() string { return e.Message }
+
+// ErrorFault tells whether the client (sender) or the server is at fault.
+func (e *BatchEntryError) ErrorFault() smithy.ErrorFault {
+	if e.SenderFault {
+		return smithy.FaultClient
+	}
+	return smithy.FaultServer
 }

@@ -1,9 +1,11 @@
-package sqsapi
+package wire
 
 import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 func TestParseVirtualQueueURL(t *testing.T) {
@@ -36,9 +38,9 @@ func TestParseVirtualQueueURL(t *testing.T) {
 	}
 	for _, in := range bad {
 		_, _, err := ParseVirtualQueueURL(in)
-		var ie *InvalidInputError
-		if !errors.As(err, &ie) || !errors.Is(err, ErrInvalidInput) {
-			t.Errorf("ParseVirtualQueueURL(%q) = %v, want *InvalidInputError", in, err)
+		var ie *sqsapi.InvalidInputError
+		if !errors.As(err, &ie) || !errors.Is(err, sqsapi.ErrInvalidInput) {
+			t.Errorf("ParseVirtualQueueURL(%q) = %v, want *sqsapi.InvalidInputError", in, err)
 		}
 	}
 }
@@ -53,7 +55,7 @@ func FuzzParseVirtualQueueURL(f *testing.F) {
 	f.Fuzz(func(t *testing.T, s string) {
 		h, n, err := ParseVirtualQueueURL(s)
 		if err != nil {
-			if !errors.Is(err, ErrInvalidInput) {
+			if !errors.Is(err, sqsapi.ErrInvalidInput) {
 				t.Fatalf("error %v is not ErrInvalidInput", err)
 			}
 			return
@@ -64,7 +66,7 @@ func FuzzParseVirtualQueueURL(f *testing.F) {
 		if VirtualQueueURL(h, n) != s {
 			t.Fatalf("round trip of %q gave %q", s, VirtualQueueURL(h, n))
 		}
-		if !ValidQueueName(n) || len(n) == 0 || len(n) > MaxQueueNameLength {
+		if !ValidQueueName(n) || len(n) == 0 || len(n) > sqsapi.MaxQueueNameLength {
 			t.Fatalf("invalid name %q accepted", n)
 		}
 	})

@@ -1,4 +1,4 @@
-package sqsapi
+package wire
 
 import "strings"
 
@@ -11,7 +11,7 @@ func IsVirtualQueueURL(u string) bool { return strings.IndexByte(u, '#') >= 0 }
 func VirtualQueueURL(hostURL, name string) string { return hostURL + "#" + name }
 
 // ParseVirtualQueueURL splits a virtual queue URL "<host-url>#<name>" at its
-// first '#'. It returns an *InvalidInputError when u is not a well-formed
+// first '#'. It returns an *sqsapi.InvalidInputError when u is not a well-formed
 // virtual queue URL: no '#', an empty or non-absolute host URL, or a name
 // that breaks SQS's queue naming rules.
 func ParseVirtualQueueURL(u string) (hostURL, name string, err error) {
