@@ -77,7 +77,7 @@ type Figures struct {
 	// ProcessingTime is the average processing time of a message used.
 	ProcessingTime time.Duration `json:"processing_time_ns"`
 	// TargetBacklogPerWorker is the backlog a worker clears within the
-	// acceptable latency: Concurrency x AcceptableLatency / ProcessingTime.
+	// acceptable latency: MaxConcurrency x AcceptableLatency / ProcessingTime.
 	// 0 when the processing time is not known yet.
 	TargetBacklogPerWorker float64 `json:"target_backlog_per_worker"`
 	// DesiredWorkers is ceil(Messages / TargetBacklogPerWorker), clamped
@@ -130,7 +130,7 @@ func compute(c Counts, o Options, processing time.Duration, workers int) Figures
 	f.BacklogPerWorker = float64(f.Messages) / float64(max(workers, 1))
 	desired := workers
 	if processing > 0 && o.AcceptableLatency > 0 {
-		f.TargetBacklogPerWorker = float64(o.Concurrency) * float64(o.AcceptableLatency) / float64(processing)
+		f.TargetBacklogPerWorker = float64(o.MaxConcurrency) * float64(o.AcceptableLatency) / float64(processing)
 		d := math.Ceil(float64(f.Messages) / f.TargetBacklogPerWorker)
 		desired = int(min(d, math.MaxInt32))
 	} else if f.Messages > 0 {

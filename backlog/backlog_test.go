@@ -32,7 +32,7 @@ func TestCompute(t *testing.T) {
 			o.Workers, o.AcceptableLatency, o.ProcessingTime = 4, 10*time.Second, 100*time.Millisecond
 		}, backlog.Figures{Messages: 1100, Counted: "visible+in-flight+delayed", Workers: 4, BacklogPerWorker: 275, TargetBacklogPerWorker: 100, DesiredWorkers: 11}},
 		{"concurrency", func(o *backlog.Options) {
-			o.Workers, o.Concurrency, o.AcceptableLatency, o.ProcessingTime = 2, 10, time.Second, 100*time.Millisecond
+			o.Workers, o.MaxConcurrency, o.AcceptableLatency, o.ProcessingTime = 2, 10, time.Second, 100*time.Millisecond
 		}, backlog.Figures{Messages: 1000, Counted: "visible", Workers: 2, BacklogPerWorker: 500, TargetBacklogPerWorker: 100, DesiredWorkers: 10}},
 		{"clamped to max", func(o *backlog.Options) {
 			o.Workers, o.AcceptableLatency, o.ProcessingTime, o.MaxWorkers = 4, time.Second, 100*time.Millisecond, 50
@@ -68,7 +68,7 @@ func TestCompute(t *testing.T) {
 		"negative workers": func(o *backlog.Options) { o.Workers = -1 },
 		"min > max":        func(o *backlog.Options) { o.MinWorkers, o.MaxWorkers = 5, 2 },
 		"negative latency": func(o *backlog.Options) { o.AcceptableLatency = -time.Second },
-		"short interval":   func(o *backlog.Options) { o.Interval = time.Millisecond },
+		"short period":     func(o *backlog.Options) { o.Period = time.Millisecond },
 	} {
 		if _, err := backlog.Compute(c, fn); !errors.Is(err, sqsapi.ErrInvalidInput) {
 			t.Errorf("%s: %v", name, err)
@@ -149,7 +149,7 @@ func TestMonitor(t *testing.T) {
 	processing := 100 * time.Millisecond
 	got := make(chan backlog.Figures, 10)
 	m, err := backlog.NewMonitor(client, *out.QueueUrl, func(o *backlog.Options) {
-		o.Interval = time.Second
+		o.Period = time.Second
 		o.AcceptableLatency = time.Second
 		o.ProcessingTimeFunc = func() time.Duration { mu.Lock(); defer mu.Unlock(); return processing }
 		o.WorkersFunc = func() int { return 3 }

@@ -21,7 +21,7 @@
 //
 //	m, err := backlog.NewMonitor(sqsClient, queueURL, func(o *backlog.Options) {
 //		o.AcceptableLatency = 2 * time.Second
-//		o.Concurrency = 10 // the responder's MaxConcurrency
+//		o.MaxConcurrency = 10 // the responder's MaxConcurrency
 //		o.ProcessingTimeFunc = func() time.Duration { return r.Stats().AverageProcessingTime }
 //		o.Workers = 4
 //	})

@@ -26,7 +26,7 @@ func ExampleMeasure() {
 		}
 	}
 	f, err := backlog.Measure(ctx, client, *q.QueueUrl, func(o *backlog.Options) {
-		o.Workers, o.Concurrency = 2, 10
+		o.Workers, o.MaxConcurrency = 2, 10
 		o.AcceptableLatency, o.ProcessingTime = 2*time.Second, 200*time.Millisecond
 		o.MaxWorkers = 20
 	})

@@ -40,10 +40,10 @@ func NewMonitor(client AttributesGetter, queueURL string, optFns ...func(*Option
 	return &Monitor{client: client, queueURL: queueURL, opts: o}, nil
 }
 
-// Run measures at once and then every Interval until ctx ends, and returns
+// Run measures at once and then every Period until ctx ends, and returns
 // nil then. A failed measurement is reported and retried at the next tick.
 func (m *Monitor) Run(ctx context.Context) error {
-	t := time.NewTicker(m.opts.Interval)
+	t := time.NewTicker(m.opts.Period)
 	defer t.Stop()
 	for {
 		m.Measure(ctx)

@@ -18,9 +18,9 @@ type Options struct {
 
 	// Workers is the number of running workers (instances, tasks, pods).
 	Workers int
-	// Concurrency is how many messages one worker processes at once (a
-	// responder's MaxConcurrency). Default 1.
-	Concurrency int
+	// MaxConcurrency is how many messages one worker processes at once, as
+	// a responder's option of that name. Default 1.
+	MaxConcurrency int
 	// AcceptableLatency is the longest a message should wait before a
 	// worker takes it.
 	AcceptableLatency time.Duration
@@ -32,9 +32,9 @@ type Options struct {
 
 	// Monitor only.
 
-	// Interval is how often a Monitor measures, at least 1 s. Default 30 s
+	// Period is how often a Monitor measures, at least 1 s. Default 30 s
 	// (120 GetQueueAttributes calls an hour).
-	Interval time.Duration
+	Period time.Duration
 	// ProcessingTimeFunc, if set, is read at each measurement in place of
 	// ProcessingTime, for example from a responder:
 	//
@@ -49,8 +49,8 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// DefaultInterval is the default measuring interval of a Monitor.
-const DefaultInterval = 30 * time.Second
+// DefaultPeriod is the default measuring period of a Monitor.
+const DefaultPeriod = 30 * time.Second
 
 func buildOptions(op string, optFns []func(*Options)) (Options, error) {
 	var o Options
@@ -59,11 +59,11 @@ func buildOptions(op string, optFns []func(*Options)) (Options, error) {
 			fn(&o)
 		}
 	}
-	if o.Concurrency == 0 {
-		o.Concurrency = 1
+	if o.MaxConcurrency == 0 {
+		o.MaxConcurrency = 1
 	}
-	if o.Interval == 0 {
-		o.Interval = DefaultInterval
+	if o.Period == 0 {
+		o.Period = DefaultPeriod
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -71,16 +71,16 @@ func buildOptions(op string, optFns []func(*Options)) (Options, error) {
 	switch {
 	case o.Workers < 0:
 		return o, wire.Invalid(op, "Workers", "%d is negative", o.Workers)
-	case o.Concurrency < 0:
-		return o, wire.Invalid(op, "Concurrency", "%d is negative", o.Concurrency)
+	case o.MaxConcurrency < 0:
+		return o, wire.Invalid(op, "MaxConcurrency", "%d is negative", o.MaxConcurrency)
 	case o.AcceptableLatency < 0 || o.ProcessingTime < 0:
 		return o, wire.Invalid(op, "AcceptableLatency/ProcessingTime", "must not be negative")
 	case o.MinWorkers < 0 || o.MaxWorkers < 0:
 		return o, wire.Invalid(op, "MinWorkers/MaxWorkers", "must not be negative")
 	case o.MaxWorkers > 0 && o.MinWorkers > o.MaxWorkers:
 		return o, wire.Invalid(op, "MinWorkers", "%d exceeds MaxWorkers %d", o.MinWorkers, o.MaxWorkers)
-	case o.Interval < time.Second:
-		return o, wire.Invalid(op, "Interval", "%v is below 1s", o.Interval)
+	case o.Period < time.Second:
+		return o, wire.Invalid(op, "Period", "%v is below 1s", o.Period)
 	}
 	return o, nil
 }

@@ -34,7 +34,7 @@ func childResponder() int {
 	client := sqstestenv.NewClient(os.Getenv("CHILD_ENDPOINT"), nil)
 	r, err := responder.New(client, func(o *responder.Options) {
 		o.VisibilityTimeout = 2 * time.Second
-		o.WaitTime = time.Second
+		o.PollWaitTime = time.Second
 		o.Store = responder.NewMemoryStore()
 	})
 	if err != nil {

@@ -88,7 +88,7 @@ func (e *env) requester(t *testing.T) *requester.Requester {
 func serve(t *testing.T, client responder.Client, queue string, h responder.HandlerFunc, optFns ...func(*responder.Options)) *responder.Responder {
 	t.Helper()
 	r, err := responder.New(client, append([]func(*responder.Options){func(o *responder.Options) {
-		o.WaitTime = time.Second
+		o.PollWaitTime = time.Second
 		o.MaxConcurrency = 32
 		// A receive whose response is lost (seen under heavy load on
 		// loopback: the SDK retries it) hides its requests for this long;
@@ -361,7 +361,7 @@ func TestGracefulShutdownLosesNothing(t *testing.T) {
 			}
 			return &responder.Reply{Body: "ok " + req.Body()}, nil
 		}
-		first, err := responder.New(e.raw, func(o *responder.Options) { o.WaitTime = time.Second })
+		first, err := responder.New(e.raw, func(o *responder.Options) { o.PollWaitTime = time.Second })
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -93,7 +93,7 @@ func childMain(name string) int {
 	r, err := responder.New(client, func(o *responder.Options) {
 		o.Logger = log
 		o.MaxConcurrency = 1 // a busy child leaves the next delivery to the other
-		o.WaitTime = time.Second
+		o.PollWaitTime = time.Second
 		o.VisibilityTimeout = childVisibility
 		o.InProgressDelay = childDeferral
 		o.DrainTimeout = 5 * time.Second

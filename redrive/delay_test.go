@@ -26,10 +26,11 @@ func newTestRedriver(t *testing.T, fn func(*Options)) *Redriver {
 	return r
 }
 
-// TestDelayBounds: replay n+1 waits at most min(Cap, Base x 2^n), reaches
-// values near the bound, and never goes negative.
+// TestDelayBounds: replay n+1 waits at most
+// min(BackoffCap, BackoffBase x 2^n), reaches values near the bound, and
+// never goes negative.
 func TestDelayBounds(t *testing.T) {
-	r := newTestRedriver(t, func(o *Options) { o.Base, o.Cap = time.Second, 10*time.Minute })
+	r := newTestRedriver(t, func(o *Options) { o.BackoffBase, o.BackoffCap = time.Second, 10*time.Minute })
 	for n := 0; n < 20; n++ {
 		ceiling := min(10*time.Minute, time.Second<<n)
 		var hi time.Duration
@@ -45,7 +46,7 @@ func TestDelayBounds(t *testing.T) {
 		}
 	}
 	pinned := newTestRedriver(t, func(o *Options) {
-		o.Base, o.Cap = time.Second, 10*time.Minute
+		o.BackoffBase, o.BackoffCap = time.Second, 10*time.Minute
 		o.clock = clock.Clock{Int64NFunc: func(n int64) int64 { return n - 1 }}
 	})
 	for n, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second} {
@@ -61,7 +62,7 @@ func TestDelayBounds(t *testing.T) {
 // TestJitterIsUniform: delays are uniform over [0, ceiling], capped
 // attempts included (full jitter, not "the cap plus a little").
 func TestJitterIsUniform(t *testing.T) {
-	r := newTestRedriver(t, func(o *Options) { o.Base, o.Cap = time.Second, 100*time.Second })
+	r := newTestRedriver(t, func(o *Options) { o.BackoffBase, o.BackoffCap = time.Second, 100*time.Second })
 	for _, n := range []int{3, 12} { // below and above the cap
 		ceiling := min(100*time.Second, time.Second<<n)
 		const samples, buckets = 20000, 10
@@ -130,7 +131,7 @@ func stringsTrim(s string) string {
 func TestDecideLongDelays(t *testing.T) {
 	now := time.Unix(1_767_225_600, 0)
 	r := newTestRedriver(t, func(o *Options) {
-		o.Base, o.Cap = 20*time.Hour, 20*time.Hour
+		o.BackoffBase, o.BackoffCap = 20*time.Hour, 20*time.Hour
 		o.clock = clock.Clock{NowFunc: func() time.Time { return now }, Int64NFunc: func(n int64) int64 { return n - 1 }}
 	})
 	p := &pass{r: r, target: r.opts.Target}
@@ -169,7 +170,7 @@ func TestDecideLongDelays(t *testing.T) {
 // time each, never always 0.
 func TestWholeSecondsAreUniform(t *testing.T) {
 	for _, ceiling := range []time.Duration{time.Second, 3 * time.Second, 2500 * time.Millisecond} {
-		r := newTestRedriver(t, func(o *Options) { o.Base, o.Cap = ceiling, ceiling })
+		r := newTestRedriver(t, func(o *Options) { o.BackoffBase, o.BackoffCap = ceiling, ceiling })
 		p := &pass{r: r, target: r.opts.Target}
 		top := int(ceiling / time.Second)
 		hist := make([]int, top+1)

@@ -6,7 +6,7 @@
 //	r, err := redrive.New(sqsClient, dlqURL, func(o *redrive.Options) {
 //		o.ParkingQueue = parkingURL // required
 //		o.MaxAttempts = 5           // replays before parking
-//		o.Base, o.Cap = time.Second, 15*time.Minute
+//		o.BackoffBase, o.BackoffCap = time.Second, 15*time.Minute
 //	})
 //	...
 //	rep, err := r.Drain(ctx) // until the queue is empty; or r.Run(ctx) until ctx ends
@@ -19,10 +19,10 @@
 // TempQueues.RedriveAttempt (sqsapi.RedriveAttemptAttribute; none means 0):
 //
 //   - n < MaxAttempts: sent to the target with the attribute set to n+1
-//     and DelaySeconds = random(0, min(Cap, Base x 2^n)) (full jitter, as
-//     in the AWS Architecture Blog's "Exponential Backoff and Jitter"),
-//     drawn uniformly from the whole seconds in that range since SQS
-//     delays whole seconds;
+//     and DelaySeconds = random(0, min(BackoffCap, BackoffBase x 2^n))
+//     (full jitter, as in the AWS Architecture Blog's "Exponential Backoff
+//     and Jitter"), drawn uniformly from the whole seconds in that range
+//     since SQS delays whole seconds;
 //   - n >= MaxAttempts: sent to the parking queue unchanged;
 //
 // and deleted from the dead-letter queue only after that send succeeded:
@@ -44,8 +44,8 @@
 // before the due time, at most 12 hours per hop (ActionWait); from then on
 // it is sent to the target with the remaining delay. The state lives in
 // the message, so a Redriver that restarts, or another process, carries
-// on where the last one stopped. Cap may be up to MaxCap (24 h); keep it
-// below the dead-letter queue's retention period.
+// on where the last one stopped. BackoffCap may be up to MaxBackoffCap
+// (24 h); keep it below the dead-letter queue's retention period.
 //
 // # The attribute budget
 //
@@ -83,7 +83,7 @@
 // SendMessageBatch per destination queue and one DeleteMessageBatch per
 // batch, so a full batch costs 0.3 calls per replayed message and a lone
 // message 3 calls. Drain ends with one empty receive (a 1-second long
-// poll); Run long-polls for WaitTime (20 s by default, 180 calls an hour
+// poll); Run long-polls for PollWaitTime (20 s by default, 180 calls an hour
 // when idle). A delay beyond 900 s adds a send and a delete, one
 // ChangeMessageVisibilityBatch per 12 hours and a receive per step.
 //

@@ -43,7 +43,7 @@ func Example() {
 	r, err := redrive.New(client, dlq, func(o *redrive.Options) {
 		o.ParkingQueue = parking // the target is the DLQ's source queue, "orders"
 		o.MaxAttempts = 3
-		o.Base, o.Cap = time.Second, time.Minute
+		o.BackoffBase, o.BackoffCap = time.Second, time.Minute
 		o.OnEvent = func(ev redrive.Event) {
 			fmt.Printf("%s: attempt %d, reason: %v\n", ev.Action, ev.Attempt, ev.Reason)
 		}

@@ -32,7 +32,7 @@ func TestDelayBeyond900Seconds(t *testing.T) {
 	var events []redrive.Event
 	rd, err := redrive.New(client, dlq, func(o *redrive.Options) {
 		o.Target, o.ParkingQueue = target, parking
-		o.Base, o.Cap = delay, delay
+		o.BackoffBase, o.BackoffCap = delay, delay
 		o.OnEvent = func(ev redrive.Event) { events = append(events, ev) }
 	}, redrive.WithClock(clock.Clock{NowFunc: clk.Now, Int64NFunc: func(n int64) int64 { return n - 1 }}))
 	if err != nil {

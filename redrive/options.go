@@ -30,15 +30,15 @@ var _ Client = (*sqs.Client)(nil)
 
 // Defaults and limits of Options.
 const (
-	DefaultBase              = time.Second
-	DefaultCap               = 15 * time.Minute
+	DefaultBackoffBase       = time.Second
+	DefaultBackoffCap        = 15 * time.Minute
 	DefaultMaxAttempts       = 5
 	DefaultVisibilityTimeout = 30 * time.Second
-	DefaultWaitTime          = 20 * time.Second
-	// MaxCap is the largest accepted Cap. A replay delayed beyond SQS's
-	// 900 s waits on the dead-letter queue, so keep Cap well below the
-	// dead-letter queue's MessageRetentionPeriod too.
-	MaxCap = 24 * time.Hour
+	DefaultPollWaitTime      = 20 * time.Second
+	// MaxBackoffCap is the largest accepted BackoffCap. A replay delayed
+	// beyond SQS's 900 s waits on the dead-letter queue, so keep BackoffCap
+	// well below the dead-letter queue's MessageRetentionPeriod too.
+	MaxBackoffCap = 24 * time.Hour
 	// drainWait is the long-poll wait of Drain's receives: a long poll, even
 	// a short one, asks every SQS server, so an empty answer means empty.
 	drainWait = time.Second
@@ -57,14 +57,15 @@ type Options struct {
 	// for a person to inspect. Required.
 	ParkingQueue string
 
-	// Base and Cap shape the replay delay: replay n (1-based) waits a
-	// uniformly random time in [0, min(Cap, Base x 2^(n-1))] (exponential
-	// backoff with full jitter). Defaults DefaultBase and DefaultCap; Cap
-	// may exceed SQS's 900 s limit on DelaySeconds, up to MaxCap (see the
-	// package documentation for how). SQS delays whole seconds: up to
-	// 900 s the delay is drawn uniformly from the whole seconds 0 to
-	// floor(min(Cap, Base x 2^(n-1))).
-	Base, Cap time.Duration
+	// BackoffBase and BackoffCap shape the replay delay: replay n (1-based)
+	// waits a uniformly random time in
+	// [0, min(BackoffCap, BackoffBase x 2^(n-1))] (exponential backoff with
+	// full jitter). Defaults DefaultBackoffBase and DefaultBackoffCap;
+	// BackoffCap may exceed SQS's 900 s limit on DelaySeconds, up to
+	// MaxBackoffCap (see the package documentation for how). SQS delays
+	// whole seconds: up to 900 s the delay is drawn uniformly from the whole
+	// seconds 0 to floor(min(BackoffCap, BackoffBase x 2^(n-1))).
+	BackoffBase, BackoffCap time.Duration
 	// MaxAttempts is how many times a message is replayed; the next time it
 	// reaches the dead-letter queue it is parked. Default
 	// DefaultMaxAttempts.
@@ -80,10 +81,10 @@ type Options struct {
 	// it is replayed; after a failure it reappears that much later.
 	// Default DefaultVisibilityTimeout.
 	VisibilityTimeout time.Duration
-	// WaitTime is the long-poll wait of Run's receives, 1 s to 20 s.
-	// Default DefaultWaitTime. Drain polls for 1 s and stops at the first
+	// PollWaitTime is the long-poll wait of Run's receives, 1 s to 20 s.
+	// Default DefaultPollWaitTime. Drain polls for 1 s and stops at the first
 	// empty answer.
-	WaitTime time.Duration
+	PollWaitTime time.Duration
 
 	// Logger receives a record per action at Debug and failures at Warn;
 	// nil means silent.
@@ -105,11 +106,11 @@ func buildOptions(dlqURL string, optFns []func(*Options)) (Options, error) {
 			fn(&o)
 		}
 	}
-	if o.Base == 0 {
-		o.Base = DefaultBase
+	if o.BackoffBase == 0 {
+		o.BackoffBase = DefaultBackoffBase
 	}
-	if o.Cap == 0 {
-		o.Cap = max(DefaultCap, o.Base)
+	if o.BackoffCap == 0 {
+		o.BackoffCap = max(DefaultBackoffCap, o.BackoffBase)
 	}
 	if o.MaxAttempts == 0 {
 		o.MaxAttempts = DefaultMaxAttempts
@@ -117,8 +118,8 @@ func buildOptions(dlqURL string, optFns []func(*Options)) (Options, error) {
 	if o.VisibilityTimeout == 0 {
 		o.VisibilityTimeout = DefaultVisibilityTimeout
 	}
-	if o.WaitTime == 0 {
-		o.WaitTime = DefaultWaitTime
+	if o.PollWaitTime == 0 {
+		o.PollWaitTime = DefaultPollWaitTime
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -138,16 +139,16 @@ func buildOptions(dlqURL string, optFns []func(*Options)) (Options, error) {
 		return o, wire.Invalid(op, "Target", "must differ from the dead-letter and parking queues")
 	case o.Target != "" && (wire.IsVirtualQueueURL(o.Target) || isFIFO(o.Target)):
 		return o, wire.Invalid(op, "Target", "%q: virtual and FIFO queues are not supported as targets", o.Target)
-	case o.Base < 0 || o.Cap < o.Base || o.Cap > MaxCap:
-		return o, wire.Invalid(op, "Base/Cap", "want 0 < Base <= Cap <= %v, got Base %v, Cap %v", MaxCap, o.Base, o.Cap)
+	case o.BackoffBase < 0 || o.BackoffCap < o.BackoffBase || o.BackoffCap > MaxBackoffCap:
+		return o, wire.Invalid(op, "BackoffBase/BackoffCap", "want 0 < BackoffBase <= BackoffCap <= %v, got %v and %v", MaxBackoffCap, o.BackoffBase, o.BackoffCap)
 	case o.MaxAttempts < 0:
 		return o, wire.Invalid(op, "MaxAttempts", "%d is negative", o.MaxAttempts)
 	case o.RateLimit < 0:
 		return o, wire.Invalid(op, "RateLimit", "%v is negative", o.RateLimit)
 	case o.VisibilityTimeout < time.Second || o.VisibilityTimeout > sqsapi.MaxVisibilityTimeout*time.Second:
 		return o, wire.Invalid(op, "VisibilityTimeout", "%v is outside [1s, 12h]", o.VisibilityTimeout)
-	case o.WaitTime < time.Second || o.WaitTime > sqsapi.MaxWaitTimeSeconds*time.Second:
-		return o, wire.Invalid(op, "WaitTime", "%v is outside [1s, 20s]", o.WaitTime)
+	case o.PollWaitTime < time.Second || o.PollWaitTime > sqsapi.MaxWaitTimeSeconds*time.Second:
+		return o, wire.Invalid(op, "PollWaitTime", "%v is outside [1s, 20s]", o.PollWaitTime)
 	}
 	return o, nil
 }

@@ -131,14 +131,14 @@ func New(client Client, dlqURL string, optFns ...func(*Options)) (*Redriver, err
 		client: httpbody.Ensure(client),
 		dlq:    dlqURL,
 		opts:   o,
-		policy: backoff.Policy{Base: o.Base, Cap: o.Cap, Rand: o.clock.Int64N},
+		policy: backoff.Policy{Base: o.BackoffBase, Cap: o.BackoffCap, Rand: o.clock.Int64N},
 		retry:  backoff.Policy{Base: 200 * time.Millisecond, Cap: 10 * time.Second},
 		target: o.Target,
 	}, nil
 }
 
 // Delay returns a random replay delay for a message replayed attempts
-// times before: uniform in [0, min(Cap, Base x 2^attempts)].
+// times before: uniform in [0, min(BackoffCap, BackoffBase x 2^attempts)].
 func (r *Redriver) Delay(attempts int) time.Duration { return r.policy.Delay(attempts) }
 
 // Target returns the queue messages are replayed to: Options.Target, or
@@ -179,7 +179,7 @@ func (r *Redriver) Drain(ctx context.Context) (Report, error) {
 }
 
 // Run replays messages as they arrive on the dead-letter queue, long-polling
-// for WaitTime, until ctx is cancelled. Cancelling ctx is a graceful stop,
+// for PollWaitTime, until ctx is cancelled. Cancelling ctx is a graceful stop,
 // by the library's lifecycle rules: no new receive starts, a long poll in
 // flight gets half a second (what it returns is made visible again, not
 // replayed) before it is cancelled, the batch at hand is finished (its
@@ -287,7 +287,7 @@ func (p *pass) newLoop(ctx context.Context) *poll.Loop {
 		p.maxMessages = int(min(float64(sqsapi.MaxReceiveMessages), max(1, math.Ceil(o.RateLimit))))
 	}
 	p.pace = pacer{rate: o.RateLimit}
-	wait := o.WaitTime
+	wait := o.PollWaitTime
 	if p.drain {
 		wait = drainWait
 	}
@@ -475,7 +475,7 @@ func (p *pass) decide(m types.Message, now time.Time) *plan {
 	next := attempt{n: a.n + 1}
 	pl.ev.Attempt = next.n
 	// Room for the attribute, checked with its longest (scheduled) form.
-	longest := withAttempt(m.MessageAttributes, attempt{n: next.n, due: now.Add(MaxCap)})
+	longest := withAttempt(m.MessageAttributes, attempt{n: next.n, due: now.Add(MaxBackoffCap)})
 	if others := len(longest) - 1; others >= sqsapi.MaxMessageAttributes || wire.MessageSize(m.Body, longest) > sqsapi.MaxMessageSize {
 		pl.ev.Attempt = a.n
 		return park(&NoRoomError{MessageID: pl.ev.MessageID, Attributes: others, Size: wire.MessageSize(m.Body, longest)})

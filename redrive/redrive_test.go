@@ -45,7 +45,7 @@ func TestPoisonRequestReplayedThenParked(t *testing.T) {
 		)
 		resp, err := responder.New(client, func(o *responder.Options) {
 			o.Retry = responder.RetryImmediately
-			o.WaitTime = time.Second
+			o.PollWaitTime = time.Second
 			o.DrainTimeout = time.Second
 		})
 		if err != nil {
@@ -72,8 +72,8 @@ func TestPoisonRequestReplayedThenParked(t *testing.T) {
 				o.Target = src // fauxqs lacks ListDeadLetterSourceQueues
 			}
 			o.MaxAttempts = 2
-			o.Base, o.Cap = time.Second, 10*time.Second
-			o.WaitTime = time.Second
+			o.BackoffBase, o.BackoffCap = time.Second, 10*time.Second
+			o.PollWaitTime = time.Second
 			o.OnEvent = func(ev redrive.Event) { events = append(events, ev) }
 		}, redrive.WithClock(clock.Clock{Int64NFunc: func(n int64) int64 { return n - 1 }})) // always the ceiling
 		if err != nil {
@@ -228,7 +228,7 @@ func TestAttributeBudget(t *testing.T) {
 		}
 		var reasons []error
 		rd, err := redrive.New(client, dlq, func(o *redrive.Options) {
-			o.Target, o.ParkingQueue, o.Base, o.Cap = target, parking, time.Millisecond, time.Millisecond
+			o.Target, o.ParkingQueue, o.BackoffBase, o.BackoffCap = target, parking, time.Millisecond, time.Millisecond
 			o.OnEvent = func(ev redrive.Event) {
 				if ev.Action == redrive.ActionPark {
 					reasons = append(reasons, ev.Reason)
@@ -278,7 +278,7 @@ func TestCallsPerMessage(t *testing.T) {
 			sendMsg(t, client, dlq, fmt.Sprint("m", i), nil)
 		}
 		rd, err := redrive.New(client, dlq, func(o *redrive.Options) {
-			o.Target, o.ParkingQueue, o.Base, o.Cap = target, parking, time.Millisecond, time.Millisecond
+			o.Target, o.ParkingQueue, o.BackoffBase, o.BackoffCap = target, parking, time.Millisecond, time.Millisecond
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -372,11 +372,13 @@ func TestInvalidOptions(t *testing.T) {
 		"parking is dlq": {q, func(o *redrive.Options) { o.ParkingQueue = q }},
 		"target is dlq":  {q, func(o *redrive.Options) { o.ParkingQueue, o.Target = q+"p", q }},
 		"virtual target": {q, func(o *redrive.Options) { o.ParkingQueue, o.Target = q+"p", q+"x#v" }},
-		"cap < base":     {q, func(o *redrive.Options) { o.ParkingQueue, o.Base, o.Cap = q+"p", time.Minute, time.Second }},
-		"cap too big":    {q, func(o *redrive.Options) { o.ParkingQueue, o.Cap = q+"p", 25*time.Hour }},
-		"negative max":   {q, func(o *redrive.Options) { o.ParkingQueue, o.MaxAttempts = q+"p", -1 }},
-		"negative rate":  {q, func(o *redrive.Options) { o.ParkingQueue, o.RateLimit = q+"p", -1 }},
-		"wait 30s":       {q, func(o *redrive.Options) { o.ParkingQueue, o.WaitTime = q+"p", 30*time.Second }},
+		"cap < base": {q, func(o *redrive.Options) {
+			o.ParkingQueue, o.BackoffBase, o.BackoffCap = q+"p", time.Minute, time.Second
+		}},
+		"cap too big":   {q, func(o *redrive.Options) { o.ParkingQueue, o.BackoffCap = q+"p", 25*time.Hour }},
+		"negative max":  {q, func(o *redrive.Options) { o.ParkingQueue, o.MaxAttempts = q+"p", -1 }},
+		"negative rate": {q, func(o *redrive.Options) { o.ParkingQueue, o.RateLimit = q+"p", -1 }},
+		"wait 30s":      {q, func(o *redrive.Options) { o.ParkingQueue, o.PollWaitTime = q+"p", 30*time.Second }},
 	}
 	for name, c := range cases {
 		_, err := redrive.New(client, c.dlq, c.fn)
@@ -402,7 +404,7 @@ func TestRateLimit(t *testing.T) {
 		sendMsg(t, client, dlq, fmt.Sprint("m", i), nil)
 	}
 	rd, err := redrive.New(client, dlq, func(o *redrive.Options) {
-		o.Target, o.ParkingQueue, o.Base, o.Cap, o.RateLimit = target, parking, time.Millisecond, time.Millisecond, 20
+		o.Target, o.ParkingQueue, o.BackoffBase, o.BackoffCap, o.RateLimit = target, parking, time.Millisecond, time.Millisecond, 20
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -25,7 +25,7 @@ func benchRoundTrips(b *testing.B, be *sqstestenv.Backend, callers int) {
 		b.Fatal(err)
 	}
 	defer client.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl})
-	resp, err := responder.New(client, func(o *responder.Options) { o.MaxConcurrency = 64; o.WaitTime = time.Second })
+	resp, err := responder.New(client, func(o *responder.Options) { o.MaxConcurrency = 64; o.PollWaitTime = time.Second })
 	if err != nil {
 		b.Fatal(err)
 	}

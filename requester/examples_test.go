@@ -31,7 +31,7 @@ func Example() {
 
 	// The service.
 	// A short long-poll wait makes the graceful stop at the end quick.
-	resp, err := responder.New(client, func(o *responder.Options) { o.WaitTime = time.Second })
+	resp, err := responder.New(client, func(o *responder.Options) { o.PollWaitTime = time.Second })
 	if err != nil {
 		log.Fatal(err)
 	}

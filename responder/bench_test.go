@@ -42,7 +42,7 @@ func newBenchEnv(b *testing.B, concurrency int) *benchEnv {
 		*q = aws.ToString(out.QueueUrl)
 		b.Cleanup(func() { _, _ = client.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
 	}
-	r, err := New(rclient, func(o *Options) { o.MaxConcurrency = concurrency; o.WaitTime = time.Second })
+	r, err := New(rclient, func(o *Options) { o.MaxConcurrency = concurrency; o.PollWaitTime = time.Second })
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -66,7 +66,7 @@
 // Options.DrainTimeout as its grace period.
 //
 // The long poll in flight at a stop is the trade-off. Letting it run out
-// would hold an idle responder for up to WaitTime (20 s). Cancelling it at
+// would hold an idle responder for up to PollWaitTime (20 s). Cancelling it at
 // once is not free either: SQS (and emulators such as fauxqs) may keep the
 // cancelled poll parked until its wait ends and hand it a message nobody
 // sees, which then reappears only after its visibility timeout. Serve takes
@@ -87,7 +87,7 @@
 // of up to 10, batched replies and deletes); one request at a time costs a
 // receive, a reply send and, with lingering deletes, a share of a
 // delete. An idle Serve makes one long poll per
-// WaitTime (20 s by default): 180 calls an hour.
+// PollWaitTime (20 s by default): 180 calls an hour.
 //
 // # IAM
 //

@@ -112,7 +112,7 @@ func TestReplyToDeletedQueueDroppedOnce(t *testing.T) {
 		if _, err := e.client.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: &host}); err != nil {
 			t.Fatal(err)
 		}
-		r := newResponder(t, e.client, func(o *Options) { o.WaitTime = time.Second })
+		r := newResponder(t, e.client, func(o *Options) { o.PollWaitTime = time.Second })
 		e.counter.Reset()
 		req := msgWith(map[string]string{sqsapi.ResponseQueueURLAttribute: host + "#gone", sqsapi.RequestIDAttribute: "rid"})
 		err := r.SendResponseMessage(ctx, req, &Reply{Body: "late"})

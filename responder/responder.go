@@ -45,7 +45,7 @@ const (
 	RetryImmediately
 	// RetryWithBackoff makes the request visible again after an exponential
 	// backoff with full jitter on its receive count: a random delay up to
-	// min(RetryBackoffCap, RetryBackoffBase x 2^(receives-1)).
+	// min(BackoffCap, BackoffBase x 2^(receives-1)).
 	RetryWithBackoff
 )
 
@@ -63,10 +63,10 @@ type Options struct {
 	// full and slots are free; an extra poller stops on an empty receive.
 	// Default ceil(MaxConcurrency/10), at most 4.
 	MaxPollers int
-	// WaitTime is the long-poll wait of each receive, 1 s to 20 s. It does
-	// not delay a stop (see Shutdown); an idle Serve makes one call per
-	// WaitTime. Default 20 s.
-	WaitTime time.Duration
+	// PollWaitTime is the long-poll wait of each receive, 1 s to 20 s. It
+	// does not delay a stop (see Shutdown); an idle Serve makes one call per
+	// PollWaitTime. Default 20 s.
+	PollWaitTime time.Duration
 	// VisibilityTimeout is requested on every receive (whole seconds, 1 s to
 	// 12 h) and is the step of the visibility heartbeat: while a handler
 	// runs its request is extended when less than half of it remains. A
@@ -83,9 +83,9 @@ type Options struct {
 	// Retry says when a failed request becomes visible again. Default
 	// RetryAfterVisibilityTimeout.
 	Retry RetryPolicy
-	// RetryBackoffBase and RetryBackoffCap shape RetryWithBackoff. Defaults
-	// 1 s and 15 min.
-	RetryBackoffBase, RetryBackoffCap time.Duration
+	// BackoffBase and BackoffCap shape RetryWithBackoff. Defaults 1 s and
+	// 15 min.
+	BackoffBase, BackoffCap time.Duration
 
 	// Store, if set, deduplicates deliveries by request id: a request
 	// answered before is answered again from the stored reply without
@@ -201,10 +201,10 @@ func resolveOptions(o *Options) error {
 		o.MaxPollers = min(maxPollersCap, (o.MaxConcurrency+sqsapi.MaxReceiveMessages-1)/sqsapi.MaxReceiveMessages)
 	}
 	switch {
-	case o.WaitTime == 0:
-		o.WaitTime = sqsapi.MaxWaitTimeSeconds * time.Second
-	case o.WaitTime < time.Second || o.WaitTime > sqsapi.MaxWaitTimeSeconds*time.Second:
-		return wire.Invalid(op, "WaitTime", "%v is outside 1s to %ds", o.WaitTime, sqsapi.MaxWaitTimeSeconds)
+	case o.PollWaitTime == 0:
+		o.PollWaitTime = sqsapi.MaxWaitTimeSeconds * time.Second
+	case o.PollWaitTime < time.Second || o.PollWaitTime > sqsapi.MaxWaitTimeSeconds*time.Second:
+		return wire.Invalid(op, "PollWaitTime", "%v is outside 1s to %ds", o.PollWaitTime, sqsapi.MaxWaitTimeSeconds)
 	}
 	switch {
 	case o.VisibilityTimeout == 0:
@@ -226,14 +226,14 @@ func resolveOptions(o *Options) error {
 	if o.Retry < RetryAfterVisibilityTimeout || o.Retry > RetryWithBackoff {
 		return wire.Invalid(op, "Retry", "unknown policy %d", o.Retry)
 	}
-	if o.RetryBackoffBase < 0 || o.RetryBackoffCap < 0 {
+	if o.BackoffBase < 0 || o.BackoffCap < 0 {
 		return wire.Invalid(op, "RetryBackoff", "negative")
 	}
-	if o.RetryBackoffBase == 0 {
-		o.RetryBackoffBase = time.Second
+	if o.BackoffBase == 0 {
+		o.BackoffBase = time.Second
 	}
-	if o.RetryBackoffCap == 0 {
-		o.RetryBackoffCap = 15 * time.Minute
+	if o.BackoffCap == 0 {
+		o.BackoffCap = 15 * time.Minute
 	}
 	switch {
 	case o.StoreTTL < 0:

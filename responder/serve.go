@@ -77,7 +77,7 @@ func (r *Responder) Serve(ctx context.Context, queueURL string, h Handler) error
 		Client: r.client,
 		Input: sqs.ReceiveMessageInput{
 			QueueUrl:                    aws.String(queueURL),
-			WaitTimeSeconds:             int32(r.opts.WaitTime / time.Second),
+			WaitTimeSeconds:             int32(r.opts.PollWaitTime / time.Second),
 			VisibilityTimeout:           int32(r.opts.VisibilityTimeout / time.Second),
 			MessageAttributeNames:       []string{"All"},
 			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll},
@@ -586,7 +586,7 @@ func (s *server) failureAction(req *Request) action {
 	case RetryImmediately:
 		return action{kind: actRelease}
 	case RetryWithBackoff:
-		p := backoff.Policy{Base: o.RetryBackoffBase, Cap: o.RetryBackoffCap}
+		p := backoff.Policy{Base: o.BackoffBase, Cap: o.BackoffCap}
 		return action{kind: actRelease, delay: p.Delay(req.ReceiveCount - 1)}
 	}
 	return action{kind: actNone}

@@ -38,7 +38,7 @@ func TestRoundTripJavaWireFormat(t *testing.T) {
 		e := newEnv(t, be)
 		host := e.queue("host", nil)
 		reqQ := e.queue("req", nil)
-		r := newResponder(t, e.client, func(o *Options) { o.WaitTime = time.Second })
+		r := newResponder(t, e.client, func(o *Options) { o.PollWaitTime = time.Second })
 		var seen *Request
 		var mu sync.Mutex
 		serve(t, r, reqQ, HandlerFunc(func(_ context.Context, req *Request) (*Reply, error) {
@@ -86,7 +86,7 @@ func TestPlainResponseQueueAndFireAndForget(t *testing.T) {
 		e := newEnv(t, be)
 		replyQ := e.queue("reply", nil)
 		reqQ := e.queue("req", nil)
-		r := newResponder(t, e.client, func(o *Options) { o.WaitTime = time.Second })
+		r := newResponder(t, e.client, func(o *Options) { o.PollWaitTime = time.Second })
 		var runs atomic.Int32
 		serve(t, r, reqQ, HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
 			runs.Add(1)
@@ -119,7 +119,7 @@ func TestManyConcurrentRequests(t *testing.T) {
 		host := e.queue("host", nil)
 		reqQ := e.queue("req", nil)
 		rc := newEnv(t, be) // the responder's own client and counter
-		r := newResponder(t, rc.client, func(o *Options) { o.MaxConcurrency = 32; o.WaitTime = time.Second })
+		r := newResponder(t, rc.client, func(o *Options) { o.MaxConcurrency = 32; o.PollWaitTime = time.Second })
 		const n = 300
 		e.requests(reqQ, n, host)
 		var maxPollers atomic.Int64
@@ -163,7 +163,11 @@ func TestSlowHandlerKeptAliveByHeartbeat(t *testing.T) {
 		e := newEnv(t, be)
 		host := e.queue("host", nil)
 		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
-		r := newResponder(t, e.client, func(o *Options) { o.VisibilityTimeout = time.Second; o.WaitTime = time.Second; o.MaxConcurrency = 4 })
+		r := newResponder(t, e.client, func(o *Options) {
+			o.VisibilityTimeout = time.Second
+			o.PollWaitTime = time.Second
+			o.MaxConcurrency = 4
+		})
 		var runs atomic.Int32
 		serve(t, r, reqQ, HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
 			runs.Add(1)
@@ -192,7 +196,7 @@ func TestVisibilityLimitCancelsHandler(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, be)
 		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
-		r := newResponder(t, e.client, func(o *Options) { o.VisibilityTimeout = time.Second; o.WaitTime = time.Second })
+		r := newResponder(t, e.client, func(o *Options) { o.VisibilityTimeout = time.Second; o.PollWaitTime = time.Second })
 		r.maxVisibility = 4 * time.Second // stands for SQS's 12 hours
 		causes := make(chan error, 1)
 		serve(t, r, reqQ, HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
@@ -232,7 +236,7 @@ func TestHandlerErrorsReachDLQ(t *testing.T) {
 		var done atomic.Int32
 		r := newResponder(t, e.client, func(o *Options) {
 			o.VisibilityTimeout = time.Second
-			o.WaitTime = time.Second
+			o.PollWaitTime = time.Second
 			o.Retry = RetryImmediately
 			o.OnRequestDone = func(_ *Request, _ time.Duration, err error) {
 				if err != nil {
@@ -267,9 +271,9 @@ func TestPanicRecoveredAndRetried(t *testing.T) {
 		var hookErr atomic.Value
 		r := newResponder(t, e.client, func(o *Options) {
 			o.VisibilityTimeout = time.Second
-			o.WaitTime = time.Second
+			o.PollWaitTime = time.Second
 			o.Retry = RetryWithBackoff
-			o.RetryBackoffBase = 100 * time.Millisecond
+			o.BackoffBase = 100 * time.Millisecond
 			o.OnRequestDone = func(_ *Request, _ time.Duration, err error) {
 				if err != nil {
 					hookErr.Store(err)
@@ -310,7 +314,7 @@ func TestCrashedResponderMidRequest(t *testing.T) {
 		store := NewMemoryStore()
 		var dead atomic.Bool
 		fa := &faultClient{Client: e.client}
-		opts := func(o *Options) { o.VisibilityTimeout = time.Second; o.WaitTime = time.Second }
+		opts := func(o *Options) { o.VisibilityTimeout = time.Second; o.PollWaitTime = time.Second }
 		a := newResponder(t, fa, opts, func(o *Options) { o.Store = crashStore{store, &dead}; o.DrainTimeout = 200 * time.Millisecond })
 		started := make(chan struct{})
 		serve(t, a, reqQ, HandlerFunc(func(ctx context.Context, _ *Request) (*Reply, error) {
@@ -356,7 +360,7 @@ func TestCrashBeforeDeleteRepliesFromStore(t *testing.T) {
 		h := HandlerFunc(func(_ context.Context, req *Request) (*Reply, error) {
 			return &Reply{Body: fmt.Sprintf("run %d", runs.Add(1))}, nil
 		})
-		opts := func(o *Options) { o.VisibilityTimeout = time.Second; o.WaitTime = time.Second; o.Store = store }
+		opts := func(o *Options) { o.VisibilityTimeout = time.Second; o.PollWaitTime = time.Second; o.Store = store }
 		fa := &faultClient{Client: e.client, deleteBatch: func() error { return errCrashed }}
 		a := newResponder(t, fa, opts)
 		stopA := serve(t, a, reqQ, h)
@@ -389,7 +393,7 @@ func TestDuplicateInProgressNotRunTwice(t *testing.T) {
 		var runs atomic.Int32
 		r := newResponder(t, e.client, func(o *Options) {
 			o.VisibilityTimeout = time.Second
-			o.WaitTime = time.Second
+			o.PollWaitTime = time.Second
 			o.Store = NewMemoryStore()
 			o.InProgressDelay = time.Second
 		})
@@ -421,7 +425,7 @@ func TestBatchingUnderLoad(t *testing.T) {
 		rc := newEnv(t, be)
 		r := newResponder(t, rc.client, func(o *Options) {
 			o.VisibilityTimeout = time.Second
-			o.WaitTime = time.Second
+			o.PollWaitTime = time.Second
 			o.MaxConcurrency = 30
 			o.Logger = testLogger(t)
 		})
@@ -466,7 +470,11 @@ func TestThrottlingBacksOffAndLosesNothing(t *testing.T) {
 				return nil
 			},
 		}
-		r := newResponder(t, fc, func(o *Options) { o.VisibilityTimeout = time.Second; o.WaitTime = time.Second; o.MaxConcurrency = 20 })
+		r := newResponder(t, fc, func(o *Options) {
+			o.VisibilityTimeout = time.Second
+			o.PollWaitTime = time.Second
+			o.MaxConcurrency = 20
+		})
 		const n = 20
 		e.requests(reqQ, n, host)
 		serve(t, r, reqQ, echo)
@@ -502,7 +510,7 @@ func TestGracefulShutdownLosesNothing(t *testing.T) {
 		e := newEnv(t, be)
 		host := e.queue("host", nil)
 		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "30"})
-		r, err := New(e.client, func(o *Options) { o.WaitTime = time.Second; o.MaxConcurrency = 5 })
+		r, err := New(e.client, func(o *Options) { o.PollWaitTime = time.Second; o.MaxConcurrency = 5 })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -558,7 +566,7 @@ func TestShutdownDeadlineReleasesUnfinished(t *testing.T) {
 		// One slot, held by the stuck handler: no long poll is in flight when
 		// the deadline aborts receives (an aborted poll may swallow the release
 		// for a visibility timeout, on SQS as on fauxqs).
-		r, err := New(e.client, func(o *Options) { o.WaitTime = time.Second; o.MaxConcurrency = 1; o.Store = NewMemoryStore() })
+		r, err := New(e.client, func(o *Options) { o.PollWaitTime = time.Second; o.MaxConcurrency = 1; o.Store = NewMemoryStore() })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -607,7 +615,7 @@ func TestShutdownReturnsByItsDeadline(t *testing.T) {
 	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
 		e := newEnv(t, be)
 		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "30"})
-		r, err := New(e.client, func(o *Options) { o.WaitTime = time.Second; o.MaxConcurrency = 1 })
+		r, err := New(e.client, func(o *Options) { o.PollWaitTime = time.Second; o.MaxConcurrency = 1 })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -738,7 +746,7 @@ func TestReleaseNeverOvertakesAnExtension(t *testing.T) {
 		// Extensions every second, for requests with 2 s or less left.
 		r := newResponder(t, c, func(o *Options) {
 			o.VisibilityTimeout = 4 * time.Second
-			o.WaitTime = time.Second
+			o.PollWaitTime = time.Second
 			o.Retry = RetryImmediately
 		})
 		failedA, stopB := make(chan struct{}), make(chan struct{})

@@ -89,8 +89,8 @@ func TestOptionsValidation(t *testing.T) {
 	e := &faultClient{}
 	bad := []func(*Options){
 		func(o *Options) { o.MaxConcurrency = -1 },
-		func(o *Options) { o.WaitTime = 21 * time.Second },
-		func(o *Options) { o.WaitTime = time.Millisecond },
+		func(o *Options) { o.PollWaitTime = 21 * time.Second },
+		func(o *Options) { o.PollWaitTime = time.Millisecond },
 		func(o *Options) { o.VisibilityTimeout = 1500 * time.Millisecond },
 		func(o *Options) { o.VisibilityTimeout = 13 * time.Hour },
 		func(o *Options) { o.Retry = 7 },
@@ -110,7 +110,7 @@ func TestOptionsValidation(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := r.opts
-	if o.MaxPollers != 4 || o.WaitTime != 20*time.Second || o.VisibilityTimeout != 30*time.Second || o.InProgressDelay != 30*time.Second || o.Logger == nil {
+	if o.MaxPollers != 4 || o.PollWaitTime != 20*time.Second || o.VisibilityTimeout != 30*time.Second || o.InProgressDelay != 30*time.Second || o.Logger == nil {
 		t.Errorf("defaults %+v", o)
 	}
 	if err := r.Shutdown(context.Background()); err != nil {
@@ -121,8 +121,8 @@ func TestOptionsValidation(t *testing.T) {
 func TestRetryBackoffDelay(t *testing.T) {
 	r, err := New(&faultClient{}, func(o *Options) {
 		o.Retry = RetryWithBackoff
-		o.RetryBackoffBase = time.Second
-		o.RetryBackoffCap = 8 * time.Second
+		o.BackoffBase = time.Second
+		o.BackoffCap = 8 * time.Second
 	})
 	if err != nil {
 		t.Fatal(err)

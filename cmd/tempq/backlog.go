@@ -33,12 +33,12 @@ func runBacklog(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return usageError("--watch must be at least 1s")
 	}
 	optFn := func(o *backlog.Options) {
-		o.Workers, o.Concurrency = *workers, *concurrency
+		o.Workers, o.MaxConcurrency = *workers, *concurrency
 		o.AcceptableLatency, o.ProcessingTime = *latency, *processing
 		o.IncludeInFlight, o.IncludeDelayed = *inFlight, *delayed
 		o.MinWorkers, o.MaxWorkers = *minWorkers, *maxWorkers
 		if *watch > 0 {
-			o.Interval = *watch
+			o.Period = *watch
 		}
 	}
 	if _, err := backlog.Compute(backlog.Counts{}, optFn); err != nil {

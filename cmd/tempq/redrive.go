@@ -15,8 +15,8 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	dlq := fs.String("dlq", "", "dead-letter queue to replay, by name or URL (required)")
 	parking := fs.String("parking", "", "queue for messages past --max-attempts, by name or URL (required)")
 	target := fs.String("target", "", "queue to replay to (default: the dead-letter queue's only source queue)")
-	base := fs.Duration("base", redrive.DefaultBase, "backoff base: replay n waits random(0, min(cap, base*2^(n-1)))")
-	cpt := fs.Duration("cap", redrive.DefaultCap, "backoff cap; above 900s the message waits on the dead-letter queue")
+	base := fs.Duration("base", redrive.DefaultBackoffBase, "backoff base: replay n waits random(0, min(cap, base*2^(n-1)))")
+	cpt := fs.Duration("cap", redrive.DefaultBackoffCap, "backoff cap; above 900s the message waits on the dead-letter queue")
 	maxAttempts := fs.Int("max-attempts", redrive.DefaultMaxAttempts, "replays before a message is parked")
 	rate := fs.Float64("rate", 0, "messages per second at most (0: no limit)")
 	dryRun := fs.Bool("dry-run", false, "report what would be done, change nothing")
@@ -58,7 +58,7 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var evErr error
 	r, err := redrive.New(env.Client, dlqURL, func(o *redrive.Options) {
 		o.Target, o.ParkingQueue = targetURL, parkingURL
-		o.Base, o.Cap, o.MaxAttempts = *base, *cpt, *maxAttempts
+		o.BackoffBase, o.BackoffCap, o.MaxAttempts = *base, *cpt, *maxAttempts
 		o.RateLimit, o.DryRun, o.VisibilityTimeout = *rate, *dryRun, *visibility
 		o.OnEvent = func(ev redrive.Event) {
 			if err := printEvent(stdout, ev, *asJSON); err != nil && evErr == nil {

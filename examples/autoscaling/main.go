@@ -83,7 +83,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	// The worker.
 	worker, err := responder.New(e.Client, func(o *responder.Options) {
 		o.MaxConcurrency = *concurrency
-		o.WaitTime = time.Second
+		o.PollWaitTime = time.Second
 	})
 	if err != nil {
 		return err
@@ -109,9 +109,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	var once sync.Once
 	fmt.Fprintf(out, "%6s %8s %9s %10s %9s %7s %8s\n", "time", "visible", "in-flight", "per-worker", "avg-proc", "target", "desired")
 	m, err := backlog.NewMonitor(e.Client, queueURL, func(o *backlog.Options) {
-		o.Interval = time.Second
+		o.Period = time.Second
 		o.AcceptableLatency = *latency
-		o.Concurrency = *concurrency
+		o.MaxConcurrency = *concurrency
 		o.Workers = 1
 		o.MinWorkers, o.MaxWorkers = 1, 20
 		o.ProcessingTimeFunc = func() time.Duration { return worker.Stats().AverageProcessingTime }

@@ -141,8 +141,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		o.Target = orders // or leave it out: ListDeadLetterSourceQueues finds it on AWS and sqstest
 		o.ParkingQueue = parking
 		o.MaxAttempts = *attempts
-		o.Base, o.Cap = *base, 30*time.Second
-		o.WaitTime = time.Second
+		o.BackoffBase, o.BackoffCap = *base, 30*time.Second
+		o.PollWaitTime = time.Second
 		o.OnEvent = func(ev redrive.Event) {
 			switch ev.Action {
 			case redrive.ActionPark:

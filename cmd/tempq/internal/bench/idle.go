@@ -47,7 +47,7 @@ func measureIdle(ctx context.Context, e *env) (*IdleResult, error) {
 	}
 	defer func() { _ = deleteQueues(context.WithoutCancel(ctx), respClient, queueURL) }()
 
-	resp, err := responder.New(respClient, func(o *responder.Options) { o.WaitTime = wait })
+	resp, err := responder.New(respClient, func(o *responder.Options) { o.PollWaitTime = wait })
 	if err != nil {
 		return nil, err
 	}
