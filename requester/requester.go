@@ -136,9 +136,7 @@ type Requester struct {
 	pending map[*Call]struct{}
 	closed  bool
 
-	closeOnce sync.Once
-	closeDone chan struct{}
-	closeErr  error
+	closer hostq.Closer
 
 	sent, replied, timedOut, failed atomic.Int64
 }
@@ -167,12 +165,11 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 	}
 	client = httpbody.Ensure(client)
 	r := &Requester{
-		opts:      opts,
-		log:       opts.Logger,
-		calls:     new(callcount.Counter),
-		counters:  new(hostq.Counters),
-		pending:   make(map[*Call]struct{}),
-		closeDone: make(chan struct{}),
+		opts:     opts,
+		log:      opts.Logger,
+		calls:    new(callcount.Counter),
+		counters: new(hostq.Counters),
+		pending:  make(map[*Call]struct{}),
 	}
 	r.client = hostq.CountCalls(client, r.calls)
 	r.sends = batch.NewSends(r.client, 4)
@@ -577,8 +574,7 @@ func (r *Requester) Reaper() *reaper.Reaper { return r.reaper }
 // error, the rest abandoned), nil when nothing had to be abandoned; it is
 // idempotent.
 func (r *Requester) Close(ctx context.Context) error {
-	r.closeOnce.Do(func() {
-		defer close(r.closeDone)
+	return r.closer.Close(ctx, func() error {
 		r.mu.Lock()
 		r.closed = true
 		calls := make([]*Call, 0, len(r.pending))
@@ -593,12 +589,6 @@ func (r *Requester) Close(ctx context.Context) error {
 		}
 		// The host queue's heartbeats stop before its delete; the reaper
 		// closes after it.
-		r.closeErr = errors.Join(r.sends.Close(ctx), r.owner.Close(ctx), r.reaper.Close(ctx))
+		return errors.Join(r.sends.Close(ctx), r.owner.Close(ctx), r.reaper.Close(ctx))
 	})
-	select {
-	case <-r.closeDone:
-		return r.closeErr
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -32,9 +32,7 @@ type Client struct {
 	mu      sync.Mutex
 	retired []*hostq.Host // found gone; closed by Close
 
-	closeOnce sync.Once
-	closeDone chan struct{}
-	closeErr  error
+	closer hostq.Closer
 }
 
 var _ sqsapi.Client = (*Client)(nil)
@@ -50,10 +48,9 @@ func New(client sqsapi.Client, optFns ...func(*Options)) *Client {
 	calls := new(callcount.Counter)
 	wrapped := hostq.CountCalls(httpbody.Ensure(client), calls)
 	c := &Client{
-		sqs:       wrapped,
-		calls:     calls,
-		opts:      opts,
-		closeDone: make(chan struct{}),
+		sqs:   wrapped,
+		calls: calls,
+		opts:  opts,
 	}
 	c.hostOpts = hostq.Options{
 		Logger:                   opts.Logger,
@@ -137,31 +134,13 @@ func (c *Client) Stats() Stats {
 // URLs still pass through after Close; calls on virtual URLs fail with
 // ErrClosed, except DeleteMessage, which still deletes.
 func (c *Client) Close(ctx context.Context) error {
-	c.closeOnce.Do(func() {
-		defer close(c.closeDone)
+	return c.closer.Close(ctx, func() error {
 		hosts := c.hosts.Close()
 		c.mu.Lock()
 		hosts = append(hosts, c.retired...)
 		c.mu.Unlock()
-		errs := make([]error, len(hosts)+1)
-		var wg sync.WaitGroup
-		for i, h := range hosts {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs[i] = h.Close(ctx)
-			}()
-		}
-		errs[len(hosts)] = c.sends.Close(ctx)
-		wg.Wait()
-		c.closeErr = errors.Join(errs...)
+		return errors.Join(hostq.CloseAll(ctx, hosts), c.sends.Close(ctx))
 	})
-	select {
-	case <-c.closeDone:
-		return c.closeErr
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 func (c *Client) isClosed() bool { return c.hosts.Closed() }

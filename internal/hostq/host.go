@@ -60,9 +60,7 @@ type Host struct {
 	gone       bool
 	isClosed   atomic.Bool // closed, for lock-free checks
 
-	closeOnce sync.Once
-	closeDone chan struct{}
-	closeErr  error
+	closer Closer
 }
 
 // Open returns the Host for the standard queue at url, reading its
@@ -99,7 +97,6 @@ func Open(ctx context.Context, client sqsapi.Client, url string, opts *Options) 
 		queues:     make(map[string]*Queue),
 		calls:      make(map[string]func(types.Message, error)),
 		wake:       make(chan struct{}, 1),
-		closeDone:  make(chan struct{}),
 	}
 	h.recvVisibility = h.visibility
 	if v := opts.ReceiveVisibilityTimeout; v > 0 {
@@ -553,8 +550,7 @@ func (h *Host) Gone() {
 // when ctx ends (with ctx's error, the unflushed calls abandoned), and is
 // idempotent.
 func (h *Host) Close(ctx context.Context) error {
-	h.closeOnce.Do(func() {
-		defer close(h.closeDone)
+	return h.closer.Close(ctx, func() error {
 		h.mu.Lock()
 		gone := h.gone
 		h.closed = true
@@ -591,12 +587,6 @@ func (h *Host) Close(ctx context.Context) error {
 				h.release(m, delay)
 			}
 		}
-		h.closeErr = errors.Join(h.vis.Close(ctx), h.deletes.Close(ctx))
+		return errors.Join(h.vis.Close(ctx), h.deletes.Close(ctx))
 	})
-	select {
-	case <-h.closeDone:
-		return h.closeErr
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -112,9 +112,7 @@ type Owner struct {
 	mu      sync.Mutex
 	retired []*Host // opened hosts found gone, closed by Close
 
-	closeOnce sync.Once
-	closeDone chan struct{}
-	closeErr  error
+	closer Closer
 }
 
 type owned struct {
@@ -140,7 +138,7 @@ func NewOwner(op string, client sqsapi.Client, opts OwnerOptions) (*Owner, error
 	if opts.Calls != nil {
 		raw = CountCalls(client, opts.Calls)
 	}
-	o := &Owner{raw: raw, opts: opts, hb: opts.Heartbeats, id: uuid.NewString(), closeDone: make(chan struct{})}
+	o := &Owner{raw: raw, opts: opts, hb: opts.Heartbeats, id: uuid.NewString()}
 	if opts.Host != nil {
 		next := opts.Host.OnGone
 		opts.Host.OnGone = func(h *Host) {
@@ -260,8 +258,7 @@ func (o *Owner) Gone(url string) {
 // owned host queues. It returns when done or when ctx ends, with ctx's error if
 // work was abandoned, and is idempotent.
 func (o *Owner) Close(ctx context.Context) error {
-	o.closeOnce.Do(func() {
-		defer close(o.closeDone)
+	return o.closer.Close(ctx, func() error {
 		live := o.hosts.Close()
 		o.mu.Lock()
 		hosts := slices.Clone(o.retired)
@@ -271,30 +268,13 @@ func (o *Owner) Close(ctx context.Context) error {
 				hosts = append(hosts, ow.host)
 			}
 		}
-		errs := make([]error, len(hosts))
-		var wg sync.WaitGroup
-		for i, h := range hosts {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				errs[i] = h.Close(ctx)
-			}()
-		}
-		wg.Wait()
+		errs := []error{CloseAll(ctx, hosts)}
 		for _, ow := range live {
 			o.hb.Remove(ow.url)
-		}
-		for _, ow := range live {
 			if _, err := o.raw.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(ow.url)}); err != nil && !awserr.IsQueueDoesNotExist(err) {
 				errs = append(errs, err)
 			}
 		}
-		o.closeErr = errors.Join(errs...)
+		return errors.Join(errs...)
 	})
-	select {
-	case <-o.closeDone:
-		return o.closeErr
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
