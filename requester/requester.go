@@ -163,6 +163,9 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 	if err := hostq.CheckAttributes(opts.HostQueueAttributes); err != nil {
 		return nil, err
 	}
+	if err := hostq.CheckOwner(op, opts.Prefix, opts.IdleQueueRetention); err != nil {
+		return nil, err
+	}
 	client = httpbody.Ensure(client)
 	r := &Requester{
 		opts:     opts,
@@ -172,10 +175,6 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 		pending:  make(map[*Call]struct{}),
 	}
 	r.client = hostq.CountCalls(client, r.calls)
-	r.sends = batch.NewSends(r.client, 4)
-	if err := hostq.CheckOwner(op, opts.Prefix, opts.IdleQueueRetention); err != nil {
-		return nil, err
-	}
 	rp, err := reaper.New(client, append([]func(*reaper.Options){func(o *reaper.Options) {
 		o.Prefix, o.Logger, o.DisableSweeping = opts.Prefix, opts.Logger, opts.DisableSweeping
 		o.OnQueueGone = func(url string, _ error) { r.owner.Gone(url) }
@@ -197,22 +196,17 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 			ReceiveVisibilityTimeout: replyVisibility,
 			NoSystemAttributes:       true,
 			Counters:                 r.counters,
-			Orphan:                   r.lateReply,
+			// A reply no pending call takes (it came after its caller
+			// gave up, or twice) is deleted, counted and logged once: the
+			// host's default for orphans.
 		},
 	})
 	if err != nil {
 		return nil, errors.Join(err, rp.Close(context.Background()))
 	}
 	r.owner = owner
+	r.sends = batch.NewSends(r.client, 4)
 	return r, nil
-}
-
-// lateReply settles a reply no pending call takes (it came after its
-// caller gave up, or twice): deleted, counted and logged once.
-func (r *Requester) lateReply(_ context.Context, hostURL, name string, m types.Message) hostq.Verdict {
-	r.log.LogAttrs(context.Background(), slog.LevelInfo, "requester: late or duplicate reply deleted",
-		slog.String("queue_url", hostURL), slog.String("reply_queue", name), slog.String("message_id", aws.ToString(m.MessageId)))
-	return hostq.Delete
 }
 
 // Call is a request in flight. Its methods are safe for concurrent use.

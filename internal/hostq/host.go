@@ -408,9 +408,9 @@ func (h *Host) orphan(m types.Message) {
 	if h.opts.Orphan != nil {
 		verdict = h.opts.Orphan(h.ctx, h.url, name, m)
 	}
-	h.log.LogAttrs(context.Background(), slog.LevelInfo, "hostq: orphaned message",
+	h.log.LogAttrs(context.Background(), slog.LevelInfo, "hostq: message for no waiting call or virtual queue (a late or duplicate reply, or a deleted queue's)",
 		slog.String("queue_url", h.url), slog.String("virtual_queue", name),
-		slog.String("message_id", aws.ToString(m.MessageId)), slog.Int("verdict", int(verdict)))
+		slog.String("message_id", aws.ToString(m.MessageId)), slog.String("action", verdict.String()))
 	switch verdict {
 	case Delete:
 		h.deleteAsync(m, batch.DeleteLinger, "orphan")

@@ -24,6 +24,16 @@ const (
 	Keep
 )
 
+func (v Verdict) String() string {
+	switch v {
+	case Release:
+		return "release"
+	case Keep:
+		return "keep"
+	}
+	return "delete"
+}
+
 // Options configure a Host. Zero values select the defaults noted.
 type Options struct {
 	Logger *slog.Logger // nil discards
