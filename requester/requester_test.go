@@ -417,3 +417,87 @@ func TestHostQueueDeletedFromUnderPendingCalls(t *testing.T) {
 		}
 	})
 }
+
+// lostCreate is a client whose first CreateQueue reaches the server but
+// loses its response, as when every SDK attempt's response is dropped.
+type lostCreate struct {
+	*sqs.Client
+	lost sync.Once
+}
+
+func (c *lostCreate) CreateQueue(ctx context.Context, in *sqs.CreateQueueInput, o ...func(*sqs.Options)) (*sqs.CreateQueueOutput, error) {
+	out, err := c.Client.CreateQueue(ctx, in, o...)
+	lost := false
+	c.lost.Do(func() { lost = true })
+	if lost && err == nil {
+		return nil, errors.New("injected: CreateQueue's response was lost")
+	}
+	return out, err
+}
+
+// hostQueues lists the queues under prefix.
+func (e *env) hostQueues(t *testing.T, prefix string) []string {
+	t.Helper()
+	out, err := e.raw.ListQueues(context.Background(), &sqs.ListQueuesInput{QueueNamePrefix: aws.String(prefix)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var urls []string
+	for _, u := range out.QueueUrls {
+		if !strings.HasSuffix(u, "sweeper.fifo") {
+			urls = append(urls, u)
+		}
+	}
+	return urls
+}
+
+// A host queue whose CreateQueue response was lost is not left behind:
+// the next request asks for the same name, and Close deletes it; a
+// requester closed before any retry deletes it too.
+func TestLostCreateQueueResponseLeavesNoHostQueue(t *testing.T) {
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		e.rawResponder(t, ctx, 0)
+
+		r, err := requester.New(&lostCreate{Client: e.raw}, func(o *requester.Options) { o.Prefix = e.prefix; o.DisableSweeping = true })
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("x")}
+		if _, err := r.SendMessageAndGetResponse(ctx, in); err == nil {
+			t.Fatal("the first request succeeded although its host queue's CreateQueue failed")
+		}
+		if m, err := r.SendMessageAndGetResponse(ctx, in); err != nil || aws.ToString(m.Body) != "re: x" {
+			t.Fatalf("second request: %v, %v", m, err)
+		}
+		if got := e.hostQueues(t, e.prefix); len(got) != 1 || !strings.HasSuffix(got[0], "-0") {
+			t.Fatalf("host queues %v: want the one first asked for, -0", got)
+		}
+		if err := r.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := e.hostQueues(t, e.prefix); len(got) != 0 {
+			t.Fatalf("host queues left after Close: %v", got)
+		}
+
+		// Closed before any retry: Close finds the queue by name.
+		r2, err := requester.New(&lostCreate{Client: e.raw}, func(o *requester.Options) { o.Prefix = e.prefix + "b"; o.DisableSweeping = true })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := r2.SendMessageAndGetResponse(ctx, in); err == nil {
+			t.Fatal("request succeeded although CreateQueue failed")
+		}
+		if got := e.hostQueues(t, e.prefix+"b"); len(got) != 1 {
+			t.Fatalf("the server has %v: want the queue whose response was lost", got)
+		}
+		if err := r2.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := e.hostQueues(t, e.prefix+"b"); len(got) != 0 {
+			t.Fatalf("host queues left after Close: %v", got)
+		}
+	})
+}

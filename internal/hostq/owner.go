@@ -111,6 +111,14 @@ type Owner struct {
 	hosts   Set[*owned] // by canonical attribute set
 	mu      sync.Mutex
 	retired []*Host // opened hosts found gone, closed by Close
+	// names holds, per attribute set, the name whose CreateQueue failed:
+	// the server may have created the queue and lost only the response,
+	// so the next attempt asks for the same name (CreateQueue is
+	// idempotent for equal attributes) instead of leaving it behind.
+	names map[string]string
+	// maybe are names whose creation may have succeeded unseen; Close
+	// looks them up and deletes what exists.
+	maybe map[string]bool
 
 	closer Closer
 }
@@ -177,7 +185,7 @@ func (o *Owner) get(ctx context.Context, attrs map[string]string) (*owned, error
 		return nil, err
 	}
 	return o.hosts.Get(ctx, key, func() (*owned, error) {
-		url, h, err := o.create(ctx, int(o.n.Add(1)-1), attrs)
+		url, h, err := o.create(ctx, key, attrs)
 		return &owned{url: url, host: h}, err
 	}, func(ow *owned) {
 		// Close ran meanwhile: nobody will use or heartbeat this queue.
@@ -197,14 +205,42 @@ func (o *Owner) deleteQueue(ctx context.Context, url string) {
 	_, _ = o.raw.DeleteQueue(dctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(url)})
 }
 
-func (o *Owner) create(ctx context.Context, n int, attrs map[string]string) (string, *Host, error) {
-	name := o.opts.Prefix + o.id + "-" + strconv.Itoa(n)
+// name returns the host queue name for the attribute set key: the one
+// whose creation failed last, or a new one.
+func (o *Owner) name(key string) string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if n, ok := o.names[key]; ok {
+		return n
+	}
+	return o.opts.Prefix + o.id + "-" + strconv.Itoa(int(o.n.Add(1)-1))
+}
+
+// created records the outcome of a CreateQueue of name for key: failed
+// (the queue may exist), or done.
+func (o *Owner) created(key, name string, failed bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.names == nil {
+		o.names, o.maybe = make(map[string]string), make(map[string]bool)
+	}
+	if failed {
+		o.names[key], o.maybe[name] = name, true
+		return
+	}
+	delete(o.names, key)
+	delete(o.maybe, name)
+}
+
+func (o *Owner) create(ctx context.Context, key string, attrs map[string]string) (string, *Host, error) {
+	name := o.name(key)
 	now := time.Now()
 	out, err := o.raw.CreateQueue(ctx, &sqs.CreateQueueInput{
 		QueueName:  aws.String(name),
 		Attributes: maps.Clone(attrs),
 		Tags:       heartbeat.Tags(o.opts.Retention, now),
 	})
+	o.created(key, name, err != nil)
 	if err != nil {
 		return "", nil, err
 	}
@@ -275,6 +311,26 @@ func (o *Owner) Close(ctx context.Context) error {
 				errs = append(errs, err)
 			}
 		}
-		return errors.Join(errs...)
+		return errors.Join(append(errs, o.deleteMaybe(ctx))...)
 	})
+}
+
+// deleteMaybe deletes the queues whose CreateQueue failed but which the
+// server may have created: one GetQueueUrl each, and a DeleteQueue for
+// those that exist.
+func (o *Owner) deleteMaybe(ctx context.Context) error {
+	o.mu.Lock()
+	names := slices.Sorted(maps.Keys(o.maybe))
+	o.mu.Unlock()
+	var errs []error
+	for _, name := range names {
+		out, err := o.raw.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
+		if err == nil {
+			_, err = o.raw.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl})
+		}
+		if err != nil && !awserr.IsQueueDoesNotExist(err) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
