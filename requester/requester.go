@@ -92,6 +92,15 @@ type Options struct {
 	// VisibilityTimeout, KmsMasterKeyId, KmsDataKeyReusePeriodSeconds,
 	// SqsManagedSseEnabled.
 	HostQueueAttributes map[string]string
+	// HostQueueTags are the user's tags (cost allocation, ownership) for
+	// every host queue, set in its CreateQueue together with the reaper's
+	// two tags; heartbeats leave them in place. New rejects tags SQS would
+	// refuse (keys of 1 to 128 and values of at most 256 characters of
+	// letters, digits, spaces and _ . : / = + - @, no "aws:" prefix), more
+	// than 48 of them (SQS's 50 less the reaper's), and the reaper's keys
+	// (__IdleQueueRetentionPeriodSeconds and
+	// __AmazonSQSIdleQueueDeletingClient.LastHeartbeatTimestamp).
+	HostQueueTags map[string]string
 	// Timeout bounds requests whose context has no deadline; default 30s. A
 	// negative value waits until the context is cancelled.
 	Timeout time.Duration
@@ -166,6 +175,9 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 	if err := hostq.CheckOwner(op, opts.Prefix, opts.IdleQueueRetention); err != nil {
 		return nil, err
 	}
+	if err := hostq.CheckTags(op, opts.HostQueueTags); err != nil {
+		return nil, err
+	}
 	client = httpbody.Ensure(client)
 	r := &Requester{
 		opts:     opts,
@@ -187,6 +199,7 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 		Prefix:     opts.Prefix,
 		Retention:  opts.IdleQueueRetention,
 		Heartbeats: rp,
+		Tags:       opts.HostQueueTags,
 		Logger:     opts.Logger,
 		Calls:      r.calls,
 		Host: &hostq.Options{

@@ -501,3 +501,68 @@ func TestLostCreateQueueResponseLeavesNoHostQueue(t *testing.T) {
 		}
 	})
 }
+
+func TestHostQueueTags(t *testing.T) {
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		e.rawResponder(t, ctx, 0)
+		user := map[string]string{"team": "payments", "cost center": "4711 / ops", "owner": ""}
+		r := e.requester(t, func(o *requester.Options) { o.HostQueueTags = user })
+		user["team"] = "changed after New" // New keeps its own copy
+		e.counter.Reset()
+		reply, err := r.SendMessageAndGetResponse(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("x")})
+		if err != nil || aws.ToString(reply.Body) != "re: x" {
+			t.Fatalf("round trip: %v, %v", reply, err)
+		}
+		// All the tags in the one CreateQueue, no TagQueue.
+		if n, tq := e.counter.Get("CreateQueue"), e.counter.Get("TagQueue"); n != 1 || tq != 0 {
+			t.Errorf("%d CreateQueue and %d TagQueue calls, want 1 and 0: %v", n, tq, e.counter.Snapshot())
+		}
+		hosts, err := e.raw.ListQueues(ctx, &sqs.ListQueuesInput{QueueNamePrefix: aws.String(e.prefix)})
+		if err != nil || len(hosts.QueueUrls) != 1 {
+			t.Fatalf("host queues %v, %v", hosts, err)
+		}
+		tags, err := e.raw.ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: aws.String(hosts.QueueUrls[0])})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{"team": "payments", "cost center": "4711 / ops", "owner": "", sqsapi.RetentionTag: "300"}
+		for k, v := range want {
+			if got, ok := tags.Tags[k]; !ok || got != v {
+				t.Errorf("host queue tag %q = %q (present %v), want %q; all: %v", k, got, ok, v, tags.Tags)
+			}
+		}
+		if len(tags.Tags) != len(want)+1 || tags.Tags[sqsapi.HeartbeatTag] == "" {
+			t.Errorf("host queue tags %v: want the user's 3 and the reaper's 2", tags.Tags)
+		}
+	})
+}
+
+func TestBadHostQueueTagsRejectedBeforeAnyCall(t *testing.T) {
+	b := sqstestenv.SQSTest(t)
+	raw, counter := b.Client(t)
+	fifty := map[string]string{}
+	for i := range 49 {
+		fifty[fmt.Sprint("k", i)] = "v"
+	}
+	for name, tags := range map[string]map[string]string{
+		"reaper's retention key": {sqsapi.RetentionTag: "1"},
+		"reaper's heartbeat key": {sqsapi.HeartbeatTag: "1"},
+		"49 tags":                fifty,
+		"empty key":              {"": "v"},
+		"aws: prefix":            {"aws:team": "v"},
+		"bad character":          {"team": "a,b"},
+		"long value":             {"team": strings.Repeat("v", 257)},
+	} {
+		_, err := requester.New(raw, func(o *requester.Options) { o.HostQueueTags = tags })
+		var ie *sqsapi.InvalidInputError
+		if !errors.Is(err, sqsapi.ErrInvalidInput) || !errors.As(err, &ie) || ie.Param != "HostQueueTags" {
+			t.Errorf("%s: New = %v, want ErrInvalidInput on HostQueueTags", name, err)
+		}
+	}
+	if n := counter.Total(); n != 0 {
+		t.Fatalf("bad tags made %d API calls: %v", n, counter.Snapshot())
+	}
+}

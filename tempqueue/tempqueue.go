@@ -42,6 +42,15 @@ type Options struct {
 	// by CreateQueue, may stay idle before a reaper deletes it; default
 	// sqsapi.DefaultIdleQueueRetention (300s), at least 1s.
 	IdleQueueRetention time.Duration
+	// HostQueueTags are the user's tags (cost allocation, ownership) for
+	// every host queue, set in its CreateQueue together with the reaper's
+	// two tags; heartbeats leave them in place. New rejects tags SQS would
+	// refuse (keys of 1 to 128 and values of at most 256 characters of
+	// letters, digits, spaces and _ . : / = + - @, no "aws:" prefix), more
+	// than 48 of them (SQS's 50 less the reaper's), and the reaper's keys
+	// (__IdleQueueRetentionPeriodSeconds and
+	// __AmazonSQSIdleQueueDeletingClient.LastHeartbeatTimestamp).
+	HostQueueTags map[string]string
 	// DisableSweeping stops this process from taking part in the fleet's
 	// sweeps of idle host queues; it still heartbeats its own.
 	DisableSweeping bool
@@ -82,6 +91,9 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Client, error) {
 	if err := hostq.CheckOwner(op, opts.Prefix, opts.IdleQueueRetention); err != nil {
 		return nil, err
 	}
+	if err := hostq.CheckTags(op, opts.HostQueueTags); err != nil {
+		return nil, err
+	}
 	rp, err := reaper.New(client, append([]func(*reaper.Options){func(o *reaper.Options) {
 		o.Prefix, o.Logger, o.DisableSweeping = opts.Prefix, opts.Logger, opts.DisableSweeping
 		o.OnQueueGone = func(url string, _ error) { c.owner.Gone(url) }
@@ -94,6 +106,7 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Client, error) {
 		Prefix:     opts.Prefix,
 		Retention:  opts.IdleQueueRetention,
 		Heartbeats: rp,
+		Tags:       opts.HostQueueTags,
 		Logger:     opts.Logger,
 		OnGone:     c.hostGone,
 	})

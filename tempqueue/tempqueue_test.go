@@ -163,10 +163,16 @@ func TestBadOptionsAndAttributes(t *testing.T) {
 		func(o *tempqueue.Options) { o.Prefix = strings.Repeat("p", 41) },
 		func(o *tempqueue.Options) { o.Prefix = "has space" },
 		func(o *tempqueue.Options) { o.IdleQueueRetention = 500 * time.Millisecond },
+		func(o *tempqueue.Options) { o.HostQueueTags = map[string]string{sqsapi.RetentionTag: "60"} },
+		func(o *tempqueue.Options) { o.HostQueueTags = map[string]string{"aws:owner": "me"} },
+		func(o *tempqueue.Options) { o.HostQueueTags = map[string]string{"team": "a;b"} },
 	} {
 		if _, err := tempqueue.New(raw, fn); !errors.Is(err, sqsapi.ErrInvalidInput) {
 			t.Errorf("New = %v, want ErrInvalidInput", err)
 		}
+	}
+	if n := counter.Total(); n != 0 {
+		t.Fatalf("bad options made %d API calls: %v", n, counter.Snapshot())
 	}
 	c, err := tempqueue.New(raw, func(o *tempqueue.Options) { o.Prefix = prefix(t); o.DisableSweeping = true })
 	if err != nil {
@@ -190,4 +196,48 @@ func TestBadOptionsAndAttributes(t *testing.T) {
 	if n := counter.Total(); n != 0 {
 		t.Fatalf("bad input made %d API calls: %v", n, counter.Snapshot())
 	}
+}
+
+func TestHostQueueTags(t *testing.T) {
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		raw, _ := b.Client(t)
+		p := prefix(t)
+		c, err := tempqueue.New(raw, func(o *tempqueue.Options) {
+			o.Prefix = p
+			o.DisableSweeping = true
+			o.IdleQueueRetention = 3 * time.Second // a heartbeat every second
+			o.HostQueueTags = map[string]string{"team": "payments", "app": "billing-api"}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(context.Background())
+		ctx := context.Background()
+		if _, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("jobs")}); err != nil {
+			t.Fatal(err)
+		}
+		hosts := listHosts(t, raw, p)
+		if len(hosts) != 1 {
+			t.Fatalf("host queues %v, want 1", hosts)
+		}
+		check := func(when string) string {
+			t.Helper()
+			out, err := raw.ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: aws.String(hosts[0])})
+			if err != nil {
+				t.Fatal(err)
+			}
+			tags := out.Tags
+			if tags["team"] != "payments" || tags["app"] != "billing-api" || tags[sqsapi.RetentionTag] != "3" || tags[sqsapi.HeartbeatTag] == "" || len(tags) != 4 {
+				t.Fatalf("%s: host queue tags %v, want the user's 2 and the reaper's 2", when, tags)
+			}
+			return tags[sqsapi.HeartbeatTag]
+		}
+		first := check("after CreateQueue")
+		// Heartbeats (TagQueue) move the reaper's tag and keep the user's.
+		for deadline := time.Now().Add(5 * time.Second); check("after a heartbeat") == first; time.Sleep(100 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("no heartbeat within 5s")
+			}
+		}
+	})
 }

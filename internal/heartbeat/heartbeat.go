@@ -150,8 +150,9 @@ func New(client Tagger, o Options) *Heartbeater {
 // the given retention, heartbeat at now: the RetentionTag in whole seconds
 // and the HeartbeatTag in epoch milliseconds, exactly as the Java client
 // writes them. Pass them as CreateQueueInput.Tags (AWS then also requires
-// sqs:TagQueue) and register the queue with AddTagged, which saves the
-// first TagQueue call.
+// sqs:TagQueue), beside any tags of the user's, and register the queue
+// with AddTagged, which saves the first TagQueue call. Heartbeats write
+// only these two keys and TagQueue merges, so other tags stay.
 func Tags(retention time.Duration, now time.Time) map[string]string {
 	return map[string]string{
 		sqsapi.RetentionTag: strconv.FormatInt(int64(retention/time.Second), 10),

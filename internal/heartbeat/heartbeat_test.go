@@ -64,9 +64,12 @@ func TestAddTaggedSkipsFirstTag(t *testing.T) {
 		t.Parallel()
 		client, counter := b.Client(t)
 		now := time.Now()
+		// A user's tag beside the heartbeat tags, as host queues carry.
+		tags := heartbeat.Tags(3*time.Second, now)
+		tags["team"] = "payments"
 		out, err := client.CreateQueue(context.Background(), &sqs.CreateQueueInput{
 			QueueName: aws.String(hostName(t)),
-			Tags:      heartbeat.Tags(3*time.Second, now),
+			Tags:      tags,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -88,6 +91,11 @@ func TestAddTaggedSkipsFirstTag(t *testing.T) {
 			t.Errorf("%d TagQueue calls before the first interval of a pre-tagged queue", got)
 		}
 		eventually(t, 2*time.Second, "the first refresh", func() bool { return counter.Get("TagQueue") == 1 })
+		// The refresh merges: it moves the heartbeat and keeps the rest.
+		tags = tagsOf(t, client, u)
+		if tags["team"] != "payments" || tags[sqsapi.RetentionTag] != "3" || tags[sqsapi.HeartbeatTag] == strconv.FormatInt(now.UnixMilli(), 10) || len(tags) != 3 {
+			t.Errorf("tags after a heartbeat %v: want the user's tag kept and the heartbeat moved", tags)
+		}
 	})
 }
 

@@ -51,6 +51,9 @@ type OwnerOptions struct {
 	Retention  time.Duration // heartbeat retention tag
 	Heartbeats Heartbeats    // required
 	Logger     *slog.Logger
+	// Tags are the user's tags, added to the heartbeat tags in each host
+	// queue's CreateQueue (see CheckTags).
+	Tags map[string]string
 	// Host, when set, makes Open available: it configures the runtime Host
 	// opened over each owned queue (defaults set by NewOwner).
 	Host *Options
@@ -71,6 +74,14 @@ func CheckOwner(op, prefix string, retention time.Duration) error {
 		return wire.Invalid(op, "IdleQueueRetention", "%v must be whole seconds, at least %v", retention, wire.MinIdleQueueRetention)
 	}
 	return nil
+}
+
+// CheckTags validates the user's tags for host queues against SQS's tag
+// rules, leaving room for the heartbeat tags and rejecting their keys: the
+// sweepers of the fleet recognise host queues by those tags alone, so a
+// user's tag must neither replace nor imitate them.
+func CheckTags(op string, tags map[string]string) error {
+	return wire.CheckQueueTags(op, "HostQueueTags", tags, sqsapi.RetentionTag, sqsapi.HeartbeatTag)
 }
 
 // CheckAttributes reports an *sqsapi.InvalidInputError when attrs holds an
@@ -97,9 +108,9 @@ func canonical(attrs map[string]string) (string, error) {
 
 // Owner is the lifecycle of the host queues a process creates for itself,
 // one per distinct attribute set: it creates each with the heartbeat tags
-// (named <prefix><uuid>-<n>, the Java client's format), heartbeats it
-// through OwnerOptions.Heartbeats, forgets it when found deleted so the
-// next use creates a new one, and deletes it on Close. A crashed process's
+// and OwnerOptions.Tags (named <prefix><uuid>-<n>, the Java client's
+// format), heartbeats it through OwnerOptions.Heartbeats, forgets it when
+// found deleted so the next use creates a new one, and deletes it on Close. A crashed process's
 // queues are left to the fleet's sweeps.
 type Owner struct {
 	raw  sqsapi.Client
@@ -133,9 +144,14 @@ func NewOwner(op string, client sqsapi.Client, opts OwnerOptions) (*Owner, error
 	if err := CheckOwner(op, opts.Prefix, opts.Retention); err != nil {
 		return nil, err
 	}
+	if err := CheckTags(op, opts.Tags); err != nil {
+		return nil, err
+	}
 	if opts.Heartbeats == nil {
 		return nil, wire.Invalid(op, "Heartbeats", "nil")
 	}
+	// A copy: the caller's map may change after NewOwner returns.
+	opts.Tags = maps.Clone(opts.Tags)
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -235,10 +251,17 @@ func (o *Owner) created(key, name string, failed bool) {
 func (o *Owner) create(ctx context.Context, key string, attrs map[string]string) (string, *Host, error) {
 	name := o.name(key)
 	now := time.Now()
+	// The user's tags and the heartbeat tags in one call: a host queue is
+	// never seen without either. Later heartbeats (TagQueue) merge, so the
+	// user's tags stay for the queue's life.
+	// CheckTags kept the keys disjoint; the heartbeat tags go last anyway.
+	tags := make(map[string]string, len(o.opts.Tags)+2)
+	maps.Copy(tags, o.opts.Tags)
+	maps.Copy(tags, heartbeat.Tags(o.opts.Retention, now))
 	out, err := o.raw.CreateQueue(ctx, &sqs.CreateQueueInput{
 		QueueName:  aws.String(name),
 		Attributes: maps.Clone(attrs),
-		Tags:       heartbeat.Tags(o.opts.Retention, now),
+		Tags:       tags,
 	})
 	o.created(key, name, err != nil)
 	if err != nil {
