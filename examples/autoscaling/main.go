@@ -12,6 +12,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -23,12 +24,15 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/backlog"
-	"github.com/tempqueues/tempqueues/internal/sqsenv"
 	"github.com/tempqueues/tempqueues/responder"
+	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/sqstest"
 )
 
 func main() {
@@ -40,32 +44,32 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, args []string, out io.Writer) error {
+func run(ctx context.Context, args []string, out io.Writer) (err error) {
 	fs := flag.NewFlagSet("autoscaling", flag.ContinueOnError)
 	requests := fs.Int("requests", 400, "requests in the burst")
 	work := fs.Duration("work", 50*time.Millisecond, "processing time of one request")
 	concurrency := fs.Int("concurrency", 4, "requests the worker handles at once")
 	latency := fs.Duration("latency", 250*time.Millisecond, "acceptable latency")
 	limit := fs.Duration("timeout", 60*time.Second, "give up after this long")
-	var env sqsenv.Flags
-	env.Register(fs)
+	var env sqsFlags
+	env.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, *limit)
 	defer cancel()
-	e, err := sqsenv.Open(ctx, env)
+	client, where, closeSQS, err := env.open(ctx)
 	if err != nil {
 		return err
 	}
-	defer e.Close()
-	fmt.Fprintln(out, "SQS:", e.Where)
-	q, err := e.Client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(fmt.Sprintf("autoscaling-demo-%d", time.Now().UnixNano()))})
+	defer func() { err = errors.Join(err, closeSQS(context.Background())) }()
+	fmt.Fprintln(out, "SQS:", where)
+	q, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(fmt.Sprintf("autoscaling-demo-%d", time.Now().UnixNano()))})
 	if err != nil {
 		return err
 	}
 	queueURL := aws.ToString(q.QueueUrl)
-	defer e.Client.DeleteQueue(context.WithoutCancel(ctx), &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl})
+	defer client.DeleteQueue(context.WithoutCancel(ctx), &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl})
 
 	// The burst, 10 requests per call. They ask for no reply: the worker
 	// handles and deletes them.
@@ -74,14 +78,14 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		for j := i; j < min(i+10, *requests); j++ {
 			entries = append(entries, types.SendMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(j)), MessageBody: aws.String("job " + strconv.Itoa(j))})
 		}
-		if _, err := e.Client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: q.QueueUrl, Entries: entries}); err != nil {
+		if _, err := client.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: q.QueueUrl, Entries: entries}); err != nil {
 			return err
 		}
 	}
 	fmt.Fprintf(out, "queued %d requests; one worker handles %d at once, %v each; acceptable latency %v\n", *requests, *concurrency, *work, *latency)
 
 	// The worker.
-	worker, err := responder.New(e.Client, func(o *responder.Options) {
+	worker, err := responder.New(client, func(o *responder.Options) {
 		o.MaxConcurrency = *concurrency
 		o.PollWaitTime = time.Second
 	})
@@ -108,7 +112,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	drained := make(chan struct{})
 	var once sync.Once
 	fmt.Fprintf(out, "%6s %8s %9s %10s %9s %7s %8s\n", "time", "visible", "in-flight", "per-worker", "avg-proc", "target", "desired")
-	m, err := backlog.NewMonitor(e.Client, queueURL, func(o *backlog.Options) {
+	m, err := backlog.NewMonitor(client, queueURL, func(o *backlog.Options) {
 		o.Period = time.Second
 		o.AcceptableLatency = *latency
 		o.MaxConcurrency = *concurrency
@@ -158,4 +162,55 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	// expvar.Publish("requests_backlog", m.Var()) and GET /debug/vars:
 	fmt.Fprintln(out, "expvar:", m.Var().String())
 	return nil
+}
+
+// sqsFlags select the SQS server: an embedded sqstest server by default, an
+// emulator with -endpoint-url, or SQS as the environment configures the SDK
+// (region, credentials, profile) with -aws or when AWS_ENDPOINT_URL_SQS is
+// set.
+type sqsFlags struct {
+	endpoint, region string
+	useAWS           bool
+}
+
+func (f *sqsFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.endpoint, "endpoint-url", "", "SQS-compatible endpoint (an emulator); dummy credentials are used")
+	fs.StringVar(&f.region, "region", "", "AWS region (default from the environment, or us-east-1 with -endpoint-url)")
+	fs.BoolVar(&f.useAWS, "aws", os.Getenv("AWS_ENDPOINT_URL_SQS") != "", "use SQS as the environment configures it")
+}
+
+func (f *sqsFlags) embedded() bool { return f.endpoint == "" && !f.useAWS }
+
+// open returns a client for the server f selects, a description of the
+// server, and a function that closes it if it is the embedded one.
+func (f *sqsFlags) open(ctx context.Context, optFns ...func(*sqs.Options)) (*sqs.Client, string, func(context.Context) error, error) {
+	if f.embedded() {
+		srv := sqstest.NewServer()
+		return srv.Client(optFns...), "embedded sqstest at " + srv.URL(), srv.Close, nil
+	}
+	var opts []func(*config.LoadOptions) error
+	if f.region != "" {
+		opts = append(opts, config.WithRegion(f.region))
+	}
+	where := "AWS"
+	if f.endpoint != "" { // an emulator takes any credentials
+		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("example", "example", "")))
+		optFns = append(optFns, func(o *sqs.Options) { o.BaseEndpoint = aws.String(f.endpoint) })
+		where = "endpoint " + f.endpoint
+	} else if ep := os.Getenv("AWS_ENDPOINT_URL_SQS"); ep != "" {
+		where = "endpoint " + ep + " (AWS_ENDPOINT_URL_SQS)"
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("loading the AWS configuration: %w", err)
+	}
+	switch {
+	case cfg.Region != "":
+	case f.endpoint != "":
+		cfg.Region = "us-east-1"
+	default:
+		return nil, "", nil, errors.New("no AWS region: set AWS_REGION or pass -region")
+	}
+	client := sqs.NewFromConfig(cfg, append(optFns, sqsapi.BufferRequestBodies)...)
+	return client, where + ", region " + cfg.Region, func(context.Context) error { return nil }, nil
 }

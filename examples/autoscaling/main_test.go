@@ -4,17 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/tempqueues/tempqueues/internal/leakcheck"
 )
 
 // The example must keep working as `go run ./examples/autoscaling` runs
 // it, on the embedded server.
 func TestAutoscalingExample(t *testing.T) {
 	t.Setenv("AWS_ENDPOINT_URL_SQS", "")
+	before := runtime.NumGoroutine()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var out bytes.Buffer
@@ -47,5 +47,17 @@ func TestAutoscalingExample(t *testing.T) {
 	if p := time.Duration(f.Processing); f.Visible != 0 || p < 40*time.Millisecond || p > 200*time.Millisecond || f.Target < 4 || f.Target > 20.5 || f.Desired != 1 {
 		t.Errorf("last figures %+v", f)
 	}
-	leakcheck.Check(t)
+	checkGoroutines(t, before)
+}
+
+// checkGoroutines fails t unless the goroutines running fall back to the
+// number before run: the example must stop everything it starts.
+func checkGoroutines(t *testing.T, before int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > before; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines before run, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+		}
+	}
 }

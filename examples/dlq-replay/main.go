@@ -26,14 +26,16 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/tempqueues/tempqueues/internal/sqsenv"
 	"github.com/tempqueues/tempqueues/redrive"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/sqstest"
 )
 
 func main() {
@@ -45,24 +47,25 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, args []string, out io.Writer) error {
+func run(ctx context.Context, args []string, out io.Writer) (err error) {
 	fs := flag.NewFlagSet("dlq-replay", flag.ContinueOnError)
 	attempts := fs.Int("max-attempts", 2, "replays before the request is parked")
 	base := fs.Duration("base", time.Second, "backoff base of the replays")
 	limit := fs.Duration("timeout", 60*time.Second, "give up after this long")
-	var env sqsenv.Flags
-	env.Register(fs)
+	var env sqsFlags
+	env.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, *limit)
 	defer cancel()
-	e, err := sqsenv.Open(ctx, env)
+	counter := new(sqsapi.CallCounter) // counts every API call the client makes
+	client, where, closeSQS, err := env.open(ctx, sqs.WithAPIOptions(counter.Register))
 	if err != nil {
 		return err
 	}
-	defer e.Close()
-	fmt.Fprintln(out, "SQS:", e.Where)
+	defer func() { err = errors.Join(err, closeSQS(context.Background())) }()
+	fmt.Fprintln(out, "SQS:", where)
 	start := time.Now()
 	var mu sync.Mutex // the service, the redriver and the client log
 	logf := func(format string, args ...any) {
@@ -76,7 +79,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	prefix := "dlq-demo-" + suffix() + "-"
 	var cleanup []string // queues to delete at the end
 	mk := func(name string, attrs map[string]string) (string, error) {
-		q, err := e.Client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(prefix + name), Attributes: attrs})
+		q, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(prefix + name), Attributes: attrs})
 		if err != nil {
 			return "", fmt.Errorf("creating %s: %w", name, err)
 		}
@@ -86,14 +89,14 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	defer func() {
 		for _, u := range cleanup {
-			_, _ = e.Client.DeleteQueue(context.WithoutCancel(ctx), &sqs.DeleteQueueInput{QueueUrl: aws.String(u)})
+			_, _ = client.DeleteQueue(context.WithoutCancel(ctx), &sqs.DeleteQueueInput{QueueUrl: aws.String(u)})
 		}
 	}()
 	dlq, err := mk("orders-dlq", nil)
 	if err != nil {
 		return err
 	}
-	arn, err := e.Client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(dlq), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn}})
+	arn, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(dlq), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn}})
 	if err != nil {
 		return err
 	}
@@ -111,7 +114,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	// The service: fails on poison, with an immediate retry, so SQS
 	// dead-letters the request on its third receive.
 	var poisonSeen atomic.Int32
-	svc, err := responder.New(e.Client, func(o *responder.Options) {
+	svc, err := responder.New(client, func(o *responder.Options) {
 		o.Retry = responder.RetryImmediately
 		o.Store = responder.NewMemoryStore()
 	})
@@ -137,7 +140,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}()
 
 	// The redriver, running continuously beside the service.
-	rd, err := redrive.New(e.Client, dlq, func(o *redrive.Options) {
+	rd, err := redrive.New(client, dlq, func(o *redrive.Options) {
 		o.Target = orders // or leave it out: ListDeadLetterSourceQueues finds it on AWS and sqstest
 		o.ParkingQueue = parking
 		o.MaxAttempts = *attempts
@@ -167,7 +170,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}()
 
 	// A client: one good order, one poison order.
-	req, err := requester.New(e.Client, func(o *requester.Options) { o.DisableSweeping = true })
+	req, err := requester.New(client, func(o *requester.Options) { o.DisableSweeping = true })
 	if err != nil {
 		return err
 	}
@@ -195,7 +198,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("nothing parked in time: %w", err)
 		}
-		got, err := e.Client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+		got, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(parking), WaitTimeSeconds: 1, MessageAttributeNames: []string{"All"},
 		})
 		if err != nil {
@@ -215,7 +218,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		aws.ToString(parked.MessageAttributes[sqsapi.RedriveAttemptAttribute].StringValue))
 	fmt.Fprintf(out, "the service saw the poison order %d times; redrive: replayed %d, parked %d, failed %d\n",
 		poisonSeen.Load(), rep.Replayed, rep.Parked, rep.Failed)
-	fmt.Fprintf(out, "API calls, everything together: %d\n", e.Counter.Total())
+	fmt.Fprintf(out, "API calls, everything together: %d\n", counter.Total())
 	return nil
 }
 
@@ -223,4 +226,55 @@ func suffix() string {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// sqsFlags select the SQS server: an embedded sqstest server by default, an
+// emulator with -endpoint-url, or SQS as the environment configures the SDK
+// (region, credentials, profile) with -aws or when AWS_ENDPOINT_URL_SQS is
+// set.
+type sqsFlags struct {
+	endpoint, region string
+	useAWS           bool
+}
+
+func (f *sqsFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.endpoint, "endpoint-url", "", "SQS-compatible endpoint (an emulator); dummy credentials are used")
+	fs.StringVar(&f.region, "region", "", "AWS region (default from the environment, or us-east-1 with -endpoint-url)")
+	fs.BoolVar(&f.useAWS, "aws", os.Getenv("AWS_ENDPOINT_URL_SQS") != "", "use SQS as the environment configures it")
+}
+
+func (f *sqsFlags) embedded() bool { return f.endpoint == "" && !f.useAWS }
+
+// open returns a client for the server f selects, a description of the
+// server, and a function that closes it if it is the embedded one.
+func (f *sqsFlags) open(ctx context.Context, optFns ...func(*sqs.Options)) (*sqs.Client, string, func(context.Context) error, error) {
+	if f.embedded() {
+		srv := sqstest.NewServer()
+		return srv.Client(optFns...), "embedded sqstest at " + srv.URL(), srv.Close, nil
+	}
+	var opts []func(*config.LoadOptions) error
+	if f.region != "" {
+		opts = append(opts, config.WithRegion(f.region))
+	}
+	where := "AWS"
+	if f.endpoint != "" { // an emulator takes any credentials
+		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("example", "example", "")))
+		optFns = append(optFns, func(o *sqs.Options) { o.BaseEndpoint = aws.String(f.endpoint) })
+		where = "endpoint " + f.endpoint
+	} else if ep := os.Getenv("AWS_ENDPOINT_URL_SQS"); ep != "" {
+		where = "endpoint " + ep + " (AWS_ENDPOINT_URL_SQS)"
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("loading the AWS configuration: %w", err)
+	}
+	switch {
+	case cfg.Region != "":
+	case f.endpoint != "":
+		cfg.Region = "us-east-1"
+	default:
+		return nil, "", nil, errors.New("no AWS region: set AWS_REGION or pass -region")
+	}
+	client := sqs.NewFromConfig(cfg, append(optFns, sqsapi.BufferRequestBodies)...)
+	return client, where + ", region " + cfg.Region, func(context.Context) error { return nil }, nil
 }

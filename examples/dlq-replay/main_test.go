@@ -3,17 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/tempqueues/tempqueues/internal/leakcheck"
 )
 
 // The example must keep working as `go run ./examples/dlq-replay` runs it,
 // on the embedded server.
 func TestDLQReplayExample(t *testing.T) {
 	t.Setenv("AWS_ENDPOINT_URL_SQS", "")
+	before := runtime.NumGoroutine()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	var out bytes.Buffer
@@ -33,5 +33,17 @@ func TestDLQReplayExample(t *testing.T) {
 			t.Errorf("output lacks %q", want)
 		}
 	}
-	leakcheck.Check(t)
+	checkGoroutines(t, before)
+}
+
+// checkGoroutines fails t unless the goroutines running fall back to the
+// number before run: the example must stop everything it starts.
+func checkGoroutines(t *testing.T, before int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > before; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines before run, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+		}
+	}
 }

@@ -25,11 +25,14 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/tempqueues/tempqueues/internal/sqsenv"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
+	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/sqstest"
 )
 
 // loginRequest and loginReply are the messages' JSON bodies.
@@ -55,30 +58,31 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, args []string, out io.Writer) error {
+func run(ctx context.Context, args []string, out io.Writer) (err error) {
 	fs := flag.NewFlagSet("login", flag.ContinueOnError)
 	mode := fs.String("mode", "both", "both, client or server")
 	queue := fs.String("queue", "login-requests", "name of the request queue")
 	timeout := fs.Duration("timeout", 10*time.Second, "client: how long to wait for each reply")
-	var env sqsenv.Flags
-	env.Register(fs)
+	var env sqsFlags
+	env.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if *mode != "both" && *mode != "client" && *mode != "server" {
 		return fmt.Errorf("-mode %q: want both, client or server", *mode)
 	}
-	if *mode != "both" && env.Embedded() {
-		return errors.New("separate client and server processes need a shared server: pass --endpoint-url or --aws")
+	if *mode != "both" && env.embedded() {
+		return errors.New("separate client and server processes need a shared server: pass -endpoint-url or -aws")
 	}
-	e, err := sqsenv.Open(ctx, env)
+	counter := new(sqsapi.CallCounter) // counts every API call the client makes
+	sqsClient, where, closeSQS, err := env.open(ctx, sqs.WithAPIOptions(counter.Register))
 	if err != nil {
 		return err
 	}
-	defer e.Close()
-	fmt.Fprintln(out, "SQS:", e.Where)
+	defer func() { err = errors.Join(err, closeSQS(context.Background())) }()
+	fmt.Fprintln(out, "SQS:", where)
 
-	q, err := e.Client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(*queue)})
+	q, err := sqsClient.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(*queue)})
 	if err != nil {
 		return fmt.Errorf("creating the request queue: %w", err)
 	}
@@ -87,14 +91,14 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	switch *mode {
 	case "server":
 		fmt.Fprintln(out, "serving login requests on", queueURL, "(Ctrl-C to stop)")
-		return serve(ctx, e.Client, queueURL)
+		return serve(ctx, sqsClient, queueURL)
 	case "client":
-		return client(ctx, e.Client, queueURL, *timeout, out)
+		return client(ctx, sqsClient, queueURL, *timeout, out)
 	}
 	serveCtx, stopServer := context.WithCancel(ctx)
 	served := make(chan error, 1)
-	go func() { served <- serve(serveCtx, e.Client, queueURL) }()
-	clientErr := client(ctx, e.Client, queueURL, *timeout, out)
+	go func() { served <- serve(serveCtx, sqsClient, queueURL) }()
+	clientErr := client(ctx, sqsClient, queueURL, *timeout, out)
 	stopServer()
 	if err := <-served; err != nil {
 		return err
@@ -102,7 +106,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if clientErr != nil {
 		return clientErr
 	}
-	fmt.Fprintf(out, "API calls, client and server together: %d\n", e.Counter.Total())
+	fmt.Fprintf(out, "API calls, client and server together: %d\n", counter.Total())
 	return nil
 }
 
@@ -169,4 +173,55 @@ func client(ctx context.Context, client *sqs.Client, queueURL string, timeout ti
 	s := r.Stats()
 	fmt.Fprintf(out, "%d requests, %d replies, %d timed out\n", s.Sent, s.Replied, s.TimedOut)
 	return nil
+}
+
+// sqsFlags select the SQS server: an embedded sqstest server by default, an
+// emulator with -endpoint-url, or SQS as the environment configures the SDK
+// (region, credentials, profile) with -aws or when AWS_ENDPOINT_URL_SQS is
+// set.
+type sqsFlags struct {
+	endpoint, region string
+	useAWS           bool
+}
+
+func (f *sqsFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.endpoint, "endpoint-url", "", "SQS-compatible endpoint (an emulator); dummy credentials are used")
+	fs.StringVar(&f.region, "region", "", "AWS region (default from the environment, or us-east-1 with -endpoint-url)")
+	fs.BoolVar(&f.useAWS, "aws", os.Getenv("AWS_ENDPOINT_URL_SQS") != "", "use SQS as the environment configures it")
+}
+
+func (f *sqsFlags) embedded() bool { return f.endpoint == "" && !f.useAWS }
+
+// open returns a client for the server f selects, a description of the
+// server, and a function that closes it if it is the embedded one.
+func (f *sqsFlags) open(ctx context.Context, optFns ...func(*sqs.Options)) (*sqs.Client, string, func(context.Context) error, error) {
+	if f.embedded() {
+		srv := sqstest.NewServer()
+		return srv.Client(optFns...), "embedded sqstest at " + srv.URL(), srv.Close, nil
+	}
+	var opts []func(*config.LoadOptions) error
+	if f.region != "" {
+		opts = append(opts, config.WithRegion(f.region))
+	}
+	where := "AWS"
+	if f.endpoint != "" { // an emulator takes any credentials
+		opts = append(opts, config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("example", "example", "")))
+		optFns = append(optFns, func(o *sqs.Options) { o.BaseEndpoint = aws.String(f.endpoint) })
+		where = "endpoint " + f.endpoint
+	} else if ep := os.Getenv("AWS_ENDPOINT_URL_SQS"); ep != "" {
+		where = "endpoint " + ep + " (AWS_ENDPOINT_URL_SQS)"
+	}
+	cfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, "", nil, fmt.Errorf("loading the AWS configuration: %w", err)
+	}
+	switch {
+	case cfg.Region != "":
+	case f.endpoint != "":
+		cfg.Region = "us-east-1"
+	default:
+		return nil, "", nil, errors.New("no AWS region: set AWS_REGION or pass -region")
+	}
+	client := sqs.NewFromConfig(cfg, append(optFns, sqsapi.BufferRequestBodies)...)
+	return client, where + ", region " + cfg.Region, func(context.Context) error { return nil }, nil
 }
