@@ -249,3 +249,16 @@ func TestRefusedConnectionFailsFast(t *testing.T) {
 		}
 	}
 }
+
+// An endpoint behind an HTTP proxy is not dialled directly: the proxy
+// reaches it (here sqstest plays the proxy, answering the proxied requests
+// itself), and a direct check would fail on a name only the proxy resolves.
+func TestProxiedEndpointIsNotDialled(t *testing.T) {
+	srv := sqstest.Start(t)
+	env := withEnv("AWS_ENDPOINT_URL_SQS=http://sqs.example.invalid:4566", "AWS_REGION=us-east-1",
+		"AWS_ACCESS_KEY_ID=AKIDTEMPQ", "AWS_SECRET_ACCESS_KEY=x", "HTTP_PROXY="+srv.URL(), "http_proxy="+srv.URL(), "NO_PROXY=", "no_proxy=")
+	stdout, stderr, code := tempq(t, env, "queues")
+	if code != 0 || !strings.Contains(stdout, "no queues with prefix") {
+		t.Fatalf("through a proxy: code %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
 	"strings"
 	"syscall"
@@ -94,11 +95,16 @@ func openSQS(ctx context.Context, s *sqsFlags, stderr io.Writer) (*sqsenv.Env, e
 
 // checkConnect opens (and closes) one TCP connection to endpoint, a URL
 // that sqsenv.Open has validated. Only this first contact is strict: the
-// SDK's calls keep their retries, for servers that blink later.
+// SDK's calls keep their retries, for servers that blink later. An
+// endpoint reached through an HTTP proxy is not checked: the proxy, not
+// this process, connects to it.
 func checkConnect(ctx context.Context, endpoint string) error {
 	u, err := url.Parse(endpoint)
 	if err != nil {
 		return err
+	}
+	if proxy, err := http.ProxyFromEnvironment(&http.Request{URL: u}); err != nil || proxy != nil {
+		return nil
 	}
 	addr := u.Host
 	if u.Port() == "" {
