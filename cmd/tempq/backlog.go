@@ -10,7 +10,7 @@ import (
 )
 
 func runBacklog(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("backlog", "--queue Q --workers N --latency D --processing D [--concurrency 1] [--in-flight] [--delayed] [--min N] [--max N] [--watch D] [--json]", stderr)
+	fs := newFlags("backlog", "--queue Q --workers N --latency D --processing D [--concurrency 1] [--in-flight] [--delayed] [--min N] [--max N] [--watch D] [--json]", stdout)
 	queue := fs.String("queue", "", "queue of requests, by name or URL (required)")
 	workers := fs.Int("workers", 1, "running workers (instances, tasks, pods)")
 	concurrency := fs.Int("concurrency", 1, "messages one worker handles at once (a responder's MaxConcurrency)")
@@ -37,6 +37,7 @@ func runBacklog(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		o.AcceptableLatency, o.ProcessingTime = *latency, *processing
 		o.IncludeInFlight, o.IncludeDelayed = *inFlight, *delayed
 		o.MinWorkers, o.MaxWorkers = *minWorkers, *maxWorkers
+		o.Logger = server.logger(stderr)
 		if *watch > 0 {
 			o.Period = *watch
 		}
@@ -44,7 +45,7 @@ func runBacklog(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if _, err := backlog.Compute(backlog.Counts{}, optFn); err != nil {
 		return usageError("%v", err)
 	}
-	env, err := openSQS(ctx, server)
+	env, err := openSQS(ctx, server, stderr)
 	if err != nil {
 		return err
 	}
@@ -81,7 +82,13 @@ func runBacklog(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	m, err := backlog.NewMonitor(env.Client, queueURL, optFn, func(o *backlog.Options) {
 		o.OnFigures = func(f backlog.Figures, err error) {
 			if err != nil {
-				fmt.Fprintf(stderr, "tempq backlog: %v\n", err)
+				// The monitor measures again at the next period: an
+				// error here is reported, not fatal (so it has no code).
+				if *asJSON {
+					_ = writeJSON(stderr, map[string]string{"error": err.Error()})
+				} else {
+					fmt.Fprintf(stderr, "tempq backlog: %v\n", err)
+				}
 				return
 			}
 			if !*asJSON {

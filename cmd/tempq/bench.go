@@ -33,7 +33,7 @@ import (
 const benchIdleConns = 256
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench", "[--duration 5s] [--rounds 3] [--idle-window 30s] [--stop-idle 2s] [--json] [--svg-dir DIR] [--endpoint-url URL | --aws]", stderr)
+	fs := newFlags("bench", "[--duration 5s] [--rounds 3] [--idle-window 30s] [--stop-idle 2s] [--json] [--svg-dir DIR] [--endpoint-url URL | --aws]", stdout)
 	var env sqsenv.Flags
 	env.Register(fs)
 	duration := fs.Duration("duration", 5*time.Second, "length of one measurement window (per contender, concurrency and round)")

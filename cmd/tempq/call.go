@@ -19,9 +19,6 @@ import (
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
-// exitTimeout is call's exit code when no reply came in time.
-const exitTimeout = 3
-
 // attrFlags collects repeated --attr name=value flags.
 type attrFlags map[string]string
 
@@ -36,7 +33,7 @@ func (a attrFlags) Set(s string) error {
 }
 
 func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("call", "--queue NAME|URL [--timeout 10s] [--attr k=v]... [--json] BODY|-", stderr)
+	fs := newFlags("call", "--queue NAME|URL [--timeout 10s] [--attr k=v]... [--json] BODY|-", stdout)
 	queue := fs.String("queue", "", "request queue, by name or URL (required)")
 	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the reply; exit code 3 when it does not come")
 	asJSON := fs.Bool("json", false, "print the reply as JSON: body, attributes, request id, round trip")
@@ -61,7 +58,7 @@ func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		body = string(b)
 	}
-	env, err := openSQS(ctx, server)
+	env, err := openSQS(ctx, server, stderr)
 	if err != nil {
 		return err
 	}
@@ -79,7 +76,10 @@ func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	// A one-off caller neither sweeps other processes' queues nor keeps its
 	// own: Close deletes the host queue it creates.
-	r, err := requester.New(env.Client, func(o *requester.Options) { o.DisableSweeping = true })
+	r, err := requester.New(env.Client, func(o *requester.Options) {
+		o.DisableSweeping = true
+		o.Logger = server.logger(stderr)
+	})
 	if err != nil {
 		return err
 	}

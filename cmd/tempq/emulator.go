@@ -14,7 +14,7 @@ import (
 // quick look with curl, and tempq bench's child process. State lives in
 // memory and ends with it.
 func runEmulator(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("emulator", "[--addr 127.0.0.1:4566] [--region us-east-1] [--latency 2ms] [--until-stdin-eof] [-v]", stderr)
+	fs := newFlags("emulator", "[--addr 127.0.0.1:4566] [--region us-east-1] [--latency 2ms] [--until-stdin-eof] [-v]", stdout)
 	addr := fs.String("addr", "127.0.0.1:4566", "address to listen on (port 0 picks a free one)")
 	region := fs.String("region", "us-east-1", "region shown in queue ARNs")
 	latency := fs.Duration("latency", 0, "wait this long before handling each call, to stand for a network")

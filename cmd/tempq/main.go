@@ -5,9 +5,14 @@
 //
 //	tempq <command> [flags]
 //	tempq <command> --help
+//	tempq version
 //
 // Every command that talks to SQS takes --endpoint-url, --region and
-// --profile (as the AWS CLI does) and honours AWS_ENDPOINT_URL_SQS.
+// --profile (as the AWS CLI does) and honours AWS_ENDPOINT_URL_SQS; a
+// loopback AWS_ENDPOINT_URL_SQS with nothing else configured needs no
+// credentials or region. Help goes to stdout. Exit codes: 0 ok, 1 failure,
+// 2 usage, 3 timeout. With --json, an error is one JSON object on stderr,
+// {"error": "...", "code": N}, so that stdout holds only results.
 package main
 
 import (
@@ -18,8 +23,14 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
 	"sort"
+	"strconv"
+	"strings"
 	"syscall"
+
+	"github.com/tempqueues/tempqueues/internal/sqsenv"
 )
 
 // command is one subcommand. run gets the arguments after the command name.
@@ -39,7 +50,16 @@ var commands = []command{
 	{"redrive", "replay a dead-letter queue with backoff; park what keeps failing", runRedrive},
 	{"backlog", "backlog-per-worker figures of a queue for autoscaling", runBacklog},
 	{"bench", "benchmark tempqueues against queue-per-request, a static reply queue and the floor; idle cost, stop times", runBench},
+	{"version", "print tempq's module version and the Go version it was built with", runVersion},
 }
+
+// The exit codes, the same for every command.
+const (
+	exitOK      = 0
+	exitFailure = 1
+	exitUsage   = 2
+	exitTimeout = 3 // call: no reply in time
+)
 
 // exitError carries an exit code; usage errors exit 2, failures 1.
 type exitError struct {
@@ -52,7 +72,7 @@ func (e *exitError) Unwrap() error { return e.err }
 
 // usageError marks bad command lines (exit code 2).
 func usageError(format string, args ...any) error {
-	return &exitError{code: 2, err: fmt.Errorf(format, args...)}
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...)}
 }
 
 func main() {
@@ -63,12 +83,22 @@ func main() {
 
 // run executes a command line and returns the exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		usage(stderr)
-		if len(args) == 0 {
-			return 2
+		return exitUsage
+	}
+	switch args[0] {
+	case "-h", "-help", "--help":
+		usage(stdout)
+		return exitOK
+	case "help":
+		if len(args) == 1 {
+			usage(stdout)
+			return exitOK
 		}
-		return 0
+		args = []string{args[1], "--help"} // tempq help call = tempq call --help
+	case "-version", "--version":
+		args[0] = "version"
 	}
 	for _, c := range commands {
 		if c.name != args[0] {
@@ -76,18 +106,63 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		err := c.run(ctx, args[1:], stdout, stderr)
 		if err == nil || errors.Is(err, flag.ErrHelp) {
-			return 0
+			return exitOK
 		}
-		fmt.Fprintf(stderr, "tempq %s: %v\n", c.name, err)
+		code := exitFailure
 		var ee *exitError
-		if errors.As(err, &ee) {
-			return ee.code
+		switch {
+		case errors.As(err, &ee):
+			code = ee.code
+		case errors.Is(err, sqsenv.ErrUsage):
+			code = exitUsage
 		}
-		return 1
+		reportError(stderr, c.name, err, code, wantsJSON(args[1:]))
+		return code
 	}
-	fmt.Fprintf(stderr, "tempq: unknown command %q\n\n", args[0])
-	usage(stderr)
-	return 2
+	reportError(stderr, "", fmt.Errorf("unknown command %q (tempq --help lists them)", args[0]), exitUsage, wantsJSON(args[1:]))
+	return exitUsage
+}
+
+// reportError writes err as "tempq cmd: err", or, for --json, as one JSON
+// object on stderr: stdout keeps only results, which a script can parse
+// without meeting an error among them, and the exit code says which to read.
+func reportError(stderr io.Writer, cmd string, err error, code int, asJSON bool) {
+	if asJSON {
+		_ = writeJSON(stderr, struct {
+			Error string `json:"error"`
+			Code  int    `json:"code"`
+		}{err.Error(), code})
+		return
+	}
+	prefix := "tempq"
+	if cmd != "" {
+		prefix += " " + cmd
+	}
+	fmt.Fprintf(stderr, "%s: %v\n", prefix, err)
+	if code == exitUsage && cmd != "" {
+		fmt.Fprintf(stderr, "(tempq %s --help shows its usage)\n", cmd)
+	}
+}
+
+// wantsJSON reports whether args, before any "--", set --json: errors are
+// reported before (or instead of) the command's own parsing of its flags.
+func wantsJSON(args []string) bool {
+	on := false
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if !strings.HasPrefix(a, "-") || name != "json" {
+			continue
+		}
+		if !hasVal {
+			on = true
+		} else if b, err := strconv.ParseBool(val); err == nil {
+			on = b
+		}
+	}
+	return on
 }
 
 func usage(w io.Writer) {
@@ -98,27 +173,73 @@ func usage(w io.Writer) {
 	for _, c := range cs {
 		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
 	}
+	fmt.Fprint(w, `
+The SQS server: --endpoint-url URL, AWS_ENDPOINT_URL_SQS (a loopback one,
+such as http://127.0.0.1:4566 of "tempq emulator", needs no credentials or
+region), or --aws / --profile for AWS as the environment configures it.
+
+exit codes (every command):
+  0  ok
+  1  failure (the server refused, a queue does not exist, ...)
+  2  usage: bad flags or arguments, an invalid endpoint URL, no region for AWS
+  3  timeout: call got no reply within --timeout
+
+With --json, an error is one JSON object on stderr, {"error": "...", "code": N};
+stdout holds only results. tempq --version prints the version.
+`)
 }
 
-// newFlags returns a flag set for a subcommand whose errors and help go to
-// stderr and are returned, not printed and exited on.
-func newFlags(name, synopsis string, stderr io.Writer) *flag.FlagSet {
+// newFlags returns a flag set for a subcommand whose help goes to stdout;
+// parse returns its errors instead of printing them.
+func newFlags(name, synopsis string, stdout io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("tempq "+name, flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(stdout)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: tempq %s %s\n\n", name, synopsis)
+		fmt.Fprintf(fs.Output(), "usage: tempq %s %s\n\n", name, synopsis)
 		fs.PrintDefaults()
 	}
 	return fs
 }
 
-// parse parses args, turning bad flags into usage errors.
+// parse parses args, turning bad flags into usage errors, and prints the
+// usage for -h and --help (to the flag set's output, stdout).
 func parse(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return &exitError{code: 2, err: err}
+	usage, out := fs.Usage, fs.Output()
+	// The flag package prints errors and usage itself; run reports errors,
+	// and only an asked-for help is printed.
+	fs.Usage = func() {}
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	fs.Usage = usage
+	fs.SetOutput(out)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.Usage()
+		return err
+	}
+	if err != nil {
+		return &exitError{code: exitUsage, err: err}
 	}
 	return nil
+}
+
+// runVersion is `tempq version`: the module version the binary was built
+// from ("(devel)" when the build stamped none) and the Go version.
+func runVersion(_ context.Context, args []string, stdout, _ io.Writer) error {
+	fs := newFlags("version", "[--json]", stdout)
+	asJSON := fs.Bool("json", false, "print the versions as JSON")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs(fs); err != nil {
+		return err
+	}
+	version := "(devel)"
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		version = bi.Main.Version
+	}
+	if *asJSON {
+		return writeJSON(stdout, map[string]string{"version": version, "go": runtime.Version()})
+	}
+	_, err := fmt.Fprintf(stdout, "tempq %s %s %s/%s\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	return err
 }

@@ -86,9 +86,9 @@ func TestUsageAndUnknownCommand(t *testing.T) {
 	if code != 2 {
 		t.Fatalf("bad flag: code %d, stderr %q", code, stderr)
 	}
-	_, stderr, code = tempq(t, nil, "emulator", "--help")
-	if code != 0 || !strings.Contains(stderr, "--addr") && !strings.Contains(stderr, "-addr") {
-		t.Fatalf("--help: code %d, stderr %q", code, stderr)
+	stdout, stderr, code := tempq(t, nil, "emulator", "--help")
+	if code != 0 || !strings.Contains(stdout, "-addr") || stderr != "" {
+		t.Fatalf("--help: code %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }
 

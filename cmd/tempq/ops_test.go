@@ -73,9 +73,9 @@ func TestCommandsNeedANamedServer(t *testing.T) {
 		if code != 2 || !strings.Contains(stderr, "no SQS server named") {
 			t.Errorf("%v: code %d, stderr %q", args, code, stderr)
 		}
-		_, stderr, code = tempq(t, noEnvEndpoint, append(args[:1:1], "--help")...)
-		if code != 0 || !strings.Contains(stderr, "endpoint-url") || !strings.Contains(stderr, "usage: tempq "+args[0]) {
-			t.Errorf("%s --help: code %d, stderr %q", args[0], code, stderr)
+		stdout, stderr, code := tempq(t, noEnvEndpoint, append(args[:1:1], "--help")...)
+		if code != 0 || !strings.Contains(stdout, "endpoint-url") || !strings.Contains(stdout, "usage: tempq "+args[0]) || stderr != "" {
+			t.Errorf("%s --help: code %d, stdout %q, stderr %q", args[0], code, stdout, stderr)
 		}
 	}
 }

@@ -12,10 +12,10 @@ import (
 )
 
 func runQueues(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("queues", "[--prefix "+sqsapi.DefaultQueuePrefix+"] [--json]", stderr)
+	fs := newFlags("queues", "[--prefix "+sqsapi.DefaultQueuePrefix+"] [--json]", stdout)
 	prefix := prefixFlag(fs)
 	asJSON := fs.Bool("json", false, "print one JSON object per queue")
-	s, closeEnv, err := sweeperCommand(ctx, fs, args, prefix, func(*reaper.Options) {})
+	s, closeEnv, err := sweeperCommand(ctx, fs, args, stderr, prefix, func(*reaper.Options) {})
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,7 @@ import (
 )
 
 func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("redrive", "--dlq Q --parking Q [--target Q] [--base 1s] [--cap 15m] [--max-attempts 5] [--rate N] [--dry-run] [--follow] [--json]", stderr)
+	fs := newFlags("redrive", "--dlq Q --parking Q [--target Q] [--base 1s] [--cap 15m] [--max-attempts 5] [--rate N] [--dry-run] [--follow] [--json]", stdout)
 	dlq := fs.String("dlq", "", "dead-letter queue to replay, by name or URL (required)")
 	parking := fs.String("parking", "", "queue for messages past --max-attempts, by name or URL (required)")
 	target := fs.String("target", "", "queue to replay to (default: the dead-letter queue's only source queue)")
@@ -36,7 +36,7 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *maxAttempts < 1 {
 		return usageError("--max-attempts must be at least 1")
 	}
-	env, err := openSQS(ctx, server)
+	env, err := openSQS(ctx, server, stderr)
 	if err != nil {
 		return err
 	}
@@ -58,6 +58,7 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	var evErr error
 	r, err := redrive.New(env.Client, dlqURL, func(o *redrive.Options) {
 		o.Target, o.ParkingQueue = targetURL, parkingURL
+		o.Logger = server.logger(stderr)
 		o.BackoffBase, o.BackoffCap, o.MaxAttempts = *base, *cpt, *maxAttempts
 		o.RateLimit, o.DryRun, o.VisibilityTimeout = *rate, *dryRun, *visibility
 		o.OnEvent = func(ev redrive.Event) {

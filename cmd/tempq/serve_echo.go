@@ -16,7 +16,7 @@ import (
 )
 
 func runServeEcho(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("serve-echo", "--queue NAME|URL [--concurrency 10] [--json]", stderr)
+	fs := newFlags("serve-echo", "--queue NAME|URL [--concurrency 10] [--json]", stdout)
 	queue := fs.String("queue", "", "request queue, by name (created if missing) or URL (required)")
 	concurrency := fs.Int("concurrency", 10, "requests handled at once")
 	asJSON := fs.Bool("json", false, "log each request as a line of JSON")
@@ -33,7 +33,7 @@ func runServeEcho(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if *concurrency < 1 {
 		return usageError("--concurrency must be at least 1")
 	}
-	env, err := openSQS(ctx, server)
+	env, err := openSQS(ctx, server, stderr)
 	if err != nil {
 		return err
 	}
@@ -51,6 +51,7 @@ func runServeEcho(ctx context.Context, args []string, stdout, stderr io.Writer) 
 
 	r, err := responder.New(env.Client, func(o *responder.Options) {
 		o.MaxConcurrency = *concurrency
+		o.Logger = server.logger(stderr)
 		o.DrainTimeout = 2 * time.Second // Ctrl-C: running handlers get 2 s; idle, it stops in 0.5 s
 	})
 	if err != nil {

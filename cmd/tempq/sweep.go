@@ -12,11 +12,11 @@ import (
 )
 
 func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("sweep", "[--prefix "+sqsapi.DefaultQueuePrefix+"] [--dry-run] [--json]", stderr)
+	fs := newFlags("sweep", "[--prefix "+sqsapi.DefaultQueuePrefix+"] [--dry-run] [--json]", stdout)
 	prefix := prefixFlag(fs)
 	dryRun := fs.Bool("dry-run", false, "report the idle queues without deleting them")
 	asJSON := fs.Bool("json", false, "print the sweep report as JSON")
-	s, closeEnv, err := sweeperCommand(ctx, fs, args, prefix, func(o *reaper.Options) { o.DryRun = *dryRun })
+	s, closeEnv, err := sweeperCommand(ctx, fs, args, stderr, prefix, func(o *reaper.Options) { o.DryRun = *dryRun })
 	if err != nil {
 		return err
 	}
@@ -70,9 +70,9 @@ func prefixFlag(fs *flag.FlagSet) *string {
 }
 
 // sweeperCommand adds the server flags to fs, parses args (no positional
-// arguments), connects and returns a Sweeper for the prefix with opt
+// arguments), connects (-v logs to stderr) and returns a Sweeper for the prefix with opt
 // applied, and the function that closes the connection.
-func sweeperCommand(ctx context.Context, fs *flag.FlagSet, args []string, prefix *string, opt func(*reaper.Options)) (*reaper.Sweeper, func(), error) {
+func sweeperCommand(ctx context.Context, fs *flag.FlagSet, args []string, stderr io.Writer, prefix *string, opt func(*reaper.Options)) (*reaper.Sweeper, func(), error) {
 	server := serverFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return nil, nil, err
@@ -80,12 +80,13 @@ func sweeperCommand(ctx context.Context, fs *flag.FlagSet, args []string, prefix
 	if err := noArgs(fs); err != nil {
 		return nil, nil, err
 	}
-	env, err := openSQS(ctx, server)
+	env, err := openSQS(ctx, server, stderr)
 	if err != nil {
 		return nil, nil, err
 	}
 	s, err := reaper.NewSweeper(env.Client, func(o *reaper.Options) {
 		o.Prefix = *prefix
+		o.Logger = server.logger(stderr)
 		opt(o)
 	})
 	if err != nil {
