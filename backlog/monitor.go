@@ -27,8 +27,8 @@ type Monitor struct {
 // NewMonitor returns a Monitor of queueURL. It validates the options and
 // makes no call; Run measures.
 func NewMonitor(client AttributesGetter, queueURL string, optFns ...func(*Options)) (*Monitor, error) {
-	if client == nil {
-		return nil, wire.Invalid("backlog.NewMonitor", "client", "must not be nil")
+	if err := wire.CheckClient("backlog.NewMonitor", "client", client); err != nil {
+		return nil, err
 	}
 	if queueURL == "" || wire.IsVirtualQueueURL(queueURL) {
 		return nil, wire.Invalid("backlog.NewMonitor", "queueURL", "%q is not a queue URL", queueURL)

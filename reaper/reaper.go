@@ -48,8 +48,8 @@ type Reaper struct {
 // lease, its first poll within moments (a new fleet sweeps at once), then
 // once per period. Close stops both.
 func New(client sqsapi.Client, optFns ...func(*Options)) (*Reaper, error) {
-	if client == nil {
-		return nil, wire.Invalid("reaper.New", "client", "must not be nil")
+	if err := wire.CheckClient("reaper.New", "client", client); err != nil {
+		return nil, err
 	}
 	o, err := buildOptions("reaper.New", optFns)
 	if err != nil {

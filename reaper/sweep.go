@@ -63,8 +63,8 @@ type Sweeper struct {
 // goroutine; Options.DisableSweeping, OnQueueGone and OnSweep do not apply
 // to it.
 func NewSweeper(client sqsapi.Client, optFns ...func(*Options)) (*Sweeper, error) {
-	if client == nil {
-		return nil, wire.Invalid("reaper.NewSweeper", "client", "must not be nil")
+	if err := wire.CheckClient("reaper.NewSweeper", "client", client); err != nil {
+		return nil, err
 	}
 	o, err := buildOptions("reaper.NewSweeper", optFns)
 	if err != nil {

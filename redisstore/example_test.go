@@ -25,11 +25,15 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
+	store, err := redisstore.New(rdb, func(so *redisstore.Options) {
+		so.Prefix = "login:idem:" // one prefix per service
+		so.Logger = slog.Default()
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
 	r, err := responder.New(sqs.NewFromConfig(cfg), func(o *responder.Options) {
-		o.Store = redisstore.New(rdb, func(so *redisstore.Options) {
-			so.Prefix = "login:idem:" // one prefix per service
-			so.Logger = slog.Default()
-		})
+		o.Store = store
 	})
 	if err != nil {
 		log.Fatal(err)

@@ -86,10 +86,13 @@ func childMain(name string) int {
 		BaseEndpoint: aws.String(os.Getenv(childSQS)),
 		Credentials:  credentials.NewStaticCredentialsProvider("test", "test", ""),
 	})
-	store := redisstore.New(rdb, func(o *redisstore.Options) {
+	store, err := redisstore.New(rdb, func(o *redisstore.Options) {
 		o.Prefix = os.Getenv(childPrefix)
 		o.Logger = log
 	})
+	if err != nil {
+		return fail(err)
+	}
 	r, err := responder.New(client, func(o *responder.Options) {
 		o.Logger = log
 		o.MaxConcurrency = 1 // a busy child leaves the next delivery to the other

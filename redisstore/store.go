@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -48,10 +49,12 @@ var _ responder.Store = (*Store)(nil)
 
 // New returns a Store on rdb: a *redis.Client, *redis.ClusterClient,
 // *redis.Ring or redis.UniversalClient. Every call touches a single key, so
-// a cluster works. The Store does not close rdb. New panics if rdb is nil.
-func New(rdb redis.Scripter, optFns ...func(*Options)) *Store {
-	if rdb == nil {
-		panic("redisstore: New with a nil Redis client")
+// a cluster works. The Store does not close rdb. A nil rdb, typed nil
+// included, is an *sqsapi.InvalidInputError: it would otherwise panic in
+// the responder's workers on the first request.
+func New(rdb redis.Scripter, optFns ...func(*Options)) (*Store, error) {
+	if err := checkClient(rdb); err != nil {
+		return nil, err
 	}
 	var o Options
 	for _, fn := range optFns {
@@ -71,7 +74,25 @@ func New(rdb redis.Scripter, optFns ...func(*Options)) *Store {
 		renew:    redis.NewScript(renewScript),
 		release:  redis.NewScript(releaseScript),
 		complete: redis.NewScript(completeScript),
+	}, nil
+}
+
+// checkClient rejects a nil client and a typed nil one (a nil
+// *redis.Client in the interface). It is the module's own copy of the
+// check the core module keeps in internal/wire: this module is versioned
+// apart from the core, so it does not import the core's internal packages.
+func checkClient(rdb redis.Scripter) error {
+	bad := rdb == nil
+	if !bad {
+		switch v := reflect.ValueOf(rdb); v.Kind() {
+		case reflect.Pointer, reflect.Map, reflect.Func, reflect.Chan, reflect.Slice, reflect.Interface, reflect.UnsafePointer:
+			bad = v.IsNil()
+		}
 	}
+	if bad {
+		return &sqsapi.InvalidInputError{Op: "redisstore.New", Param: "rdb", Reason: fmt.Sprintf("must not be a nil %T", rdb)}
+	}
+	return nil
 }
 
 // The scripts. KEYS[1] is the request's key; ARGV[1] the caller's lock

@@ -15,6 +15,7 @@ import (
 	"github.com/tempqueues/tempqueues/redisstore"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/responder/storetest"
+	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 // The Store keeps the contract MemoryStore keeps: the same checks pass.
@@ -22,14 +23,14 @@ func TestConformance(t *testing.T) {
 	srv := startRedis(t)
 	rdb := srv.client(t)
 	storetest.Run(t, func(t *testing.T) responder.Store {
-		return redisstore.New(rdb, func(o *redisstore.Options) { o.Prefix = "conformance/" + t.Name() + "/" })
+		return mustNew(t, rdb, func(o *redisstore.Options) { o.Prefix = "conformance/" + t.Name() + "/" })
 	})
 }
 
 func TestKeysAndRecords(t *testing.T) {
 	ctx := context.Background()
 	rdb := startRedis(t).client(t)
-	s := redisstore.New(rdb)
+	s := mustNew(t, rdb)
 	key := redisstore.DefaultPrefix + "req-1"
 
 	if _, err := s.Begin(ctx, "req-1", "tok", 30*time.Second); err != nil {
@@ -72,7 +73,7 @@ func TestKeysAndRecords(t *testing.T) {
 	}
 
 	// Prefixes separate stores on one Redis.
-	other := redisstore.New(rdb, func(o *redisstore.Options) { o.Prefix = "svc2:" })
+	other := mustNew(t, rdb, func(o *redisstore.Options) { o.Prefix = "svc2:" })
 	if e, err := other.Begin(ctx, "req-1", "x", time.Minute); err != nil || e.Status != responder.Acquired {
 		t.Fatalf("Begin under another prefix = %+v, %v", e, err)
 	}
@@ -84,7 +85,7 @@ func TestKeysAndRecords(t *testing.T) {
 func TestBadRecords(t *testing.T) {
 	ctx := context.Background()
 	rdb := startRedis(t).client(t)
-	s := redisstore.New(rdb, func(o *redisstore.Options) { o.Prefix = "p:" })
+	s := mustNew(t, rdb, func(o *redisstore.Options) { o.Prefix = "p:" })
 	for name, v := range map[string]string{
 		"foreign":        "hello",
 		"broken json":    `D{"v":1,"reply":`,
@@ -119,7 +120,7 @@ func TestInvalidArguments(t *testing.T) {
 	// No server needed: the calls fail before any command.
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
 	defer rdb.Close()
-	s := redisstore.New(rdb)
+	s := mustNew(t, rdb)
 	calls := map[string]func(key, token string) error{
 		"Begin":    func(k, tok string) error { _, err := s.Begin(ctx, k, tok, time.Second); return err },
 		"Renew":    func(k, tok string) error { return s.Renew(ctx, k, tok, time.Second) },
@@ -140,7 +141,7 @@ func TestContextAndServerErrors(t *testing.T) {
 	// No retries: a call on a stopped server fails at once.
 	rdb := redis.NewClient(&redis.Options{Addr: srv.Addr, MaxRetries: -1})
 	defer rdb.Close()
-	s := redisstore.New(rdb)
+	s := mustNew(t, rdb)
 
 	cancelled, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -189,7 +190,7 @@ func TestCompleteOverAnotherLeaseIsLogged(t *testing.T) {
 	ctx := context.Background()
 	rdb := startRedis(t).client(t)
 	var logs syncBuffer
-	s := redisstore.New(rdb, func(o *redisstore.Options) {
+	s := mustNew(t, rdb, func(o *redisstore.Options) {
 		o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	})
 	if err := s.Complete(ctx, "own", "a", nil, time.Minute); err != nil {
@@ -214,11 +215,28 @@ func TestCompleteOverAnotherLeaseIsLogged(t *testing.T) {
 	}
 }
 
-func TestNewNilClientPanics(t *testing.T) {
-	defer func() {
-		if p := recover(); p == nil || !strings.Contains(p.(string), "nil Redis client") {
-			t.Fatalf("New(nil) panicked with %v", p)
+// A typed nil client used to pass New and panic on the first Begin, in a
+// responder's worker.
+func TestNewRejectsNilClients(t *testing.T) {
+	for name, rdb := range map[string]redis.Scripter{
+		"nil":                     nil,
+		"typed nil *redis.Client": (*redis.Client)(nil),
+		"typed nil *redis.Ring":   (*redis.Ring)(nil),
+	} {
+		s, err := redisstore.New(rdb)
+		var ie *sqsapi.InvalidInputError
+		if s != nil || !errors.Is(err, sqsapi.ErrInvalidInput) || !errors.As(err, &ie) || ie.Param != "rdb" {
+			t.Errorf("%s: New = %v, %v; want ErrInvalidInput on rdb", name, s, err)
 		}
-	}()
-	redisstore.New(nil)
+	}
+}
+
+// mustNew returns redisstore.New's Store, failing the test on an error.
+func mustNew(t testing.TB, rdb redis.Scripter, optFns ...func(*redisstore.Options)) *redisstore.Store {
+	t.Helper()
+	s, err := redisstore.New(rdb, optFns...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

@@ -120,8 +120,8 @@ type Redriver struct {
 // *sqs.Client without sqsapi.BufferRequestBodies is used through a copy
 // with it installed.
 func New(client Client, dlqURL string, optFns ...func(*Options)) (*Redriver, error) {
-	if client == nil {
-		return nil, wire.Invalid("redrive.New", "client", "must not be nil")
+	if err := wire.CheckClient("redrive.New", "client", client); err != nil {
+		return nil, err
 	}
 	o, err := buildOptions(dlqURL, optFns)
 	if err != nil {

@@ -156,8 +156,8 @@ type Requester struct {
 // with sqsapi.BufferRequestBodies installed.
 func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 	const op = "requester.New"
-	if client == nil {
-		return nil, wire.Invalid(op, "client", "nil")
+	if err := wire.CheckClient(op, "client", client); err != nil {
+		return nil, err
 	}
 	opts := Options{Prefix: sqsapi.DefaultQueuePrefix, IdleQueueRetention: sqsapi.DefaultIdleQueueRetention, Timeout: 30 * time.Second}
 	for _, fn := range optFns {

@@ -155,8 +155,8 @@ type Responder struct {
 // validates the options and returns an *sqsapi.InvalidInputError for bad
 // ones.
 func New(client Client, optFns ...func(*Options)) (*Responder, error) {
-	if client == nil {
-		return nil, wire.Invalid("responder.New", "client", "nil client")
+	if err := wire.CheckClient("responder.New", "client", client); err != nil {
+		return nil, err
 	}
 	var o Options
 	for _, fn := range optFns {

@@ -80,8 +80,8 @@ type Client struct {
 // no API call itself; host queues are created on first use.
 func New(client sqsapi.Client, optFns ...func(*Options)) (*Client, error) {
 	const op = "tempqueue.New"
-	if client == nil {
-		return nil, wire.Invalid(op, "client", "nil")
+	if err := wire.CheckClient(op, "client", client); err != nil {
+		return nil, err
 	}
 	opts := Options{Prefix: sqsapi.DefaultQueuePrefix, IdleQueueRetention: sqsapi.DefaultIdleQueueRetention}
 	for _, fn := range optFns {
@@ -116,10 +116,14 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Client, error) {
 	c.owner = owner
 	// Host queues are this client's own: a lingering poller takes nobody
 	// else's messages.
-	c.Client = virtualqueue.New(client, append([]func(*virtualqueue.Options){func(o *virtualqueue.Options) {
+	vc, err := virtualqueue.New(client, append([]func(*virtualqueue.Options){func(o *virtualqueue.Options) {
 		o.Logger = opts.Logger
 		o.Linger = true
 	}}, opts.VirtualQueue...)...)
+	if err != nil {
+		return nil, errors.Join(err, owner.Close(context.Background()), rp.Close(context.Background()))
+	}
+	c.Client = vc
 	return c, nil
 }
 

@@ -45,7 +45,10 @@ func createVQ(tb testing.TB, c *Client, name string, attrs map[string]string) st
 
 // heapPerQueue returns the heap bytes per idle virtual queue over n queues.
 func heapPerQueue(tb testing.TB, n int, attrs map[string]string) float64 {
-	c := New(memHost{})
+	c, err := New(memHost{})
+	if err != nil {
+		tb.Fatal(err)
+	}
 	defer c.Close(context.Background())
 	createVQ(tb, c, "warm-up", nil)
 	var before, after runtime.MemStats
@@ -89,7 +92,10 @@ func BenchmarkIdleVirtualQueueMemory(b *testing.B) {
 // BenchmarkCreateDelete measures creating and deleting a virtual queue;
 // multiply ns/op by 1e6 for a million.
 func BenchmarkCreateDelete(b *testing.B) {
-	c := New(memHost{})
+	c, err := New(memHost{})
+	if err != nil {
+		b.Fatal(err)
+	}
 	defer c.Close(context.Background())
 	createVQ(b, c, "warm-up", nil)
 	b.ReportAllocs()

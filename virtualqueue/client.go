@@ -39,8 +39,13 @@ var _ sqsapi.Client = (*Client)(nil)
 
 // New returns a Client serving virtual queues over client. An *sqs.Client
 // without sqsapi.BufferRequestBodies is used through a copy with it
-// installed; the caller's client is not modified.
-func New(client sqsapi.Client, optFns ...func(*Options)) *Client {
+// installed; the caller's client is not modified. A nil client, typed nil
+// included, is an *sqsapi.InvalidInputError: it would otherwise panic on
+// the host's pollers, beyond the caller's reach.
+func New(client sqsapi.Client, optFns ...func(*Options)) (*Client, error) {
+	if err := wire.CheckClient("virtualqueue.New", "client", client); err != nil {
+		return nil, err
+	}
 	var opts Options
 	for _, fn := range optFns {
 		fn(&opts)
@@ -67,7 +72,7 @@ func New(client sqsapi.Client, optFns ...func(*Options)) *Client {
 	}
 	c.hostOpts.SetDefaults()
 	c.sends = batch.NewSends(wrapped, c.hostOpts.MaxBatchCalls)
-	return c
+	return c, nil
 }
 
 // orphan applies Options.Orphans or Options.OrphanHandler.

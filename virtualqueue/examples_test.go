@@ -20,7 +20,10 @@ func Example() {
 	ctx := context.Background()
 	srv := sqstest.NewServer()
 	defer srv.Close(context.Background())
-	client := virtualqueue.New(srv.Client())
+	client, err := virtualqueue.New(srv.Client())
+	if err != nil {
+		log.Fatal(err)
+	}
 	defer client.Close(ctx) // releases buffered messages, flushes deletes
 
 	host, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("my-host-queue")})

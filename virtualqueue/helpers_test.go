@@ -46,7 +46,7 @@ func newEnv(t *testing.T, b *sqstestenv.Backend, visibility int) *env {
 // client returns a virtual-queue client over the env's raw client, closed at
 // the end of the test.
 func (e *env) client(optFns ...func(*virtualqueue.Options)) *virtualqueue.Client {
-	c := virtualqueue.New(e.raw, optFns...)
+	c := mustNew(e.t, e.raw, optFns...)
 	e.t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -54,6 +54,16 @@ func (e *env) client(optFns ...func(*virtualqueue.Options)) *virtualqueue.Client
 			e.t.Errorf("Close: %v", err)
 		}
 	})
+	return c
+}
+
+// mustNew returns virtualqueue.New's client, failing the test on an error.
+func mustNew(tb testing.TB, client sqsapi.Client, optFns ...func(*virtualqueue.Options)) *virtualqueue.Client {
+	tb.Helper()
+	c, err := virtualqueue.New(client, optFns...)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	return c
 }
 

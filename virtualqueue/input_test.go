@@ -17,7 +17,6 @@ import (
 	"github.com/tempqueues/tempqueues/internal/sqstestenv"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
-	"github.com/tempqueues/tempqueues/virtualqueue"
 )
 
 func attrs(n int) map[string]types.MessageAttributeValue {
@@ -154,7 +153,7 @@ func TestTransientErrorsBackOffAndLoseNothing(t *testing.T) {
 				e := newEnv(t, b, 30)
 				f := &faulty{Client: e.raw, err: injected}
 				f.failing.Store(true)
-				c := virtualqueue.New(f)
+				c := mustNew(t, f)
 				defer c.Close(context.Background())
 				u := e.createVQ(c, "v")
 				send(t, c, u, "survives")
@@ -193,7 +192,7 @@ func TestPermanentErrorReachesWaiters(t *testing.T) {
 		e := newEnv(t, b, 30)
 		f := &faulty{Client: e.raw, err: &smithy.GenericAPIError{Code: "AccessDenied", Message: "no", Fault: smithy.FaultClient}}
 		f.failing.Store(true)
-		c := virtualqueue.New(f)
+		c := mustNew(t, f)
 		defer c.Close(context.Background())
 		u := e.createVQ(c, "v")
 		_, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(u), WaitTimeSeconds: 5})
@@ -213,7 +212,7 @@ func FuzzCreateQueueInput(f *testing.F) {
 	f.Add("a#b", "http://h/1/q#x", "VisibilityTimeout", "-1")
 	f.Add("n", "http://h/1/q.fifo", "IdleQueueRetentionPeriodSeconds", "99999999999")
 	f.Fuzz(func(t *testing.T, name, hostURL, key, value string) {
-		c := virtualqueue.New(stubHost{})
+		c := mustNew(t, stubHost{})
 		defer c.Close(context.Background())
 		a := map[string]string{sqsapi.HostQueueURLAttribute: hostURL}
 		if key != "" {

@@ -195,7 +195,7 @@ func TestOrphansDeletedCountedOrReleased(t *testing.T) {
 func TestAtLeastOnceAcrossClose(t *testing.T) {
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b, 2)
-		c1 := virtualqueue.New(e.raw, func(o *virtualqueue.Options) { o.PollWaitTime = time.Second })
+		c1 := mustNew(t, e.raw, func(o *virtualqueue.Options) { o.PollWaitTime = time.Second })
 		u := e.createVQ(c1, "worker")
 		other := e.createVQ(c1, "other")
 		send(t, c1, u, "received, never deleted")
@@ -399,7 +399,7 @@ func TestDeletingTheHostDropsItsQueuesAndWakesReceivers(t *testing.T) {
 func TestCloseWakesReceiversAndStopsEverything(t *testing.T) {
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b, 30)
-		c := virtualqueue.New(e.raw)
+		c := mustNew(t, e.raw)
 		u := e.createVQ(c, "v")
 		errc := make(chan error, 2)
 		go func() {
@@ -506,7 +506,7 @@ func TestReceiveVisibilityBoundsLostResponses(t *testing.T) {
 		e := newEnv(t, b, 60)
 		lossy := &losing{Client: e.raw}
 		lossy.lose.Store(true)
-		c := virtualqueue.New(lossy, func(o *virtualqueue.Options) { o.ReceiveVisibilityTimeout = 2 * time.Second })
+		c := mustNew(t, lossy, func(o *virtualqueue.Options) { o.ReceiveVisibilityTimeout = 2 * time.Second })
 		defer c.Close(context.Background())
 		u := e.createVQ(c, "v")
 		send(t, c, u, "survives a lost response")

@@ -151,7 +151,10 @@ func (memHost) GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInput,
 // the names included.
 func bytesPerIdleQueue(n int) (float64, error) {
 	const host = "https://sqs.us-east-1.amazonaws.com/123456789012/__RequesterClientQueues__0123456789abcdef0123456789abcdef0123-0"
-	c := virtualqueue.New(memHost{})
+	c, err := virtualqueue.New(memHost{})
+	if err != nil {
+		return 0, err
+	}
 	defer c.Close(context.Background())
 	create := func(name string) error {
 		_, err := c.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: map[string]string{

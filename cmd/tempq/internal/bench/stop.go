@@ -244,7 +244,10 @@ func stopVirtualQueue(ctx context.Context, e *env, client *sqs.Client, counter *
 		defer cancel()
 		err = errors.Join(err, deleteQueues(cctx, client, hostURL))
 	}()
-	c := virtualqueue.New(client)
+	c, err := virtualqueue.New(client)
+	if err != nil {
+		return s, err
+	}
 	out, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("stop"),
 		Attributes: map[string]string{sqsapi.HostQueueURLAttribute: hostURL}})
 	if err == nil {

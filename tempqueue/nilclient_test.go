@@ -1,0 +1,34 @@
+package tempqueue_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/tempqueue"
+	"github.com/tempqueues/tempqueues/virtualqueue"
+)
+
+func TestNewRejectsNilClients(t *testing.T) {
+	for name, c := range map[string]sqsapi.Client{
+		"nil":                   nil,
+		"typed nil *sqs.Client": (*sqs.Client)(nil),
+		"typed nil wrapper":     (*virtualqueue.Client)(nil),
+	} {
+		tc, err := tempqueue.New(c)
+		if !isClientError(err) {
+			t.Errorf("%s: err = %v, want ErrInvalidInput on client", name, err)
+		}
+		if tc != nil {
+			_ = tc.Close(context.Background())
+		}
+	}
+}
+
+func isClientError(err error) bool {
+	var ie *sqsapi.InvalidInputError
+	return errors.Is(err, sqsapi.ErrInvalidInput) && errors.As(err, &ie) && ie.Param == "client"
+}
