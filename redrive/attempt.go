@@ -54,6 +54,9 @@ func (a attempt) String() string {
 }
 
 // withAttempt returns a copy of attrs with the attempt attribute set to a.
+// The value is ASCII digits and '@', and everything else a replay sends
+// came from SQS, so replays need no check of their characters
+// (wire.CheckMessageText).
 func withAttempt(attrs map[string]types.MessageAttributeValue, a attempt) map[string]types.MessageAttributeValue {
 	out := make(map[string]types.MessageAttributeValue, len(attrs)+1)
 	for k, v := range attrs {

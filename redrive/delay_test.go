@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/clock"
+	"github.com/tempqueues/tempqueues/internal/wire"
 )
 
 func newTestRedriver(t *testing.T, fn func(*Options)) *Redriver {
@@ -101,6 +102,11 @@ func TestAttemptAttribute(t *testing.T) {
 		}
 		if want.String() != stringsTrim(v) {
 			t.Errorf("%+v formats as %q, want %q", want, want.String(), v)
+		}
+		// Replays add only this value to what SQS delivered: it must be
+		// text SQS accepts, as replays send it unchecked.
+		if err := wire.CheckMessageText("replay", nil, withAttempt(nil, want)); err != nil {
+			t.Errorf("%+v: %v", want, err)
 		}
 	}
 	for _, v := range []string{"", "x", "-1", "1@", "1@soon", "0@1767225600000", "1.5"} {

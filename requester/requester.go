@@ -531,6 +531,9 @@ func checkRequest(op string, in *sqs.SendMessageInput) (string, map[string]types
 	if err := wire.CheckMessageAttributes(op, in.MessageAttributes, extra); err != nil {
 		return "", nil, err
 	}
+	if err := wire.CheckMessageText(op, in.MessageBody, in.MessageAttributes); err != nil {
+		return "", nil, err
+	}
 	// Budget the attributes we add with a full-length reply URL (a host URL
 	// and a UUID) and request id, and the routing attribute.
 	const added = len(sqsapi.ResponseQueueURLAttribute) + len("String") + 200 +

@@ -252,6 +252,13 @@ func TestBadRequestsRejectedBeforeAnyCall(t *testing.T) {
 			"9 + 2 attrs":   {QueueUrl: aws.String(e.queue), MessageBody: aws.String("x"), MessageAttributes: ten},
 			"huge body":     {QueueUrl: aws.String(e.queue), MessageBody: aws.String(strings.Repeat("x", 1<<20))},
 			"own reply url": {QueueUrl: aws.String(e.queue), MessageBody: aws.String("x"), MessageAttributes: map[string]types.MessageAttributeValue{sqsapi.ResponseQueueURLAttribute: {DataType: aws.String("String"), StringValue: aws.String("u")}}},
+			"NUL in body":   {QueueUrl: aws.String(e.queue), MessageBody: aws.String("a\x00b")},
+			"U+FFFE body":   {QueueUrl: aws.String(e.queue), MessageBody: aws.String("\ufffe")},
+			"bad UTF-8":     {QueueUrl: aws.String(e.queue), MessageBody: aws.String("caf\xc3")},
+			"bad attribute": {QueueUrl: aws.String(e.queue), MessageBody: aws.String("x"), MessageAttributes: map[string]types.MessageAttributeValue{"a": wire.StringAttribute("\x01")}},
+			"bad list": {QueueUrl: aws.String(e.queue), MessageBody: aws.String("x"), MessageAttributes: map[string]types.MessageAttributeValue{
+				"l": {DataType: aws.String("String.list"), StringListValues: []string{"ok", "\uffff"}}}},
+			"virtual, NUL": {QueueUrl: aws.String(e.queue + "#v"), MessageBody: aws.String("\x00")},
 		} {
 			_, err := r.SendMessageAndGetResponse(context.Background(), in)
 			if !errors.Is(err, sqsapi.ErrInvalidInput) {

@@ -120,6 +120,9 @@ func buildReply(request types.Message, reply *Reply) (string, types.SendMessageB
 	if err := wire.CheckMessageAttributes(opSendResponse, reply.Attributes, extra); err != nil {
 		return "", entry, err
 	}
+	if err := wire.CheckMessageText(opSendResponse, &reply.Body, reply.Attributes); err != nil {
+		return "", entry, err
+	}
 	attrs := make(map[string]types.MessageAttributeValue, len(reply.Attributes)+extra)
 	maps.Copy(attrs, reply.Attributes)
 	attrs[sqsapi.CorrelationIDAttribute] = wire.StringAttribute(requestID(request))

@@ -85,6 +85,10 @@ func TestSendResponseMessageBadInputMakesNoCall(t *testing.T) {
 			{"empty body", virtual, &Reply{}},
 			{"nil reply", virtual, nil},
 			{"oversized", virtual, &Reply{Body: strings.Repeat("x", sqsapi.MaxMessageSize)}},
+			{"NUL in body", virtual, &Reply{Body: "a\x00"}},
+			{"U+FFFF body", virtual, &Reply{Body: "\uffff"}},
+			{"invalid UTF-8 body", virtual, &Reply{Body: "\xff"}},
+			{"bad attribute value", virtual, &Reply{Body: "b", Attributes: map[string]types.MessageAttributeValue{"k": wire.StringAttribute("\x00")}}},
 		}
 		for _, c := range cases {
 			err := r.SendResponseMessage(ctx, c.req, c.reply)

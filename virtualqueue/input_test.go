@@ -82,6 +82,28 @@ func TestBadInputIsRejectedBeforeAnyCall(t *testing.T) {
 				_, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(u), MessageBody: aws.String(strings.Repeat("b", 1<<20))})
 				return err
 			}(),
+			"NUL in body": func() error {
+				_, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(u), MessageBody: aws.String("a\x00b")})
+				return err
+			}(),
+			"U+FFFE body": func() error {
+				_, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(u), MessageBody: aws.String("\ufffe")})
+				return err
+			}(),
+			"invalid UTF-8 body": func() error {
+				_, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(u), MessageBody: aws.String("caf\xc3")})
+				return err
+			}(),
+			"bad attribute value": func() error {
+				_, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(u), MessageBody: aws.String("b"),
+					MessageAttributes: map[string]types.MessageAttributeValue{"a": wire.StringAttribute("\x1f")}})
+				return err
+			}(),
+			"batch entry with NUL": func() error {
+				_, err := c.SendMessageBatch(ctx, &sqs.SendMessageBatchInput{QueueUrl: aws.String(u), Entries: []types.SendMessageBatchRequestEntry{
+					{Id: aws.String("a"), MessageBody: aws.String("fine")}, {Id: aws.String("b"), MessageBody: aws.String("\x00")}}})
+				return err
+			}(),
 			"delay 901": func() error {
 				_, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(u), MessageBody: aws.String("b"), DelaySeconds: 901})
 				return err

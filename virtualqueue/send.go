@@ -15,13 +15,17 @@ import (
 )
 
 // routed returns a copy of attrs with the routing attribute naming the
-// virtual queue, after checking that it fits SQS's attribute limit.
+// virtual queue, after checking that it fits SQS's attribute limit and
+// that the body and attribute values hold only characters SQS accepts.
 func routed(op, name string, attrs map[string]types.MessageAttributeValue, body *string) (map[string]types.MessageAttributeValue, error) {
 	extra := 1
 	if _, ok := attrs[sqsapi.VirtualQueueNameAttribute]; ok {
 		extra = 0
 	}
 	if err := wire.CheckMessageAttributes(op, attrs, extra); err != nil {
+		return nil, err
+	}
+	if err := wire.CheckMessageText(op, body, attrs); err != nil {
 		return nil, err
 	}
 	out := make(map[string]types.MessageAttributeValue, len(attrs)+1)

@@ -1,0 +1,71 @@
+package wire
+
+import (
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+// textProblem describes the first thing in s that SQS does not accept in
+// a body or a string attribute value, or returns "". SQS accepts valid
+// UTF-8 of #x9, #xA, #xD, #x20-#xD7FF, #xE000-#xFFFD and
+// #x10000-#x10FFFF; valid UTF-8 already excludes the surrogates and
+// anything above #x10FFFF, which leaves the other control characters,
+// U+FFFE and U+FFFF.
+func textProblem(s string) string {
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c < 0x20 && c != '\t' && c != '\n' && c != '\r' {
+				return fmt.Sprintf("%U at byte %d is not a character SQS accepts", c, i)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			return fmt.Sprintf("invalid UTF-8 at byte %d", i)
+		case r == 0xFFFE || r == 0xFFFF:
+			return fmt.Sprintf("%U at byte %d is not a character SQS accepts", r, i)
+		}
+		i += size
+	}
+	return ""
+}
+
+// CheckText rejects s unless SQS accepts it as a message body or string
+// attribute value: valid UTF-8 of #x9, #xA, #xD, #x20-#xD7FF,
+// #xE000-#xFFFD and #x10000-#x10FFFF. Without the check a NUL or U+FFFE
+// fails only as a batch entry's InvalidMessageContents, and invalid UTF-8
+// is delivered altered and fails the SDK's checksum although it went out.
+func CheckText(op, param, s string) error {
+	if p := textProblem(s); p != "" {
+		return Invalid(op, param, "%s", p)
+	}
+	return nil
+}
+
+// CheckMessageText applies CheckText to a message's body and to the
+// string values (StringValue and StringListValues) of its attributes.
+func CheckMessageText(op string, body *string, attrs map[string]types.MessageAttributeValue) error {
+	if body != nil {
+		if err := CheckText(op, "MessageBody", *body); err != nil {
+			return err
+		}
+	}
+	for name, v := range attrs {
+		if v.StringValue != nil {
+			if p := textProblem(*v.StringValue); p != "" {
+				return Invalid(op, "MessageAttributes", "attribute %q: %s", name, p)
+			}
+		}
+		for _, s := range v.StringListValues {
+			if p := textProblem(s); p != "" {
+				return Invalid(op, "MessageAttributes", "attribute %q: %s", name, p)
+			}
+		}
+	}
+	return nil
+}
