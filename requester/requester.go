@@ -357,12 +357,20 @@ func (r *Requester) SendMessageAndGetResponse(ctx context.Context, in *sqs.SendM
 // SendMessageAndGetResponseAsync sends a request and returns once it is
 // sent; the Call delivers the response later. The context bounds the wait
 // for the response (Options.Timeout applies when it has no deadline). No
-// goroutine waits on the call's behalf.
+// goroutine waits on the call's behalf. A nil option function is an
+// *sqsapi.InvalidInputError; a panic while sending reaches the caller
+// after the call is withdrawn.
 func (r *Requester) SendMessageAndGetResponseAsync(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*Call, error) {
 	const op = "SendMessageAndGetResponse"
 	requestID, attrs, err := checkRequest(op, in)
 	if err != nil {
 		return nil, err
+	}
+	for i, fn := range optFns {
+		if fn == nil {
+			// The SDK would panic on it after the call was registered.
+			return nil, wire.Invalid(op, "optFns", "option function %d is nil", i)
+		}
 	}
 	r.mu.Lock()
 	closed := r.closed
@@ -407,7 +415,7 @@ func (r *Requester) SendMessageAndGetResponseAsync(ctx context.Context, in *sqs.
 	req := *in
 	req.MessageAttributes = attrs
 	call.sentAt = time.Now()
-	if err := r.send(waitCtx, &req, optFns); err != nil {
+	if err := r.sendCall(waitCtx, call, &req, optFns); err != nil {
 		select {
 		case <-call.done:
 			if call.err == nil {
@@ -440,6 +448,22 @@ func (r *Requester) SendMessageAndGetResponseAsync(ctx context.Context, in *sqs.
 	}
 	call.mu.Unlock()
 	return call, nil
+}
+
+// sendCall sends call's request. A panic in the send (an option function
+// of the caller's, or the caller's client) reaches the caller, as it would
+// from *sqs.Client, but only after the call is withdrawn and finished, so
+// that no pending call or expected reply outlives it.
+func (r *Requester) sendCall(ctx context.Context, call *Call, req *sqs.SendMessageInput, optFns []func(*sqs.Options)) error {
+	defer func() {
+		if p := recover(); p != nil {
+			r.failed.Add(1)
+			call.withdraw()
+			call.finish(nil, fmt.Errorf("requester: sending request %s panicked: %v", call.requestID, p))
+			panic(p)
+		}
+	}()
+	return r.send(ctx, req, optFns)
 }
 
 // expect registers call's reply on the current host, opening one first
