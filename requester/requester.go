@@ -489,8 +489,10 @@ func (r *Requester) send(ctx context.Context, in *sqs.SendMessageInput, optFns [
 		in.MessageAttributes[sqsapi.VirtualQueueNameAttribute] = wire.StringAttribute(name)
 	}
 	if r.opts.DisableSendBatching || len(optFns) > 0 {
-		_, err := r.client.SendMessage(ctx, in, optFns...)
-		return err
+		return batch.Call(ctx, func() error {
+			_, err := r.client.SendMessage(ctx, in, optFns...)
+			return err
+		})
 	}
 	_, err := r.sends.Do(ctx, aws.ToString(in.QueueUrl), batch.SendEntry(in))
 	return err

@@ -61,3 +61,23 @@ func TestThrottledSendIsRetriedUntilTheDeadline(t *testing.T) {
 		t.Fatalf("stats %+v: want one timeout, no failure", s)
 	}
 }
+
+// Unbatched sends (DisableSendBatching) are retried the same way.
+func TestThrottledUnbatchedSendIsRetried(t *testing.T) {
+	b := sqstestenv.SQSTest(t)
+	e := newEnv(t, b)
+	e.raw = sqs.New(e.raw.Options(), func(o *sqs.Options) { o.RetryMaxAttempts = 1 })
+	r := e.requester(t, func(o *requester.Options) { o.DisableSendBatching = true })
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	e.rawResponder(t, ctx, 0)
+
+	b.Server.ResetCalls()
+	b.Server.InjectFault(sqstest.Fault{Op: "SendMessage", Code: sqstest.CodeThrottled, Count: 3})
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	m, err := r.SendMessageAndGetResponse(cctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("burst")})
+	if err != nil || aws.ToString(m.Body) != "re: burst" {
+		t.Fatalf("RPC through 3 throttled sends: %v, %v", m, err)
+	}
+}

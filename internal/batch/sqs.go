@@ -73,6 +73,25 @@ func retryable(err error, deadline bool) bool {
 	return awserr.IsThrottle(err) || deadline && awserr.IsTransient(err)
 }
 
+// Call makes one SQS call that is not batched (call, which returns its
+// error) under the rules the coalescers apply to an entry a caller waits
+// for under ctx: failures retryable accepts are tried again after the same
+// backoff, until ctx ends when it has a deadline, at most DefaultMaxRetries
+// times when it has none. When ctx ends first, the error is ctx.Err()
+// joined with the last failure.
+func Call(ctx context.Context, call func() error) error {
+	_, deadline := ctx.Deadline()
+	for tries := 0; ; tries++ {
+		err := call()
+		if err == nil || !retryable(err, deadline) || !deadline && tries >= DefaultMaxRetries {
+			return err
+		}
+		if ctx.Err() != nil || backoff.Sleep(ctx, retryBackoff.Delay(tries)) != nil {
+			return gaveUp(ctx, &err)
+		}
+	}
+}
+
 // The batch calls the coalescers make; *sqs.Client and sqsapi.Client
 // implement them.
 type deleter interface {

@@ -280,3 +280,33 @@ func TestCloseAbandonsRetries(t *testing.T) {
 		t.Fatalf("%d calls after Close returned", m-n)
 	}
 }
+
+// Call, for sends that are not batched, retries as Do does.
+func TestCallRetriesUntilTheDeadline(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	calls := 0
+	err := batch.Call(ctx, func() error {
+		if calls++; calls <= 3 {
+			return throttleErr("SendMessage")
+		}
+		return nil
+	})
+	if err != nil || calls != 4 {
+		t.Fatalf("after %d calls: %v", calls, err)
+	}
+
+	ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	calls = 0
+	err = batch.Call(ctx, func() error { calls++; return throttleErr("SendMessage") })
+	if !errors.Is(err, context.DeadlineExceeded) || !awserr.IsThrottle(err) || calls < 2 {
+		t.Fatalf("after %d calls: %v, want the deadline and the throttling", calls, err)
+	}
+
+	calls = 0
+	bad := &smithy.GenericAPIError{Code: "InvalidParameterValue", Message: "no", Fault: smithy.FaultClient}
+	if err := batch.Call(context.Background(), func() error { calls++; return bad }); !errors.Is(err, bad) || calls != 1 {
+		t.Fatalf("a client error was retried: %d calls, %v", calls, err)
+	}
+}
