@@ -1,6 +1,7 @@
 // Package integration holds the end-to-end tests of tempqueues: requesters
 // and responders, in one process and in several, against real SQS-compatible
 // servers (fauxqs and sqstest, or AWS when TEMPQUEUES_TEST_AWS=1), including
-// Java wire-format interop, crashes and graceful shutdown. It has no library
+// Java wire-format interop, crashes, graceful shutdown, and throttling, 500s
+// and dropped responses injected by internal/faultproxy. It has no library
 // code.
 package integration

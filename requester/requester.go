@@ -59,16 +59,28 @@ var (
 )
 
 // TimeoutError is the error of a request that timed out. It matches both
-// ErrTimeout and context.DeadlineExceeded with errors.Is.
+// ErrTimeout and context.DeadlineExceeded with errors.Is. When the deadline
+// passed while the request's send was still being retried (throttled, or
+// after a server error), it wraps the send's last failure, which errors.As
+// then finds (a smithy.APIError with the throttling code).
 type TimeoutError struct {
 	RequestID string        // the request's TempQueues.RequestId
 	QueueURL  string        // the queue the request was sent to
 	Waited    time.Duration // from the send to the deadline
+
+	sendErr error // the send's last failure when its retries were cut short
 }
 
 func (e *TimeoutError) Error() string {
+	if e.sendErr != nil {
+		return fmt.Sprintf("requester: request %s to %s: deadline passed after %v while its send was retried: %v", e.RequestID, e.QueueURL, e.Waited.Round(time.Millisecond), e.sendErr)
+	}
 	return fmt.Sprintf("requester: no response to request %s on %s within %v", e.RequestID, e.QueueURL, e.Waited.Round(time.Millisecond))
 }
+
+// Unwrap returns the send's last failure when the deadline cut its retries
+// short, or nil.
+func (e *TimeoutError) Unwrap() error { return e.sendErr }
 
 // Is makes errors.Is match ErrTimeout and context.DeadlineExceeded.
 func (e *TimeoutError) Is(target error) bool {
@@ -429,7 +441,11 @@ func (r *Requester) SendMessageAndGetResponseAsync(ctx context.Context, in *sqs.
 		}
 		if errors.Is(err, context.DeadlineExceeded) && waitCtx.Err() != nil {
 			r.timedOut.Add(1)
-			err = &TimeoutError{RequestID: requestID, QueueURL: call.queueURL, Waited: time.Since(call.sentAt)}
+			te := &TimeoutError{RequestID: requestID, QueueURL: call.queueURL, Waited: time.Since(call.sentAt)}
+			if awserr.IsTransient(err) {
+				te.sendErr = err // the deadline cut the send's retries short
+			}
+			err = te
 		} else {
 			r.failed.Add(1)
 			err = r.closedErr(err)
@@ -510,8 +526,10 @@ func (r *Requester) send(ctx context.Context, in *sqs.SendMessageInput, optFns [
 		in.MessageAttributes[sqsapi.VirtualQueueNameAttribute] = wire.StringAttribute(name)
 	}
 	if r.opts.DisableSendBatching || len(optFns) > 0 {
-		_, err := r.client.SendMessage(ctx, in, optFns...)
-		return err
+		return batch.Call(ctx, func() error {
+			_, err := r.client.SendMessage(ctx, in, optFns...)
+			return err
+		})
 	}
 	_, err := r.sends.Do(ctx, aws.ToString(in.QueueUrl), batch.SendEntry(in))
 	return err

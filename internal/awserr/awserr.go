@@ -38,9 +38,21 @@ func NewQueueDoesNotExist(msg string) error {
 	return &types.QueueDoesNotExist{Message: aws.String(msg)}
 }
 
-// IsThrottle reports whether err is a throttling error by the SDK's rules.
+// IsThrottle reports whether err is a throttling error by the SDK's rules
+// ("ThrottlingException", "RequestThrottled" ...), or SQS's typed
+// *types.RequestThrottled under any code (a query-compatible server may
+// name it "AWS.SimpleQueueService.RequestThrottled", which the SDK's list
+// lacks).
 func IsThrottle(err error) bool {
-	return retry.IsErrorThrottles(retry.DefaultThrottles).IsErrorThrottle(err) == aws.TrueTernary
+	if retry.IsErrorThrottles(retry.DefaultThrottles).IsErrorThrottle(err) == aws.TrueTernary {
+		return true
+	}
+	var rt *types.RequestThrottled
+	if errors.As(err, &rt) {
+		return true
+	}
+	var apiErr smithy.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode() == "AWS.SimpleQueueService.RequestThrottled"
 }
 
 // IsTransient reports whether err is worth retrying after a backoff:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 )
@@ -23,6 +24,10 @@ func TestClassify(t *testing.T) {
 		{"typed missing queue", fmt.Errorf("x: %w", NewQueueDoesNotExist("no")), true, false, false},
 		{"query-mode missing queue", api("AWS.SimpleQueueService.NonExistentQueue", smithy.FaultClient), true, false, false},
 		{"throttled", api("ThrottlingException", smithy.FaultClient), false, true, true},
+		{"throttled, SQS's shape", api("RequestThrottled", smithy.FaultClient), false, true, true},
+		{"throttled, query-mode code", api("AWS.SimpleQueueService.RequestThrottled", smithy.FaultClient), false, true, true},
+		{"throttled, typed with a query code", &types.RequestThrottled{ErrorCodeOverride: aws.String("AWS.SimpleQueueService.RequestThrottled")}, false, true, true},
+		{"throttled batch entry", &BatchEntryError{Code: "RequestThrottled", SenderFault: true}, false, true, true},
 		{"server fault", api("InternalError", smithy.FaultServer), false, false, true},
 		{"client fault", api("InvalidParameterValue", smithy.FaultClient), false, false, false},
 		{"failed batch entry, server", &BatchEntryError{Code: "InternalError"}, false, false, true},

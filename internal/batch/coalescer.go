@@ -6,14 +6,22 @@
 // that arrive while a call is in flight ride on the next call, so batches
 // grow with load and the call count per entry falls towards 1/10. A lone
 // entry waited for with Do is sent on the caller's own goroutine.
+//
+// Failed entries are tried again when Options.Retry says so (for SQS:
+// throttling), after a backoff with full jitter, in a later batch: an entry
+// a caller waits for with a deadline until that deadline passes, any other
+// entry at most Options.MaxRetries times, so that Flush and Close end.
 package batch
 
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/tempqueues/tempqueues/internal/backoff"
 	"github.com/tempqueues/tempqueues/internal/workers"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -47,7 +55,24 @@ type Options[E any] struct {
 	// few milliseconds cost nothing and one call per entry costs an API
 	// call and the CPU to make it. 0 means no lingering.
 	Linger time.Duration
+	// Retry reports whether an entry whose attempt failed with err (the
+	// whole call's error or its own) is tried again; deadline tells whether
+	// a caller waits for it under a context with a deadline. nil retries
+	// nothing.
+	Retry func(err error, deadline bool) bool
+	// RetryBackoff spaces an entry's retries; the zero value starts at
+	// 100ms and doubles up to 20s.
+	RetryBackoff backoff.Policy
+	// MaxRetries bounds the retries of an entry that no caller waits for
+	// under a deadline (Submit, or any entry once Close began); 0 means
+	// DefaultMaxRetries.
+	MaxRetries int
 }
+
+// DefaultMaxRetries is Options.MaxRetries' default: with the default
+// backoff an entry nobody waits for is given up after at most 3.1 s of
+// waits, plus its calls.
+const DefaultMaxRetries = 5
 
 // Coalescer batches entries per key. It is safe for concurrent use. Batch
 // calls run on pooled goroutines (a fresh goroutine would grow its stack for
@@ -68,6 +93,17 @@ type Coalescer[E, R any] struct {
 	// that later entries, on any key, cannot keep it waiting.
 	epoch uint64
 	open  map[uint64]int // unanswered entries per epoch; no zero counts
+	// retrying holds the entries waiting out a backoff before their next
+	// attempt, so that a Close whose context ends can answer them; after
+	// that (abandoned) nothing is retried.
+	retrying  map[*retry[E, R]]struct{}
+	abandoned bool
+}
+
+// retry is an entry waiting for its next attempt.
+type retry[E, R any] struct {
+	it    item[E, R]
+	timer *time.Timer
 }
 
 type keyState[E, R any] struct {
@@ -82,6 +118,13 @@ type item[E, R any] struct {
 	entry E
 	done  func(R, error)
 	epoch uint64
+	// ctx is the waiting caller's context (Do, DoAll); nil for Submit.
+	ctx context.Context
+	// failed, if set, notes each failure that is retried, for the caller
+	// whose context ends first.
+	failed func(error)
+	tries  int   // failed attempts so far
+	last   error // the last of them
 }
 
 // New returns a Coalescer that performs batch calls with fn.
@@ -95,7 +138,11 @@ func New[E, R any](fn Func[E, R], opts Options[E]) *Coalescer[E, R] {
 	if opts.Context == nil {
 		opts.Context = context.Background
 	}
-	c := &Coalescer[E, R]{fn: fn, opts: opts, pool: workers.New(0), keys: make(map[string]*keyState[E, R]), open: make(map[uint64]int)}
+	if opts.MaxRetries <= 0 {
+		opts.MaxRetries = DefaultMaxRetries
+	}
+	c := &Coalescer[E, R]{fn: fn, opts: opts, pool: workers.New(0), keys: make(map[string]*keyState[E, R]),
+		open: make(map[uint64]int), retrying: make(map[*retry[E, R]]struct{})}
 	c.idle = sync.NewCond(&c.mu)
 	return c
 }
@@ -117,21 +164,21 @@ func (c *Coalescer[E, R]) SubmitWithin(key string, entry E, within time.Duration
 	if done == nil {
 		done = func(R, error) {}
 	}
-	c.submit(key, entry, within, done, false)
+	c.submit(key, item[E, R]{entry: entry, done: done}, within, false)
 }
 
-// submit queues entry for key to wait up to linger for company; urgent (a
-// caller waits) keeps it from lingering. After Close, done gets ErrClosed at
-// once.
-func (c *Coalescer[E, R]) submit(key string, entry E, linger time.Duration, done func(R, error), urgent bool) {
+// submit queues it for key to wait up to linger for company; urgent (a
+// caller waits) keeps it from lingering. After Close, its done gets
+// ErrClosed at once.
+func (c *Coalescer[E, R]) submit(key string, it item[E, R], linger time.Duration, urgent bool) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		var zero R
-		done(zero, ErrClosed)
+		it.done(zero, ErrClosed)
 		return
 	}
-	ks := c.addLocked(key, entry, linger, done)
+	ks := c.addLocked(key, it, linger)
 	c.maybeStartLocked(key, ks, urgent)
 	c.mu.Unlock()
 }
@@ -142,6 +189,13 @@ func (c *Coalescer[E, R]) submit(key string, entry E, linger time.Duration, done
 // batch calls from the start: 10 entries make one call. After Close, done is
 // called at once with ErrClosed for every entry.
 func (c *Coalescer[E, R]) SubmitAll(key string, entries []E, done func(i int, v R, err error)) {
+	// Without a deadline, Background retries as nobody's context would.
+	c.submitAll(context.Background(), key, entries, done, nil)
+}
+
+// submitAll is SubmitAll for entries a caller waits for under ctx;
+// failed(i, err), if set, notes the retried failures of entry i.
+func (c *Coalescer[E, R]) submitAll(ctx context.Context, key string, entries []E, done func(i int, v R, err error), failed func(int, error)) {
 	if done == nil {
 		done = func(int, R, error) {}
 	}
@@ -156,7 +210,11 @@ func (c *Coalescer[E, R]) SubmitAll(key string, entries []E, done func(i int, v 
 	}
 	var ks *keyState[E, R]
 	for i, e := range entries {
-		ks = c.addLocked(key, e, c.opts.Linger, func(v R, err error) { done(i, v, err) })
+		it := item[E, R]{entry: e, ctx: ctx, done: func(v R, err error) { done(i, v, err) }}
+		if failed != nil {
+			it.failed = func(err error) { failed(i, err) }
+		}
+		ks = c.addLocked(key, it, c.opts.Linger)
 	}
 	if ks != nil {
 		c.maybeStartLocked(key, ks, false)
@@ -166,14 +224,17 @@ func (c *Coalescer[E, R]) SubmitAll(key string, entries []E, done func(i int, v 
 
 // DoAll submits entries together (see SubmitAll) and waits for their
 // results, in order, or for ctx; entries not answered when ctx ends get
-// ctx.Err(). When ctx ends first the entries are still processed.
+// ctx.Err() (joined with the last failure of an entry being retried).
+// When ctx ends first the entries are still processed, but not retried.
 func (c *Coalescer[E, R]) DoAll(ctx context.Context, key string, entries []E) []Result[R] {
 	type indexed struct {
 		i int
 		r Result[R]
 	}
 	ch := make(chan indexed, len(entries))
-	c.SubmitAll(key, entries, func(i int, v R, err error) { ch <- indexed{i, Result[R]{v, err}} })
+	lasts := make([]atomic.Pointer[error], len(entries))
+	c.submitAll(ctx, key, entries, func(i int, v R, err error) { ch <- indexed{i, Result[R]{v, err}} },
+		func(i int, err error) { lasts[i].Store(&err) })
 	res := make([]Result[R], len(entries))
 	got := make([]bool, len(entries))
 	for n := 0; n < len(entries); n++ {
@@ -183,7 +244,7 @@ func (c *Coalescer[E, R]) DoAll(ctx context.Context, key string, entries []E) []
 		case <-ctx.Done():
 			for i := range res {
 				if !got[i] {
-					res[i].Err = ctx.Err()
+					res[i].Err = gaveUp(ctx, lasts[i].Load())
 				}
 			}
 			return res
@@ -192,10 +253,18 @@ func (c *Coalescer[E, R]) DoAll(ctx context.Context, key string, entries []E) []
 	return res
 }
 
-// addLocked appends one entry to key's pending batch, first starting a call
-// for what is pending when the entry would push it past the byte limit and a
-// call slot is free.
-func (c *Coalescer[E, R]) addLocked(key string, entry E, linger time.Duration, done func(R, error)) *keyState[E, R] {
+// addLocked appends a new entry to key's pending batch, in the current
+// epoch.
+func (c *Coalescer[E, R]) addLocked(key string, it item[E, R], linger time.Duration) *keyState[E, R] {
+	it.epoch = c.epoch
+	c.open[c.epoch]++
+	return c.queueLocked(key, it, linger)
+}
+
+// queueLocked appends it to key's pending batch, first starting a call for
+// what is pending when it would push that past the byte limit and a call
+// slot is free.
+func (c *Coalescer[E, R]) queueLocked(key string, it item[E, R], linger time.Duration) *keyState[E, R] {
 	ks := c.keys[key]
 	if ks == nil {
 		ks = &keyState[E, R]{}
@@ -203,7 +272,7 @@ func (c *Coalescer[E, R]) addLocked(key string, entry E, linger time.Duration, d
 	}
 	size := 0
 	if c.opts.Size != nil {
-		size = c.opts.Size(entry)
+		size = c.opts.Size(it.entry)
 	}
 	if c.opts.MaxBytes > 0 && len(ks.pending) > 0 && ks.bytes+size > c.opts.MaxBytes && ks.inFlight < c.opts.MaxInFlight {
 		c.startLocked(key, ks)
@@ -215,8 +284,7 @@ func (c *Coalescer[E, R]) addLocked(key string, entry E, linger time.Duration, d
 		ks.due = due
 		c.disarmLocked(ks) // re-armed for the new due time if still lingering
 	}
-	ks.pending = append(ks.pending, item[E, R]{entry: entry, done: done, epoch: c.epoch})
-	c.open[c.epoch]++
+	ks.pending = append(ks.pending, it)
 	ks.bytes += size
 	return ks
 }
@@ -229,33 +297,57 @@ func (c *Coalescer[E, R]) addLocked(key string, entry E, linger time.Duration, d
 // latency. Entries submitted meanwhile wait for that call and ride on the
 // next. Otherwise the entry joins a batch call under Options.Context; when
 // ctx ends first the entry is still processed, only the wait is abandoned.
+//
+// A failure that Options.Retry accepts is retried in later batches until
+// ctx ends; then Do returns ctx.Err() joined with the last failure, so the
+// error matches both (errors.Is context.DeadlineExceeded, and the SQS
+// error's code through errors.As).
 func (c *Coalescer[E, R]) Do(ctx context.Context, key string, entry E) (R, error) {
-	if r, ok := c.doInline(ctx, key, entry); ok {
-		return r.Value, r.Err
-	}
 	ch := make(chan Result[R], 1)
-	c.submit(key, entry, 0, func(v R, err error) { ch <- Result[R]{v, err} }, true)
+	var last atomic.Pointer[error]
+	it := item[E, R]{entry: entry, ctx: ctx,
+		done:   func(v R, err error) { ch <- Result[R]{v, err} },
+		failed: func(err error) { last.Store(&err) },
+	}
+	if !c.doInline(ctx, key, it) {
+		c.submit(key, it, 0, true)
+	}
 	select {
 	case r := <-ch:
 		return r.Value, r.Err
 	case <-ctx.Done():
+		select {
+		case r := <-ch: // answered as ctx ended: the answer wins
+			return r.Value, r.Err
+		default:
+		}
 		var zero R
-		return zero, ctx.Err()
+		return zero, gaveUp(ctx, last.Load())
 	}
 }
 
-// doInline makes the call for entry on the caller's goroutine if entry is
-// alone for key; ok is false when it is not (or the coalescer is closed).
-func (c *Coalescer[E, R]) doInline(ctx context.Context, key string, entry E) (r Result[R], ok bool) {
+// gaveUp is the error of a wait abandoned when ctx ended, with the last
+// failure of the entry's retries, if any.
+func gaveUp(ctx context.Context, last *error) error {
+	if last == nil {
+		return ctx.Err()
+	}
+	return fmt.Errorf("%w; still retrying after: %w", ctx.Err(), *last)
+}
+
+// doInline makes the call for it on the caller's goroutine if it is alone
+// for key, and reports whether it did (false when it is not alone, or the
+// coalescer is closed).
+func (c *Coalescer[E, R]) doInline(ctx context.Context, key string, it item[E, R]) bool {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return r, false
+		return false
 	}
 	ks := c.keys[key]
 	if ks != nil && (ks.inFlight > 0 || len(ks.pending) > 0) {
 		c.mu.Unlock()
-		return r, false
+		return false
 	}
 	if ks == nil {
 		ks = &keyState[E, R]{}
@@ -263,32 +355,136 @@ func (c *Coalescer[E, R]) doInline(ctx context.Context, key string, entry E) (r 
 	}
 	ks.inFlight++
 	c.calls.Add(1)
-	it := item[E, R]{epoch: c.epoch}
+	it.epoch = c.epoch
 	c.open[it.epoch]++
 	c.mu.Unlock()
 	defer c.calls.Done()
 
-	results, err := c.fn(ctx, key, []E{entry})
-	switch {
-	case err != nil:
-		r.Err = err
-	case len(results) != 1:
-		r.Err = errors.New("batch: call returned a wrong number of results")
-	default:
-		r = results[0]
-	}
-	c.finish(key, ks, []item[E, R]{it})
-	return r, true
+	results, err := c.fn(ctx, key, []E{it.entry})
+	c.settle(key, ks, []item[E, R]{it}, results, err)
+	return true
 }
 
-// finish accounts for the end of a call on key that answered batch, and
-// starts the calls of the entries pending meanwhile.
-func (c *Coalescer[E, R]) finish(key string, ks *keyState[E, R], batch []item[E, R]) {
-	c.mu.Lock()
-	for _, it := range batch {
-		if c.open[it.epoch]--; c.open[it.epoch] == 0 {
-			delete(c.open, it.epoch)
+// settle hands the results of a call on key to its entries, or schedules
+// the retries of those that failed with a retryable error, and then
+// accounts for the end of the call.
+func (c *Coalescer[E, R]) settle(key string, ks *keyState[E, R], batch []item[E, R], results []Result[R], err error) {
+	if err == nil && len(results) != len(batch) {
+		err = errors.New("batch: call returned a wrong number of results")
+	}
+	answered := make([]item[E, R], 0, len(batch))
+	var retry []item[E, R]
+	for i, it := range batch {
+		var v R
+		e := err
+		if err == nil {
+			v, e = results[i].Value, results[i].Err
 		}
+		if c.retries(it, e) {
+			it.tries++
+			it.last = e
+			if it.failed != nil {
+				it.failed(e)
+			}
+			retry = append(retry, it)
+			continue
+		}
+		it.done(v, e)
+		answered = append(answered, it)
+	}
+	c.finish(key, ks, answered, retry)
+}
+
+// retries reports whether it, whose attempt failed with err, is tried
+// again: when Options.Retry accepts err and, for a caller waiting with a
+// deadline, the deadline has not passed, or for any other entry (and for
+// every entry once Close began) fewer than MaxRetries retries were made.
+func (c *Coalescer[E, R]) retries(it item[E, R], err error) bool {
+	if err == nil || c.opts.Retry == nil || errors.Is(err, ErrClosed) {
+		return false
+	}
+	deadline := false
+	if it.ctx != nil {
+		if it.ctx.Err() != nil {
+			return false
+		}
+		_, deadline = it.ctx.Deadline()
+	}
+	c.mu.Lock()
+	closed, abandoned := c.closed, c.abandoned
+	c.mu.Unlock()
+	if abandoned || (!deadline || closed) && it.tries >= c.opts.MaxRetries {
+		return false
+	}
+	return c.opts.Retry(err, deadline)
+}
+
+// retryLaterLocked queues it again for key after its backoff, which ends
+// no later than its caller's deadline.
+func (c *Coalescer[E, R]) retryLaterLocked(key string, it item[E, R]) {
+	d := c.opts.RetryBackoff.Delay(it.tries - 1)
+	if it.ctx != nil {
+		if dl, ok := it.ctx.Deadline(); ok {
+			d = min(d, time.Until(dl))
+		}
+	}
+	r := &retry[E, R]{it: it}
+	r.timer = time.AfterFunc(d, func() { c.requeue(key, r) })
+	c.retrying[r] = struct{}{}
+}
+
+// requeue puts an entry back into key's pending batch once its backoff
+// ended; an entry whose caller gave up meanwhile is answered with its last
+// failure instead.
+func (c *Coalescer[E, R]) requeue(key string, r *retry[E, R]) {
+	c.mu.Lock()
+	if _, ok := c.retrying[r]; !ok {
+		c.mu.Unlock()
+		return // abandoned by Close
+	}
+	delete(c.retrying, r)
+	it := r.it
+	if it.ctx != nil && it.ctx.Err() != nil {
+		c.mu.Unlock()
+		c.answer(it, it.last)
+		return
+	}
+	ks := c.queueLocked(key, it, 0)
+	c.maybeStartLocked(key, ks, true)
+	c.mu.Unlock()
+}
+
+// answer gives an entry that is in no batch its final error.
+func (c *Coalescer[E, R]) answer(it item[E, R], err error) {
+	var zero R
+	it.done(zero, err)
+	c.mu.Lock()
+	c.closeOpenLocked(it.epoch)
+	c.idle.Broadcast()
+	c.mu.Unlock()
+}
+
+func (c *Coalescer[E, R]) closeOpenLocked(epoch uint64) {
+	if c.open[epoch]--; c.open[epoch] == 0 {
+		delete(c.open, epoch)
+	}
+}
+
+// finish accounts for the end of a call on key that answered the entries
+// answered and is to retry those of retry, and starts the calls of the
+// entries pending meanwhile.
+func (c *Coalescer[E, R]) finish(key string, ks *keyState[E, R], answered, retry []item[E, R]) {
+	c.mu.Lock()
+	for _, it := range answered {
+		c.closeOpenLocked(it.epoch)
+	}
+	var giveUp []item[E, R]
+	for _, it := range retry {
+		if c.abandoned { // Close gave up while this call ran
+			giveUp = append(giveUp, it)
+			continue
+		}
+		c.retryLaterLocked(key, it)
 	}
 	ks.inFlight--
 	c.maybeStartLocked(key, ks, false)
@@ -297,6 +493,9 @@ func (c *Coalescer[E, R]) finish(key string, ks *keyState[E, R], batch []item[E,
 	}
 	c.idle.Broadcast()
 	c.mu.Unlock()
+	for _, it := range giveUp {
+		c.answer(it, it.last)
+	}
 }
 
 func (c *Coalescer[E, R]) full(ks *keyState[E, R]) bool {
@@ -384,25 +583,15 @@ func (c *Coalescer[E, R]) run(key string, ks *keyState[E, R], batch []item[E, R]
 		entries[i] = it.entry
 	}
 	results, err := c.fn(c.opts.Context(), key, entries)
-	if err == nil && len(results) != len(batch) {
-		err = errors.New("batch: call returned a wrong number of results")
-	}
-	for i, it := range batch {
-		if err != nil {
-			var zero R
-			it.done(zero, err)
-			continue
-		}
-		it.done(results[i].Value, results[i].Err)
-	}
-	c.finish(key, ks, batch)
+	c.settle(key, ks, batch, results, err)
 }
 
-// Pending returns the number of entries submitted and not yet answered.
+// Pending returns the number of entries submitted and not yet sent,
+// counting those waiting to retry.
 func (c *Coalescer[E, R]) Pending() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	n := 0
+	n := len(c.retrying)
 	for _, ks := range c.keys {
 		n += len(ks.pending)
 	}
@@ -462,12 +651,27 @@ func (c *Coalescer[E, R]) openThroughLocked(last uint64) bool {
 // Close refuses new entries, then waits for pending ones to be sent (or ctx)
 // and for its goroutines to stop. It is idempotent. Calls still running when
 // ctx ends keep running until the batch function returns; Close does not
-// abandon their results, and their goroutines stop after them.
+// abandon their results, and their goroutines stop after them. Entries
+// waiting to retry when ctx ends are answered with their last failure.
 func (c *Coalescer[E, R]) Close(ctx context.Context) error {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
 	err := c.Flush(ctx)
+	if err != nil {
+		c.mu.Lock()
+		c.abandoned = true
+		var abandoned []item[E, R]
+		for r := range c.retrying {
+			r.timer.Stop()
+			abandoned = append(abandoned, r.it)
+		}
+		clear(c.retrying)
+		c.mu.Unlock()
+		for _, it := range abandoned {
+			c.answer(it, it.last)
+		}
+	}
 	c.pool.Close()
 	if err == nil {
 		c.pool.Wait()

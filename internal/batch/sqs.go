@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/awserr"
+	"github.com/tempqueues/tempqueues/internal/backoff"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -54,6 +55,43 @@ func DeleteWithin(left time.Duration) time.Duration {
 	return min(max(left/10, DeleteLinger), maxDeleteLinger)
 }
 
+// retryBackoff spaces the retries of failed SQS entries: from 100 ms,
+// doubling to 2 s, with full jitter, so that the callers a burst throttled
+// spread out and a waiting call is tried again well within its deadline.
+var retryBackoff = backoff.Policy{Base: 100 * time.Millisecond, Cap: 2 * time.Second}
+
+// retryable is the SQS coalescers' Options.Retry. Throttling is retried for
+// every entry: SQS did not process a throttled call or entry, so trying
+// again duplicates nothing, and after a burst a later try passes. Other
+// transient failures (5xx, connection errors, left after the SDK's own
+// retries) are retried only for an entry a caller waits for with a
+// deadline, which would otherwise fail before that deadline; the SDK
+// retries them too, so a send may be duplicated either way. An entry nobody
+// waits for (a delete, a visibility change) that fails so is left to
+// reappear, which at-least-once delivery allows.
+func retryable(err error, deadline bool) bool {
+	return awserr.IsThrottle(err) || deadline && awserr.IsTransient(err)
+}
+
+// Call makes one SQS call that is not batched (call, which returns its
+// error) under the rules the coalescers apply to an entry a caller waits
+// for under ctx: failures retryable accepts are tried again after the same
+// backoff, until ctx ends when it has a deadline, at most DefaultMaxRetries
+// times when it has none. When ctx ends first, the error is ctx.Err()
+// joined with the last failure.
+func Call(ctx context.Context, call func() error) error {
+	_, deadline := ctx.Deadline()
+	for tries := 0; ; tries++ {
+		err := call()
+		if err == nil || !retryable(err, deadline) || !deadline && tries >= DefaultMaxRetries {
+			return err
+		}
+		if ctx.Err() != nil || backoff.Sleep(ctx, retryBackoff.Delay(tries)) != nil {
+			return gaveUp(ctx, &err)
+		}
+	}
+}
+
 // The batch calls the coalescers make; *sqs.Client and sqsapi.Client
 // implement them.
 type deleter interface {
@@ -70,6 +108,7 @@ type sender interface {
 
 // NewDeletes returns a coalescer of deletes made through client; entries
 // submitted without waiting linger for company up to linger (Options.Linger).
+// Failures are retried as retryable says, as for every SQS coalescer here.
 func NewDeletes(client deleter, maxInFlight int, linger time.Duration) *Deletes {
 	return New(func(ctx context.Context, queueURL string, handles []string) ([]Result[struct{}], error) {
 		in := &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(queueURL), Entries: make([]types.DeleteMessageBatchRequestEntry, len(handles))}
@@ -83,7 +122,7 @@ func NewDeletes(client deleter, maxInFlight int, linger time.Duration) *Deletes 
 		res := make([]Result[struct{}], len(handles))
 		applyFailures(res, out.Failed)
 		return res, nil
-	}, Options[string]{MaxInFlight: maxInFlight, Linger: linger})
+	}, Options[string]{MaxInFlight: maxInFlight, Linger: linger, Retry: retryable, RetryBackoff: retryBackoff})
 }
 
 // NewVisibilities returns a coalescer of visibility changes made through
@@ -103,7 +142,7 @@ func NewVisibilities(client visibilityChanger, maxInFlight int) *Visibilities {
 		res := make([]Result[struct{}], len(vs))
 		applyFailures(res, out.Failed)
 		return res, nil
-	}, Options[Visibility]{MaxInFlight: maxInFlight})
+	}, Options[Visibility]{MaxInFlight: maxInFlight, Retry: retryable, RetryBackoff: retryBackoff})
 }
 
 // NewSends returns a coalescer of sends made through client. Batches respect
@@ -140,8 +179,10 @@ func NewSends(client sender, maxInFlight int) *Sends {
 		}
 		return res, nil
 	}, Options[types.SendMessageBatchRequestEntry]{
-		MaxInFlight: maxInFlight,
-		MaxBytes:    sqsapi.MaxMessageSize,
+		MaxInFlight:  maxInFlight,
+		Retry:        retryable,
+		RetryBackoff: retryBackoff,
+		MaxBytes:     sqsapi.MaxMessageSize,
 		Size: func(e types.SendMessageBatchRequestEntry) int {
 			return wire.MessageSize(e.MessageBody, e.MessageAttributes)
 		},
