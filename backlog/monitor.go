@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tempqueues/tempqueues/internal/callback"
 	"github.com/tempqueues/tempqueues/internal/wire"
 )
 
@@ -81,8 +82,8 @@ func (m *Monitor) Measure(ctx context.Context) (Figures, error) {
 	}
 	m.err = err
 	m.mu.Unlock()
-	if m.opts.OnFigures != nil {
-		m.opts.OnFigures(f, err)
+	if fn := m.opts.OnFigures; fn != nil {
+		callback.Run(m.opts.Logger, "backlog: Options.OnFigures", func() { fn(f, err) })
 	}
 	return f, err
 }

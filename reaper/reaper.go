@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tempqueues/tempqueues/internal/backoff"
+	"github.com/tempqueues/tempqueues/internal/callback"
 	"github.com/tempqueues/tempqueues/internal/heartbeat"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -127,8 +128,8 @@ func (r *Reaper) queueGone(queueURL string, err error) {
 	r.mu.Lock()
 	delete(r.owned, queueURL)
 	r.mu.Unlock()
-	if r.opts.OnQueueGone != nil {
-		r.opts.OnQueueGone(queueURL, err)
+	if fn := r.opts.OnQueueGone; fn != nil {
+		callback.Run(r.opts.Logger, "reaper: Options.OnQueueGone", func() { fn(queueURL, err) })
 	}
 }
 
@@ -243,8 +244,8 @@ func (r *Reaper) sweepHolding(ctx context.Context, receipt string, until time.Ti
 			if res.err != nil {
 				r.opts.Logger.Warn("reaper: sweep failed", slog.Any("err", res.err))
 			}
-			if r.opts.OnSweep != nil {
-				r.opts.OnSweep(res.rep)
+			if fn := r.opts.OnSweep; fn != nil {
+				callback.Run(r.opts.Logger, "reaper: Options.OnSweep", func() { fn(res.rep) })
 			}
 			return
 		case <-timer.C:

@@ -16,6 +16,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/backoff"
 	"github.com/tempqueues/tempqueues/internal/batch"
+	"github.com/tempqueues/tempqueues/internal/callback"
 	"github.com/tempqueues/tempqueues/internal/httpbody"
 	"github.com/tempqueues/tempqueues/internal/poll"
 	"github.com/tempqueues/tempqueues/internal/wire"
@@ -631,8 +632,8 @@ func (p *pass) account(pl *plan) {
 		o.Logger.Debug("redrive: "+string(ev.Action), slog.String("message_id", ev.MessageID), slog.String("request_id", ev.RequestID),
 			slog.Int("attempt", ev.Attempt), slog.Duration("delay", ev.Delay), slog.String("queue", ev.Queue), slog.Bool("dry_run", ev.DryRun))
 	}
-	if o.OnEvent != nil {
-		o.OnEvent(ev)
+	if fn := o.OnEvent; fn != nil {
+		callback.Run(o.Logger, "redrive: Options.OnEvent", func() { fn(ev) })
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/backoff"
 	"github.com/tempqueues/tempqueues/internal/batch"
+	"github.com/tempqueues/tempqueues/internal/callback"
 	"github.com/tempqueues/tempqueues/internal/poll"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/internal/workers"
@@ -514,8 +515,8 @@ func (s *server) process(ctx context.Context, f *inflight) action {
 		return action{kind: actNone}
 	}
 	r.stats.observe(d)
-	if r.opts.OnRequestDone != nil {
-		r.opts.OnRequestDone(req, d, err)
+	if fn := r.opts.OnRequestDone; fn != nil {
+		callback.Run(r.log, "responder: Options.OnRequestDone", func() { fn(req, d, err) })
 	}
 	if err != nil {
 		r.stats.failed.Add(1)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/batch"
+	"github.com/tempqueues/tempqueues/internal/callback"
 	"github.com/tempqueues/tempqueues/internal/callcount"
 	"github.com/tempqueues/tempqueues/internal/hostq"
 	"github.com/tempqueues/tempqueues/internal/httpbody"
@@ -78,8 +79,12 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Client, error) {
 // orphan applies Options.Orphans or Options.OrphanHandler.
 func (c *Client) orphan(ctx context.Context, hostURL, name string, m types.Message) hostq.Verdict {
 	action := c.opts.Orphans
-	if c.opts.OrphanHandler != nil {
-		action = c.opts.OrphanHandler(ctx, hostURL, name, m)
+	if h := c.opts.OrphanHandler; h != nil {
+		// A handler that panics leaves the message in flight: it
+		// reappears after its visibility timeout.
+		if callback.Run(c.hostOpts.Logger, "virtualqueue: Options.OrphanHandler", func() { action = h(ctx, hostURL, name, m) }) {
+			action = KeepOrphan
+		}
 	}
 	switch action {
 	case ReleaseOrphan:

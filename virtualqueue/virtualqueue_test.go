@@ -561,3 +561,29 @@ func TestBufferedMessagesKeepQueueAlive(t *testing.T) {
 		}
 	})
 }
+
+// An OrphanHandler that panics does not end the process: the orphan stays
+// in flight (to reappear after its visibility timeout) and the client
+// goes on serving its queues.
+func TestPanickingOrphanHandlerIsRecovered(t *testing.T) {
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b, 30)
+		var calls atomic.Int32
+		c := e.client(func(o *virtualqueue.Options) {
+			o.OrphanHandler = func(context.Context, string, string, types.Message) virtualqueue.OrphanAction {
+				calls.Add(1)
+				panic("a user's mistake")
+			}
+		})
+		u := e.createVQ(c, "known")
+		send(t, c, e.host+"#stranger", "orphan")
+		send(t, c, u, "mine")
+		receiveN(t, c, u, 1, 10*time.Second)
+		eventually(t, 10*time.Second, "handler called", func() bool { return calls.Load() == 1 })
+		send(t, c, u, "after the panic")
+		receiveN(t, c, u, 1, 10*time.Second)
+		if _, inflight := e.hostCounts(); inflight < 2 {
+			t.Fatalf("host has %d in flight: want the orphan kept in flight beside the received messages", inflight)
+		}
+	})
+}
