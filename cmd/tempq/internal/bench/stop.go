@@ -40,7 +40,7 @@ var stopCall = map[string]string{
 }
 
 // StopLimit is the lifecycle contract's bound on the stop of an idle
-// client (README, "Shutdown"; docs/architecture.md).
+// client (docs/semantics.md, "Shutdown"; docs/architecture.md).
 const StopLimit = time.Second
 
 // StopConfig configures the measurement of how fast idle clients stop.
