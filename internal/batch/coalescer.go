@@ -240,6 +240,7 @@ func (c *Coalescer[E, R]) DoAll(ctx context.Context, key string, entries []E) []
 	for n := 0; n < len(entries); n++ {
 		select {
 		case x := <-ch:
+			x.r.Err = c.final(ctx, x.r.Err)
 			res[x.i], got[x.i] = x.r, true
 		case <-ctx.Done():
 			for i := range res {
@@ -314,16 +315,30 @@ func (c *Coalescer[E, R]) Do(ctx context.Context, key string, entry E) (R, error
 	}
 	select {
 	case r := <-ch:
-		return r.Value, r.Err
+		return r.Value, c.final(ctx, r.Err)
 	case <-ctx.Done():
 		select {
 		case r := <-ch: // answered as ctx ended: the answer wins
-			return r.Value, r.Err
+			return r.Value, c.final(ctx, r.Err)
 		default:
 		}
 		var zero R
 		return zero, gaveUp(ctx, last.Load())
 	}
+}
+
+// final is the error a waiting caller gets for its entry's answer err: an
+// entry answered with a retryable failure because its caller's context
+// ended (the answer and the deadline can arrive together) reports the
+// deadline too, as if the caller had given up first.
+func (c *Coalescer[E, R]) final(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil || c.opts.Retry == nil || errors.Is(err, ctx.Err()) {
+		return err
+	}
+	if _, deadline := ctx.Deadline(); !c.opts.Retry(err, deadline) {
+		return err
+	}
+	return gaveUp(ctx, &err)
 }
 
 // gaveUp is the error of a wait abandoned when ctx ended, with the last
