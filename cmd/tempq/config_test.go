@@ -147,7 +147,9 @@ func TestUsageErrorsAndJSONErrors(t *testing.T) {
 	} {
 		start := time.Now()
 		_, stderr, code := tempq(t, tc.env, tc.args...)
-		if code != exitUsage || !strings.Contains(stderr, "is not a URL") || time.Since(start) > time.Second {
+		// Retrying a bad endpoint took 3 s; the bound leaves room for a
+		// loaded machine starting the binary.
+		if code != exitUsage || !strings.Contains(stderr, "is not a URL") || time.Since(start) > 2500*time.Millisecond {
 			t.Errorf("%v: code %d after %v, stderr %q", tc.args, code, time.Since(start), stderr)
 		}
 	}
@@ -244,8 +246,10 @@ func TestRefusedConnectionFailsFast(t *testing.T) {
 		if code != exitFailure || strings.Count(stderr, "\n") != 1 || !strings.Contains(stderr, endpoint) || !strings.Contains(stderr, "connection refused") {
 			t.Errorf("%v: code %d, stderr %q", tc.args, code, stderr)
 		}
-		if took > time.Second {
-			t.Errorf("%v: failed after %v, want within 1s", tc.args, took)
+		// Within 1 s on an idle machine; the SDK's retries took 5 s. The
+		// bound leaves room for a loaded one starting the binary.
+		if took > 2500*time.Millisecond {
+			t.Errorf("%v: failed after %v, want about 1s at most", tc.args, took)
 		}
 	}
 }
