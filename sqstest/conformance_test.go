@@ -16,8 +16,9 @@ import (
 // only, that must hold on sqstest and on fauxqs alike.
 type check struct {
 	name string
-	// fauxqsDeviation, when set, is a known fauxqs bug (see
-	// ../shared/reference/sqs-emulators.md); the check is skipped there.
+	// fauxqsDeviation, when set, names where fauxqs departs from what
+	// the SQS API Reference documents (one of the dev constants below);
+	// the check is skipped there.
 	fauxqsDeviation string
 	fn              func(x *target)
 }
@@ -30,7 +31,7 @@ const (
 	devBogusCMV   = "fauxqs answers ChangeMessageVisibility with a malformed handle with MessageNotInflight"
 	devDLQSources = "fauxqs does not implement ListDeadLetterSourceQueues (InvalidAction)"
 
-	// Found by this suite, not yet in the reference document.
+	// Found by this suite.
 	devNameRules  = "fauxqs accepts queue names with invalid characters or over 80 characters"
 	devDelayRange = "fauxqs accepts DelaySeconds above 900"
 	devAttrRules  = "fauxqs does not validate message attribute names, data types, Number values or the limit of 10"

@@ -24,7 +24,8 @@ type Target struct {
 	Met    bool `json:"met"`
 }
 
-// Targets checks the report against the targets of MISSION.md. Targets
+// Targets checks the report against the project's performance targets,
+// listed with their limits in BENCHMARKS.md's Targets section. Targets
 // whose figures were not measured are left out.
 func Targets(r *Report) []Target {
 	var ts []Target
