@@ -47,6 +47,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -200,7 +201,13 @@ type IdleResult struct {
 
 // Report is the outcome of a run.
 type Report struct {
-	Server      string        `json:"server"`
+	Server string `json:"server"`
+	// Commit is the revision the benchmark was built from, "-dirty" when
+	// the tree had uncommitted changes, empty when the binary carries no
+	// version control information (go run without -buildvcs=true).
+	// GoVersion is runtime.Version(). Both say what a figure measured.
+	Commit      string        `json:"commit"`
+	GoVersion   string        `json:"go_version"`
 	Started     time.Time     `json:"started"`
 	Elapsed     time.Duration `json:"elapsed_ns"`
 	Rounds      int           `json:"rounds"`
@@ -220,6 +227,29 @@ type Report struct {
 	// BytesPerIdleVirtualQueue is the heap per idle virtual queue, 0 when
 	// not measured.
 	BytesPerIdleVirtualQueue float64 `json:"bytes_per_idle_virtual_queue,omitempty"`
+}
+
+// buildCommit returns the vcs.revision the binary was built from, with
+// "-dirty" when vcs.modified says the tree had uncommitted changes, or ""
+// when the build recorded no revision.
+func buildCommit(bi *debug.BuildInfo, ok bool) string {
+	if !ok || bi == nil {
+		return ""
+	}
+	var rev string
+	var dirty bool
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev != "" && dirty {
+		rev += "-dirty"
+	}
+	return rev
 }
 
 // Find returns the result of contender at concurrency, or nil.
@@ -292,7 +322,7 @@ func run(ctx context.Context, cfg Config, newC func(name string, e *env, client 
 	}
 	start := time.Now()
 	e := &env{cfg: &cfg, prefix: "tqbench-" + uuid.NewString()[:8] + "-"}
-	rep := &Report{Server: cfg.Server, Started: start, Rounds: cfg.Rounds, Window: cfg.Duration, CreateWait: cfg.CreateWait,
+	rep := &Report{Server: cfg.Server, Commit: buildCommit(debug.ReadBuildInfo()), GoVersion: runtime.Version(), Started: start, Rounds: cfg.Rounds, Window: cfg.Duration, CreateWait: cfg.CreateWait,
 		Concurrency: cfg.Concurrency, CPUIncludesServer: cfg.ServerInProcess}
 
 	counters := make(map[string]*callcount.Counter)

@@ -91,8 +91,15 @@ func Targets(r *Report) []Target {
 // Markdown tables.
 func WriteTable(w io.Writer, r *Report) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "server: %s; %d rounds of %v windows per contender and concurrency; queue-per-request waits %v after CreateQueue\n",
-		r.Server, r.Rounds, r.Window, r.CreateWait)
+	commit, goVersion := r.Commit, r.GoVersion
+	if commit == "" {
+		commit = "unknown"
+	}
+	if goVersion == "" {
+		goVersion = "Go version unknown"
+	}
+	fmt.Fprintf(&b, "server: %s; commit %s; %s; %d rounds of %v windows per contender and concurrency; queue-per-request waits %v after CreateQueue\n",
+		r.Server, commit, goVersion, r.Rounds, r.Window, r.CreateWait)
 	cpuHeader := "CPU µs/RPC"
 	if r.CPUIncludesServer {
 		cpuHeader = "CPU µs/RPC, server included"

@@ -2,10 +2,12 @@ package bench
 
 import (
 	"bytes"
+	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -13,7 +15,7 @@ import (
 )
 
 func sampleReport() *Report {
-	r := &Report{Server: "test", Rounds: 1, Concurrency: []int{1, 64}}
+	r := &Report{Server: "test", Commit: "0123abc-dirty", GoVersion: "go1.99.1", Rounds: 1, Concurrency: []int{1, 64}}
 	add := func(name string, conc int, rps, p50, calls, cpu float64) {
 		r.Results = append(r.Results, Result{Contender: name, Concurrency: conc, RPCs: 100, RPCPerSecond: rps, P50ms: p50, P99ms: 2 * p50, APICallsPerRPC: calls, CPUMicrosPerRPC: cpu})
 	}
@@ -116,7 +118,7 @@ func TestReportOutputs(t *testing.T) {
 	}
 	table := b.String()
 	for _, want := range []string{
-		"| tempqueues | 64 | 5000 |", "**no**",
+		"server: test; commit 0123abc-dirty; go1.99.1; 1 rounds", "| tempqueues | 64 | 5000 |", "**no**",
 		"| $ per million RPCs | CPU µs/RPC | errors |",
 		"| 0.70 | 0.00 | 400 | 0 |",                                  // tempqueues at 64 callers
 		"| floor | 1 | 1000 | 1.00 | 2.00 | 6.00 | 0.00 | n/a | 0 |", // not measured
@@ -183,6 +185,52 @@ func TestReportOutputs(t *testing.T) {
 		if len(doc.Polyline) != 1 || doc.Polyline[0].Stroke != colours[TempQueues] {
 			t.Errorf("cpu.svg lines %+v, want tempqueues' only (the others have one point each)", doc.Polyline)
 		}
+	}
+}
+
+func TestBuildStamp(t *testing.T) {
+	settings := func(kv ...string) *debug.BuildInfo {
+		bi := &debug.BuildInfo{}
+		for i := 0; i < len(kv); i += 2 {
+			bi.Settings = append(bi.Settings, debug.BuildSetting{Key: kv[i], Value: kv[i+1]})
+		}
+		return bi
+	}
+	for _, c := range []struct {
+		bi   *debug.BuildInfo
+		ok   bool
+		want string
+	}{
+		{settings("vcs", "git", "vcs.revision", "abc123", "vcs.modified", "false"), true, "abc123"},
+		{settings("vcs.modified", "true", "vcs.revision", "abc123"), true, "abc123-dirty"},
+		{settings("-buildmode", "exe"), true, ""},       // go run: no VCS information
+		{settings("vcs.modified", "true"), true, ""},    // no revision to mark
+		{settings("vcs.revision", "abc123"), false, ""}, // no build information at all
+		{nil, false, ""},
+	} {
+		if got := buildCommit(c.bi, c.ok); got != c.want {
+			t.Errorf("buildCommit(%v, %v) = %q, want %q", c.bi, c.ok, got, c.want)
+		}
+	}
+
+	// The JSON report carries both stamps, and the table says when they
+	// are unknown (a report saved before stamping, or a build without VCS
+	// information).
+	j, err := json.Marshal(&Report{Commit: "abc123", GoVersion: "go1.99.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"commit":"abc123"`, `"go_version":"go1.99.1"`} {
+		if !strings.Contains(string(j), want) {
+			t.Errorf("JSON report lacks %s: %s", want, j)
+		}
+	}
+	var b bytes.Buffer
+	if err := WriteTable(&b, &Report{Server: "s"}); err != nil {
+		t.Fatal(err)
+	}
+	if first, _, _ := strings.Cut(b.String(), "\n"); !strings.HasPrefix(first, "server: s; commit unknown; Go version unknown; ") {
+		t.Errorf("header of an unstamped report = %q", first)
 	}
 }
 
