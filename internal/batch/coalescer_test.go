@@ -131,10 +131,17 @@ func TestByteLimitSplitsBatches(t *testing.T) {
 	}
 	close(r.hold)
 	wg.Wait()
+	total := 0
 	for _, s := range r.calls() {
 		if s*40 > 100 && s > 1 {
 			t.Fatalf("calls = %v exceed the byte limit", r.calls())
 		}
+		total += s
+	}
+	// Two entries fit in 100 bytes, so the 7 go in 4 calls, not one each:
+	// the byte limit splits batches without ending batching.
+	if total != 7 || len(r.calls()) != 4 {
+		t.Fatalf("calls = %v: want 7 entries in 4 calls of at most 2", r.calls())
 	}
 	c.Close(context.Background())
 }
