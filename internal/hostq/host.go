@@ -112,7 +112,7 @@ func Open(ctx context.Context, client sqsapi.Client, url string, opts *Options) 
 	if !opts.NoSystemAttributes {
 		in.MessageSystemAttributeNames = []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll}
 	}
-	h.loop = poll.New(h.ctx, poll.Config{Client: client, Input: in, Backoff: opts.Backoff, Clock: opts.Clock})
+	h.loop = poll.New(h.ctx, poll.Config{Client: client, Input: in, Clock: opts.Clock})
 	h.wg.Add(1)
 	go h.maintain()
 	return h, nil
@@ -313,7 +313,7 @@ func (h *Host) route(msgs []types.Message) bool {
 			toRelease = append(toRelease, m)
 			continue
 		}
-		name := RoutingName(m)
+		name := routingName(m)
 		if fn := h.calls[name]; fn != nil {
 			delete(h.calls, name)
 			h.demand--
@@ -370,8 +370,8 @@ func (h *Host) route(msgs []types.Message) bool {
 	return len(deliver) > 0 || len(answers) > 0
 }
 
-// RoutingName returns a host message's routing attribute, or "".
-func RoutingName(m types.Message) string {
+// routingName returns a host message's routing attribute, or "".
+func routingName(m types.Message) string {
 	if v, ok := m.MessageAttributes[sqsapi.VirtualQueueNameAttribute]; ok && v.StringValue != nil {
 		return *v.StringValue
 	}
@@ -403,7 +403,7 @@ func (h *Host) deleteAsync(m types.Message, within time.Duration, why string) {
 // orphan settles a message no route takes.
 func (h *Host) orphan(m types.Message) {
 	h.opts.Counters.Orphaned.Add(1)
-	name := RoutingName(m)
+	name := routingName(m)
 	verdict := Delete
 	if h.opts.Orphan != nil {
 		verdict = h.opts.Orphan(h.ctx, h.url, name, m)
@@ -526,8 +526,7 @@ func (h *Host) Gone() {
 	}
 	h.closed, h.gone = true, true
 	h.isClosed.Store(true)
-	h.cancel()
-	h.loop.Abort()
+	h.cancel() // aborts the loop, whose context is h.ctx
 	f := h.takeAllLocked()
 	for _, q := range h.queues {
 		q.removeLocked() // its messages went with the host queue
@@ -559,8 +558,7 @@ func (h *Host) Close(ctx context.Context) error {
 		// A long poll in flight is cancelled: waiting for its end would
 		// keep an idle host's Close for up to PollWaitTime. What the server
 		// may still hand it is covered by the release delay below.
-		h.loop.Abort()
-		h.cancel()
+		h.cancel() // aborts the loop, whose context is h.ctx
 		h.wg.Wait()
 
 		h.mu.Lock()

@@ -8,7 +8,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/tempqueues/tempqueues/internal/backoff"
 	"github.com/tempqueues/tempqueues/internal/clock"
 )
 
@@ -61,7 +60,6 @@ type Options struct {
 	// host whose messages go to callers that never read system attributes
 	// (the requester's replies) saves decoding them.
 	NoSystemAttributes bool
-	Backoff            backoff.Policy
 	Clock              clock.Clock
 	// Counters, if set, are added to by the host; several hosts may share
 	// them.
