@@ -70,6 +70,12 @@ kill -INT "$serve"
 wait "$serve" || fail "tempq serve-echo exited $? on Ctrl-C"
 exec 4<&-
 
+step "the README's program against tempq emulator"
+# A program built on config.LoadDefaultConfig needs what the SDK needs:
+# a region and credentials (any, for an emulator), as README.md says.
+sdkenv=(AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=first AWS_SECRET_ACCESS_KEY=first)
+expect "quickstart on the emulator" $'hello, alice\nhello, bob\nhello, carol' "$(env "${sdkenv[@]}" go run ./examples/quickstart)"
+
 step "a first program in a module of its own"
 mkdir "$work/first"
 cd "$work/first"
@@ -77,8 +83,6 @@ go mod init example.com/first >/dev/null 2>&1
 go mod edit -require=github.com/tempqueues/tempqueues@v0.0.0 -replace=github.com/tempqueues/tempqueues="$clone"
 cp "$root/integration/firstcontact/first.go.txt" main.go
 go mod tidy >/dev/null 2>&1 || fail "go mod tidy: $(go mod tidy 2>&1)"
-# A program built on config.LoadDefaultConfig needs what the SDK needs:
-# a region and credentials (any, for an emulator).
-expect "first program" $'PING\nPONG' "$(AWS_REGION=us-east-1 AWS_ACCESS_KEY_ID=first AWS_SECRET_ACCESS_KEY=first go run .)"
+expect "first program" $'PING\nPONG' "$(env "${sdkenv[@]}" go run .)"
 
 step "ok"
