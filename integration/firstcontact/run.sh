@@ -21,8 +21,9 @@ expect() { # expect NAME WANT GOT
 }
 
 # A newcomer's machine: no AWS_* variable, no ~/.aws (HOME is empty), but
-# the Go caches of this machine, so that nothing is downloaded again.
-export GOPATH="$(go env GOPATH)" GOCACHE="$(go env GOCACHE)" GOMODCACHE="$(go env GOMODCACHE)"
+# the Go caches and settings of this machine, so that nothing is
+# downloaded again.
+export GOPATH="$(go env GOPATH)" GOCACHE="$(go env GOCACHE)" GOMODCACHE="$(go env GOMODCACHE)" GOENV="$(go env GOENV)"
 for v in $(env | sed -n 's/^\(AWS_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
 export HOME="$work/home"
 mkdir -p "$HOME"
