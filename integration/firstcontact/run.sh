@@ -20,6 +20,12 @@ expect() { # expect NAME WANT GOT
 	[ "$2" = "$3" ] || fail "$1: got $(printf %q "$3"), want $(printf %q "$2")"
 }
 
+# The clone comes first, under this user's git configuration (which may
+# mark the checkout as a safe directory).
+step "git clone"
+git clone -q "$root" "$work/tempqueues"
+clone="$work/tempqueues"
+
 # A newcomer's machine: no AWS_* variable, no ~/.aws (HOME is empty), but
 # the Go caches and settings of this machine, so that nothing is
 # downloaded again.
@@ -27,10 +33,6 @@ export GOPATH="$(go env GOPATH)" GOCACHE="$(go env GOCACHE)" GOMODCACHE="$(go en
 for v in $(env | sed -n 's/^\(AWS_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
 export HOME="$work/home"
 mkdir -p "$HOME"
-
-step "git clone"
-git clone -q "$root" "$work/tempqueues"
-clone="$work/tempqueues"
 cd "$clone"
 
 step "go run ./examples/quickstart (the README's program)"
