@@ -302,11 +302,16 @@ func (s *Server) Parked() int {
 	return s.parked
 }
 
-// ServeHTTP implements the SQS JSON 1.0 protocol: POST with
-// X-Amz-Target: AmazonSQS.<Operation> and a JSON body.
+// ServeHTTP implements the SQS JSON 1.0 protocol (POST with X-Amz-Target:
+// AmazonSQS.<Operation> and a JSON body) and the older query protocol
+// (form-encoded Action=<Operation>, XML answers), chosen per request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	reqID := uuid.NewString()
 	w.Header().Set("x-amzn-RequestId", reqID)
+	query := isQuery(r)
+	if query {
+		w = &queryWriter{ResponseWriter: w, reqID: reqID}
+	}
 	if !s.enter() {
 		// Only in-process clients and NewHandler servers get here: a
 		// closed listener accepts nothing.
@@ -316,7 +321,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer s.exit()
 
 	op, ok := strings.CutPrefix(r.Header.Get("X-Amz-Target"), "AmazonSQS.")
-	if r.Method != http.MethodPost || !ok || op == "" {
+	if query {
+		op = r.URL.Query().Get("Action")
+		ok = r.Method == http.MethodPost || r.Method == http.MethodGet
+	} else if r.Method != http.MethodPost || !ok || op == "" {
 		s.writeError(w, op, senderError("MissingAction", "the request has no X-Amz-Target: AmazonSQS.<Operation> header"))
 		return
 	}
@@ -329,6 +337,29 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	base := s.url
+	if base == "" {
+		base = "http://" + r.Host
+	}
+	dec := jsonDecoder(body)
+	if query {
+		form, aerr := queryForm(r, body, base)
+		if aerr != nil {
+			s.writeError(w, op, aerr)
+			return
+		}
+		op = form.Get("Action")
+		if !ok || op == "" {
+			s.writeError(w, op, senderError("MissingAction", "the request has no Action parameter"))
+			return
+		}
+		dec = func(in any) error {
+			if e := decodeQuery(op, form, in); e != nil {
+				return e
+			}
+			return nil
+		}
+	}
 	ctx := r.Context()
 	if f, ok := s.faults.take(op); ok {
 		if f.Latency > 0 && !s.sleep(ctx, f.Latency) {
@@ -339,11 +370,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	base := s.url
-	if base == "" {
-		base = "http://" + r.Host
-	}
-	out, err := s.dispatch(ctx, base, op, body)
+	out, err := s.dispatch(ctx, base, op, dec)
 	if err != nil {
 		var ae *apiError
 		if !errors.As(err, &ae) {
@@ -353,6 +380,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			ae = newError(http.StatusInternalServerError, "InternalFailure", "%v", err)
 		}
 		s.writeError(w, op, ae)
+		return
+	}
+	if query {
+		s.log.Debug("sqstest request", "op", op, "request_id", reqID, "protocol", "query")
+		w.Header().Set("Content-Type", "text/xml")
+		_, _ = w.Write(encodeQuery(op, reqID, out))
 		return
 	}
 	b, err := json.Marshal(out)
@@ -372,6 +405,12 @@ func (s *Server) writeError(w http.ResponseWriter, op string, e *apiError) {
 		fault = "Receiver"
 	}
 	h := w.Header()
+	if qw, ok := w.(*queryWriter); ok {
+		h.Set("Content-Type", "text/xml")
+		w.WriteHeader(e.status)
+		_, _ = w.Write(encodeQueryError(e, qw.reqID))
+		return
+	}
 	h.Set("Content-Type", "application/x-amz-json-1.0")
 	h.Set("x-amzn-query-error", e.queryCode+";"+fault)
 	w.WriteHeader(e.status)
@@ -397,18 +436,30 @@ func (s *Server) sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// call decodes a request into In and runs fn on it.
-func call[In, Out any](ctx context.Context, body []byte, fn func(context.Context, *In) (*Out, error)) (any, error) {
-	in := new(In)
-	if len(body) > 0 {
-		if err := json.Unmarshal(body, in); err != nil {
-			return nil, senderError("SerializationException", "malformed request body: %v", err)
+// decoder fills a request struct from a request of either protocol.
+type decoder func(in any) error
+
+func jsonDecoder(body []byte) decoder {
+	return func(in any) error {
+		if len(body) > 0 {
+			if err := json.Unmarshal(body, in); err != nil {
+				return senderError("SerializationException", "malformed request body: %v", err)
+			}
 		}
+		return nil
+	}
+}
+
+// call decodes a request into In and runs fn on it.
+func call[In, Out any](ctx context.Context, dec decoder, fn func(context.Context, *In) (*Out, error)) (any, error) {
+	in := new(In)
+	if err := dec(in); err != nil {
+		return nil, err
 	}
 	return fn(ctx, in)
 }
 
-func (s *Server) dispatch(ctx context.Context, base, op string, body []byte) (any, error) {
+func (s *Server) dispatch(ctx context.Context, base, op string, body decoder) (any, error) {
 	switch op {
 	case "CreateQueue":
 		return call(ctx, body, func(ctx context.Context, in *createQueueInput) (*queueURLOutput, error) {
