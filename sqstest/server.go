@@ -40,6 +40,12 @@ type Options struct {
 	// InjectFault in order: for a server started by Run, which returns no
 	// Server to call InjectFault on (the emulator's --latency).
 	Faults []Fault
+	// DataDir, when set, makes the server keep its queues and messages in
+	// a journal in this directory (created if missing): a new server on
+	// the same directory starts with the state the last one acknowledged,
+	// even after a crash. Every change is on disk (fsync) before its
+	// request is answered. Empty keeps everything in memory.
+	DataDir string
 }
 
 // maxRequestBytes bounds a request body: a full SendMessageBatch of ten
@@ -68,6 +74,8 @@ type Server struct {
 	runCond *sync.Cond // signalled by runMu when running drops to zero
 	running int        // handlers running; none start once closing is set
 	closing bool
+
+	journal *journal // nil unless Options.DataDir is set
 
 	mu     sync.Mutex // guards everything below, and every queue
 	queues map[string]*queue
@@ -120,8 +128,14 @@ func Start(tb TB, optFns ...func(*Options)) *Server {
 
 func listen(optFns []func(*Options)) (*Server, error) {
 	s := newServer(optFns)
+	if err := s.load(); err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", s.opts.Addr)
 	if err != nil {
+		if s.journal != nil {
+			_ = s.journal.close()
+		}
 		return nil, fmt.Errorf("sqstest: listening on %s: %w", s.opts.Addr, err)
 	}
 	s.serve(ln)
@@ -130,9 +144,22 @@ func listen(optFns []func(*Options)) (*Server, error) {
 
 // NewHandler returns a Server that does not listen: serve it with any
 // http.Server or httptest.Server. Queue URLs then use the Host of each
-// request. Close still ends its parked long polls.
+// request. Close still ends its parked long polls. It panics if
+// Options.DataDir is set and its journal cannot be loaded.
 func NewHandler(optFns ...func(*Options)) *Server {
-	return newServer(optFns)
+	s := newServer(optFns)
+	if err := s.load(); err != nil {
+		panic(err.Error())
+	}
+	return s
+}
+
+// load restores the state kept in Options.DataDir, if set.
+func (s *Server) load() error {
+	if s.opts.DataDir == "" {
+		return nil
+	}
+	return s.openJournal(s.opts.DataDir)
 }
 
 // Run serves SQS on Options.Addr until ctx is done, then closes the server
@@ -271,6 +298,11 @@ func (s *Server) shutdown() {
 		q.stopTimer()
 	}
 	s.mu.Unlock()
+	if s.journal != nil {
+		if err := s.journal.close(); err != nil {
+			s.log.Error("sqstest: closing the journal", "err", err)
+		}
+	}
 }
 
 // enter registers a running handler; it reports false once Close has begun.
@@ -371,6 +403,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	out, err := s.dispatch(ctx, base, op, dec)
+	if jerr := s.durable(); jerr != nil {
+		// The change is in memory but not on disk: the client must not
+		// take it as done.
+		s.writeError(w, op, newError(http.StatusInternalServerError, "InternalFailure", "%v", jerr))
+		return
+	}
 	if err != nil {
 		var ae *apiError
 		if !errors.As(err, &ae) {
