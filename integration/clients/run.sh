@@ -44,7 +44,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-go build -o "$tmp/tempq" ./cmd/tempq
+go build -o "$tmp/" ./cmd/tempq ./$here/gosdk
 mkfifo "$tmp/stdin"
 "$tmp/tempq" emulator --addr 127.0.0.1:0 -v --until-stdin-eof <"$tmp/stdin" >"$tmp/out" 2>"$tmp/log" &
 pid=$!
@@ -57,7 +57,7 @@ url=$(sed -n 's/^sqstest listening on //p' "$tmp/out")
 [ -n "$url" ] || { echo "clients: tempq emulator did not start:"; cat "$tmp/log"; exit 1; }
 
 "$node" --no-warnings "$here/js/scenario.mjs" "$url"
-go run ./$here/gosdk "$url"
+"$tmp/gosdk" "$url"
 if [ -n "$skip_cli" ]; then
 	echo "clients: SKIPPED the aws CLI: $skip_cli"
 else
