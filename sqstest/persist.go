@@ -33,7 +33,7 @@ import (
 
 const journalFile = "sqstest.journal"
 
-// record is one journal line. T says what changed:
+// journalRecord is one journal line. T says what changed:
 //
 //	q   a queue's settings (created, or attributes or tags set)
 //	dq  a queue deleted
@@ -42,7 +42,7 @@ const journalFile = "sqstest.journal"
 //	r   a message received (moves to the tail on standard queues)
 //	v   a message's visibility changed
 //	d   a message deleted
-type record struct {
+type journalRecord struct {
 	T string `json:"t"`
 	Q string `json:"q"`
 
@@ -122,7 +122,7 @@ type journal struct {
 
 // add appends r; callers hold s.mu, so the journal's order is the order of
 // the changes.
-func (j *journal) add(r *record) {
+func (j *journal) add(r *journalRecord) {
 	b, err := json.Marshal(r)
 	if err != nil {
 		panic("sqstest: journal record: " + err.Error()) // every field is plain data
@@ -175,27 +175,27 @@ func (j *journal) close() error {
 	return errors.Join(err, j.f.Close())
 }
 
-// record journals r if the server persists; callers hold s.mu.
-func (s *Server) record(r *record) {
+// journalAdd journals r if the server persists; callers hold s.mu.
+func (s *Server) journalAdd(r *journalRecord) {
 	if s.journal != nil {
 		s.journal.add(r)
 	}
 }
 
-func (s *Server) recordQueue(q *queue) {
+func (s *Server) journalQueue(q *queue) {
 	if s.journal != nil {
 		s.journal.add(queueRecord(q))
 	}
 }
 
-func queueRecord(q *queue) *record {
-	return &record{T: "q", Q: q.name, Fifo: q.fifo, Created: nanos(q.created), Modified: nanos(q.modified),
+func queueRecord(q *queue) *journalRecord {
+	return &journalRecord{T: "q", Q: q.name, Fifo: q.fifo, Created: nanos(q.created), Modified: nanos(q.modified),
 		Attrs: q.attrs, Tags: q.tags, Seq: q.seq}
 }
 
-func (s *Server) recordMessage(q *queue, m *message) {
+func (s *Server) journalMessage(q *queue, m *message) {
 	if s.journal != nil {
-		s.journal.add(&record{T: "m", Q: q.name, M: toMsgRecord(m)})
+		s.journal.add(&journalRecord{T: "m", Q: q.name, M: toMsgRecord(m)})
 	}
 }
 
@@ -249,7 +249,7 @@ func (s *Server) writeSnapshot(path string) error {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	add := func(r *record) {
+	add := func(r *journalRecord) {
 		b, err := json.Marshal(r)
 		if err != nil {
 			panic("sqstest: journal record: " + err.Error())
@@ -264,7 +264,7 @@ func (s *Server) writeSnapshot(path string) error {
 	for _, n := range names {
 		q := s.queues[n]
 		for m := q.head; m != nil; m = m.next {
-			add(&record{T: "m", Q: n, M: toMsgRecord(m)})
+			add(&journalRecord{T: "m", Q: n, M: toMsgRecord(m)})
 		}
 	}
 	f, err := os.Create(path)
@@ -311,11 +311,11 @@ func (s *Server) replay(path string) error {
 			}
 			return fmt.Errorf("sqstest: journal %s: record %d is corrupt", path, line)
 		}
-		s.apply(r)
+		s.applyRecord(r)
 	}
 }
 
-func parseRecord(b []byte) (*record, bool) {
+func parseRecord(b []byte) (*journalRecord, bool) {
 	b = bytes.TrimSuffix(b, []byte("\n"))
 	sum, body, ok := bytes.Cut(b, []byte(" "))
 	if !ok || len(sum) != 8 {
@@ -328,17 +328,17 @@ func parseRecord(b []byte) (*record, bool) {
 	if crc32.ChecksumIEEE(body) != uint32(want[0])<<24|uint32(want[1])<<16|uint32(want[2])<<8|uint32(want[3]) {
 		return nil, false
 	}
-	r := new(record)
+	r := new(journalRecord)
 	if err := json.Unmarshal(body, r); err != nil {
 		return nil, false
 	}
 	return r, true
 }
 
-// apply replays one record. Records refer to queues and messages by name
+// applyRecord replays one record. Records refer to queues and messages by name
 // and id; one whose queue or message is gone (a change after a delete the
 // journal also holds) is ignored.
-func (s *Server) apply(r *record) {
+func (s *Server) applyRecord(r *journalRecord) {
 	q := s.queues[r.Q]
 	if q == nil && r.T != "q" {
 		return

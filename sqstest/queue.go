@@ -164,7 +164,7 @@ func (s *Server) createQueue(base string, in *createQueueInput) (*queueURLOutput
 		q.tags[k] = v
 	}
 	s.queues[name] = q
-	s.recordQueue(q)
+	s.journalQueue(q)
 	return &queueURLOutput{QueueURL: s.queueURL(base, name)}, nil
 }
 
@@ -271,7 +271,7 @@ func (s *Server) deleteQueue(_ context.Context, in *queueInput) (*empty, error) 
 		return nil, err
 	}
 	delete(s.queues, q.name)
-	s.record(&record{T: "dq", Q: q.name})
+	s.journalAdd(&journalRecord{T: "dq", Q: q.name})
 	q.deleted = true
 	q.wake(len(q.waiters)) // they answer QueueDoesNotExist
 	q.stopTimer()
@@ -350,7 +350,7 @@ func (s *Server) setQueueAttributes(_ context.Context, in *setQueueAttributesInp
 	}
 	q.redrive = redrive
 	q.modified = s.clock.Now()
-	s.recordQueue(q)
+	s.journalQueue(q)
 	// A shorter ReceiveMessageWaitTimeSeconds does not affect parked polls,
 	// as on AWS; other changes take effect at the next receive.
 	return &empty{}, nil
@@ -377,7 +377,7 @@ func (s *Server) tagQueue(_ context.Context, in *tagQueueInput) (*empty, error) 
 		return nil, aerr
 	}
 	q.tags = merged
-	s.recordQueue(q)
+	s.journalQueue(q)
 	return &empty{}, nil
 }
 
@@ -394,7 +394,7 @@ func (s *Server) untagQueue(_ context.Context, in *untagQueueInput) (*empty, err
 	for _, k := range in.TagKeys {
 		delete(q.tags, k)
 	}
-	s.recordQueue(q)
+	s.journalQueue(q)
 	return &empty{}, nil
 }
 
@@ -423,7 +423,7 @@ func (s *Server) purgeQueue(_ context.Context, in *queueInput) (*empty, error) {
 	}
 	q.head, q.tail = nil, nil
 	q.byID = make(map[string]*message)
-	s.record(&record{T: "pq", Q: q.name})
+	s.journalAdd(&journalRecord{T: "pq", Q: q.name})
 	return &empty{}, nil
 }
 

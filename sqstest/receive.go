@@ -274,7 +274,7 @@ func (s *Server) take(q *queue, now time.Time, n int, vt time.Duration, sel *sel
 			q.unlink(m)
 			q.push(m)
 		}
-		s.record(&record{T: "r", Q: q.name, ID: m.id, RC: m.receives, Vis: nanos(m.visibleAt),
+		s.journalAdd(&journalRecord{T: "r", Q: q.name, ID: m.id, RC: m.receives, Vis: nanos(m.visibleAt),
 			First: nanos(m.firstReceive), Recv: nanos(m.receivedAt), H: m.handle})
 		out[i] = s.render(q, m, sel)
 	}
