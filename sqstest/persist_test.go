@@ -2,10 +2,12 @@ package sqstest_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -190,4 +192,76 @@ func TestDataDirTornAndCorrupt(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "corrupt") {
 		t.Fatalf("Run on a corrupt journal: %v, want a corruption error", err)
 	}
+}
+
+// Concurrent requests share fsyncs (group commit); each is still answered
+// only once its change is on disk, and a restart sees exactly the changes
+// that were answered.
+func TestDataDirConcurrent(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	opts := func(o *sqstest.Options) { o.DataDir = dir }
+	s1 := sqstest.NewServer(opts)
+	c := s1.Client()
+	q, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("par")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errc := make(chan error, 8)
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 25 {
+				out, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String(fmt.Sprintf("%d-%d", w, i))})
+				if err != nil {
+					errc <- err
+					return
+				}
+				if i%2 == 0 {
+					continue
+				}
+				r, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, VisibilityTimeout: 600})
+				if err != nil || len(r.Messages) != 1 {
+					errc <- fmt.Errorf("receive after send %s: %v, %d messages", *out.MessageId, err, len(r.Messages))
+					return
+				}
+				if _, err := c.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: q.QueueUrl, ReceiptHandle: r.Messages[0].ReceiptHandle}); err != nil {
+					errc <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errc)
+	for err := range errc {
+		t.Fatal(err)
+	}
+	before, _ := s1.Messages("par")
+	if len(before) != 8*13 {
+		t.Fatalf("%d messages, want %d", len(before), 8*13)
+	}
+	if err := s1.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	after, err := sqstest.Start(t, opts).Messages("par")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(wallClock(before), wallClock(after)) {
+		t.Fatalf("restart changed the messages:\nbefore %v\nafter  %v", before, after)
+	}
+}
+
+// wallClock drops the monotonic readings and locations of a real clock's
+// times, which a journal cannot keep.
+func wallClock(msgs []sqstest.Message) []sqstest.Message {
+	out := make([]sqstest.Message, len(msgs))
+	for i, m := range msgs {
+		m.SentAt, m.VisibleAt = m.SentAt.UTC().Round(0), m.VisibleAt.UTC().Round(0)
+		out[i] = m
+	}
+	return out
 }
