@@ -254,3 +254,45 @@ func atoi(s string) int {
 	n, _ := strconv.Atoi(s)
 	return n
 }
+
+// With --data, a --queue that exists from a previous run gets the
+// attributes the flags give now, and keeps its messages.
+func TestEmulatorQueueFlagUpdatesKeptQueue(t *testing.T) {
+	dir := t.TempDir()
+	runOnce := func(vt string, body string) map[string]string {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var stdout, stderr lockedBuffer
+		errc := make(chan error, 1)
+		go func() {
+			errc <- runEmulator(ctx, []string{"--addr", "127.0.0.1:0", "--data", dir, "--queue", "jobs:VisibilityTimeout=" + vt}, &stdout, &stderr)
+		}()
+		waitFor(t, &stdout, "\n")
+		client := sqstestenv.NewClient(strings.TrimSpace(strings.TrimPrefix(stdout.String(), "sqstest listening on ")), nil)
+		u, err := client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String("jobs")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body != "" {
+			if _, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: u.QueueUrl, MessageBody: &body}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: u.QueueUrl,
+			AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameAll}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		return a.Attributes
+	}
+	runOnce("45", "kept")
+	a := runOnce("50", "")
+	if a["VisibilityTimeout"] != "50" || a["ApproximateNumberOfMessages"] != "1" {
+		t.Fatalf("after a restart with new --queue attributes: VisibilityTimeout %s, %s messages; want 50 and 1",
+			a["VisibilityTimeout"], a["ApproximateNumberOfMessages"])
+	}
+}
