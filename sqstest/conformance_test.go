@@ -39,10 +39,11 @@ const (
 	devAttrFilter = "fauxqs returns every message attribute when MessageAttributeNames is absent"
 )
 
-// TestConformance runs every check on sqstest and on fauxqs (or the
-// external endpoint named by TEMPQUEUES_TEST_ENDPOINT / TEMPQUEUES_TEST_AWS).
+// TestConformance runs every check on sqstest, on sqstest over the query
+// protocol (queryTransport), and on fauxqs (or the external endpoint named
+// by TEMPQUEUES_TEST_ENDPOINT / TEMPQUEUES_TEST_AWS).
 func TestConformance(t *testing.T) {
-	kinds := []string{"sqstest", "fauxqs"}
+	kinds := []string{"sqstest", "sqstest-query", "fauxqs"}
 	for _, kind := range kinds {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()

@@ -274,6 +274,8 @@ func (s *Server) take(q *queue, now time.Time, n int, vt time.Duration, sel *sel
 			q.unlink(m)
 			q.push(m)
 		}
+		s.journalAdd(&journalRecord{T: "r", Q: q.name, ID: m.id, RC: m.receives, Vis: nanos(m.visibleAt),
+			First: nanos(m.firstReceive), Recv: nanos(m.receivedAt), H: m.handle})
 		out[i] = s.render(q, m, sel)
 	}
 	if vt > 0 {
