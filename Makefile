@@ -40,9 +40,10 @@ unit:
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
 # Nested modules (own go.mod, so library users do not inherit their
-# dependencies): redisstore.
+# dependencies): redisstore, lambda.
 nested: redis
 	cd redisstore && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
+	cd lambda && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
 
 clean-emulator:
 	rm -rf $(EMULATOR)/node_modules
