@@ -40,10 +40,11 @@ unit:
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
 # Nested modules (own go.mod, so library users do not inherit their
-# dependencies): redisstore, lambda.
+# dependencies): redisstore, lambda, otel.
 nested: redis
 	cd redisstore && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
 	cd lambda && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
+	cd otel && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
 
 clean-emulator:
 	rm -rf $(EMULATOR)/node_modules
