@@ -23,10 +23,12 @@ import (
 type Options struct {
 	// Responder configures the responder.Responder the requests go
 	// through: Store, StoreTTL, InProgressDelay, Middleware, Retry,
-	// BackoffBase, BackoffCap, HandlerTimeout, OnRequestDone, Logger. The
-	// options of Serve's loop (pollers, long polls, visibility heartbeats,
-	// MaxConcurrency) do not apply: the event source mapping receives, and
-	// the function's timeout bounds a batch.
+	// BackoffBase, BackoffCap, HandlerTimeout, OnRequestDone, Logger, and
+	// VisibilityTimeout, which here is only the length of a Store lease:
+	// keep it at least the function's timeout. The options of Serve's loop
+	// (pollers, long polls, visibility heartbeats, MaxConcurrency) do not
+	// apply: the event source mapping receives, and the function's timeout
+	// bounds a batch.
 	Responder []func(*responder.Options)
 	// MaxConcurrency is how many records of one event are handled at
 	// once. Default 10. Records from a FIFO queue are handled one at a

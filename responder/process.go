@@ -47,6 +47,9 @@ func (e *RetryError) Unwrap() error { return e.Err }
 // running the handler), Options.Middleware, the handler under
 // Options.HandlerTimeout with panics recovered, OnRequestDone, and the
 // reply. The handler runs under ctx. queueURL is the queue m came from.
+// Nothing extends the request's visibility or renews its Store lease,
+// which lasts Options.VisibilityTimeout: keep that above the longest
+// handler run.
 //
 // Process neither deletes the request nor changes its visibility, which is
 // the caller's part: nil means the request is done and may be deleted; a

@@ -84,6 +84,7 @@ func newResponder(client *sqs.Client, queueURL func(arn string) (string, error))
 			// (github.com/tempqueues/tempqueues/redisstore) instead.
 			o.Store = responder.NewMemoryStore()
 			o.HandlerTimeout = 10 * time.Second
+			o.VisibilityTimeout = 30 * time.Second // the Store lease: the function's timeout
 		})
 	})
 }
