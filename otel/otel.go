@@ -198,22 +198,20 @@ func (i *Instrumentation) Middleware(next responder.Handler) responder.Handler {
 				attribute.Int("messaging.aws_sqs.receive_count", req.ReceiveCount),
 			))
 		start := time.Now()
-		outcome := "ok"
+		outcome := "panic" // unless the handler returns
 		defer func() {
-			p := recover()
-			if p != nil {
-				outcome = "panic"
+			// Not recovered here: the responder recovers a panic with the
+			// stack of its origin, and fails the request.
+			if outcome == "panic" {
 				span.SetStatus(codes.Error, "handler panicked")
 			}
 			span.End()
 			attrs := metric.WithAttributes(attribute.String("outcome", outcome), attribute.String("messaging.destination.name", src))
 			i.serverRequests.Add(context.Background(), 1, attrs)
 			i.serverDuration.Record(context.Background(), time.Since(start).Seconds(), attrs)
-			if p != nil {
-				panic(p) // the responder recovers it and fails the request
-			}
 		}()
 		reply, err = next.HandleRequest(ctx, req)
+		outcome = "ok"
 		if err != nil {
 			outcome = "error"
 			span.RecordError(err)
