@@ -40,9 +40,12 @@ unit:
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
 # Nested modules (own go.mod, so library users do not inherit their
-# dependencies): redisstore.
+# dependencies): redisstore, lambda (and its example), otel.
 nested: redis
 	cd redisstore && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
+	cd lambda && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
+	cd examples/lambda && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
+	cd otel && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
 
 # Real SQS clients (JavaScript SDK v3, Debian's aws CLI 2.9 over the query
 # protocol, Go SDK) drive tempq emulator through one scenario; installs
