@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/batch"
 	"github.com/tempqueues/tempqueues/internal/wire"
 )
 
@@ -128,4 +129,15 @@ func CheckFIFOPrefix(op, prefix string, attrs map[string]string) error {
 		return wire.Invalid(op, "Prefix", "%q is longer than %d characters, the most a FIFO host queue's name leaves (it ends in .fifo)", prefix, max)
 	}
 	return nil
+}
+
+// answeredLinger is how long the delete of a message an expectation took
+// may wait for company: a tenth of its visibility, but not at all on a
+// FIFO host, where the message's group (its reply queue) stays locked
+// until the delete and the group's next message would wait for it.
+func (h *Host) answeredLinger() time.Duration {
+	if h.fifo {
+		return batch.DeleteLinger
+	}
+	return batch.DeleteWithin(h.recvVisibility)
 }

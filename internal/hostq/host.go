@@ -368,7 +368,7 @@ func (h *Host) route(msgs []types.Message) bool {
 		a.fn(a.m, nil)
 		// The call has its reply: delete it off the call's path, waiting
 		// for company as long as its visibility allows.
-		h.deleteAsync(a.m, batch.DeleteWithin(h.recvVisibility), "answered")
+		h.deleteAsync(a.m, h.answeredLinger(), "answered")
 	}
 	for _, d := range deliver {
 		d.w.fn(d.msgs, nil)
