@@ -38,7 +38,8 @@ var ErrClosed = sqsapi.ErrClosed
 type Options struct {
 	// Prefix starts the name of every host queue; default
 	// sqsapi.DefaultQueuePrefix. Host queue names are the prefix, a UUID, '-'
-	// and a counter, at most 80 characters, so the prefix has at most 40.
+	// and a counter, at most 80 characters, so the prefix has at most 40
+	// (35 when FIFO host queues add ".fifo").
 	Prefix string
 	// IdleQueueRetention is how long a host queue, and a virtual queue made
 	// by CreateQueue, may stay idle before a reaper deletes it; default
