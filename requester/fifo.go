@@ -16,9 +16,7 @@ func checkFIFORequest(op string, in *sqs.SendMessageInput) error {
 	if !wire.IsVirtualQueueURL(to) || !wire.IsFIFOURL(to) {
 		return wire.CheckFIFOSend(op, to, in.MessageGroupId, in.MessageDeduplicationId, in.DelaySeconds)
 	}
-	_, name, _ := wire.ParseVirtualQueueURL(to) // checked by the caller
-	_, _, err := wire.VirtualFIFOIDs(op, name, in.MessageGroupId, in.MessageDeduplicationId, in.DelaySeconds, in.MessageBody, false)
-	return err
+	return wire.CheckVirtualFIFO(op, in.MessageGroupId, in.MessageDeduplicationId, in.DelaySeconds)
 }
 
 // fifoRequestIDs returns the MessageGroupId and MessageDeduplicationId a

@@ -238,6 +238,10 @@ func TestFIFOSendInputErrors(t *testing.T) {
 		if !errors.Is(err, sqsapi.ErrInvalidInput) {
 			t.Errorf("%s: error %v, want one matching ErrInvalidInput", name, err)
 		}
+		// Also from a client that has not opened the host yet.
+		if _, err := e.client().SendMessage(context.Background(), in); !errors.Is(err, sqsapi.ErrInvalidInput) {
+			t.Errorf("%s, new client: error %v, want one matching ErrInvalidInput", name, err)
+		}
 	}
 	_, err := c.SendMessageBatch(context.Background(), &sqs.SendMessageBatchInput{QueueUrl: aws.String(u), Entries: []types.SendMessageBatchRequestEntry{
 		{Id: aws.String("1"), MessageBody: aws.String("m"), DelaySeconds: 2},

@@ -55,8 +55,8 @@ func (c *Client) fifoIDs(ctx context.Context, op, hostURL, name string, group, d
 	if !wire.IsFIFOURL(hostURL) {
 		return group, dedup, wire.CheckFIFOSend(op, hostURL, group, dedup, delay)
 	}
-	if err := wire.CheckFIFOID(op, "MessageDeduplicationId", dedup); err != nil {
-		return nil, nil, err
+	if err := wire.CheckVirtualFIFO(op, group, dedup, delay); err != nil {
+		return nil, nil, err // before opening the host, which costs a call
 	}
 	h, err := c.getHost(ctx, hostURL)
 	if err != nil {

@@ -76,14 +76,8 @@ func CheckFIFOSend(op, queueURL string, group, dedup *string, delay int32) error
 // hashed with the name when contentDedup (the host's
 // ContentBasedDeduplication) is on, and a new UUID otherwise.
 func VirtualFIFOIDs(op, name string, group, dedup *string, delay int32, body *string, contentDedup bool) (*string, *string, error) {
-	if err := CheckFIFOID(op, "MessageGroupId", group); err != nil {
+	if err := CheckVirtualFIFO(op, group, dedup, delay); err != nil {
 		return nil, nil, err
-	}
-	if err := CheckFIFOID(op, "MessageDeduplicationId", dedup); err != nil {
-		return nil, nil, err
-	}
-	if delay != 0 {
-		return nil, nil, Invalid(op, "DelaySeconds", "%d: a virtual queue on a FIFO host takes no per-message delay", delay)
 	}
 	var id string
 	switch {
@@ -95,6 +89,22 @@ func VirtualFIFOIDs(op, name string, group, dedup *string, delay int32, body *st
 		id = uuid.NewString()
 	}
 	return aws.String(name), aws.String(id), nil
+}
+
+// CheckVirtualFIFO checks the caller's part of a message for a virtual
+// queue on a FIFO host: well-formed ids, if given, and no per-message
+// delay.
+func CheckVirtualFIFO(op string, group, dedup *string, delay int32) error {
+	if err := CheckFIFOID(op, "MessageGroupId", group); err != nil {
+		return err
+	}
+	if err := CheckFIFOID(op, "MessageDeduplicationId", dedup); err != nil {
+		return err
+	}
+	if delay != 0 {
+		return Invalid(op, "DelaySeconds", "%d: a virtual queue on a FIFO host takes no per-message delay", delay)
+	}
+	return nil
 }
 
 // ScopedID returns a deduplication id for key within scope: 64 hex
