@@ -101,6 +101,12 @@ func TestFIFOHostKeepsEachVirtualQueueInOrder(t *testing.T) {
 		if s := c.Stats(); s.Orphaned != 0 {
 			t.Fatalf("stats %+v: want no orphans", s)
 		}
+		t.Logf("%.2f API calls per message: %v", float64(e.counter.Total())/(queues*perQueue), e.counter.Snapshot())
+		a, err := c.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(e.host + "#ordered-0"),
+			AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameAll}})
+		if err != nil || a.Attributes["FifoQueue"] != "true" || a.Attributes["ContentBasedDeduplication"] != "false" {
+			t.Fatalf("virtual queue attributes %v, %v", a, err)
+		}
 		eventually(t, 5*time.Second, "host queue empty", func() bool { v, f := e.hostCounts(); return v == 0 && f == 0 })
 	})
 }
