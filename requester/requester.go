@@ -105,6 +105,16 @@ type Options struct {
 	// VisibilityTimeout, KmsMasterKeyId, KmsDataKeyReusePeriodSeconds,
 	// SqsManagedSseEnabled.
 	HostQueueAttributes map[string]string
+	// FIFOHostQueue creates the host queue as a FIFO queue
+	// (<prefix><uuid>-<n>.fifo, so Prefix has at most 35 characters):
+	// each reply queue is then a message group of its own, so replies to
+	// one request arrive in the order they were sent, and one request's
+	// replies never hold up another's. FIFO queues cost more per call and
+	// allow fewer calls per second (docs/limits.md). The same as
+	// FifoQueue "true" in HostQueueAttributes, which may also set
+	// ContentBasedDeduplication, DeduplicationScope and
+	// FifoThroughputLimit.
+	FIFOHostQueue bool
 	// HostQueueTags are the user's tags (cost allocation, ownership) for
 	// every host queue, set in its CreateQueue together with the reaper's
 	// two tags; heartbeats leave them in place. New rejects tags SQS would
@@ -192,10 +202,20 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 	if opts.Timeout == 0 {
 		opts.Timeout = 30 * time.Second
 	}
+	if opts.FIFOHostQueue {
+		opts.HostQueueAttributes = maps.Clone(opts.HostQueueAttributes)
+		if opts.HostQueueAttributes == nil {
+			opts.HostQueueAttributes = make(map[string]string, 1)
+		}
+		opts.HostQueueAttributes[string(types.QueueAttributeNameFifoQueue)] = "true"
+	}
 	if err := hostq.CheckAttributes(opts.HostQueueAttributes); err != nil {
 		return nil, err
 	}
 	if err := hostq.CheckOwner(op, opts.Prefix, opts.IdleQueueRetention); err != nil {
+		return nil, err
+	}
+	if err := hostq.CheckFIFOPrefix(op, opts.Prefix, opts.HostQueueAttributes); err != nil {
 		return nil, err
 	}
 	if err := hostq.CheckTags(op, opts.HostQueueTags); err != nil {
@@ -445,6 +465,7 @@ func (r *Requester) SendMessageAndGetResponseAsync(ctx context.Context, in *sqs.
 	attrs[sqsapi.RequestIDAttribute] = wire.StringAttribute(requestID)
 	req := *in
 	req.MessageAttributes = attrs
+	req.MessageGroupId, req.MessageDeduplicationId = fifoRequestIDs(&req, requestID)
 	call.sentAt = time.Now()
 	if err := r.sendCall(waitCtx, call, &req, optFns); err != nil {
 		select {
@@ -593,6 +614,9 @@ func checkRequest(op string, in *sqs.SendMessageInput) (string, map[string]types
 		}
 	}
 	if err := wire.CheckDelaySeconds(op, in.DelaySeconds); err != nil {
+		return "", nil, err
+	}
+	if err := checkFIFORequest(op, in); err != nil {
 		return "", nil, err
 	}
 	if aws.ToString(in.MessageBody) == "" {

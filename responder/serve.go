@@ -394,7 +394,13 @@ func (s *server) handle(m types.Message, receivedAt time.Time) {
 		s.hb.mu.Lock()
 		left := r.clk.Until(f.deadline)
 		s.hb.mu.Unlock()
-		r.dels.SubmitWithin(s.queueURL, f.handle, batch.DeleteWithin(left), func(_ struct{}, err error) {
+		within := batch.DeleteWithin(left)
+		if wire.IsFIFOURL(s.queueURL) {
+			// A FIFO queue keeps the request's group locked until the
+			// delete: the group's next request must not wait for company.
+			within = batch.DeleteLinger
+		}
+		r.dels.SubmitWithin(s.queueURL, f.handle, within, func(_ struct{}, err error) {
 			if err != nil {
 				r.stats.deleteErrors.Add(1)
 				r.log.Warn("responder: deleting request failed; it will be redelivered",

@@ -36,9 +36,12 @@
 // ChangeMessageVisibility and ChangeMessageVisibilityBatch, as SQS documents
 // them, including:
 //
-//   - standard and FIFO queues: message groups delivered in order and locked
-//     while a message of the group is in flight, deduplication by id or by
-//     content within 5 minutes, SequenceNumber;
+//   - standard and FIFO queues: message groups delivered in order, as many
+//     of one group's messages as a receive can take before another's, and
+//     locked while a message of the group is in flight; deduplication by id
+//     or by content within 5 minutes, queue-wide or per group
+//     (DeduplicationScope), a duplicate answered with the original
+//     MessageId and SequenceNumber; SequenceNumber on send and receive;
 //   - visibility timeouts (queue default and per receive), message and queue
 //     delays, retention, redrive to a dead-letter queue after
 //     maxReceiveCount receives;
@@ -105,7 +108,7 @@
 //     a standard queue never delivers a message twice while it is in flight.
 //     Code must still tolerate duplicates on AWS.
 //   - Throughput quotas and throttling (inject them with faults), the 120,000
-//     in-flight message limit of standard queues (20,000 for FIFO).
+//     in-flight message limit of standard queues (and FIFO's).
 //   - Encryption (KMS and SSE attributes are stored only), message move tasks
 //     (StartMessageMoveTask and friends), RedriveAllowPolicy enforcement,
 //     high-throughput FIFO partitioning, ReceiveRequestAttemptId retries, and
