@@ -103,7 +103,7 @@ func TestIdleWorkersKeepTheirGrownStacks(t *testing.T) {
 	release := make(chan struct{})
 	for range n {
 		wg.Add(1)
-		p.Go(func() { defer wg.Done(); deep(20); <-release }) // grows a 32 KiB stack
+		p.Go(func() { defer wg.Done(); deep(16); <-release }) // grows a 32 KiB stack
 	}
 	close(release)
 	wg.Wait()
