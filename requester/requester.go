@@ -280,6 +280,7 @@ type Call struct {
 	err  error
 
 	cancelCtx context.CancelFunc          // releases the default-timeout context
+	waitCtx   context.Context             // bounds the wait for the response, once sent
 	after     func(*types.Message, error) // Options.OnSend's done, or nil
 
 	mu        sync.Mutex
@@ -393,11 +394,18 @@ func (c *Call) onContextDone(ctx context.Context) {
 // deadline). A timeout returns a *TimeoutError, which matches ErrTimeout and
 // context.DeadlineExceeded; a failed send returns the send's error.
 func (r *Requester) SendMessageAndGetResponse(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*types.Message, error) {
-	call, err := r.SendMessageAndGetResponseAsync(ctx, in, optFns...)
+	call, err := r.sendRequest(ctx, in, optFns, false)
 	if err != nil {
 		return nil, err
 	}
-	<-call.done
+	// This goroutine waits anyway, so it watches the context itself rather
+	// than register a callback on it for every request.
+	select {
+	case <-call.done:
+	case <-call.waitCtx.Done():
+		call.onContextDone(call.waitCtx)
+		<-call.done
+	}
 	return call.msg, call.err
 }
 
@@ -408,6 +416,12 @@ func (r *Requester) SendMessageAndGetResponse(ctx context.Context, in *sqs.SendM
 // *sqsapi.InvalidInputError; a panic while sending reaches the caller
 // after the call is withdrawn.
 func (r *Requester) SendMessageAndGetResponseAsync(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*Call, error) {
+	return r.sendRequest(ctx, in, optFns, true)
+}
+
+// sendRequest is SendMessageAndGetResponseAsync; watch makes the call watch
+// its context with a callback, and without it the caller must (waitCtx).
+func (r *Requester) sendRequest(ctx context.Context, in *sqs.SendMessageInput, optFns []func(*sqs.Options), watch bool) (*Call, error) {
 	const op = "SendMessageAndGetResponse"
 	in, after := r.onSend(ctx, in)
 	requestID, attrs, err := checkRequest(op, in)
@@ -444,6 +458,7 @@ func (r *Requester) SendMessageAndGetResponseAsync(ctx context.Context, in *sqs.
 	if _, ok := ctx.Deadline(); !ok && r.opts.Timeout > 0 {
 		waitCtx, call.cancelCtx = context.WithTimeout(ctx, r.opts.Timeout)
 	}
+	call.waitCtx = waitCtx
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -498,6 +513,9 @@ func (r *Requester) SendMessageAndGetResponseAsync(ctx context.Context, in *sqs.
 
 	// Watch the context only now: a send that outlives the deadline must
 	// report its own error, not a timeout.
+	if !watch {
+		return call, nil
+	}
 	call.mu.Lock()
 	if !call.finished {
 		call.stopWatch = context.AfterFunc(waitCtx, func() { call.onContextDone(waitCtx) })

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -52,6 +53,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	jsonFile := fs.String("json-file", "", "also write the JSON report to this file")
 	fromJSON := fs.String("from-json", "", "do not run: print (and plot) the report saved in this JSON file")
 	svgDir := fs.String("svg-dir", "", "write latency.svg, calls.svg, throughput.svg and cpu.svg to this directory")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the benchmark process over the whole run to this file (for go tool pprof); run one contender (--contenders) to see where its CPU goes")
+	memProfile := fs.String("memprofile", "", "write the benchmark process's allocation profile (every allocation of the run, sampled) to this file at the end of the run (for go tool pprof -sample_index=alloc_space)")
 	verbose := fs.Bool("v", false, "log at debug level to stderr how the client was configured (--endpoint-url, AWS_ENDPOINT_URL_SQS, --aws)")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -162,9 +165,21 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		MemoryQueues:    *memQueues,
 		Progress:        stderr,
 	}
+	if *cpuProfile != "" {
+		stop, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	rep, err := bench.Run(ctx, cfg)
 	if err != nil {
 		return err
+	}
+	if *memProfile != "" {
+		if err := writeAllocProfile(*memProfile); err != nil {
+			return err
+		}
 	}
 	return output(rep, stdout, stderr, *svgDir, *jsonFile, *jsonOut)
 }
@@ -195,6 +210,36 @@ func output(rep *bench.Report, stdout, stderr io.Writer, svgDir, jsonFile string
 		return writeReportJSON(stdout, rep)
 	}
 	return bench.WriteTable(stdout, rep)
+}
+
+// startCPUProfile starts profiling this process's CPU into path; stop
+// ends the profile and closes the file.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	}, nil
+}
+
+// writeAllocProfile writes the allocations of the run so far to path.
+func writeAllocProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	err = pprof.Lookup("allocs").WriteTo(f, 0)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // writeReportJSON writes the report with its targets.

@@ -387,7 +387,9 @@ func (c *Coalescer[E, R]) settle(key string, ks *keyState[E, R], batch []item[E,
 	if err == nil && len(results) != len(batch) {
 		err = errors.New("batch: call returned a wrong number of results")
 	}
-	answered := make([]item[E, R], 0, len(batch))
+	// answered reuses batch's array: entry i is read before slot i (or an
+	// earlier one) is written.
+	answered := batch[:0]
 	var retry []item[E, R]
 	for i, it := range batch {
 		var v R

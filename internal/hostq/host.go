@@ -332,6 +332,9 @@ func (h *Host) route(msgs []types.Message) bool {
 		if fn := h.calls[name]; fn != nil {
 			delete(h.calls, name)
 			h.demand--
+			if answers == nil {
+				answers = make([]answer, 0, len(msgs)) // mostly replies: one allocation
+			}
 			answers = append(answers, answer{fn, m})
 			continue
 		}

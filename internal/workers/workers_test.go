@@ -1,6 +1,7 @@
 package workers
 
 import (
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -80,4 +81,41 @@ func TestWorkersStopWhenIdleAndOnClose(t *testing.T) {
 	ran := make(chan struct{})
 	p.Go(func() { close(ran) }) // after Close: still runs
 	<-ran
+}
+
+// deep uses about n KiB of stack.
+//
+//go:noinline
+func deep(n int) byte {
+	var frame [1 << 10]byte
+	frame[n%len(frame)] = byte(n)
+	if n <= 1 {
+		return frame[0]
+	}
+	return deep(n-1) + frame[n%len(frame)]
+}
+
+func TestIdleWorkersKeepTheirGrownStacks(t *testing.T) {
+	const n = 32
+	p := New(time.Hour)
+	defer func() { p.Close(); p.Wait() }()
+	var wg sync.WaitGroup
+	release := make(chan struct{})
+	for range n {
+		wg.Add(1)
+		p.Go(func() { defer wg.Done(); deep(16); <-release }) // grows a 32 KiB stack
+	}
+	close(release)
+	wg.Wait()
+	time.Sleep(50 * time.Millisecond) // every worker parks, idle
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 4 {
+		runtime.GC() // each may halve a stack less than a quarter used
+	}
+	runtime.ReadMemStats(&after)
+	// Shrinking would give back about n x 28 KiB.
+	if lost := int64(before.StackInuse) - int64(after.StackInuse); lost > n*8<<10 {
+		t.Fatalf("garbage collections shrank idle workers' stacks by %d bytes in all", lost)
+	}
 }

@@ -52,6 +52,7 @@ import (
 	"io"
 	"runtime"
 	"runtime/debug"
+	"runtime/metrics"
 	"slices"
 	"strings"
 	"sync"
@@ -300,6 +301,16 @@ type tally struct {
 	cpuOK   bool // every window measured its CPU time
 }
 
+// allocated returns the bytes this process has allocated on the heap and
+// the garbage collections it has completed so far: the progress line shows
+// both per RPC, since on a small heap most of the garbage collector's CPU
+// comes from how often it runs, which the bytes allocated per RPC decide.
+func allocated() (bytes, gcs uint64) {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64(), s[1].Value.Uint64()
+}
+
 // microsPerRPC returns d in microseconds per RPC, 0 without RPCs.
 func microsPerRPC(d time.Duration, rpcs int64) float64 {
 	if rpcs <= 0 {
@@ -445,10 +456,12 @@ func measure(ctx context.Context, cfg *Config, c contender, counter *callcount.C
 	// Collect what came before the window (the set-up, the previous
 	// window) so that this window does not pay for it.
 	runtime.GC()
+	alloc0, gcs0 := allocated()
 	cpu0, ok0 := processCPU()
 	before := counter.Snapshot()
 	w := window(ctx, c, conc, cfg.Duration, cfg.CallTimeout)
 	after := counter.Snapshot()
+	alloc1, gcs1 := allocated()
 	// And collect the window's own garbage on its bill.
 	runtime.GC()
 	cpu1, ok1 := processCPU()
@@ -472,9 +485,11 @@ func measure(ctx context.Context, cfg *Config, c contender, counter *callcount.C
 	if ok0 && ok1 {
 		cpu = fmt.Sprintf("%.0f", microsPerRPC(cpu1-cpu0, int64(len(w.lat))))
 	}
-	fmt.Fprintf(cfg.Progress, "%s  %-18s c=%-3d %7.0f rpc/s  p50 %7.2f ms  %5.2f calls/rpc  %5s µs CPU/rpc  %d errors\n",
+	rpcs := float64(max(len(w.lat), 1))
+	fmt.Fprintf(cfg.Progress, "%s  %-18s c=%-3d %7.0f rpc/s  p50 %7.2f ms  %5.2f calls/rpc  %5s µs CPU/rpc  %5.1f KB alloc/rpc  %4.0f rpc/gc  %d errors\n",
 		label, c.name(), conc, float64(len(w.lat))/w.elapsed.Seconds(),
-		ms(percentile(w.lat, 0.5)), float64(calls)/float64(max(len(w.lat), 1)), cpu, w.errors)
+		ms(percentile(w.lat, 0.5)), float64(calls)/rpcs, cpu,
+		float64(alloc1-alloc0)/1024/rpcs, rpcs/float64(max(gcs1-gcs0, 1)), w.errors)
 	if w.firstErr != nil {
 		fmt.Fprintf(cfg.Progress, "    first error: %v\n", w.firstErr)
 	}
