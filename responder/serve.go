@@ -463,6 +463,7 @@ func (s *server) process(ctx context.Context, f *inflight) action {
 			log.Error("responder: request has a malformed ResponseQueueUrl; not handled", slog.Any("error", err))
 			return s.failureAction(req)
 		}
+		req.stream = r.newReplyStream(req)
 	}
 
 	var lease string // our Store lease token, if any
@@ -508,6 +509,12 @@ func (s *server) process(ctx context.Context, f *inflight) action {
 		return action{kind: actNone}
 	}
 	reply, d, err := s.run(ctx, req)
+	var more map[string]string // the responder's attributes of the final reply
+	if req.stream != nil {
+		more = req.stream.end()
+	} else if o := originOf(req); o != "" {
+		more = map[string]string{sqsapi.OriginAttribute: o}
+	}
 	if !f.state.CompareAndSwap(stateRunning, stateFinished) {
 		// Abandoned at a stop deadline: the request was released already and
 		// may be running elsewhere; this result is not used.
@@ -536,7 +543,7 @@ func (s *server) process(ctx context.Context, f *inflight) action {
 		entry  types.SendMessageBatchRequestEntry
 	)
 	if requested && reply != nil {
-		if target, entry, err = buildReply(req.Message, reply); err != nil {
+		if target, entry, err = buildReplyWith(req.Message, reply, more); err != nil {
 			// The handler's reply breaks SQS limits: a handler bug, which a
 			// retry repeats; the request goes the failure way, to the DLQ.
 			r.stats.failed.Add(1)
@@ -556,6 +563,15 @@ func (s *server) process(ctx context.Context, f *inflight) action {
 		if err := r.send(cctx, req.Message, target, entry); err != nil && !errors.Is(err, ErrResponseQueueGone) {
 			log.Warn("responder: sending reply failed; request left for redelivery", slog.Any("error", err))
 			return s.failureAction(req)
+		}
+		if req.stream != nil {
+			// The stream's messages went out with the final reply or
+			// before it; one that failed fails the request, whose
+			// redelivery sends the stream again.
+			if err := req.stream.wait(cctx); err != nil && !errors.Is(err, ErrResponseQueueGone) {
+				log.Warn("responder: sending a streamed reply failed; request left for redelivery", slog.Any("error", err))
+				return s.failureAction(req)
+			}
 		}
 	} else if requested {
 		log.Debug("responder: handler returned no reply")

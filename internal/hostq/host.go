@@ -47,6 +47,7 @@ type Host struct {
 	mu      sync.Mutex
 	queues  map[string]*Queue
 	calls   map[string]func(types.Message, error) // expectations by name
+	streams map[string]*stream                    // multi-message expectations by name (ExpectMany)
 	demand  int                                   // waiting receivers and expectations
 	kick    bool                                  // a short poll asked for one receive
 	pollers int
@@ -276,6 +277,11 @@ func (h *Host) takeAllLocked() failed {
 		f.calls = append(f.calls, fn)
 		delete(h.calls, name)
 	}
+	for name, st := range h.streams {
+		st.ended = true
+		f.calls = append(f.calls, func(m types.Message, err error) { st.fn(m, err) })
+		delete(h.streams, name)
+	}
 	h.demand = 0
 	return f
 }
@@ -287,6 +293,7 @@ type delivery struct {
 
 type answer struct {
 	fn func(types.Message, error)
+	st *stream // instead of fn: a multi-message expectation's
 	m  types.Message
 }
 
@@ -317,7 +324,11 @@ func (h *Host) route(msgs []types.Message) bool {
 		if fn := h.calls[name]; fn != nil {
 			delete(h.calls, name)
 			h.demand--
-			answers = append(answers, answer{fn, m})
+			answers = append(answers, answer{fn: fn, m: m})
+			continue
+		}
+		if st := h.streams[name]; st != nil {
+			answers = append(answers, answer{st: st, m: m})
 			continue
 		}
 		q := h.queues[name]
@@ -349,6 +360,10 @@ func (h *Host) route(msgs []types.Message) bool {
 	c := h.opts.Counters
 	c.Routed.Add(int64(len(msgs) - len(orphans) - len(overflow) - len(toRelease)))
 	for _, a := range answers {
+		if a.st != nil {
+			h.handOn(a.st, a.m)
+			continue
+		}
 		a.fn(a.m, nil)
 		// The call has its reply: delete it off the call's path, waiting
 		// for company as long as its visibility allows.
