@@ -7,6 +7,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/batch"
 
 	"github.com/tempqueues/tempqueues/internal/wire"
+	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 // ErrTooManyQueues is returned by CreateQueue past its maxQueues.
@@ -45,13 +46,14 @@ func (h *Host) Unexpect(name string) bool {
 	defer h.mu.Unlock()
 	if _, ok := h.calls[name]; ok {
 		delete(h.calls, name)
+		h.demand--
 	} else if st, ok := h.streams[name]; ok {
 		st.ended = true
 		delete(h.streams, name)
+		h.demand -= streamDemand
 	} else {
 		return false
 	}
-	h.demand--
 	return true
 }
 
@@ -69,6 +71,11 @@ func (h *Host) expectedLocked(name string) bool {
 	_, many := h.streams[name]
 	return one || many
 }
+
+// streamDemand is the demand of a multi-message expectation: a stream
+// can fill a receive by itself, so each justifies a poller of its own (up
+// to MaxPollers), where single replies share one per 10.
+const streamDemand = sqsapi.MaxReceiveMessages
 
 // stream is a multi-message expectation. It is a pointer so that the
 // router can tell a registration from a later one under the same name.
@@ -103,7 +110,7 @@ func (h *Host) ExpectMany(name string, fn func(types.Message, error) bool) error
 		h.streams = make(map[string]*stream)
 	}
 	h.streams[name] = &stream{fn: fn}
-	h.demand++
+	h.demand += streamDemand
 	h.startPollersLocked()
 	return nil
 }
@@ -128,7 +135,7 @@ func (h *Host) handOn(st *stream, m types.Message) {
 	st.ended = true
 	if name := routingName(m); h.streams[name] == st {
 		delete(h.streams, name)
-		h.demand--
+		h.demand -= streamDemand
 	}
 	h.mu.Unlock()
 }
