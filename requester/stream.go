@@ -56,6 +56,7 @@ type Stream struct {
 	next      int                   // sequence number Next returns next
 	buf       map[int]types.Message // arrived, not yet returned
 	final     int                   // the final reply's number, or -1
+	endMark   bool                  // the message at final is an end mark: none to return
 	got       int                   // distinct messages arrived
 	err       error                 // why the stream stopped early
 	stopped   bool                  // Close, deadline, error: drain what comes
@@ -148,14 +149,14 @@ func (s *Stream) RequestID() string { return s.requestID }
 func (s *Stream) Next(ctx context.Context) (*types.Message, error) {
 	for {
 		s.mu.Lock()
-		if m, ok := s.buf[s.next]; ok && !s.stopped {
+		if m, ok := s.buf[s.next]; ok && !s.stopped && !s.completeLocked() {
 			delete(s.buf, s.next)
 			s.next++
 			s.mu.Unlock()
 			return &m, nil
 		}
 		switch {
-		case s.final >= 0 && s.next > s.final:
+		case s.completeLocked():
 			s.mu.Unlock()
 			s.stop(io.EOF) // releases the context watch
 			return nil, io.EOF
@@ -213,7 +214,7 @@ func (s *Stream) stop(err error) {
 		s.mu.Unlock()
 		return
 	}
-	complete := s.final >= 0 && s.next > s.final
+	complete := s.completeLocked()
 	s.stopped = true
 	s.err = err
 	if complete {
@@ -265,7 +266,8 @@ func (s *Stream) onReply(m types.Message, err error) bool {
 		s.stop(err)
 		return false
 	}
-	seq, final, ok := streamPosition(m)
+	seq, mark, ok := streamPosition(m)
+	final := mark != ""
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !ok {
@@ -300,12 +302,19 @@ func (s *Stream) onReply(m types.Message, err error) bool {
 	}
 	if final {
 		s.final = seq
+		s.endMark = mark == endMark
 	}
 	s.buf[seq] = m
 	s.got++
 	s.r.replied.Add(1)
 	s.signal()
 	return s.more()
+}
+
+// completeLocked reports whether Next returned every message of the
+// stream.
+func (s *Stream) completeLocked() bool {
+	return s.final >= 0 && (s.next > s.final || s.endMark && s.next == s.final)
 }
 
 // more reports whether messages are still missing.
@@ -317,18 +326,31 @@ func (s *Stream) more() bool {
 	return true
 }
 
-// streamPosition parses a reply's TempQueues.Stream attribute.
-func streamPosition(m types.Message) (seq int, final, ok bool) {
+// The marks of a stream's last message in its TempQueues.Stream
+// attribute, after the number and a semicolon: a final reply, or an end
+// mark (the handler returned no final reply; the message is not one of the
+// stream's).
+const (
+	finalMark = "final"
+	endMark   = "end"
+)
+
+// streamPosition parses a reply's TempQueues.Stream attribute: its
+// sequence number and its mark ("" for a message before the last).
+func streamPosition(m types.Message) (seq int, mark string, ok bool) {
 	v, found := m.MessageAttributes[sqsapi.StreamAttribute]
 	if !found || v.StringValue == nil {
-		return 0, false, false
+		return 0, "", false
 	}
 	num, rest, _ := strings.Cut(*v.StringValue, ";")
 	n, err := strconv.Atoi(num)
 	if err != nil || n < 0 {
-		return 0, false, false
+		return 0, "", false
 	}
-	return n, rest == "final", true
+	if rest != finalMark && rest != endMark {
+		rest = ""
+	}
+	return n, rest, true
 }
 
 // checkRequestWith is checkRequest for a request that also carries the

@@ -20,6 +20,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
+	"github.com/tempqueues/tempqueues/sqstest"
 )
 
 // streamLen is the number of replies of a benchmarked stream: 99 partial
@@ -36,12 +37,26 @@ type streamer func(ctx context.Context, gaps []time.Duration) error
 // hand-written static reply queue with correlation ids and sequence
 // numbers (batched sends of 10, four reply pollers, one batched delete per
 // receive). One op is one stream; it reports replies/s, API calls per
-// reply (both sides, empty receives included) and the p99 gap between
-// consecutive replies of a stream.
+// reply (both sides, empty receives included), the p99 gap between
+// consecutive replies of a stream and, on unix, the process's CPU time per
+// reply (client, server and both ends: what a shared machine's load does
+// not change much).
 //
-//	go test -run '^$' -bench BenchmarkStream -benchtime 200x ./requester
-func BenchmarkStream(b *testing.B) {
+//	go test -run '^$' -bench 'BenchmarkStream$' -benchtime 200x ./requester
+func BenchmarkStream(b *testing.B) { benchmarkStream(b, 0) }
+
+// BenchmarkStreamSQSLatency is BenchmarkStream with 10 ms added to every
+// call, about what a call to SQS takes from the same region: what the
+// number of calls in flight is worth there.
+//
+//	go test -run '^$' -bench BenchmarkStreamSQSLatency -benchtime 200x ./requester
+func BenchmarkStreamSQSLatency(b *testing.B) { benchmarkStream(b, 10*time.Millisecond) }
+
+func benchmarkStream(b *testing.B, latency time.Duration) {
 	be := sqstestenv.SQSTest(b)
+	if latency > 0 {
+		be.Server.InjectFault(sqstest.Latency("", latency))
+	}
 	for _, name := range []string{"tempqueues", "static-reply-queue"} {
 		for _, streams := range []int{1, 8, 64} {
 			b.Run(fmt.Sprintf("%s/streams=%d", name, streams), func(b *testing.B) {
@@ -71,6 +86,7 @@ func benchStreams(b *testing.B, run streamer, streams int, calls func() int64, r
 		wg   sync.WaitGroup
 	)
 	b.ResetTimer()
+	cpu0 := processCPU()
 	for range streams {
 		wg.Add(1)
 		go func() {
@@ -93,6 +109,9 @@ func benchStreams(b *testing.B, run streamer, streams int, calls func() int64, r
 	wg.Wait()
 	b.StopTimer()
 	replies := float64(b.N * streamLen)
+	if cpu := processCPU() - cpu0; cpu > 0 {
+		b.ReportMetric(float64(cpu.Microseconds())/replies, "cpu-us/reply")
+	}
 	b.ReportMetric(replies/b.Elapsed().Seconds(), "replies/s")
 	b.ReportMetric(float64(calls())/replies, "calls/reply")
 	slices.Sort(all)

@@ -85,8 +85,11 @@ func TestStreamDeliversEveryReplyInOrderOnce(t *testing.T) {
 			if got, want := aws.ToString(m.MessageAttributes[sqsapi.StreamAttribute].StringValue), strconv.Itoa(len(bodies)); got != want && got != want+";final" {
 				t.Errorf("reply %d has %s %q", len(bodies), sqsapi.StreamAttribute, got)
 			}
-			if aws.ToString(m.MessageAttributes[sqsapi.CorrelationIDAttribute].StringValue) != s.RequestID() {
-				t.Errorf("reply %d does not correlate with %s", len(bodies), s.RequestID())
+			// Streamed messages go to the request's own virtual queue and
+			// leave the correlation id to the final reply.
+			corr, has := m.MessageAttributes[sqsapi.CorrelationIDAttribute]
+			if final := len(bodies) == 100; has != final || final && aws.ToString(corr.StringValue) != s.RequestID() {
+				t.Errorf("reply %d: correlation id %v %q, want it on the final reply alone, %s", len(bodies), has, aws.ToString(corr.StringValue), s.RequestID())
 			}
 			bodies = append(bodies, aws.ToString(m.Body))
 		}
@@ -148,6 +151,51 @@ func waitHostEmpty(t *testing.T, e *env, r *requester.Requester, replies int64) 
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("host queue not cleared: %s", last)
+}
+
+// A handler that returns no final Reply still ends the stream: the
+// responder sends an end mark, which the requester does not return, so the
+// caller gets io.EOF after the streamed messages instead of waiting for its
+// deadline.
+func TestStreamWithoutFinalReplyEnds(t *testing.T) {
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		serve(t, e.raw, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+			n, _ := strconv.Atoi(req.Body())
+			for i := range n {
+				if err := req.Send(ctx, &responder.Reply{Body: "part " + strconv.Itoa(i)}); err != nil {
+					return nil, err
+				}
+			}
+			return nil, nil
+		}, e.queue)
+		r := e.requester(t)
+		for _, n := range []int{0, 3} {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			s, err := r.SendMessageAndStream(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String(strconv.Itoa(n))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var bodies []string
+			for m, err := range s.All(ctx) {
+				if err != nil {
+					t.Fatalf("stream of %d: after %d messages: %v", n, len(bodies), err)
+				}
+				bodies = append(bodies, aws.ToString(m.Body))
+			}
+			if len(bodies) != n || n > 0 && bodies[n-1] != "part "+strconv.Itoa(n-1) {
+				t.Errorf("stream of %d: got %q", n, bodies)
+			}
+			if ctx.Err() != nil {
+				t.Errorf("stream of %d ended at its deadline", n)
+			}
+			cancel()
+		}
+		waitHostEmpty(t, e, r, 5) // 3 messages and two end marks
+		if st := r.Stats(); st.LateReplies != 0 {
+			t.Errorf("late replies: %+v", st)
+		}
+	})
 }
 
 func TestStreamStoppedEarlyLeavesNothingBehind(t *testing.T) {

@@ -509,9 +509,10 @@ func (s *server) process(ctx context.Context, f *inflight) action {
 		return action{kind: actNone}
 	}
 	reply, d, err := s.run(ctx, req)
-	var more map[string]string // the responder's attributes of the final reply
+	final := reply             // what ends the exchange: reply, or a stream's end mark
+	var more map[string]string // the responder's attributes of final
 	if req.stream != nil {
-		more = req.stream.end()
+		final, more = req.stream.end(reply)
 	} else if o := originOf(req); o != "" {
 		more = map[string]string{sqsapi.OriginAttribute: o}
 	}
@@ -542,8 +543,8 @@ func (s *server) process(ctx context.Context, f *inflight) action {
 		target string
 		entry  types.SendMessageBatchRequestEntry
 	)
-	if requested && reply != nil {
-		if target, entry, err = buildReplyWith(req.Message, reply, more); err != nil {
+	if requested && final != nil {
+		if target, entry, err = buildReplyWith(req.Message, final, more); err != nil {
 			// The handler's reply breaks SQS limits: a handler bug, which a
 			// retry repeats; the request goes the failure way, to the DLQ.
 			r.stats.failed.Add(1)

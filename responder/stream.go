@@ -1,11 +1,14 @@
 package responder
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -24,8 +27,14 @@ var ErrStreamNotRequested = errors.New("responder: the requester takes one reply
 // other is in flight, and a handler faster than SQS waits in Send.
 const streamWindow = 2 * sqsapi.MaxBatchEntries
 
-// finalMark ends the value of the StreamAttribute on a stream's last reply.
-const finalMark = ";final"
+// finalMark ends the value of the StreamAttribute on a stream's final
+// reply; endMark on the message that ends a stream whose handler returned
+// no final Reply, which carries endBody and is no message of the stream.
+const (
+	finalMark = ";final"
+	endMark   = ";end"
+	endBody   = "end of stream"
+)
 
 // replyStream is the sending side of a reply stream: the messages a
 // handler sends through Request.Send before its final Reply.
@@ -41,6 +50,98 @@ type replyStream struct {
 	seq   int   // the next sequence number
 	err   error // the first failed send
 	ended bool  // the handler returned: no more Sends
+
+	queued []streamMessage // under turns.mu: built, not yet handed to sends
+	age    uint64          // the stream's place in the order of their start
+}
+
+// streamMessage is a stream's message waiting for its turn.
+type streamMessage struct {
+	target string
+	entry  types.SendMessageBatchRequestEntry
+}
+
+// streamTurns hands the messages of a responder's streams to its send
+// coalescer oldest stream first, keeping at most limit of them there
+// (enough to fill every send call in flight and the next). When handlers
+// send faster than SQS takes their messages, the coalescer's queue would
+// otherwise hold every stream's window in the order the handlers ran, and
+// each stream would get a batch, then wait for every other stream's: long
+// gaps between its replies, and every stream finishing late. Oldest first,
+// the streams that started first go out at the pace of their window (20
+// messages in flight each) and finish, the later ones take what capacity
+// is left and then their turn: the same replies per second, with short
+// gaps, and each stream done as early as its place in line allows. It has
+// no goroutine: Send and the send calls' callbacks move it along.
+type streamTurns struct {
+	r     *Responder
+	limit int
+
+	mu        sync.Mutex
+	ages      atomic.Uint64  // streams started, for replyStream.age
+	waiting   []*replyStream // streams with queued messages, oldest first
+	submitted int            // handed to the coalescer, not yet answered
+	pumping   bool           // a goroutine is in pump
+	again     bool           // pump must look again before it stops
+}
+
+// add queues m as s's next message and moves the queue along.
+func (t *streamTurns) add(s *replyStream, m streamMessage) {
+	t.mu.Lock()
+	if len(s.queued) == 0 {
+		i, _ := slices.BinarySearchFunc(t.waiting, s.age, func(x *replyStream, age uint64) int { return cmp.Compare(x.age, age) })
+		t.waiting = slices.Insert(t.waiting, i, s)
+	}
+	s.queued = append(s.queued, m)
+	t.mu.Unlock()
+	t.pump()
+}
+
+// pump hands queued messages to the coalescer, oldest stream first, while
+// there is room. One goroutine pumps at a time (others leave it a
+// note), so that a Submit answered at once, after Close, cannot recurse.
+func (t *streamTurns) pump() {
+	t.mu.Lock()
+	if t.pumping {
+		t.again = true
+		t.mu.Unlock()
+		return
+	}
+	t.pumping = true
+	var take []*replyStream
+	var msgs []streamMessage
+	for {
+		take, msgs = take[:0], msgs[:0]
+		for t.submitted < t.limit && len(t.waiting) > 0 {
+			s := t.waiting[0]
+			msgs = append(msgs, s.queued[0])
+			take = append(take, s)
+			if s.queued = s.queued[1:]; len(s.queued) == 0 {
+				s.queued = nil
+				t.waiting = t.waiting[1:]
+			}
+			t.submitted++
+		}
+		if len(take) == 0 && !t.again {
+			t.pumping = false
+			t.mu.Unlock()
+			return
+		}
+		t.again = false
+		t.mu.Unlock()
+		for i, s := range take {
+			s.submit(msgs[i])
+		}
+		t.mu.Lock()
+	}
+}
+
+// done notes that a message handed to the coalescer was answered.
+func (t *streamTurns) done() {
+	t.mu.Lock()
+	t.submitted--
+	t.mu.Unlock()
+	t.pump()
 }
 
 // Send sends msg to the requester as the next message of the request's
@@ -74,7 +175,7 @@ func (r *Responder) newReplyStream(req *Request) *replyStream {
 	if _, ok := req.Message.MessageAttributes[sqsapi.StreamAttribute]; !ok || !req.ResponseRequested() {
 		return nil
 	}
-	return &replyStream{r: r, request: req.Message, origin: originOf(req), window: make(chan struct{}, streamWindow)}
+	return &replyStream{r: r, request: req.Message, origin: originOf(req), window: make(chan struct{}, streamWindow), age: r.turns.ages.Add(1)}
 }
 
 func (s *replyStream) send(ctx context.Context, msg *Reply) error {
@@ -89,27 +190,42 @@ func (s *replyStream) send(ctx context.Context, msg *Reply) error {
 		<-s.window
 		return err
 	}
-	target, entry, err := buildReplyWith(s.request, msg, s.attributes(s.seq, false))
+	target, entry, err := buildReplyWith(s.request, msg, s.attributes(s.seq, ""))
 	if err != nil {
 		s.mu.Unlock()
 		<-s.window
 		return err
 	}
+	if _, virtual := entry.MessageAttributes[sqsapi.VirtualQueueNameAttribute]; virtual {
+		// The reply queue is the request's own virtual queue, whose name
+		// says whose message it is: the correlation id would only cost
+		// every message its bytes and its checksum work. The final reply
+		// keeps it, for a requester that takes one reply; a stream to a
+		// real queue keeps it too, where it may be all that tells streams
+		// apart.
+		delete(entry.MessageAttributes, sqsapi.CorrelationIDAttribute)
+	}
 	s.seq++
 	s.wg.Add(1)
 	s.mu.Unlock()
-	s.r.sends.Submit(target, entry, func(_ types.SendMessageBatchResultEntry, err error) {
+	s.r.turns.add(s, streamMessage{target, entry})
+	return nil
+}
+
+// submit hands m to the responder's send coalescer, its turn come.
+func (s *replyStream) submit(m streamMessage) {
+	s.r.sends.Submit(m.target, m.entry, func(_ types.SendMessageBatchResultEntry, err error) {
 		defer s.wg.Done()
 		<-s.window
-		if err = s.r.replyResult(context.Background(), s.request, target, err); err != nil {
+		if err = s.r.replyResult(context.Background(), s.request, m.target, err); err != nil {
 			s.mu.Lock()
 			if s.err == nil {
 				s.err = err
 			}
 			s.mu.Unlock()
 		}
+		s.r.turns.done()
 	})
-	return nil
 }
 
 func (s *replyStream) stateErrLocked() error {
@@ -122,12 +238,10 @@ func (s *replyStream) stateErrLocked() error {
 	return nil
 }
 
-// attributes are the responder's own attributes of message seq.
-func (s *replyStream) attributes(seq int, final bool) map[string]string {
-	v := strconv.Itoa(seq)
-	if final {
-		v += finalMark
-	}
+// attributes are the responder's own attributes of message seq, whose
+// stream attribute ends with mark.
+func (s *replyStream) attributes(seq int, mark string) map[string]string {
+	v := strconv.Itoa(seq) + mark
 	more := map[string]string{sqsapi.StreamAttribute: v}
 	if s.origin != "" {
 		more[sqsapi.OriginAttribute] = s.origin
@@ -135,12 +249,19 @@ func (s *replyStream) attributes(seq int, final bool) map[string]string {
 	return more
 }
 
-// end stops Sends and returns the attributes of the final reply.
-func (s *replyStream) end() map[string]string {
+// end stops Sends and returns the final message of the stream with its
+// attributes: the handler's reply, or when it returned none, the end mark,
+// so that the requester does not wait for a final reply until its deadline.
+// SQS takes no empty message, so the end mark has a fixed body, which the
+// requester never returns.
+func (s *replyStream) end(reply *Reply) (*Reply, map[string]string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.ended = true
-	return s.attributes(s.seq, true)
+	if reply == nil {
+		return &Reply{Body: endBody}, s.attributes(s.seq, endMark)
+	}
+	return reply, s.attributes(s.seq, finalMark)
 }
 
 // wait waits for the stream's messages to be sent and returns the first

@@ -50,8 +50,11 @@ func TestSendWithoutAStream(t *testing.T) {
 	if s == nil {
 		t.Fatal("no stream for a request that asks for one")
 	}
-	if final := s.end(); final[sqsapi.StreamAttribute] != "0;final" {
-		t.Errorf("final attributes of an empty stream: %v", final)
+	if reply, final := s.end(nil); final[sqsapi.StreamAttribute] != "0;end" || reply == nil || reply.Body == "" {
+		t.Errorf("end of an empty stream without a final reply: %v, %v", reply, final)
+	}
+	if reply, final := s.end(&Reply{Body: "done"}); final[sqsapi.StreamAttribute] != "0;final" || reply.Body != "done" {
+		t.Errorf("end of an empty stream with a final reply: %v, %v", reply, final)
 	}
 	if err := s.send(ctx, &Reply{Body: "late"}); !errors.Is(err, ErrClosed) {
 		t.Errorf("Send after the handler returned: %v", err)

@@ -51,6 +51,7 @@ type Host struct {
 	demand  int                                   // waiting receivers and expectations
 	kick    bool                                  // a short poll asked for one receive
 	pollers int
+	boost   int // pollers past MaxPollers for streams (noteReceiveLocked)
 	held    ledger
 	expiry  expiryHeap
 	wake    chan struct{}
@@ -93,7 +94,7 @@ func Open(ctx context.Context, client sqsapi.Client, url string, opts *Options) 
 		log:        opts.Logger,
 		visibility: time.Duration(vt) * time.Second,
 		waitTime:   int32(wt),
-		deletes:    batch.NewDeletes(client, opts.MaxBatchCalls, batch.DeleteLinger),
+		deletes:    batch.NewDeletes(client, maxDeleteCalls(opts), batch.DeleteLinger),
 		vis:        batch.NewVisibilities(client, opts.MaxBatchCalls),
 		queues:     make(map[string]*Queue),
 		calls:      make(map[string]func(types.Message, error)),
@@ -161,7 +162,46 @@ func (h *Host) wantPollersLocked() int {
 		}
 		return 0
 	}
-	return min((h.demand+sqsapi.MaxReceiveMessages-1)/sqsapi.MaxReceiveMessages, h.opts.MaxPollers)
+	limit := h.opts.MaxPollers
+	if len(h.streams) > 0 {
+		limit += h.boost
+	}
+	return min((h.demand+sqsapi.MaxReceiveMessages-1)/sqsapi.MaxReceiveMessages, limit)
+}
+
+// streamPollerFactor bounds the pollers of a host with streams pending:
+// MaxPollers times this. Twice MaxPollers doubles what a host can take
+// when each call takes an SQS-like 10 ms; more would take more still, but
+// each poller is one more connection held and one more goroutine to
+// schedule, which a busy process pays for in CPU and in the order its
+// replies arrive in.
+const streamPollerFactor = 2
+
+// maxDeleteCalls is the number of delete calls a host runs at once. A full
+// receive makes a full delete batch, which goes out at once while fewer
+// calls run: one call per poller a stream may start keeps deletes from
+// falling behind receives, and costs no call per message.
+func maxDeleteCalls(opts *Options) int {
+	return max(opts.MaxBatchCalls, streamPollerFactor*opts.MaxPollers)
+}
+
+// noteReceiveLocked adapts the stream boost to what a receive brought: a
+// full one means replies wait in the host queue, so one more poller is
+// worth its calls (each still brings 10 replies); a partial one means the
+// pollers keep up, so one fewer would do. Plain calls never boost: their
+// replies come one per call, and MaxPollers already serves 10 per poller.
+func (h *Host) noteReceiveLocked(asked, got int) {
+	switch {
+	case len(h.streams) == 0:
+		h.boost = 0
+	case got >= asked && asked == sqsapi.MaxReceiveMessages:
+		if h.boost < (streamPollerFactor-1)*h.opts.MaxPollers {
+			h.boost++
+			h.startPollersLocked()
+		}
+	case h.boost > 0:
+		h.boost--
+	}
 }
 
 // startPollersLocked starts pollers up to the wanted number.
@@ -236,6 +276,9 @@ func (p *poller) Handle(res poll.Result) bool {
 	h.log.LogAttrs(context.Background(), slog.LevelDebug, "hostq: host queue receive",
 		slog.String("queue_url", h.url), slog.Int("messages", len(res.Messages)))
 	p.linger = h.opts.Linger && len(res.Messages) > 0
+	h.mu.Lock()
+	h.noteReceiveLocked(res.Asked, len(res.Messages))
+	h.mu.Unlock()
 	if h.route(res.Messages) {
 		// Receivers were just handed messages and are runnable: let them
 		// go first rather than after this poller has built and signed its
