@@ -88,3 +88,34 @@ func TestExpectManyTakesMessagesUntilItSaysLast(t *testing.T) {
 		t.Errorf("errors told: %v, want one ErrClosed", errs)
 	}
 }
+
+// A host with streams pending adds a poller per full receive that waited
+// on the network, up to twice MaxPollers, and drops one per partial
+// receive; fast full receives (a local server) and plain calls add none.
+func TestStreamPollerBoost(t *testing.T) {
+	h := &Host{opts: &Options{MaxPollers: 4}, closed: true} // closed: starts no goroutine
+	h.streams = map[string]*stream{"s": {}}
+	h.demand = 100 * streamDemand
+	slow, fast := 2*boostRoundTrip, boostRoundTrip/2
+	for range 3 {
+		h.noteReceiveLocked(10, 10, fast)
+	}
+	if got := h.wantPollersLocked(); got != 4 {
+		t.Fatalf("after fast full receives: %d pollers wanted, want 4", got)
+	}
+	for range 10 {
+		h.noteReceiveLocked(10, 10, slow)
+	}
+	if got := h.wantPollersLocked(); got != 8 {
+		t.Fatalf("after slow full receives: %d pollers wanted, want 8", got)
+	}
+	h.noteReceiveLocked(10, 3, slow)
+	if got := h.wantPollersLocked(); got != 7 {
+		t.Fatalf("after a partial receive: %d pollers wanted, want 7", got)
+	}
+	h.streams = nil
+	h.noteReceiveLocked(10, 10, slow)
+	if got := h.wantPollersLocked(); got != 4 {
+		t.Fatalf("without streams: %d pollers wanted, want 4", got)
+	}
+}

@@ -185,16 +185,28 @@ func maxDeleteCalls(opts *Options) int {
 	return max(opts.MaxBatchCalls, streamPollerFactor*opts.MaxPollers)
 }
 
-// noteReceiveLocked adapts the stream boost to what a receive brought: a
-// full one means replies wait in the host queue, so one more poller is
-// worth its calls (each still brings 10 replies); a partial one means the
-// pollers keep up, so one fewer would do. Plain calls never boost: their
-// replies come one per call, and MaxPollers already serves 10 per poller.
-func (h *Host) noteReceiveLocked(asked, got int) {
+// boostRoundTrip is how long a full receive must have taken for the host
+// to add a poller: a receive that waits on the network (a call to SQS
+// takes 10 ms or more) leaves the host idle meanwhile, which another
+// poller fills; one answered faster (a local server) leaves the host
+// busy with what it received, and another poller would only contend for
+// the CPU and spread a stream's replies over more receives to reorder.
+const boostRoundTrip = 5 * time.Millisecond
+
+// noteReceiveLocked adapts the stream boost to what a receive brought,
+// after took: a full, slow one means replies wait in the host queue while
+// the pollers wait on the network, so one more poller is worth its calls
+// (each still brings 10 replies); a partial one means the pollers keep
+// up, so one fewer would do. Plain calls never boost: their replies come
+// one per call, and MaxPollers already serves 10 per poller.
+func (h *Host) noteReceiveLocked(asked, got int, took time.Duration) {
 	switch {
 	case len(h.streams) == 0:
 		h.boost = 0
 	case got >= asked && asked == sqsapi.MaxReceiveMessages:
+		if took < boostRoundTrip {
+			return
+		}
 		if h.boost < (streamPollerFactor-1)*h.opts.MaxPollers {
 			h.boost++
 			h.startPollersLocked()
@@ -227,6 +239,7 @@ func (h *Host) startPollersLocked() {
 type poller struct {
 	h      *Host
 	linger bool
+	start  time.Time // when Want last asked for a receive
 }
 
 // Want asks for a full receive while the demand justifies this poller.
@@ -243,6 +256,7 @@ func (p *poller) Want() int {
 		return 0
 	}
 	h.kick = false
+	p.start = h.opts.Clock.Now()
 	return sqsapi.MaxReceiveMessages
 }
 
@@ -277,7 +291,7 @@ func (p *poller) Handle(res poll.Result) bool {
 		slog.String("queue_url", h.url), slog.Int("messages", len(res.Messages)))
 	p.linger = h.opts.Linger && len(res.Messages) > 0
 	h.mu.Lock()
-	h.noteReceiveLocked(res.Asked, len(res.Messages))
+	h.noteReceiveLocked(res.Asked, len(res.Messages), res.At.Sub(p.start))
 	h.mu.Unlock()
 	if h.route(res.Messages) {
 		// Receivers were just handed messages and are runnable: let them
