@@ -18,9 +18,9 @@ import (
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
-// serve runs a responder on queue that echoes requests and records the
+// serveRecording runs a responder on queue that echoes requests and records the
 // ResponseQueueUrl they carry; it shuts down when the test ends.
-func serve(t *testing.T, client *sqs.Client, queue string) *sync.Map {
+func serveRecording(t *testing.T, client *sqs.Client, queue string) *sync.Map {
 	t.Helper()
 	resp, err := responder.New(client)
 	if err != nil {
@@ -60,8 +60,8 @@ func TestFIFOHostQueueAnswersRPCs(t *testing.T) {
 		}
 		fifoQueue := *fifoOut.QueueUrl
 		t.Cleanup(func() { _, _ = e.raw.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: &fifoQueue}) })
-		seen := serve(t, e.raw, e.queue)
-		seenFIFO := serve(t, e.raw, fifoQueue)
+		seen := serveRecording(t, e.raw, e.queue)
+		seenFIFO := serveRecording(t, e.raw, fifoQueue)
 		r := e.requester(t, func(o *requester.Options) { o.FIFOHostQueue = true })
 
 		// A request to a FIFO queue needs the caller's group, before any call.

@@ -181,6 +181,14 @@ type Requester struct {
 	closer hostq.Closer
 
 	sent, replied, timedOut, failed atomic.Int64
+	late                            atomic.Int64 // replies to streams that stopped early
+}
+
+// isClosed reports whether Close was called.
+func (r *Requester) isClosed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
 }
 
 // New returns a Requester over client. It validates the options and starts
@@ -568,6 +576,11 @@ func (r *Requester) sendCall(ctx context.Context, call *Call, req *sqs.SendMessa
 // when there is none or it was found deleted (concurrent callers share the
 // new one). A host found deleted between the two gets one more try.
 func (r *Requester) expect(ctx context.Context, call *Call) (*hostq.Host, error) {
+	return r.expectWith(ctx, func(h *hostq.Host) error { return h.Expect(call.replyName, call.onReply) })
+}
+
+// expectWith is expect for any registration on the host.
+func (r *Requester) expectWith(ctx context.Context, register func(*hostq.Host) error) (*hostq.Host, error) {
 	for attempt := 0; ; attempt++ {
 		host := r.host.Load()
 		if host == nil || host.Closed() {
@@ -577,7 +590,7 @@ func (r *Requester) expect(ctx context.Context, call *Call) (*hostq.Host, error)
 			}
 			r.host.Store(host)
 		}
-		err := host.Expect(call.replyName, call.onReply)
+		err := register(host)
 		if err == nil || attempt > 0 || !awserr.IsQueueDoesNotExist(err) {
 			return host, err
 		}
@@ -689,7 +702,7 @@ type Stats struct {
 	Pending  int   // requests waiting for a response now
 	// LateReplies counts messages on the host queue that no pending request
 	// could take (mostly responses after a timeout): deleted, counted,
-	// logged once each.
+	// logged once each; and replies to streams that stopped early.
 	LateReplies int64
 	// Calls counts SQS API calls by operation, heartbeats and sweeps
 	// excluded (see Reaper().Stats()).
@@ -703,7 +716,7 @@ func (r *Requester) Stats() Stats {
 	r.mu.Unlock()
 	return Stats{
 		Sent: r.sent.Load(), Replied: r.replied.Load(), TimedOut: r.timedOut.Load(), Failed: r.failed.Load(),
-		Pending: n, LateReplies: r.counters.Orphaned.Load(), Calls: r.calls.Snapshot(),
+		Pending: n, LateReplies: r.counters.Orphaned.Load() + r.late.Load(), Calls: r.calls.Snapshot(),
 	}
 }
 

@@ -73,6 +73,12 @@ func (r *Responder) SendResponseMessage(ctx context.Context, request types.Messa
 
 func (r *Responder) send(ctx context.Context, request types.Message, target string, entry types.SendMessageBatchRequestEntry) error {
 	_, err := r.sends.Do(ctx, target, entry)
+	return r.replyResult(ctx, request, target, err)
+}
+
+// replyResult counts and logs the outcome of a reply's send and returns
+// the error its sender sees.
+func (r *Responder) replyResult(ctx context.Context, request types.Message, target string, err error) error {
 	switch {
 	case err == nil:
 		r.stats.replied.Add(1)

@@ -27,6 +27,8 @@ type Request struct {
 	ReceiveCount int
 	// ReceivedAt is when this process received the message.
 	ReceivedAt time.Time
+
+	stream *replyStream // set by Serve when the requester takes a stream
 }
 
 // Body returns the message body.

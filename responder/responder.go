@@ -135,6 +135,7 @@ type Responder struct {
 	log    *slog.Logger
 
 	sends  *batch.Sends
+	turns  streamTurns // the streams' messages, to sends in turn
 	dels   *batch.Deletes
 	vis    *batch.Visibilities
 	stats  counters
@@ -175,11 +176,15 @@ func New(client Client, optFns ...func(*Options)) (*Responder, error) {
 	}
 	client = httpbody.Ensure(client)
 	inFlight := max(2, o.MaxConcurrency/10)
+	// Only full batches start a call while another is in flight, so more
+	// send calls in flight cost no call per message: they let the
+	// streams of many handlers go out at once.
+	sendsInFlight := max(inFlight, o.MaxConcurrency/4)
 	r := &Responder{
 		client:        client,
 		opts:          o,
 		log:           o.Logger,
-		sends:         batch.NewSends(client, inFlight),
+		sends:         batch.NewSends(client, sendsInFlight),
 		dels:          batch.NewDeletes(client, inFlight, batch.DeleteLinger),
 		vis:           batch.NewVisibilities(client, inFlight),
 		recvBO:        backoff.Policy{Base: 100 * time.Millisecond, Cap: 10 * time.Second},
@@ -188,6 +193,8 @@ func New(client Client, optFns ...func(*Options)) (*Responder, error) {
 		hardStop:      make(chan struct{}),
 		shutdownDone:  make(chan struct{}),
 	}
+	r.turns.r = r
+	r.turns.limit = (sendsInFlight + 1) * sqsapi.MaxBatchEntries
 	return r, nil
 }
 

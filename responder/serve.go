@@ -471,6 +471,7 @@ func (s *server) process(ctx context.Context, f *inflight) action {
 			log.Error("responder: request has a malformed ResponseQueueUrl; not handled", slog.Any("error", err))
 			return s.failureAction(req, err)
 		}
+		req.stream = r.newReplyStream(req)
 	}
 
 	var lease string // our Store lease token, if any
@@ -516,6 +517,13 @@ func (s *server) process(ctx context.Context, f *inflight) action {
 		return action{kind: actNone}
 	}
 	reply, d, err := s.run(ctx, req)
+	final := reply             // what ends the exchange: reply, or a stream's end mark
+	var more map[string]string // the responder's attributes of final
+	if req.stream != nil {
+		final, more = req.stream.end(reply)
+	} else if o := originOf(req); o != "" {
+		more = map[string]string{sqsapi.OriginAttribute: o}
+	}
 	if !f.state.CompareAndSwap(stateRunning, stateFinished) {
 		// Abandoned at a stop deadline: the request was released already and
 		// may be running elsewhere; this result is not used.
@@ -543,8 +551,8 @@ func (s *server) process(ctx context.Context, f *inflight) action {
 		target string
 		entry  types.SendMessageBatchRequestEntry
 	)
-	if requested && reply != nil {
-		if target, entry, err = buildReply(req.Message, reply); err != nil {
+	if requested && final != nil {
+		if target, entry, err = buildReplyWith(req.Message, final, more); err != nil {
 			// The handler's reply breaks SQS limits: a handler bug, which a
 			// retry repeats; the request goes the failure way, to the DLQ.
 			r.stats.failed.Add(1)
@@ -564,6 +572,15 @@ func (s *server) process(ctx context.Context, f *inflight) action {
 		if err := r.send(cctx, req.Message, target, entry); err != nil && !errors.Is(err, ErrResponseQueueGone) {
 			log.Warn("responder: sending reply failed; request left for redelivery", slog.Any("error", err))
 			return s.failureAction(req, err)
+		}
+		if req.stream != nil {
+			// The stream's messages went out with the final reply or
+			// before it; one that failed fails the request, whose
+			// redelivery sends the stream again.
+			if err := req.stream.wait(cctx); err != nil && !errors.Is(err, ErrResponseQueueGone) {
+				log.Warn("responder: sending a streamed reply failed; request left for redelivery", slog.Any("error", err))
+				return s.failureAction(req, err)
+			}
 		}
 	} else if requested {
 		log.Debug("responder: handler returned no reply")

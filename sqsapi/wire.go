@@ -59,6 +59,19 @@ const (
 	// queue for a replay delay beyond SQS's 900 s carries "<n>@<due>", the
 	// number of the replay to come and its due time in epoch milliseconds.
 	RedriveAttemptAttribute = "TempQueues.RedriveAttempt"
+
+	// StreamAttribute is the String message attribute of reply streams. On
+	// a request it says the requester takes several replies (any value;
+	// the requester sends "1"): without it the responder sends only the
+	// final reply. On a reply it carries the reply's sequence number in the
+	// stream, from "0", and marks the last one: "<n>;final".
+	StreamAttribute = "TempQueues.Stream"
+
+	// OriginAttribute is the String message attribute of scatter-gather
+	// through a topic. On a request (any value) it asks the responder to
+	// say where the request reached it; on the reply it holds the URL of
+	// the request queue the responder received the request from.
+	OriginAttribute = "TempQueues.Origin"
 )
 
 // SQS hard limits that tempqueues checks before making a call.

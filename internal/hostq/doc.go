@@ -13,6 +13,9 @@
 //   - an expectation (Host.Expect) takes exactly one message for a waiting
 //     call (the requester's replies) and hands it to the call directly; the
 //     core then deletes it, lingering for company.
+//   - a multi-message expectation (Host.ExpectMany) takes every message
+//     routed to its name until its callback says the last one came (the
+//     requester's reply streams and gathers); each is deleted the same way.
 //
 // Messages no route takes are orphans, settled by Options.Orphan.
 //

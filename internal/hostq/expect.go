@@ -6,6 +6,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/wire"
+	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 // ErrTooManyQueues is returned by CreateQueue past its maxQueues.
@@ -25,7 +26,7 @@ func (h *Host) Expect(name string, fn func(types.Message, error)) error {
 	if err := h.closedErrLocked(); err != nil {
 		return err
 	}
-	if _, ok := h.calls[name]; ok {
+	if h.expectedLocked(name) {
 		return wire.Invalid("Expect", "name", "%q is already expected", name)
 	}
 	if _, ok := h.queues[name]; ok {
@@ -42,11 +43,16 @@ func (h *Host) Expect(name string, fn func(types.Message, error)) error {
 func (h *Host) Unexpect(name string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if _, ok := h.calls[name]; !ok {
+	if _, ok := h.calls[name]; ok {
+		delete(h.calls, name)
+		h.demand--
+	} else if st, ok := h.streams[name]; ok {
+		st.ended = true
+		delete(h.streams, name)
+		h.demand -= streamDemand
+	} else {
 		return false
 	}
-	delete(h.calls, name)
-	h.demand--
 	return true
 }
 
@@ -54,5 +60,81 @@ func (h *Host) Unexpect(name string) bool {
 func (h *Host) Expecting() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return len(h.calls)
+	return len(h.calls) + len(h.streams)
+}
+
+// expectedLocked reports whether name has a pending expectation of either
+// kind.
+func (h *Host) expectedLocked(name string) bool {
+	_, one := h.calls[name]
+	_, many := h.streams[name]
+	return one || many
+}
+
+// streamDemand is the demand of a multi-message expectation: a stream
+// can fill a receive by itself, so each justifies a poller of its own (up
+// to MaxPollers), where single replies share one per 10.
+const streamDemand = sqsapi.MaxReceiveMessages
+
+// stream is a multi-message expectation. It is a pointer so that the
+// router can tell a registration from a later one under the same name.
+type stream struct {
+	fn    func(types.Message, error) bool
+	ended bool // under the host's lock: no more messages for fn
+}
+
+// ExpectMany registers fn to take every message routed to name, a stream
+// of replies to one request, until fn returns false (it took the last one),
+// Unexpect withdraws it, or the host fails, is found gone or closes (fn is
+// then called once with the error; its result is ignored). fn runs on a
+// poller goroutine, outside the host's lock, once per message in the order
+// of receipt, never concurrently with itself for one receive, after which
+// the host deletes the message in a batch that waits for company within
+// its visibility. Messages routed to name after fn returned false are
+// orphans. Like Expect, it costs a map entry and makes the host poll; the
+// name must not be a queue's or another pending expectation's.
+func (h *Host) ExpectMany(name string, fn func(types.Message, error) bool) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if err := h.closedErrLocked(); err != nil {
+		return err
+	}
+	if h.expectedLocked(name) {
+		return wire.Invalid("ExpectMany", "name", "%q is already expected", name)
+	}
+	if _, ok := h.queues[name]; ok {
+		return wire.Invalid("ExpectMany", "name", "%q is a virtual queue's", name)
+	}
+	if h.streams == nil {
+		h.streams = make(map[string]*stream)
+	}
+	h.streams[name] = &stream{fn: fn}
+	h.demand += streamDemand
+	h.startPollersLocked()
+	return nil
+}
+
+// handOn gives m to st and deletes it; when st says it took its last
+// message, st is withdrawn. Called by route outside the lock; a message for
+// a stream that ended earlier in the same receive is an orphan.
+func (h *Host) handOn(st *stream, m types.Message) {
+	h.mu.Lock()
+	ended := st.ended
+	h.mu.Unlock()
+	if ended {
+		h.orphan(m)
+		return
+	}
+	more := st.fn(m, nil)
+	h.deleteAsync(m, h.answeredLinger(), "answered")
+	if more {
+		return
+	}
+	h.mu.Lock()
+	st.ended = true
+	if name := routingName(m); h.streams[name] == st {
+		delete(h.streams, name)
+		h.demand -= streamDemand
+	}
+	h.mu.Unlock()
 }

@@ -50,9 +50,11 @@ type Host struct {
 	mu      sync.Mutex
 	queues  map[string]*Queue
 	calls   map[string]func(types.Message, error) // expectations by name
+	streams map[string]*stream                    // multi-message expectations by name (ExpectMany)
 	demand  int                                   // waiting receivers and expectations
 	kick    bool                                  // a short poll asked for one receive
 	pollers int
+	boost   int // pollers past MaxPollers for streams (noteReceiveLocked)
 	held    ledger
 	expiry  expiryHeap
 	wake    chan struct{}
@@ -98,7 +100,7 @@ func Open(ctx context.Context, client sqsapi.Client, url string, opts *Options) 
 		log:        opts.Logger,
 		visibility: time.Duration(vt) * time.Second,
 		waitTime:   int32(wt),
-		deletes:    batch.NewDeletes(client, opts.MaxBatchCalls, batch.DeleteLinger),
+		deletes:    batch.NewDeletes(client, maxDeleteCalls(opts), batch.DeleteLinger),
 		vis:        batch.NewVisibilities(client, opts.MaxBatchCalls),
 		queues:     make(map[string]*Queue),
 		calls:      make(map[string]func(types.Message, error)),
@@ -175,7 +177,58 @@ func (h *Host) wantPollersLocked() int {
 		}
 		return 0
 	}
-	return min((h.demand+sqsapi.MaxReceiveMessages-1)/sqsapi.MaxReceiveMessages, h.opts.MaxPollers)
+	limit := h.opts.MaxPollers
+	if len(h.streams) > 0 {
+		limit += h.boost
+	}
+	return min((h.demand+sqsapi.MaxReceiveMessages-1)/sqsapi.MaxReceiveMessages, limit)
+}
+
+// streamPollerFactor bounds the pollers of a host with streams pending:
+// MaxPollers times this. Twice MaxPollers doubles what a host can take
+// when each call takes an SQS-like 10 ms; more would take more still, but
+// each poller is one more connection held and one more goroutine to
+// schedule, which a busy process pays for in CPU and in the order its
+// replies arrive in.
+const streamPollerFactor = 2
+
+// maxDeleteCalls is the number of delete calls a host runs at once. A full
+// receive makes a full delete batch, which goes out at once while fewer
+// calls run: one call per poller a stream may start keeps deletes from
+// falling behind receives, and costs no call per message.
+func maxDeleteCalls(opts *Options) int {
+	return max(opts.MaxBatchCalls, streamPollerFactor*opts.MaxPollers)
+}
+
+// boostRoundTrip is how long a full receive must have taken for the host
+// to add a poller: a receive that waits on the network (a call to SQS
+// takes 10 ms or more) leaves the host idle meanwhile, which another
+// poller fills; one answered faster (a local server) leaves the host
+// busy with what it received, and another poller would only contend for
+// the CPU and spread a stream's replies over more receives to reorder.
+const boostRoundTrip = 5 * time.Millisecond
+
+// noteReceiveLocked adapts the stream boost to what a receive brought,
+// after took: a full, slow one means replies wait in the host queue while
+// the pollers wait on the network, so one more poller is worth its calls
+// (each still brings 10 replies); a partial one means the pollers keep
+// up, so one fewer would do. Plain calls never boost: their replies come
+// one per call, and MaxPollers already serves 10 per poller.
+func (h *Host) noteReceiveLocked(asked, got int, took time.Duration) {
+	switch {
+	case len(h.streams) == 0:
+		h.boost = 0
+	case got >= asked && asked == sqsapi.MaxReceiveMessages:
+		if took < boostRoundTrip {
+			return
+		}
+		if h.boost < (streamPollerFactor-1)*h.opts.MaxPollers {
+			h.boost++
+			h.startPollersLocked()
+		}
+	case h.boost > 0:
+		h.boost--
+	}
 }
 
 // startPollersLocked starts pollers up to the wanted number.
@@ -201,6 +254,7 @@ func (h *Host) startPollersLocked() {
 type poller struct {
 	h      *Host
 	linger bool
+	start  time.Time // when Want last asked for a receive
 }
 
 // Want asks for a full receive while the demand justifies this poller.
@@ -217,6 +271,7 @@ func (p *poller) Want() int {
 		return 0
 	}
 	h.kick = false
+	p.start = h.opts.Clock.Now()
 	return sqsapi.MaxReceiveMessages
 }
 
@@ -250,6 +305,9 @@ func (p *poller) Handle(res poll.Result) bool {
 	h.log.LogAttrs(context.Background(), slog.LevelDebug, "hostq: host queue receive",
 		slog.String("queue_url", h.url), slog.Int("messages", len(res.Messages)))
 	p.linger = h.opts.Linger && len(res.Messages) > 0
+	h.mu.Lock()
+	h.noteReceiveLocked(res.Asked, len(res.Messages), res.At.Sub(p.start))
+	h.mu.Unlock()
 	if h.route(res.Messages) {
 		// Receivers were just handed messages and are runnable: let them
 		// go first rather than after this poller has built and signed its
@@ -291,6 +349,11 @@ func (h *Host) takeAllLocked() failed {
 		f.calls = append(f.calls, fn)
 		delete(h.calls, name)
 	}
+	for name, st := range h.streams {
+		st.ended = true
+		f.calls = append(f.calls, func(m types.Message, err error) { st.fn(m, err) })
+		delete(h.streams, name)
+	}
 	h.demand = 0
 	return f
 }
@@ -302,6 +365,7 @@ type delivery struct {
 
 type answer struct {
 	fn func(types.Message, error)
+	st *stream // instead of fn: a multi-message expectation's
 	m  types.Message
 }
 
@@ -335,7 +399,11 @@ func (h *Host) route(msgs []types.Message) bool {
 			if answers == nil {
 				answers = make([]answer, 0, len(msgs)) // mostly replies: one allocation
 			}
-			answers = append(answers, answer{fn, m})
+			answers = append(answers, answer{fn: fn, m: m})
+			continue
+		}
+		if st := h.streams[name]; st != nil {
+			answers = append(answers, answer{st: st, m: m})
 			continue
 		}
 		q := h.queues[name]
@@ -368,6 +436,10 @@ func (h *Host) route(msgs []types.Message) bool {
 	c := h.opts.Counters
 	c.Routed.Add(int64(len(msgs) - len(orphans) - len(overflow) - len(toRelease)))
 	for _, a := range answers {
+		if a.st != nil {
+			h.handOn(a.st, a.m)
+			continue
+		}
 		a.fn(a.m, nil)
 		// The call has its reply: delete it off the call's path, waiting
 		// for company as long as its visibility allows.

@@ -93,7 +93,7 @@ func (h *Host) CreateQueue(name string, retention int32, tags map[string]string,
 		q.addTagsLocked(tags)
 		return q, nil
 	}
-	if _, ok := h.calls[name]; ok {
+	if h.expectedLocked(name) {
 		return nil, &types.QueueNameExists{Message: aws.String("virtual queue " + name + " is a pending reply's")}
 	}
 	if maxQueues > 0 && h.opts.Counters.Queues.Load() >= int64(maxQueues) {

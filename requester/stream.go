@@ -1,0 +1,380 @@
+package requester
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"iter"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/google/uuid"
+
+	"github.com/tempqueues/tempqueues/internal/hostq"
+	"github.com/tempqueues/tempqueues/internal/wire"
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// drainFor is how long a stream stopped before its final reply keeps
+// taking (deleting and counting) the replies still coming, unless the
+// final one comes first: the responder does not know that its requester
+// stopped reading.
+const drainFor = 30 * time.Second
+
+// Stream is the reply stream of one request: the messages a responder's
+// handler sends with Request.Send, then its final reply. Next returns them
+// in order (the sequence numbers in their TempQueues.Stream attribute
+// restore the order a standard queue does not keep), each once, and io.EOF
+// after the final one. Next is for one reader at a time; Close may be
+// called from any goroutine.
+//
+// A stream costs what a call costs: one entry in the host's map, no queue
+// and no goroutine. Its replies are deleted in batches as they arrive;
+// those arriving after the stream stopped early (Close, its deadline, an
+// error) are deleted and counted in Stats.LateReplies for up to 30 s, or
+// until the final one, and otherwise count as orphans when the host queue
+// is next polled.
+type Stream struct {
+	r         *Requester
+	host      *hostq.Host
+	replyName string
+	requestID string
+	queueURL  string
+	sentAt    time.Time
+	ctx       context.Context // bounds the stream
+	cancelCtx context.CancelFunc
+
+	wake chan struct{} // a message or the end arrived
+
+	mu        sync.Mutex
+	next      int                   // sequence number Next returns next
+	buf       map[int]types.Message // arrived, not yet returned
+	final     int                   // the final reply's number, or -1
+	endMark   bool                  // the message at final is an end mark: none to return
+	got       int                   // distinct messages arrived
+	err       error                 // why the stream stopped early
+	stopped   bool                  // Close, deadline, error: drain what comes
+	drained   bool                  // the final arrived or arrives: nothing more to take
+	stopWatch func() bool
+	drain     *time.Timer
+}
+
+// SendMessageAndStream sends a request whose responder answers with a
+// stream of replies (responder.Request.Send, then its final Reply) and
+// returns once it is sent. The request carries TempQueues.Stream, so it
+// has room for 7 attributes of the caller's. The context bounds the whole
+// stream (Options.Timeout applies when it has no deadline): when it ends
+// before the final reply, Next returns a *TimeoutError (or ctx's error).
+// A responder that does not stream (a Java one) sends one reply, which the
+// stream returns and ends with.
+func (r *Requester) SendMessageAndStream(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*Stream, error) {
+	const op = "SendMessageAndStream"
+	requestID, attrs, err := checkRequestWith(op, in, sqsapi.StreamAttribute)
+	if err != nil {
+		return nil, err
+	}
+	attrs[sqsapi.StreamAttribute] = wire.StringAttribute("1")
+	s := &Stream{r: r, replyName: uuid.NewString(), requestID: requestID, queueURL: aws.ToString(in.QueueUrl), final: -1,
+		buf: make(map[int]types.Message), wake: make(chan struct{}, 1)}
+	if s.requestID == "" {
+		s.requestID = s.replyName
+	}
+	if err := s.open(ctx, in, attrs, optFns); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// open registers the stream on the host, sends its request and starts
+// watching its context.
+func (s *Stream) open(ctx context.Context, in *sqs.SendMessageInput, attrs map[string]types.MessageAttributeValue, optFns []func(*sqs.Options)) error {
+	r := s.r
+	for i, fn := range optFns {
+		if fn == nil {
+			return wire.Invalid("SendMessageAndStream", "optFns", "option function %d is nil", i)
+		}
+	}
+	if r.isClosed() {
+		return ErrClosed
+	}
+	var err error
+	if s.host, err = r.expectWith(ctx, func(h *hostq.Host) error { return h.ExpectMany(s.replyName, s.onReply) }); err != nil {
+		return r.closedErr(err)
+	}
+	s.ctx = ctx
+	if _, ok := ctx.Deadline(); !ok && r.opts.Timeout > 0 {
+		s.ctx, s.cancelCtx = context.WithTimeout(ctx, r.opts.Timeout)
+	}
+	attrs[sqsapi.ResponseQueueURLAttribute] = wire.StringAttribute(wire.VirtualQueueURL(s.host.URL(), s.replyName))
+	attrs[sqsapi.RequestIDAttribute] = wire.StringAttribute(s.requestID)
+	req := *in
+	req.MessageAttributes = attrs
+	s.sentAt = time.Now()
+	if err := r.send(s.ctx, &req, optFns); err != nil {
+		s.host.Unexpect(s.replyName)
+		if s.cancelCtx != nil {
+			s.cancelCtx()
+		}
+		if errors.Is(err, context.DeadlineExceeded) && s.ctx.Err() != nil {
+			r.timedOut.Add(1)
+			return &TimeoutError{RequestID: s.requestID, QueueURL: s.queueURL, Waited: time.Since(s.sentAt), sendErr: err}
+		}
+		r.failed.Add(1)
+		return r.closedErr(err)
+	}
+	r.sent.Add(1)
+	s.mu.Lock()
+	if !s.stopped {
+		s.stopWatch = context.AfterFunc(s.ctx, s.onContextDone)
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// RequestID returns the id carried in the request's TempQueues.RequestId
+// attribute and echoed in every reply's TempQueues.CorrelationId.
+func (s *Stream) RequestID() string { return s.requestID }
+
+// Next returns the stream's next message in order, waiting for it; io.EOF
+// after the final reply; the stream's error once it stopped early
+// (*TimeoutError at its deadline, ErrClosed after Close or the requester's
+// Close). When ctx ends first, Next returns ctx's error and the stream goes
+// on.
+func (s *Stream) Next(ctx context.Context) (*types.Message, error) {
+	for {
+		s.mu.Lock()
+		if m, ok := s.buf[s.next]; ok && !s.stopped && !s.completeLocked() {
+			delete(s.buf, s.next)
+			s.next++
+			s.mu.Unlock()
+			return &m, nil
+		}
+		switch {
+		case s.completeLocked():
+			s.mu.Unlock()
+			s.stop(io.EOF) // releases the context watch
+			return nil, io.EOF
+		case s.stopped:
+			err := s.err
+			s.mu.Unlock()
+			return nil, err
+		}
+		s.mu.Unlock()
+		select {
+		case <-s.wake:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// All returns an iterator over the stream's messages in order, for a
+// range loop; it ends after the final reply, or with one (nil, error) pair
+// when the stream stops early. Ending the loop early closes the stream.
+func (s *Stream) All(ctx context.Context) iter.Seq2[*types.Message, error] {
+	return func(yield func(*types.Message, error) bool) {
+		for {
+			m, err := s.Next(ctx)
+			if errors.Is(err, io.EOF) {
+				return
+			}
+			if !yield(m, err) || err != nil {
+				s.Close()
+				return
+			}
+		}
+	}
+}
+
+// Close stops the stream: Next returns ErrClosed from now on, unless the
+// stream had ended, and replies still on their way are deleted and counted
+// as late replies. It is idempotent.
+func (s *Stream) Close() { s.stop(ErrClosed) }
+
+// onContextDone stops the stream when its context ends first.
+func (s *Stream) onContextDone() {
+	err := s.ctx.Err()
+	if errors.Is(err, context.DeadlineExceeded) {
+		err = &TimeoutError{RequestID: s.requestID, QueueURL: s.queueURL, Waited: time.Since(s.sentAt)}
+	}
+	s.stop(err)
+}
+
+// stop ends the stream early with err, unless it ended already. What the
+// host still routes to it is drained until the final reply or drainFor.
+func (s *Stream) stop(err error) {
+	s.mu.Lock()
+	if s.stopped {
+		s.mu.Unlock()
+		return
+	}
+	complete := s.completeLocked()
+	s.stopped = true
+	s.err = err
+	if complete {
+		s.err = io.EOF
+	} else if errors.Is(err, context.DeadlineExceeded) {
+		s.r.timedOut.Add(1)
+	}
+	stopWatch := s.stopWatch
+	drainNow := s.drained
+	if !drainNow {
+		s.drain = time.AfterFunc(drainFor, func() { s.host.Unexpect(s.replyName) })
+	}
+	s.buf = nil
+	s.mu.Unlock()
+	if stopWatch != nil {
+		stopWatch()
+	}
+	if s.cancelCtx != nil {
+		s.cancelCtx()
+	}
+	if drainNow {
+		s.host.Unexpect(s.replyName)
+	}
+	s.signal()
+}
+
+func (s *Stream) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// onReply takes a reply the host routed to the stream (on a poller
+// goroutine; the host deletes it afterwards) and reports whether more are
+// expected.
+func (s *Stream) onReply(m types.Message, err error) bool {
+	if err != nil {
+		if !errors.Is(err, sqsapi.ErrClosed) {
+			s.r.failed.Add(1)
+			err = fmt.Errorf("requester: waiting for the replies to %s: %w", s.requestID, err)
+		}
+		s.mu.Lock()
+		if s.drain != nil {
+			s.drain.Stop()
+		}
+		s.drained = true
+		s.mu.Unlock()
+		s.stop(err)
+		return false
+	}
+	seq, mark, ok := streamPosition(m)
+	final := mark != ""
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !ok {
+		// A reply without the attribute (a responder that does not
+		// stream, a reply replayed from a Store) ends the stream after
+		// what has arrived.
+		seq, final = s.next, true
+		for n := range s.buf {
+			seq = max(seq, n+1)
+		}
+	}
+	if s.stopped {
+		s.r.late.Add(1)
+		if final {
+			s.drained = true
+			if s.drain != nil {
+				s.drain.Stop()
+			}
+			return false
+		}
+		return true
+	}
+	if final {
+		for n := range s.buf {
+			if n > seq {
+				return s.more() // a final number below one that arrived: ignore it
+			}
+		}
+	}
+	if _, dup := s.buf[seq]; dup || seq < s.next || s.final >= 0 && seq > s.final {
+		return s.more() // SQS delivered it twice, or a redelivered request sent it again
+	}
+	if final {
+		s.final = seq
+		s.endMark = mark == endMark
+	}
+	s.buf[seq] = m
+	s.got++
+	s.r.replied.Add(1)
+	s.signal()
+	return s.more()
+}
+
+// completeLocked reports whether Next returned every message of the
+// stream.
+func (s *Stream) completeLocked() bool {
+	return s.final >= 0 && (s.next > s.final || s.endMark && s.next == s.final)
+}
+
+// more reports whether messages are still missing.
+func (s *Stream) more() bool {
+	if s.final >= 0 && s.got == s.final+1 {
+		s.drained = true
+		return false
+	}
+	return true
+}
+
+// The marks of a stream's last message in its TempQueues.Stream
+// attribute, after the number and a semicolon: a final reply, or an end
+// mark (the handler returned no final reply; the message is not one of the
+// stream's).
+const (
+	finalMark = "final"
+	endMark   = "end"
+)
+
+// streamPosition parses a reply's TempQueues.Stream attribute: its
+// sequence number and its mark ("" for a message before the last).
+func streamPosition(m types.Message) (seq int, mark string, ok bool) {
+	v, found := m.MessageAttributes[sqsapi.StreamAttribute]
+	if !found || v.StringValue == nil {
+		return 0, "", false
+	}
+	num, rest, _ := strings.Cut(*v.StringValue, ";")
+	n, err := strconv.Atoi(num)
+	if err != nil || n < 0 {
+		return 0, "", false
+	}
+	if rest != finalMark && rest != endMark {
+		rest = ""
+	}
+	return n, rest, true
+}
+
+// checkRequestWith is checkRequest for a request that also carries the
+// requester's attributes names (TempQueues.Stream, TempQueues.Origin):
+// the caller may not set them, and they count against SQS's limit.
+func checkRequestWith(op string, in *sqs.SendMessageInput, names ...string) (string, map[string]types.MessageAttributeValue, error) {
+	requestID, attrs, err := checkRequest(op, in)
+	if err != nil {
+		return "", nil, err
+	}
+	for _, name := range names {
+		if _, ok := in.MessageAttributes[name]; ok {
+			return "", nil, wire.Invalid(op, "MessageAttributes", "%s is set by the requester", name)
+		}
+	}
+	added := 2 + len(names) // ResponseQueueUrl, RequestId
+	if _, ok := in.MessageAttributes[sqsapi.RequestIDAttribute]; ok {
+		added--
+	}
+	if wire.IsVirtualQueueURL(*in.QueueUrl) {
+		added++ // the routing attribute
+	}
+	if err := wire.CheckMessageAttributes(op, in.MessageAttributes, added); err != nil {
+		return "", nil, err
+	}
+	return requestID, attrs, nil
+}

@@ -1,0 +1,319 @@
+package responder
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/internal/wire"
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// ErrStreamNotRequested is returned by Request.Send for a request whose
+// sender waits for one reply (a Java requester, or
+// requester.SendMessageAndGetResponse): it would take whichever message
+// came first, so only the handler's final Reply is sent.
+var ErrStreamNotRequested = errors.New("responder: the requester takes one reply, not a stream")
+
+// streamWindow bounds the messages of one stream sent and not yet
+// acknowledged: two batch calls' worth, so that one batch fills while the
+// other is in flight, and a handler faster than SQS waits in Send.
+const streamWindow = 2 * sqsapi.MaxBatchEntries
+
+// finalMark ends the value of the StreamAttribute on a stream's final
+// reply; endMark on the message that ends a stream whose handler returned
+// no final Reply, which carries endBody and is no message of the stream.
+const (
+	finalMark = ";final"
+	endMark   = ";end"
+	endBody   = "end of stream"
+)
+
+// replyStream is the sending side of a reply stream: the messages a
+// handler sends through Request.Send before its final Reply.
+type replyStream struct {
+	r       *Responder
+	request types.Message
+	origin  string // the request queue's URL when the request asked for it
+
+	window chan struct{} // one token per message in flight
+	wg     sync.WaitGroup
+
+	mu    sync.Mutex
+	seq   int   // the next sequence number
+	err   error // the first failed send
+	ended bool  // the handler returned: no more Sends
+
+	queued []streamMessage // under turns.mu: built, not yet handed to sends
+	age    uint64          // the stream's place in the order of their start
+}
+
+// streamMessage is a stream's message waiting for its turn.
+type streamMessage struct {
+	target string
+	entry  types.SendMessageBatchRequestEntry
+}
+
+// streamTurns hands the messages of a responder's streams to its send
+// coalescer oldest stream first, keeping at most limit of them there
+// (enough to fill every send call in flight and the next). When handlers
+// send faster than SQS takes their messages, the coalescer's queue would
+// otherwise hold every stream's window in the order the handlers ran, and
+// each stream would get a batch, then wait for every other stream's: long
+// gaps between its replies, and every stream finishing late. Oldest first,
+// the streams that started first go out at the pace of their window (20
+// messages in flight each) and finish, the later ones take what capacity
+// is left and then their turn: the same replies per second, with short
+// gaps, and each stream done as early as its place in line allows. It has
+// no goroutine: Send and the send calls' callbacks move it along.
+type streamTurns struct {
+	r     *Responder
+	limit int
+
+	mu        sync.Mutex
+	ages      atomic.Uint64  // streams started, for replyStream.age
+	waiting   []*replyStream // streams with queued messages, oldest first
+	submitted int            // handed to the coalescer, not yet answered
+	pumping   bool           // a goroutine is in pump
+	again     bool           // pump must look again before it stops
+}
+
+// add queues m as s's next message and moves the queue along.
+func (t *streamTurns) add(s *replyStream, m streamMessage) {
+	t.mu.Lock()
+	if len(s.queued) == 0 {
+		i, _ := slices.BinarySearchFunc(t.waiting, s.age, func(x *replyStream, age uint64) int { return cmp.Compare(x.age, age) })
+		t.waiting = slices.Insert(t.waiting, i, s)
+	}
+	s.queued = append(s.queued, m)
+	t.mu.Unlock()
+	t.pump()
+}
+
+// pump hands queued messages to the coalescer, oldest stream first, while
+// there is room. One goroutine pumps at a time (others leave it a
+// note), so that a Submit answered at once, after Close, cannot recurse.
+func (t *streamTurns) pump() {
+	t.mu.Lock()
+	if t.pumping {
+		t.again = true
+		t.mu.Unlock()
+		return
+	}
+	t.pumping = true
+	var take []*replyStream
+	var msgs []streamMessage
+	for {
+		take, msgs = take[:0], msgs[:0]
+		for t.submitted < t.limit && len(t.waiting) > 0 {
+			s := t.waiting[0]
+			msgs = append(msgs, s.queued[0])
+			take = append(take, s)
+			if s.queued = s.queued[1:]; len(s.queued) == 0 {
+				s.queued = nil
+				t.waiting = t.waiting[1:]
+			}
+			t.submitted++
+		}
+		if len(take) == 0 && !t.again {
+			t.pumping = false
+			t.mu.Unlock()
+			return
+		}
+		t.again = false
+		t.mu.Unlock()
+		for i, s := range take {
+			s.submit(msgs[i])
+		}
+		t.mu.Lock()
+	}
+}
+
+// done notes that a message handed to the coalescer was answered.
+func (t *streamTurns) done() {
+	t.mu.Lock()
+	t.submitted--
+	t.mu.Unlock()
+	t.pump()
+}
+
+// Send sends msg to the requester as the next message of the request's
+// reply stream, before the handler's final Reply ends it. The requester
+// gets the messages in the order of the Send calls, each once. Send
+// returns once the message is queued for a batch call that it shares with
+// other streams' messages; a failure to send it is returned by a later Send
+// and fails the request (it is redelivered, and the requester drops the
+// messages it has seen again). At most 20 messages per stream are in
+// flight: beyond that Send waits, or returns ctx's error.
+//
+// Errors: ErrStreamNotRequested when the requester takes only one reply
+// (nothing is sent; return everything in the final Reply);
+// ErrNoResponseRequested when it takes none; an *sqsapi.InvalidInputError
+// for a message that breaks SQS's limits (a streamed message carries at
+// most 7 attributes of its own); ErrResponseQueueGone once the requester is
+// gone; ErrClosed after the handler returned.
+func (r *Request) Send(ctx context.Context, msg *Reply) error {
+	if r.stream == nil {
+		if !r.ResponseRequested() {
+			return ErrNoResponseRequested
+		}
+		return ErrStreamNotRequested
+	}
+	return r.stream.send(ctx, msg)
+}
+
+// newReplyStream returns the stream of a request that asked for one, or
+// nil.
+func (r *Responder) newReplyStream(req *Request) *replyStream {
+	if _, ok := req.Message.MessageAttributes[sqsapi.StreamAttribute]; !ok || !req.ResponseRequested() {
+		return nil
+	}
+	return &replyStream{r: r, request: req.Message, origin: originOf(req), window: make(chan struct{}, streamWindow), age: r.turns.ages.Add(1)}
+}
+
+func (s *replyStream) send(ctx context.Context, msg *Reply) error {
+	select {
+	case s.window <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	s.mu.Lock()
+	if err := s.stateErrLocked(); err != nil {
+		s.mu.Unlock()
+		<-s.window
+		return err
+	}
+	target, entry, err := buildReplyWith(s.request, msg, s.attributes(s.seq, ""))
+	if err != nil {
+		s.mu.Unlock()
+		<-s.window
+		return err
+	}
+	if _, virtual := entry.MessageAttributes[sqsapi.VirtualQueueNameAttribute]; virtual {
+		// The reply queue is the request's own virtual queue, whose name
+		// says whose message it is: the correlation id would only cost
+		// every message its bytes and its checksum work. The final reply
+		// keeps it, for a requester that takes one reply; a stream to a
+		// real queue keeps it too, where it may be all that tells streams
+		// apart.
+		delete(entry.MessageAttributes, sqsapi.CorrelationIDAttribute)
+	}
+	s.seq++
+	s.wg.Add(1)
+	s.mu.Unlock()
+	s.r.turns.add(s, streamMessage{target, entry})
+	return nil
+}
+
+// submit hands m to the responder's send coalescer, its turn come.
+func (s *replyStream) submit(m streamMessage) {
+	s.r.sends.Submit(m.target, m.entry, func(_ types.SendMessageBatchResultEntry, err error) {
+		defer s.wg.Done()
+		<-s.window
+		if err = s.r.replyResult(context.Background(), s.request, m.target, err); err != nil {
+			s.mu.Lock()
+			if s.err == nil {
+				s.err = err
+			}
+			s.mu.Unlock()
+		}
+		s.r.turns.done()
+	})
+}
+
+func (s *replyStream) stateErrLocked() error {
+	switch {
+	case s.ended:
+		return fmt.Errorf("responder: Send after the handler returned: %w", ErrClosed)
+	case s.err != nil:
+		return s.err
+	}
+	return nil
+}
+
+// attributes are the responder's own attributes of message seq, whose
+// stream attribute ends with mark.
+func (s *replyStream) attributes(seq int, mark string) map[string]string {
+	v := strconv.Itoa(seq) + mark
+	more := map[string]string{sqsapi.StreamAttribute: v}
+	if s.origin != "" {
+		more[sqsapi.OriginAttribute] = s.origin
+	}
+	return more
+}
+
+// end stops Sends and returns the final message of the stream with its
+// attributes: the handler's reply, or when it returned none, the end mark,
+// so that the requester does not wait for a final reply until its deadline.
+// SQS takes no empty message, so the end mark has a fixed body, which the
+// requester never returns.
+func (s *replyStream) end(reply *Reply) (*Reply, map[string]string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ended = true
+	if reply == nil {
+		return &Reply{Body: endBody}, s.attributes(s.seq, endMark)
+	}
+	return reply, s.attributes(s.seq, finalMark)
+}
+
+// wait waits for the stream's messages to be sent and returns the first
+// failure, or ctx's error.
+func (s *replyStream) wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() {
+		s.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// originOf is the origin a reply to req reports, when req asks for one.
+func originOf(req *Request) string {
+	if _, ok := req.Message.MessageAttributes[sqsapi.OriginAttribute]; ok {
+		return req.QueueURL
+	}
+	return ""
+}
+
+// buildReplyWith is buildReply for a reply that carries more attributes
+// of the responder's own (a stream's sequence number, an origin): they are
+// checked against SQS's limits with the rest, before any call.
+func buildReplyWith(request types.Message, reply *Reply, more map[string]string) (string, types.SendMessageBatchRequestEntry, error) {
+	if reply != nil {
+		for name := range more {
+			if _, taken := reply.Attributes[name]; taken {
+				return "", types.SendMessageBatchRequestEntry{}, wire.Invalid(opSendResponse, "MessageAttributes", "attribute %q is set by the responder", name)
+			}
+		}
+	}
+	target, entry, err := buildReply(request, reply)
+	if err != nil || len(more) == 0 {
+		return target, entry, err
+	}
+	if n := len(entry.MessageAttributes) + len(more); n > sqsapi.MaxMessageAttributes {
+		return "", entry, wire.Invalid(opSendResponse, "MessageAttributes", "%d attributes plus %d added by tempqueues exceed the SQS limit of %d",
+			len(reply.Attributes), n-len(reply.Attributes), sqsapi.MaxMessageAttributes)
+	}
+	for name, v := range more {
+		entry.MessageAttributes[name] = wire.StringAttribute(v)
+	}
+	if err := wire.CheckMessageSize(opSendResponse, entry.MessageBody, entry.MessageAttributes); err != nil {
+		return "", entry, err
+	}
+	return target, entry, nil
+}
