@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -132,4 +133,39 @@ func TestFIFOHostQueuePrefix(t *testing.T) {
 	}); !errors.Is(err, sqsapi.ErrInvalidInput) {
 		t.Fatalf("FIFO attribute on a standard host: %v", err)
 	}
+}
+
+// A stream on a FIFO host: every reply is in one message group (the
+// request's reply queue), so each delete must go out at once or the next
+// reply waits behind it; 100 parts and the final reply arrive in order
+// well within the deadline.
+func TestFIFOHostQueueStream(t *testing.T) {
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		serve(t, e.raw, streamHandler(100, 0), e.queue)
+		r := e.requester(t, func(o *requester.Options) { o.FIFOHostQueue = true })
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s, err := r.SendMessageAndStream(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("job")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for m, err := range s.All(ctx) {
+			if err != nil {
+				t.Fatalf("after %d replies: %v", n, err)
+			}
+			want := "part " + strconv.Itoa(n)
+			if n == 100 {
+				want = "final of job"
+			}
+			if got := aws.ToString(m.Body); got != want {
+				t.Fatalf("reply %d is %q, want %q", n, got, want)
+			}
+			n++
+		}
+		if n != 101 {
+			t.Fatalf("got %d replies, want 101", n)
+		}
+	})
 }
