@@ -24,11 +24,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 )
 
-// Client is every SQS operation tempqueues calls, with the method signatures
-// of *sqs.Client. *sqs.Client and *virtualqueue.Client implement it.
-// Packages that call only part of it (responder, redrive, backlog) take
-// their own smaller interface, which any Client satisfies.
-type Client interface {
+// MessageClient is the message operations of Client: what a consumer of
+// ordinary queues calls (responder.Client is this; redrive.Client adds one
+// operation). *sqs.Client and every Client implement it.
+type MessageClient interface {
 	SendMessage(ctx context.Context, params *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
 	SendMessageBatch(ctx context.Context, params *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error)
 	ReceiveMessage(ctx context.Context, params *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
@@ -36,6 +35,14 @@ type Client interface {
 	DeleteMessageBatch(ctx context.Context, params *sqs.DeleteMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.DeleteMessageBatchOutput, error)
 	ChangeMessageVisibility(ctx context.Context, params *sqs.ChangeMessageVisibilityInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityOutput, error)
 	ChangeMessageVisibilityBatch(ctx context.Context, params *sqs.ChangeMessageVisibilityBatchInput, optFns ...func(*sqs.Options)) (*sqs.ChangeMessageVisibilityBatchOutput, error)
+}
+
+// Client is every SQS operation tempqueues calls, with the method signatures
+// of *sqs.Client. *sqs.Client and *virtualqueue.Client implement it.
+// Packages that call only part of it (responder, redrive, backlog) take
+// their own smaller interface, which any Client satisfies.
+type Client interface {
+	MessageClient
 
 	CreateQueue(ctx context.Context, params *sqs.CreateQueueInput, optFns ...func(*sqs.Options)) (*sqs.CreateQueueOutput, error)
 	DeleteQueue(ctx context.Context, params *sqs.DeleteQueueInput, optFns ...func(*sqs.Options)) (*sqs.DeleteQueueOutput, error)
