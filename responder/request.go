@@ -29,6 +29,9 @@ type Request struct {
 	ReceivedAt time.Time
 
 	stream *replyStream // set by Serve when the requester takes a stream
+	// ctx is the context the handler ran under, inside all middleware,
+	// kept for Options.OnReply; nil when no handler ran.
+	ctx context.Context
 }
 
 // Body returns the message body.
