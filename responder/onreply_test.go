@@ -185,3 +185,32 @@ func TestOnReplyCheckedBeforeSend(t *testing.T) {
 		t.Errorf("%d replies sent, want none", len(got))
 	}
 }
+
+// A middleware that answers without the handler: the hook gets the
+// context the middleware got, values included.
+func TestOnReplyWithoutHandler(t *testing.T) {
+	e := newEnv(t, sqstestenv.SQSTest(t))
+	q := e.queue("onreply-mw", nil)
+	replies := e.queue("onreply-mw-replies", nil)
+	var rec hookRecord
+	r := newResponder(t, e.client, func(o *Options) {
+		o.OnReply = rec.hook(nil)
+		o.Middleware = []func(Handler) Handler{func(Handler) Handler {
+			return HandlerFunc(func(context.Context, *Request) (*Reply, error) { return &Reply{Body: "cached"}, nil })
+		}}
+	})
+	m := msgWith(map[string]string{sqsapi.ResponseQueueURLAttribute: replies})
+	ctx := context.WithValue(context.Background(), ctxKey{}, "outer")
+	if err := r.Process(ctx, q, m, HandlerFunc(func(context.Context, *Request) (*Reply, error) {
+		t.Error("the handler ran")
+		return nil, nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.values) != 1 || rec.values[0] != "outer" || len(rec.errs) != 1 || rec.errs[0] != nil {
+		t.Errorf("hook saw values %v, done %v; want [outer], [nil]", rec.values, rec.errs)
+	}
+	if got := e.replies(replies, 1, 5*time.Second); len(got) != 1 || aws.ToString(got[0].Body) != "cached" {
+		t.Errorf("replies %v, want the middleware's", got)
+	}
+}

@@ -89,7 +89,9 @@ func (r *Responder) wrap(op string, h Handler) (Handler, error) {
 		// middleware put in it (a span).
 		inner := h
 		h = HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
-			req.ctx = ctx
+			if req.inner != nil {
+				req.inner.set(ctx)
+			}
 			return inner.HandleRequest(ctx, req)
 		})
 	}

@@ -514,6 +514,9 @@ func (s *server) process(ctx context.Context, f *inflight) action {
 		}
 	}
 
+	if r.opts.OnReply != nil {
+		req.inner = &innerCtx{}
+	}
 	if f.state.Load() == stateAbandoned {
 		// Stopped while the store was consulted: do not start the handler.
 		releaseLease()
@@ -557,11 +560,7 @@ func (s *server) process(ctx context.Context, f *inflight) action {
 	)
 	if requested && final != nil {
 		if final == reply { // not a stream's end mark
-			hctx := req.ctx
-			if hctx == nil {
-				hctx = ctx // a middleware answered without the handler
-			}
-			final, sent = r.onReply(hctx, req, final)
+			final, sent = r.onReply(req.inner.get(ctx), req, final)
 		}
 		if target, entry, err = buildReplyWith(req.Message, final, more); err != nil {
 			sent(err)
