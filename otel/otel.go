@@ -261,8 +261,8 @@ func (i *Instrumentation) Middleware(next responder.Handler) responder.Handler {
 }
 
 // traceReply starts the span of a reply about to be checked and sent: a
-// child of ctx's span (the handler's consumer span), linked to the
-// request's span; it writes the span's context into the reply and returns
+// child of ctx's span (the handler's consumer span; the request's span
+// when there is none), linked to the request's span; it writes the span's context into the reply and returns
 // the function that ends the span with the send's result.
 func (i *Instrumentation) traceReply(ctx context.Context, req *responder.Request, reply *responder.Reply) func(error) {
 	to, _ := req.Attribute(sqsapi.ResponseQueueURLAttribute)
@@ -278,6 +278,11 @@ func (i *Instrumentation) traceReply(ctx context.Context, req *responder.Request
 	}
 	if request := i.extract(req.Message); request.IsValid() {
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: request}))
+		if !trace.SpanContextFromContext(ctx).IsValid() {
+			// No handler span (a reply replayed from the Store): the
+			// reply stays in the request's trace.
+			ctx = trace.ContextWithRemoteSpanContext(ctx, request)
+		}
 	}
 	ctx, span := i.tracer.Start(ctx, dest+" send", opts...)
 	i.inject(ctx, reply.Attributes, reply.SystemAttributes, replyRoom(req, reply))

@@ -389,3 +389,71 @@ func TestStreamedRepliesCarryContext(t *testing.T) {
 		}
 	})
 }
+
+// A reply replayed from the Store, without a handler run, has its span in
+// the trace of the request it answers, and carries its context.
+func TestReplayedReplyStaysInTheRequestsTrace(t *testing.T) {
+	b := sqstestenv.SQSTest(t)
+	inst, exp, _ := setup(t, false)
+	client, _ := b.Client(t)
+	q := createQueue(t, client, "otelreplay")
+	resp, err := responder.New(client, inst.Responder, func(o *responder.Options) {
+		o.PollWaitTime = time.Second
+		o.Store = responder.NewMemoryStore()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() {
+		served <- resp.Serve(context.Background(), q, responder.HandlerFunc(func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+			return &responder.Reply{Body: "answer"}, nil
+		}))
+	}()
+	rq, err := requester.New(client, inst.Requester, func(o *requester.Options) { o.DisableSweeping = true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var last *types.Message
+	for range 2 {
+		m, err := rq.SendMessageAndGetResponse(ctx, &sqs.SendMessageInput{QueueUrl: &q, MessageBody: aws.String("q"),
+			MessageAttributes: map[string]types.MessageAttributeValue{sqsapi.RequestIDAttribute: {DataType: aws.String("String"), StringValue: aws.String("same")}}})
+		if err != nil || aws.ToString(m.Body) != "answer" {
+			t.Fatalf("round trip: %v %v", m, err)
+		}
+		last = m
+	}
+	if err := resp.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-served
+	if err := rq.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	all := spans(exp.GetSpans())
+	var reqs []span
+	for _, sp := range all {
+		if sp.Kind == "producer" && sp.Parent == "" {
+			reqs = append(reqs, sp)
+		}
+	}
+	if len(reqs) != 2 {
+		t.Fatalf("%d request spans, want 2: %+v", len(reqs), all)
+	}
+	second := reqs[1]
+	if reqs[0].Start.After(second.Start) {
+		second = reqs[0]
+	}
+	var replay []span
+	for _, sp := range all {
+		if sp.Kind == "producer" && sp.Parent == second.ID {
+			replay = append(replay, sp)
+		}
+	}
+	if len(replay) != 1 || replay[0].Trace != second.Trace || !replay[0].ParentRemote || len(replay[0].Links) != 1 || replay[0].Links[0] != second.ID {
+		t.Fatalf("replayed reply's spans %+v, want one child of the second request's span %v, linked to it", replay, second.ID)
+	}
+	checkReplyContext(t, last, replay[0], true, false)
+}
