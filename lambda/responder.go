@@ -22,8 +22,9 @@ import (
 // Options configure a Responder.
 type Options struct {
 	// Responder configures the responder.Responder the requests go
-	// through: Store, StoreTTL, InProgressDelay, Middleware, Retry,
-	// BackoffBase, BackoffCap, HandlerTimeout, OnRequestDone, Logger, and
+	// through: Store, StoreTTL, InProgressDelay, Middleware, OnReply,
+	// Retry, BackoffBase, BackoffCap, HandlerTimeout, OnRequestDone,
+	// Logger, and
 	// VisibilityTimeout, which here is only the length of a Store lease:
 	// keep it at least the function's timeout. The options of Serve's loop
 	// (pollers, long polls, visibility heartbeats, MaxConcurrency) do not

@@ -13,8 +13,12 @@
 // 10 message attributes and which Lambda, X-Ray and AWS's own SDK
 // instrumentation read; with Options.TraceParent also in a W3C traceparent
 // message attribute, when there is room for it. The responder's
-// middleware starts the consumer span as a child of that context, and a
-// reply's producer span as its child, linked to the request's span.
+// middleware starts the consumer span as a child of that context; its
+// reply hook (responder.Options.OnReply) starts each reply's producer span
+// as the consumer span's child, linked to the request's span, ends it when
+// the reply's send call returns, and puts its context on the reply the
+// same way. The requester marks the reply's arrival with a consumer span,
+// child of the reply's span.
 //
 // The package lives in its own module, github.com/tempqueues/tempqueues/otel,
 // so that OpenTelemetry is not a dependency of the rest.

@@ -140,6 +140,7 @@ func (i *Instrumentation) Requester(o *requester.Options) {
 				if v, ok := reply.MessageAttributes[sqsapi.CorrelationIDAttribute]; ok {
 					span.SetAttributes(attribute.String("messaging.message.conversation_id", aws.ToString(v.StringValue)))
 				}
+				i.receipt(span, dest, *reply)
 			}
 			if err != nil {
 				span.RecordError(err)
@@ -156,6 +157,29 @@ func (i *Instrumentation) Requester(o *requester.Options) {
 	}
 }
 
+// receipt marks a reply's arrival with a consumer span "<request queue>
+// reply", child of the
+// reply's producer span in the responder, linked to the request's span,
+// which in turn gets a link to the reply's span. A reply that carries no
+// span context (an untraced responder, a server that drops
+// AWSTraceHeader without Options.TraceParent) gets neither.
+func (i *Instrumentation) receipt(request trace.Span, dest string, reply types.Message) {
+	sc := i.extract(reply)
+	if !sc.IsValid() {
+		return
+	}
+	request.AddLink(trace.Link{SpanContext: sc})
+	ctx := trace.ContextWithRemoteSpanContext(context.Background(), sc)
+	_, span := i.tracer.Start(ctx, dest+" reply", trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithLinks(trace.Link{SpanContext: request.SpanContext()}),
+		trace.WithAttributes(
+			attribute.String("messaging.system", "aws_sqs"),
+			attribute.String("messaging.operation.type", "receive"),
+			attribute.String("messaging.message.id", aws.ToString(reply.MessageId)),
+		))
+	span.End()
+}
+
 // Observe reports r's late replies (Stats().LateReplies) in the
 // tempqueues.rpc.client.late_replies counter until the registration is
 // unregistered.
@@ -166,21 +190,36 @@ func (i *Instrumentation) Observe(r *requester.Requester) (metric.Registration, 
 	}, i.lateReplies)
 }
 
-// Responder is a responder option that puts Middleware first (outermost)
-// in Options.Middleware.
+// Responder is a responder option: it puts Middleware first (outermost)
+// in Options.Middleware, and chains a reply hook onto Options.OnReply that
+// makes each reply's producer span, from the moment the responder has the
+// reply to the end of its send, and writes the span's context into the
+// reply's AWSTraceHeader (and traceparent, see Options.TraceParent).
+// Streamed messages (Request.Send) get one each.
 //
 //	r, err := responder.New(client, inst.Responder)
 func (i *Instrumentation) Responder(o *responder.Options) {
 	o.Middleware = append([]func(responder.Handler) responder.Handler{i.Middleware}, o.Middleware...)
+	prev := o.OnReply
+	o.OnReply = func(ctx context.Context, req *responder.Request, reply *responder.Reply) func(error) {
+		var prevDone func(error)
+		if prev != nil {
+			prevDone = prev(ctx, req, reply)
+		}
+		done := i.traceReply(ctx, req, reply)
+		return func(err error) {
+			done(err)
+			if prevDone != nil {
+				prevDone(err)
+			}
+		}
+	}
 }
 
 // Middleware traces and measures each handler run: a consumer span, child
 // of the context the request carries (traceparent if present, else
-// AWSTraceHeader), around the handler; then, for a reply, a producer span
-// that links back to the request's span, whose context the reply carries
-// in traceparent when Options.TraceParent is set and there is room (a
-// Reply has no system attributes). The reply span marks the reply's
-// creation; it ends before Serve sends the reply.
+// AWSTraceHeader), around the handler and the middleware inside this one.
+// The replies' spans come from the hook Responder installs beside it.
 func (i *Instrumentation) Middleware(next responder.Handler) responder.Handler {
 	return responder.HandlerFunc(func(ctx context.Context, req *responder.Request) (reply *responder.Reply, err error) {
 		parent := i.extract(req.Message)
@@ -216,46 +255,61 @@ func (i *Instrumentation) Middleware(next responder.Handler) responder.Handler {
 			outcome = "error"
 			span.RecordError(err)
 			span.SetStatus(codes.Error, "handler failed")
-			return reply, err
 		}
-		if reply != nil && req.ResponseRequested() {
-			reply = i.traceReply(ctx, req, parent, reply)
-		}
-		return reply, nil
+		return reply, err
 	})
 }
 
-// traceReply makes the reply's span and returns the reply carrying its
-// context when so configured.
-func (i *Instrumentation) traceReply(ctx context.Context, req *responder.Request, request trace.SpanContext, reply *responder.Reply) *responder.Reply {
+// traceReply starts the span of a reply about to be checked and sent: a
+// child of ctx's span (the handler's consumer span; the request's span
+// when there is none), linked to the request's span; it writes the span's context into the reply and returns
+// the function that ends the span with the send's result.
+func (i *Instrumentation) traceReply(ctx context.Context, req *responder.Request, reply *responder.Reply) func(error) {
 	to, _ := req.Attribute(sqsapi.ResponseQueueURLAttribute)
+	dest := queueName(to)
 	opts := []trace.SpanStartOption{
 		trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(
 			attribute.String("messaging.system", "aws_sqs"),
 			attribute.String("messaging.operation.type", "send"),
-			attribute.String("messaging.destination.name", queueName(to)),
+			attribute.String("messaging.destination.name", dest),
 			attribute.String("messaging.message.conversation_id", req.ID),
 		),
 	}
-	if request.IsValid() {
+	if request := i.extract(req.Message); request.IsValid() {
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: request}))
+		if !trace.SpanContextFromContext(ctx).IsValid() {
+			// No handler span (a reply replayed from the Store): the
+			// reply stays in the request's trace.
+			ctx = trace.ContextWithRemoteSpanContext(ctx, request)
+		}
 	}
-	ctx, span := i.tracer.Start(ctx, queueName(to)+" send", opts...)
-	defer span.End()
-	if !i.traceParent {
-		return reply
+	ctx, span := i.tracer.Start(ctx, dest+" send", opts...)
+	i.inject(ctx, reply.Attributes, reply.SystemAttributes, replyRoom(req, reply))
+	return func(err error) {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "reply not sent")
+		}
+		span.End()
 	}
-	room := sqsapi.MaxMessageAttributes - len(reply.Attributes) - 1 // the correlation id
-	if strings.Contains(to, "#") {
-		room-- // the routing name
+}
+
+// replyRoom is how many message attributes a reply has left after those
+// the responder adds: the correlation id, the routing name for a virtual
+// queue, a stream's sequence number and an origin when the request asks
+// for them.
+func replyRoom(req *responder.Request, reply *responder.Reply) int {
+	room := sqsapi.MaxMessageAttributes - len(reply.Attributes) - 1
+	if to, _ := req.Attribute(sqsapi.ResponseQueueURLAttribute); strings.Contains(to, "#") {
+		room--
 	}
-	out := &responder.Reply{Body: reply.Body, Attributes: make(map[string]types.MessageAttributeValue, len(reply.Attributes)+2)}
-	for k, v := range reply.Attributes {
-		out.Attributes[k] = v
+	for _, name := range []string{sqsapi.StreamAttribute, sqsapi.OriginAttribute} {
+		if _, ok := req.Message.MessageAttributes[name]; ok {
+			room--
+		}
 	}
-	i.inject(ctx, out.Attributes, nil, room)
-	return out
+	return room
 }
 
 // requestRoom is how many message attributes a request has left after

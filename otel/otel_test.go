@@ -3,6 +3,9 @@ package otel_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -56,13 +59,14 @@ type span struct {
 	Name, Kind, Trace, ID, Parent string
 	ParentRemote                  bool
 	Links                         []string // span ids
+	Start, End                    time.Time
 }
 
 func spans(stubs tracetest.SpanStubs) []span {
 	out := make([]span, len(stubs))
 	for i, s := range stubs {
 		out[i] = span{Name: s.Name, Kind: s.SpanKind.String(), Trace: s.SpanContext.TraceID().String(), ID: s.SpanContext.SpanID().String(),
-			ParentRemote: s.Parent.IsRemote()}
+			ParentRemote: s.Parent.IsRemote(), Start: s.StartTime, End: s.EndTime}
 		if s.Parent.IsValid() {
 			out[i].Parent = s.Parent.SpanID().String()
 		}
@@ -74,18 +78,24 @@ func spans(stubs tracetest.SpanStubs) []span {
 }
 
 // checkRoundTrip checks the spans of one round trip: the request's
-// producer span, the handler's consumer span as its child, and the reply's
-// producer span as the consumer's child with a link to the request.
-func checkRoundTrip(t *testing.T, client, server []span) {
+// producer span, the handler's consumer span as its child, the reply's
+// producer span as the consumer's child with a link to the request; and
+// the reply's arrival at the requester, a consumer span child of the
+// reply's span, linked both ways with the request's. It returns the
+// reply's span.
+func checkRoundTrip(t *testing.T, client, server []span) span {
 	t.Helper()
-	var req, cons, reply []span
+	var req, cons, reply, receipt []span
 	for _, s := range client {
-		if s.Kind == "producer" && s.Parent == "" { // a reply's span has the handler's as parent
+		switch {
+		case s.Kind == "producer" && s.Parent == "": // a reply's span has the handler's as parent
 			req = append(req, s)
+		case s.Kind == "consumer" && strings.HasSuffix(s.Name, " reply"):
+			receipt = append(receipt, s)
 		}
 	}
 	for _, s := range server {
-		if s.Kind == "consumer" {
+		if s.Kind == "consumer" && strings.HasSuffix(s.Name, " process") {
 			cons = append(cons, s)
 		}
 	}
@@ -97,12 +107,12 @@ func checkRoundTrip(t *testing.T, client, server []span) {
 			reply = append(reply, s)
 		}
 	}
-	if len(reply) != 1 {
-		t.Fatalf("%d reply spans, want 1", len(reply))
+	if len(reply) != 1 || len(receipt) != 1 {
+		t.Fatalf("%d reply spans and %d receipt spans, want 1 each: %+v %+v", len(reply), len(receipt), client, server)
 	}
 	tid := req[0].Trace
-	if cons[0].Trace != tid || reply[0].Trace != tid {
-		t.Errorf("trace ids: request %v, handler %v, reply %v: want one", tid, cons[0].Trace, reply[0].Trace)
+	if cons[0].Trace != tid || reply[0].Trace != tid || receipt[0].Trace != tid {
+		t.Errorf("trace ids: request %v, handler %v, reply %v, receipt %v: want one", tid, cons[0].Trace, reply[0].Trace, receipt[0].Trace)
 	}
 	if cons[0].Parent != req[0].ID || !cons[0].ParentRemote {
 		t.Errorf("handler span's parent %v, want the request's span %v (remote)", cons[0].Parent, req[0].ID)
@@ -110,6 +120,75 @@ func checkRoundTrip(t *testing.T, client, server []span) {
 	if len(reply[0].Links) != 1 || reply[0].Links[0] != req[0].ID {
 		t.Errorf("reply span links %v, want one to the request's span", reply[0].Links)
 	}
+	if receipt[0].Parent != reply[0].ID || !receipt[0].ParentRemote || len(receipt[0].Links) != 1 || receipt[0].Links[0] != req[0].ID {
+		t.Errorf("receipt span: parent %v (remote %v), links %v; want the reply's span %v (remote), a link to the request's %v",
+			receipt[0].Parent, receipt[0].ParentRemote, receipt[0].Links, reply[0].ID, req[0].ID)
+	}
+	if len(req[0].Links) != 1 || req[0].Links[0] != reply[0].ID {
+		t.Errorf("request span links %v, want one to the reply's span %v", req[0].Links, reply[0].ID)
+	}
+	return reply[0]
+}
+
+// checkReplyContext checks that the reply m the requester got carries the
+// context of the reply's span: in AWSTraceHeader, where the server keeps
+// it, and in traceparent when so configured.
+func checkReplyContext(t *testing.T, m *types.Message, reply span, header, traceParent bool) {
+	t.Helper()
+	if header {
+		h := m.Attributes[otel.TraceHeaderAttribute]
+		if want := "Root=1-" + reply.Trace[:8] + "-" + reply.Trace[8:] + ";Parent=" + reply.ID + ";Sampled=1"; h != want {
+			t.Errorf("reply's AWSTraceHeader %q, want %q", h, want)
+		}
+	}
+	tp := aws.ToString(m.MessageAttributes[otel.TraceParentAttribute].StringValue)
+	if want := "00-" + reply.Trace + "-" + reply.ID + "-01"; traceParent && tp != want {
+		t.Errorf("reply's traceparent %q, want %q", tp, want)
+	}
+}
+
+// sendRecorder is a responder's client that records its reply sends: when
+// each call started and ended, and the AWSTraceHeader of its entries.
+type sendRecorder struct {
+	*sqs.Client
+	mu    sync.Mutex
+	calls []sendCall
+}
+
+type sendCall struct {
+	start, end time.Time
+	headers    []string
+}
+
+func (c *sendRecorder) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	call := sendCall{start: time.Now()}
+	out, err := c.Client.SendMessageBatch(ctx, in, optFns...)
+	call.end = time.Now()
+	for _, e := range in.Entries {
+		call.headers = append(call.headers, aws.ToString(e.MessageSystemAttributes[otel.TraceHeaderAttribute].StringValue))
+	}
+	c.mu.Lock()
+	c.calls = append(c.calls, call)
+	c.mu.Unlock()
+	return out, err
+}
+
+// check finds the call that sent the message whose AWSTraceHeader names
+// span s, and checks that s covers that call.
+func (c *sendRecorder) check(t *testing.T, s span) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	want := "Root=1-" + s.Trace[:8] + "-" + s.Trace[8:] + ";Parent=" + s.ID + ";Sampled=1"
+	for _, call := range c.calls {
+		if slices.Contains(call.headers, want) {
+			if s.Start.After(call.start) || s.End.Before(call.end) {
+				t.Errorf("span %s from %v to %v does not cover its send from %v to %v", s.Name, s.Start, s.End, call.start, call.end)
+			}
+			return
+		}
+	}
+	t.Errorf("no send carried AWSTraceHeader %q: %+v", want, c.calls)
 }
 
 func TestRoundTripIsOneTrace(t *testing.T) {
@@ -124,7 +203,8 @@ func TestRoundTripIsOneTrace(t *testing.T) {
 				client, _ := b.Client(t)
 				client = sqs.New(client.Options(), inst.SQS)
 				q := createQueue(t, client, "otel")
-				resp, err := responder.New(client, inst.Responder, func(o *responder.Options) { o.PollWaitTime = time.Second })
+				rec := &sendRecorder{Client: client}
+				resp, err := responder.New(rec, inst.Responder, func(o *responder.Options) { o.PollWaitTime = time.Second })
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -163,7 +243,9 @@ func TestRoundTripIsOneTrace(t *testing.T) {
 					t.Fatal(err)
 				}
 				all := spans(exp.GetSpans())
-				checkRoundTrip(t, all, all)
+				reply := checkRoundTrip(t, all, all)
+				checkReplyContext(t, m, reply, b.Name != "fauxqs", traceParent)
+				rec.check(t, reply)
 
 				var rm metricdata.ResourceMetrics
 				if err := reader.Collect(context.Background(), &rm); err != nil {
@@ -228,4 +310,150 @@ func TestTraceParentOnlyWhenThereIsRoom(t *testing.T) {
 			t.Errorf("%d own attributes: no AWSTraceHeader", tc.own)
 		}
 	}
+}
+
+// Each message of a reply stream carries the context of its own reply
+// span, a child of the handler's span, which covers its send.
+func TestStreamedRepliesCarryContext(t *testing.T) {
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		header := b.Name != "fauxqs" // fauxqs drops AWSTraceHeader
+		inst, exp, _ := setup(t, !header)
+		client, _ := b.Client(t)
+		q := createQueue(t, client, "otelstream")
+		rec := &sendRecorder{Client: client}
+		resp, err := responder.New(rec, inst.Responder, func(o *responder.Options) { o.PollWaitTime = time.Second })
+		if err != nil {
+			t.Fatal(err)
+		}
+		served := make(chan error, 1)
+		go func() {
+			served <- resp.Serve(context.Background(), q, responder.HandlerFunc(func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+				for i := range 2 {
+					if err := req.Send(ctx, &responder.Reply{Body: fmt.Sprint("part ", i)}); err != nil {
+						return nil, err
+					}
+				}
+				return &responder.Reply{Body: "last"}, nil
+			}))
+		}()
+		rq, err := requester.New(client, inst.Requester, func(o *requester.Options) { o.DisableSweeping = true })
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		s, err := rq.SendMessageAndStream(ctx, &sqs.SendMessageInput{QueueUrl: &q, MessageBody: aws.String("go")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []*types.Message
+		for m, err := range s.All(ctx) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, m)
+		}
+		if err := resp.Shutdown(ctx); err != nil {
+			t.Fatal(err)
+		}
+		<-served
+		if err := rq.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		all := spans(exp.GetSpans())
+		var cons []span
+		for _, sp := range all {
+			if sp.Kind == "consumer" && strings.HasSuffix(sp.Name, " process") {
+				cons = append(cons, sp)
+			}
+		}
+		if len(cons) != 1 || len(got) != 3 {
+			t.Fatalf("%d handler spans, %d messages; want 1 and 3", len(cons), len(got))
+		}
+		seen := map[string]bool{}
+		for _, m := range got {
+			var reply span
+			for _, sp := range all {
+				if sp.Kind == "producer" && sp.Parent == cons[0].ID && (strings.Contains(m.Attributes[otel.TraceHeaderAttribute], sp.ID) ||
+					strings.Contains(aws.ToString(m.MessageAttributes[otel.TraceParentAttribute].StringValue), sp.ID)) {
+					reply = sp
+				}
+			}
+			if reply.ID == "" || seen[reply.ID] {
+				t.Errorf("message %q names no reply span of its own: %v %v", aws.ToString(m.Body), m.Attributes, m.MessageAttributes)
+				continue
+			}
+			seen[reply.ID] = true
+			checkReplyContext(t, m, reply, header, !header)
+			rec.check(t, reply)
+		}
+	})
+}
+
+// A reply replayed from the Store, without a handler run, has its span in
+// the trace of the request it answers, and carries its context.
+func TestReplayedReplyStaysInTheRequestsTrace(t *testing.T) {
+	b := sqstestenv.SQSTest(t)
+	inst, exp, _ := setup(t, false)
+	client, _ := b.Client(t)
+	q := createQueue(t, client, "otelreplay")
+	resp, err := responder.New(client, inst.Responder, func(o *responder.Options) {
+		o.PollWaitTime = time.Second
+		o.Store = responder.NewMemoryStore()
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() {
+		served <- resp.Serve(context.Background(), q, responder.HandlerFunc(func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+			return &responder.Reply{Body: "answer"}, nil
+		}))
+	}()
+	rq, err := requester.New(client, inst.Requester, func(o *requester.Options) { o.DisableSweeping = true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var last *types.Message
+	for range 2 {
+		m, err := rq.SendMessageAndGetResponse(ctx, &sqs.SendMessageInput{QueueUrl: &q, MessageBody: aws.String("q"),
+			MessageAttributes: map[string]types.MessageAttributeValue{sqsapi.RequestIDAttribute: {DataType: aws.String("String"), StringValue: aws.String("same")}}})
+		if err != nil || aws.ToString(m.Body) != "answer" {
+			t.Fatalf("round trip: %v %v", m, err)
+		}
+		last = m
+	}
+	if err := resp.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-served
+	if err := rq.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	all := spans(exp.GetSpans())
+	var reqs []span
+	for _, sp := range all {
+		if sp.Kind == "producer" && sp.Parent == "" {
+			reqs = append(reqs, sp)
+		}
+	}
+	if len(reqs) != 2 {
+		t.Fatalf("%d request spans, want 2: %+v", len(reqs), all)
+	}
+	second := reqs[1]
+	if reqs[0].Start.After(second.Start) {
+		second = reqs[0]
+	}
+	var replay []span
+	for _, sp := range all {
+		if sp.Kind == "producer" && sp.Parent == second.ID {
+			replay = append(replay, sp)
+		}
+	}
+	if len(replay) != 1 || replay[0].Trace != second.Trace || !replay[0].ParentRemote || len(replay[0].Links) != 1 || replay[0].Links[0] != second.ID {
+		t.Fatalf("replayed reply's spans %+v, want one child of the second request's span %v, linked to it", replay, second.ID)
+	}
+	checkReplyContext(t, last, replay[0], true, false)
 }

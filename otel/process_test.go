@@ -119,5 +119,6 @@ func TestTraceAcrossProcesses(t *testing.T) {
 	if err := json.Unmarshal(data, &server); err != nil {
 		t.Fatal(err)
 	}
-	checkRoundTrip(t, spans(exp.GetSpans()), server)
+	reply := checkRoundTrip(t, spans(exp.GetSpans()), server)
+	checkReplyContext(t, m, reply, true, false)
 }

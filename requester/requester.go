@@ -259,6 +259,7 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 			Linger:                   true, // the host queue is this process's alone
 			ReceiveVisibilityTimeout: replyVisibility,
 			NoSystemAttributes:       true,
+			TraceHeader:              true,
 			Counters:                 r.counters,
 			// A reply no pending call takes (it came after its caller
 			// gave up, or twice) is deleted, counted and logged once: the
@@ -396,8 +397,9 @@ func (c *Call) onContextDone(ctx context.Context) {
 }
 
 // SendMessageAndGetResponse sends a request and waits for its response: the
-// reply message with its body and message attributes (system attributes
-// are not requested, to save their decoding on every reply). The
+// reply message with its body and message attributes (of its system
+// attributes only AWSTraceHeader is requested, to save decoding the rest
+// on every reply). The
 // context bounds the whole call (Options.Timeout applies when it has no
 // deadline). A timeout returns a *TimeoutError, which matches ErrTimeout and
 // context.DeadlineExceeded; a failed send returns the send's error.
@@ -671,11 +673,8 @@ func checkRequest(op string, in *sqs.SendMessageInput) (string, map[string]types
 	if err := wire.CheckMessageAttributes(op, in.MessageAttributes, extra); err != nil {
 		return "", nil, err
 	}
-	for name, v := range in.MessageSystemAttributes {
-		// SQS knows one: the X-Ray trace header.
-		if name != string(types.MessageSystemAttributeNameForSendsAWSTraceHeader) || aws.ToString(v.DataType) != "String" || aws.ToString(v.StringValue) == "" {
-			return "", nil, wire.Invalid(op, "MessageSystemAttributes", "%q: only a non-empty String AWSTraceHeader is allowed", name)
-		}
+	if err := wire.CheckSystemAttributes(op, in.MessageSystemAttributes); err != nil {
+		return "", nil, err
 	}
 	if err := wire.CheckMessageText(op, in.MessageBody, in.MessageAttributes); err != nil {
 		return "", nil, err

@@ -24,7 +24,9 @@
 //		}))
 //
 // Options.Middleware wraps the handler (logging, metrics, authorization,
-// tracing: the otel module's middleware), the first function outermost.
+// tracing: the otel module's middleware), the first function outermost;
+// Options.OnReply sees each reply before its checks and after its send
+// (the otel module's reply spans), and may add an AWSTraceHeader.
 // Process handles one request received by other means (a Lambda SQS event:
 // the lambda module) exactly as Serve handles one, and leaves the delete
 // or release to its caller.

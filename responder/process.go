@@ -84,6 +84,17 @@ func (r *Responder) wrap(op string, h Handler) (Handler, error) {
 	if h == nil {
 		return nil, wire.Invalid(op, "handler", "nil handler")
 	}
+	if r.opts.OnReply != nil {
+		// OnReply gets the context the handler ran under, with what the
+		// middleware put in it (a span).
+		inner := h
+		h = HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
+			if req.inner != nil {
+				req.inner.set(ctx)
+			}
+			return inner.HandleRequest(ctx, req)
+		})
+	}
 	mw := r.opts.Middleware
 	for i := len(mw) - 1; i >= 0; i-- {
 		if mw[i] == nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/batch"
+	"github.com/tempqueues/tempqueues/internal/callback"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -22,14 +23,20 @@ import (
 type Reply struct {
 	Body       string
 	Attributes map[string]types.MessageAttributeValue
+	// SystemAttributes are the reply's message system attributes. SQS
+	// takes one, AWSTraceHeader (a non-empty String, checked before any
+	// call), which counts neither against the 10 attributes nor against
+	// the size: tracing puts the reply's span context there
+	// (Options.OnReply).
+	SystemAttributes map[string]types.MessageSystemAttributeValue
 }
 
-// clone returns a copy whose attribute map the caller may not share.
+// clone returns a copy whose attribute maps the caller may not share.
 func (r *Reply) clone() *Reply {
 	if r == nil {
 		return nil
 	}
-	return &Reply{Body: r.Body, Attributes: maps.Clone(r.Attributes)}
+	return &Reply{Body: r.Body, Attributes: maps.Clone(r.Attributes), SystemAttributes: maps.Clone(r.SystemAttributes)}
 }
 
 // IsResponseMessageRequested reports whether msg asks for a reply, that is,
@@ -75,6 +82,32 @@ func (r *Responder) send(ctx context.Context, request types.Message, target stri
 	_, err := r.sends.Do(ctx, target, entry)
 	return r.replyResult(ctx, request, target, err)
 }
+
+// onReply runs Options.OnReply on a copy of reply whose attribute maps
+// (never nil) it may change, and returns the copy and a function that
+// reports the send's result to the hook (a no-op without one). ctx loses
+// its cancellation: the hook's work outlives the handler.
+func (r *Responder) onReply(ctx context.Context, req *Request, reply *Reply) (*Reply, func(error)) {
+	hook := r.opts.OnReply
+	if hook == nil || reply == nil {
+		return reply, noDone
+	}
+	cp := &Reply{Body: reply.Body,
+		Attributes:       make(map[string]types.MessageAttributeValue, len(reply.Attributes)+1),
+		SystemAttributes: make(map[string]types.MessageSystemAttributeValue, len(reply.SystemAttributes)+1)}
+	maps.Copy(cp.Attributes, reply.Attributes)
+	maps.Copy(cp.SystemAttributes, reply.SystemAttributes)
+	var done func(error)
+	callback.Run(r.log, "responder: Options.OnReply", func() { done = hook(context.WithoutCancel(ctx), req, cp) })
+	if done == nil {
+		return cp, noDone
+	}
+	return cp, func(err error) {
+		callback.Run(r.log, "responder: the function Options.OnReply returned", func() { done(err) })
+	}
+}
+
+func noDone(error) {}
 
 // replyResult counts and logs the outcome of a reply's send and returns
 // the error its sender sees.
@@ -132,6 +165,9 @@ func buildReply(request types.Message, reply *Reply) (string, types.SendMessageB
 	if err := wire.CheckMessageText(opSendResponse, &reply.Body, reply.Attributes); err != nil {
 		return "", entry, err
 	}
+	if err := wire.CheckSystemAttributes(opSendResponse, reply.SystemAttributes); err != nil {
+		return "", entry, err
+	}
 	attrs := make(map[string]types.MessageAttributeValue, len(reply.Attributes)+extra)
 	maps.Copy(attrs, reply.Attributes)
 	attrs[sqsapi.CorrelationIDAttribute] = wire.StringAttribute(requestID(request))
@@ -144,6 +180,9 @@ func buildReply(request types.Message, reply *Reply) (string, types.SendMessageB
 	}
 	entry.MessageBody = &body
 	entry.MessageAttributes = attrs
+	if len(reply.SystemAttributes) > 0 {
+		entry.MessageSystemAttributes = maps.Clone(reply.SystemAttributes)
+	}
 	if wire.IsFIFOURL(target) {
 		entry.MessageGroupId, entry.MessageDeduplicationId = fifoReplyIDs(name, requestID(request))
 	}

@@ -3,6 +3,7 @@ package responder
 import (
 	"context"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -29,6 +30,35 @@ type Request struct {
 	ReceivedAt time.Time
 
 	stream *replyStream // set by Serve when the requester takes a stream
+	inner  *innerCtx    // with Options.OnReply: the handler's context
+}
+
+// innerCtx keeps the context the handler ran under, inside all
+// middleware, for Options.OnReply. A lock, since a middleware may leave
+// its inner handler running on a goroutine of its own when it returns.
+type innerCtx struct {
+	mu  sync.Mutex
+	ctx context.Context
+}
+
+func (c *innerCtx) set(ctx context.Context) {
+	c.mu.Lock()
+	c.ctx = ctx
+	c.mu.Unlock()
+}
+
+// get returns the handler's context, or def when no handler ran (a
+// middleware answered).
+func (c *innerCtx) get(def context.Context) context.Context {
+	if c == nil {
+		return def
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ctx == nil {
+		return def
+	}
+	return c.ctx
 }
 
 // Body returns the message body.

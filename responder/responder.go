@@ -99,6 +99,20 @@ type Options struct {
 	// a middleware that panics fails only its request.
 	Middleware []func(Handler) Handler
 
+	// OnReply, if set, is called before each reply Serve and Process send
+	// is checked (the handler's final Reply, each message a handler sends
+	// with Request.Send, a reply replayed from the Store), with a copy of
+	// the reply whose attribute maps (never nil) it may change: add a
+	// traceparent attribute or an AWSTraceHeader system attribute. What it
+	// adds counts against SQS's limits, checked after it returns and
+	// before any call. ctx carries the values of the context the handler
+	// (inside all Middleware) ran under, or for a streamed message the one
+	// given to Send, without their cancellation. The function it returns,
+	// if not nil, is called once when the send ends, with nil or the error
+	// (a failed check included); it may run on a batch call's goroutine and
+	// must not block. A reply's trace span hangs on this pair of hooks.
+	OnReply func(ctx context.Context, req *Request, reply *Reply) (done func(err error))
+
 	// OnRequestDone, if set, is called after each handler run with the
 	// request, the handler's duration and its error (a *PanicError after a
 	// panic). It runs on the request's goroutine and must not block.

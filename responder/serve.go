@@ -488,7 +488,10 @@ func (s *server) process(ctx context.Context, f *inflight) action {
 			r.stats.deduplicated.Add(1)
 			log.Debug("responder: request answered before; replaying the stored reply")
 			if requested && e.Reply != nil {
-				if err := r.SendResponseMessage(cctx, req.Message, e.Reply); err != nil && !errors.Is(err, ErrResponseQueueGone) {
+				rep, done := r.onReply(ctx, req, e.Reply)
+				err := r.SendResponseMessage(cctx, req.Message, rep)
+				done(err)
+				if err != nil && !errors.Is(err, ErrResponseQueueGone) {
 					log.Warn("responder: resending stored reply failed", slog.Any("error", err))
 					return s.failureAction(req, err)
 				}
@@ -511,6 +514,9 @@ func (s *server) process(ctx context.Context, f *inflight) action {
 		}
 	}
 
+	if r.opts.OnReply != nil {
+		req.inner = &innerCtx{}
+	}
 	if f.state.Load() == stateAbandoned {
 		// Stopped while the store was consulted: do not start the handler.
 		releaseLease()
@@ -550,9 +556,14 @@ func (s *server) process(ctx context.Context, f *inflight) action {
 	var (
 		target string
 		entry  types.SendMessageBatchRequestEntry
+		sent   = noDone // reports the reply's send to Options.OnReply
 	)
 	if requested && final != nil {
+		if final == reply { // not a stream's end mark
+			final, sent = r.onReply(req.inner.get(ctx), req, final)
+		}
 		if target, entry, err = buildReplyWith(req.Message, final, more); err != nil {
+			sent(err)
 			// The handler's reply breaks SQS limits: a handler bug, which a
 			// retry repeats; the request goes the failure way, to the DLQ.
 			r.stats.failed.Add(1)
@@ -569,7 +580,9 @@ func (s *server) process(ctx context.Context, f *inflight) action {
 		}
 	}
 	if target != "" {
-		if err := r.send(cctx, req.Message, target, entry); err != nil && !errors.Is(err, ErrResponseQueueGone) {
+		err := r.send(cctx, req.Message, target, entry)
+		sent(err)
+		if err != nil && !errors.Is(err, ErrResponseQueueGone) {
 			log.Warn("responder: sending reply failed; request left for redelivery", slog.Any("error", err))
 			return s.failureAction(req, err)
 		}

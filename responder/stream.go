@@ -40,6 +40,7 @@ const (
 // handler sends through Request.Send before its final Reply.
 type replyStream struct {
 	r       *Responder
+	req     *Request
 	request types.Message
 	origin  string // the request queue's URL when the request asked for it
 
@@ -59,6 +60,7 @@ type replyStream struct {
 type streamMessage struct {
 	target string
 	entry  types.SendMessageBatchRequestEntry
+	sent   func(error) // reports the send to Options.OnReply
 }
 
 // streamTurns hands the messages of a responder's streams to its send
@@ -175,7 +177,7 @@ func (r *Responder) newReplyStream(req *Request) *replyStream {
 	if _, ok := req.Message.MessageAttributes[sqsapi.StreamAttribute]; !ok || !req.ResponseRequested() {
 		return nil
 	}
-	return &replyStream{r: r, request: req.Message, origin: originOf(req), window: make(chan struct{}, streamWindow), age: r.turns.ages.Add(1)}
+	return &replyStream{r: r, req: req, request: req.Message, origin: originOf(req), window: make(chan struct{}, streamWindow), age: r.turns.ages.Add(1)}
 }
 
 func (s *replyStream) send(ctx context.Context, msg *Reply) error {
@@ -184,16 +186,19 @@ func (s *replyStream) send(ctx context.Context, msg *Reply) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	msg, sent := s.r.onReply(ctx, s.req, msg) // outside the lock: user code
 	s.mu.Lock()
 	if err := s.stateErrLocked(); err != nil {
 		s.mu.Unlock()
 		<-s.window
+		sent(err)
 		return err
 	}
 	target, entry, err := buildReplyWith(s.request, msg, s.attributes(s.seq, ""))
 	if err != nil {
 		s.mu.Unlock()
 		<-s.window
+		sent(err)
 		return err
 	}
 	if _, virtual := entry.MessageAttributes[sqsapi.VirtualQueueNameAttribute]; virtual {
@@ -208,7 +213,7 @@ func (s *replyStream) send(ctx context.Context, msg *Reply) error {
 	s.seq++
 	s.wg.Add(1)
 	s.mu.Unlock()
-	s.r.turns.add(s, streamMessage{target, entry})
+	s.r.turns.add(s, streamMessage{target, entry, sent})
 	return nil
 }
 
@@ -217,7 +222,9 @@ func (s *replyStream) submit(m streamMessage) {
 	s.r.sends.Submit(m.target, m.entry, func(_ types.SendMessageBatchResultEntry, err error) {
 		defer s.wg.Done()
 		<-s.window
-		if err = s.r.replyResult(context.Background(), s.request, m.target, err); err != nil {
+		err = s.r.replyResult(context.Background(), s.request, m.target, err)
+		m.sent(err)
+		if err != nil {
 			s.mu.Lock()
 			if s.err == nil {
 				s.err = err

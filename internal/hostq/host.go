@@ -119,8 +119,11 @@ func Open(ctx context.Context, client sqsapi.Client, url string, opts *Options) 
 		VisibilityTimeout:     int32(opts.ReceiveVisibilityTimeout / time.Second),
 		MessageAttributeNames: []string{"All"},
 	}
-	if !opts.NoSystemAttributes {
+	switch {
+	case !opts.NoSystemAttributes:
 		in.MessageSystemAttributeNames = []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll}
+	case opts.TraceHeader:
+		in.MessageSystemAttributeNames = []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAWSTraceHeader}
 	}
 	h.loop = poll.New(h.ctx, poll.Config{Client: client, Input: in, Clock: opts.Clock})
 	h.wg.Add(1)

@@ -60,7 +60,10 @@ type Options struct {
 	// host whose messages go to callers that never read system attributes
 	// (the requester's replies) saves decoding them.
 	NoSystemAttributes bool
-	Clock              clock.Clock
+	// TraceHeader, with NoSystemAttributes, still asks for AWSTraceHeader:
+	// the trace context a reply carries, when it has one.
+	TraceHeader bool
+	Clock       clock.Clock
 	// Counters, if set, are added to by the host; several hosts may share
 	// them.
 	Counters *Counters

@@ -73,6 +73,19 @@ func CheckMessageAttributes(op string, attrs map[string]types.MessageAttributeVa
 	return nil
 }
 
+// CheckSystemAttributes rejects message system attributes SQS would
+// refuse: it knows one, the X-Ray trace header AWSTraceHeader, a non-empty
+// String. System attributes count neither against the 10 message
+// attributes nor against the message size.
+func CheckSystemAttributes(op string, sys map[string]types.MessageSystemAttributeValue) error {
+	for name, v := range sys {
+		if name != string(types.MessageSystemAttributeNameForSendsAWSTraceHeader) || aws.ToString(v.DataType) != "String" || aws.ToString(v.StringValue) == "" {
+			return Invalid(op, "MessageSystemAttributes", "%q: only a non-empty String AWSTraceHeader is allowed", name)
+		}
+	}
+	return nil
+}
+
 // MessageSize is the size SQS charges against MaximumMessageSize: the body
 // plus, for each message attribute, its name, data type and value.
 func MessageSize(body *string, attrs map[string]types.MessageAttributeValue) int {

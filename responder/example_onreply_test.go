@@ -1,0 +1,57 @@
+package responder_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/responder"
+	"github.com/tempqueues/tempqueues/sqstest"
+)
+
+// OnReply sees each reply before its checks and after its send: here it
+// puts a trace header on the reply, which the requester receives with it,
+// and notes the send's result. The otel module's reply spans hang on it.
+func ExampleOptions_onReply() {
+	ctx := context.Background()
+	srv := sqstest.NewServer()
+	defer srv.Close(ctx)
+	client := srv.Client()
+	q, _ := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("jobs")})
+	replies, _ := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("replies")})
+
+	r, err := responder.New(client, func(o *responder.Options) {
+		o.OnReply = func(ctx context.Context, req *responder.Request, reply *responder.Reply) func(error) {
+			reply.SystemAttributes["AWSTraceHeader"] = types.MessageSystemAttributeValue{DataType: aws.String("String"),
+				StringValue: aws.String("Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1")}
+			return func(err error) { fmt.Println("reply to", req.Body(), "sent:", err == nil) }
+		}
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer r.Shutdown(ctx)
+
+	_, err = client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("job 1"),
+		MessageAttributes: map[string]types.MessageAttributeValue{"ResponseQueueUrl": {DataType: aws.String("String"), StringValue: replies.QueueUrl}}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	got, _ := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, MessageAttributeNames: []string{"All"}})
+	err = r.Process(ctx, *q.QueueUrl, got.Messages[0], responder.HandlerFunc(func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+		return &responder.Reply{Body: "done: " + req.Body()}, nil
+	}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	out, _ := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: replies.QueueUrl,
+		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAWSTraceHeader}})
+	fmt.Println(*out.Messages[0].Body, out.Messages[0].Attributes["AWSTraceHeader"][:7])
+	// Output:
+	// reply to job 1 sent: true
+	// done: job 1 Root=1-
+}

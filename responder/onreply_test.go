@@ -1,0 +1,216 @@
+package responder
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/internal/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/wire"
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+const testTraceHeader = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+
+func traceHeader(v string) map[string]types.MessageSystemAttributeValue {
+	return map[string]types.MessageSystemAttributeValue{
+		string(types.MessageSystemAttributeNameForSendsAWSTraceHeader): {DataType: aws.String("String"), StringValue: aws.String(v)},
+	}
+}
+
+func TestReplySystemAttributes(t *testing.T) {
+	req := msgWith(map[string]string{sqsapi.ResponseQueueURLAttribute: "https://sqs.us-east-1.amazonaws.com/1/host#r1"})
+	// Beside 8 attributes of its own: system attributes do not count.
+	_, entry, err := buildReply(req, &Reply{Body: "ok", Attributes: nAttrs(8), SystemAttributes: traceHeader(testTraceHeader)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := aws.ToString(entry.MessageSystemAttributes["AWSTraceHeader"].StringValue); got != testTraceHeader {
+		t.Errorf("entry's AWSTraceHeader %q", got)
+	}
+	for name, sys := range map[string]map[string]types.MessageSystemAttributeValue{
+		"empty header": traceHeader(""),
+		"other name":   {"SenderId": {DataType: aws.String("String"), StringValue: aws.String("x")}},
+		"binary":       {"AWSTraceHeader": {DataType: aws.String("Binary"), BinaryValue: []byte("x")}},
+	} {
+		if _, _, err := buildReply(req, &Reply{Body: "ok", SystemAttributes: sys}); !errors.Is(err, sqsapi.ErrInvalidInput) {
+			t.Errorf("%s: %v, want ErrInvalidInput", name, err)
+		}
+	}
+}
+
+type ctxKey struct{}
+
+// hookRecord is what an OnReply hook saw.
+type hookRecord struct {
+	mu     sync.Mutex
+	bodies []string
+	values []any   // ctx's ctxKey value per call
+	errs   []error // done's argument per call, in the order done ran
+}
+
+func (h *hookRecord) hook(sys map[string]types.MessageSystemAttributeValue) func(context.Context, *Request, *Reply) func(error) {
+	return func(ctx context.Context, req *Request, reply *Reply) func(error) {
+		h.mu.Lock()
+		h.bodies = append(h.bodies, reply.Body)
+		h.values = append(h.values, ctx.Value(ctxKey{}))
+		h.mu.Unlock()
+		for k, v := range sys {
+			reply.SystemAttributes[k] = v
+		}
+		return func(err error) {
+			h.mu.Lock()
+			h.errs = append(h.errs, err)
+			h.mu.Unlock()
+		}
+	}
+}
+
+// The hook sees each reply Serve sends, final and streamed, under the
+// handler's context, before its check; what it adds goes on the wire, and
+// its done function gets each send's result. A stream's end mark is no
+// reply of the handler's: the hook does not see it.
+func TestOnReplyInServe(t *testing.T) {
+	e := newEnv(t, sqstestenv.SQSTest(t))
+	q := e.queue("onreply", nil)
+	replies := e.queue("onreply-replies", nil)
+	var rec hookRecord
+	r := newResponder(t, e.client, func(o *Options) {
+		o.PollWaitTime = time.Second
+		o.Middleware = []func(Handler) Handler{func(next Handler) Handler {
+			return HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
+				return next.HandleRequest(context.WithValue(ctx, ctxKey{}, "mw"), req)
+			})
+		}}
+		o.OnReply = rec.hook(traceHeader(testTraceHeader))
+	})
+	serve(t, r, q, HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
+		if err := req.Send(ctx, &Reply{Body: req.Body() + "-s0"}); err != nil {
+			return nil, err
+		}
+		if req.Body() == "open" {
+			return nil, nil // the end mark ends the stream
+		}
+		return &Reply{Body: req.Body() + "-final"}, nil
+	}))
+	for _, body := range []string{"a", "open"} {
+		if _, err := e.client.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: &q, MessageBody: aws.String(body),
+			MessageAttributes: map[string]types.MessageAttributeValue{
+				sqsapi.ResponseQueueURLAttribute: wire.StringAttribute(replies),
+				sqsapi.RequestIDAttribute:        wire.StringAttribute("id-" + body),
+				sqsapi.StreamAttribute:           wire.StringAttribute("1"),
+			}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []types.Message
+	deadline := time.Now().Add(10 * time.Second)
+	for len(got) < 4 && time.Now().Before(deadline) {
+		out, err := e.client.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: &replies, MaxNumberOfMessages: 10, WaitTimeSeconds: 1,
+			MessageAttributeNames: []string{"All"}, MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAWSTraceHeader}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, out.Messages...)
+	}
+	if len(got) != 4 {
+		t.Fatalf("got %d replies, want 4 (two streamed, one final, one end mark)", len(got))
+	}
+	var traced []string
+	for _, m := range got {
+		if m.Attributes["AWSTraceHeader"] == testTraceHeader {
+			traced = append(traced, aws.ToString(m.Body))
+		}
+	}
+	slices.Sort(traced)
+	if want := []string{"a-final", "a-s0", "open-s0"}; !slices.Equal(traced, want) {
+		t.Errorf("replies carrying the hook's AWSTraceHeader: %v, want %v", traced, want)
+	}
+	// done runs after the send, which may come after the reply arrived.
+	deadline = time.Now().Add(5 * time.Second)
+	for {
+		rec.mu.Lock()
+		n := len(rec.errs)
+		rec.mu.Unlock()
+		if n >= 3 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	slices.Sort(rec.bodies)
+	if want := []string{"a-final", "a-s0", "open-s0"}; !slices.Equal(rec.bodies, want) {
+		t.Errorf("hook saw %v, want %v", rec.bodies, want)
+	}
+	for i, v := range rec.values {
+		if v != "mw" {
+			t.Errorf("hook call %d: context value %v, want the middleware's", i, v)
+		}
+	}
+	if len(rec.errs) != 3 || rec.errs[0] != nil || rec.errs[1] != nil || rec.errs[2] != nil {
+		t.Errorf("done got %v, want three nil", rec.errs)
+	}
+}
+
+// What the hook adds is checked before any call: a bad system attribute
+// fails the request, and done gets the error.
+func TestOnReplyCheckedBeforeSend(t *testing.T) {
+	e := newEnv(t, sqstestenv.SQSTest(t))
+	q := e.queue("onreply-bad", nil)
+	replies := e.queue("onreply-bad-replies", nil)
+	var rec hookRecord
+	r := newResponder(t, e.client, func(o *Options) {
+		o.OnReply = rec.hook(map[string]types.MessageSystemAttributeValue{"SenderId": {DataType: aws.String("String"), StringValue: aws.String("x")}})
+	})
+	m := msgWith(map[string]string{sqsapi.ResponseQueueURLAttribute: replies})
+	err := r.Process(context.Background(), q, m, HandlerFunc(func(context.Context, *Request) (*Reply, error) {
+		return &Reply{Body: "ok"}, nil
+	}))
+	var re *RetryError
+	if !errors.As(err, &re) || !errors.Is(err, sqsapi.ErrInvalidInput) {
+		t.Fatalf("Process = %v, want a *RetryError for invalid input", err)
+	}
+	if len(rec.errs) != 1 || !errors.Is(rec.errs[0], sqsapi.ErrInvalidInput) {
+		t.Errorf("done got %v, want the check's error", rec.errs)
+	}
+	if got := e.replies(replies, 1, time.Second); len(got) != 0 {
+		t.Errorf("%d replies sent, want none", len(got))
+	}
+}
+
+// A middleware that answers without the handler: the hook gets the
+// context the middleware got, values included.
+func TestOnReplyWithoutHandler(t *testing.T) {
+	e := newEnv(t, sqstestenv.SQSTest(t))
+	q := e.queue("onreply-mw", nil)
+	replies := e.queue("onreply-mw-replies", nil)
+	var rec hookRecord
+	r := newResponder(t, e.client, func(o *Options) {
+		o.OnReply = rec.hook(nil)
+		o.Middleware = []func(Handler) Handler{func(Handler) Handler {
+			return HandlerFunc(func(context.Context, *Request) (*Reply, error) { return &Reply{Body: "cached"}, nil })
+		}}
+	})
+	m := msgWith(map[string]string{sqsapi.ResponseQueueURLAttribute: replies})
+	ctx := context.WithValue(context.Background(), ctxKey{}, "outer")
+	if err := r.Process(ctx, q, m, HandlerFunc(func(context.Context, *Request) (*Reply, error) {
+		t.Error("the handler ran")
+		return nil, nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.values) != 1 || rec.values[0] != "outer" || len(rec.errs) != 1 || rec.errs[0] != nil {
+		t.Errorf("hook saw values %v, done %v; want [outer], [nil]", rec.values, rec.errs)
+	}
+	if got := e.replies(replies, 1, 5*time.Second); len(got) != 1 || aws.ToString(got[0].Body) != "cached" {
+		t.Errorf("replies %v, want the middleware's", got)
+	}
+}
