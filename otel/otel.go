@@ -313,10 +313,12 @@ func replyRoom(req *responder.Request, reply *responder.Reply) int {
 }
 
 // requestRoom is how many message attributes a request has left after
-// those the requester adds: ResponseQueueUrl, TempQueues.RequestId unless
-// the caller set it, and the routing name for a virtual queue.
+// those the requester adds: ResponseQueueUrl, TempQueues.Stream (OnSend
+// cannot tell a stream's request from a call's, so room for it is always
+// kept), TempQueues.RequestId unless the caller set it, and the routing
+// name for a virtual queue.
 func requestRoom(in *sqs.SendMessageInput) int {
-	room := sqsapi.MaxMessageAttributes - len(in.MessageAttributes) - 1
+	room := sqsapi.MaxMessageAttributes - len(in.MessageAttributes) - 2
 	if _, ok := in.MessageAttributes[sqsapi.RequestIDAttribute]; !ok {
 		room--
 	}

@@ -149,8 +149,10 @@ type Options struct {
 	// SQS's limits, which are checked after it returns and before any call.
 	// The function it returns, if not nil, is called once when the call
 	// ends, with the reply or the error (bad input, a failed send, a
-	// *TimeoutError, ErrClosed); it may run on the host queue's poller and
-	// must not block. Tracing and metrics hang on this pair of hooks.
+	// *TimeoutError, ErrClosed); for a stream, when the stream ends, with
+	// its final reply (nil when the handler sent none) or what stopped it.
+	// It may run on the host queue's poller and must not block. Tracing
+	// and metrics hang on this pair of hooks.
 	OnSend func(ctx context.Context, in *sqs.SendMessageInput) (done func(reply *types.Message, err error))
 }
 

@@ -63,6 +63,8 @@ type Stream struct {
 	drained   bool                  // the final arrived or arrives: nothing more to take
 	stopWatch func() bool
 	drain     *time.Timer
+	last      *types.Message              // the final reply, once it arrived
+	after     func(*types.Message, error) // Options.OnSend's done, or nil
 }
 
 // SendMessageAndStream sends a request whose responder answers with a
@@ -75,17 +77,20 @@ type Stream struct {
 // stream returns and ends with.
 func (r *Requester) SendMessageAndStream(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*Stream, error) {
 	const op = "SendMessageAndStream"
+	in, after := r.onSend(ctx, in)
 	requestID, attrs, err := checkRequestWith(op, in, sqsapi.StreamAttribute)
 	if err != nil {
+		r.after(after, nil, err)
 		return nil, err
 	}
 	attrs[sqsapi.StreamAttribute] = wire.StringAttribute("1")
 	s := &Stream{r: r, replyName: uuid.NewString(), requestID: requestID, queueURL: aws.ToString(in.QueueUrl), final: -1,
-		buf: make(map[int]types.Message), wake: make(chan struct{}, 1)}
+		buf: make(map[int]types.Message), wake: make(chan struct{}, 1), after: after}
 	if s.requestID == "" {
 		s.requestID = s.replyName
 	}
 	if err := s.open(ctx, in, attrs, optFns); err != nil {
+		r.after(after, nil, err)
 		return nil, err
 	}
 	return s, nil
@@ -115,6 +120,7 @@ func (s *Stream) open(ctx context.Context, in *sqs.SendMessageInput, attrs map[s
 	attrs[sqsapi.RequestIDAttribute] = wire.StringAttribute(s.requestID)
 	req := *in
 	req.MessageAttributes = attrs
+	req.MessageGroupId, req.MessageDeduplicationId = fifoRequestIDs(&req, s.requestID)
 	s.sentAt = time.Now()
 	if err := r.send(s.ctx, &req, optFns); err != nil {
 		s.host.Unexpect(s.replyName)
@@ -224,6 +230,10 @@ func (s *Stream) stop(err error) {
 	}
 	stopWatch := s.stopWatch
 	drainNow := s.drained
+	last, stopErr := s.last, s.err
+	if complete {
+		stopErr = nil
+	}
 	if !drainNow {
 		s.drain = time.AfterFunc(drainFor, func() { s.host.Unexpect(s.replyName) })
 	}
@@ -238,6 +248,10 @@ func (s *Stream) stop(err error) {
 	if drainNow {
 		s.host.Unexpect(s.replyName)
 	}
+	if stopErr != nil {
+		last = nil
+	}
+	s.r.after(s.after, last, stopErr)
 	s.signal()
 }
 
@@ -303,6 +317,9 @@ func (s *Stream) onReply(m types.Message, err error) bool {
 	if final {
 		s.final = seq
 		s.endMark = mark == endMark
+		if !s.endMark {
+			s.last = &m
+		}
 	}
 	s.buf[seq] = m
 	s.got++

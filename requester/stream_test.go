@@ -373,3 +373,75 @@ func TestStreamInputChecks(t *testing.T) {
 		t.Errorf("bad input made %d API calls", n-calls)
 	}
 }
+
+// Options.OnSend sees a stream's request (what it adds reaches the
+// handler) and its done function is called once, with the final reply;
+// a stream to a FIFO request queue gets its deduplication id from the
+// request id, as a call does.
+func TestStreamOnSend(t *testing.T) {
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		fifo, err := e.raw.CreateQueue(context.Background(), &sqs.CreateQueueInput{
+			QueueName:  aws.String(sqstestenv.QueueName(t, "sreq") + ".fifo"),
+			Attributes: map[string]string{"FifoQueue": "true"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _, _ = e.raw.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: fifo.QueueUrl}) })
+		inner := streamHandler(3, 0)
+		serve(t, e.raw, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+			if v, _ := req.Attribute("hooked"); v != "yes" {
+				return nil, fmt.Errorf("request without the attribute OnSend added")
+			}
+			return inner(ctx, req)
+		}, *fifo.QueueUrl)
+		type done struct {
+			body string
+			err  error
+		}
+		dones := make(chan done, 4)
+		r := e.requester(t, func(o *requester.Options) {
+			o.OnSend = func(_ context.Context, in *sqs.SendMessageInput) func(*types.Message, error) {
+				in.MessageAttributes["hooked"] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String("yes")}
+				return func(m *types.Message, err error) {
+					var body string
+					if m != nil {
+						body = aws.ToString(m.Body)
+					}
+					dones <- done{body, err}
+				}
+			}
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s, err := r.SendMessageAndStream(ctx, &sqs.SendMessageInput{QueueUrl: fifo.QueueUrl, MessageBody: aws.String("job"), MessageGroupId: aws.String("g")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, err := range s.All(ctx) {
+			if err != nil {
+				t.Fatalf("after %d replies: %v", n, err)
+			}
+			n++
+		}
+		if n != 4 {
+			t.Fatalf("got %d replies, want 4", n)
+		}
+		s.Close()
+		select {
+		case d := <-dones:
+			if d.err != nil || d.body != "final of job" {
+				t.Errorf("OnSend's done got (%q, %v), want the final reply", d.body, d.err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("OnSend's done was not called")
+		}
+		select {
+		case d := <-dones:
+			t.Errorf("OnSend's done called again: %+v", d)
+		case <-time.After(100 * time.Millisecond):
+		}
+	})
+}
