@@ -40,6 +40,9 @@ type Options struct {
 	// InjectFault in order: for a server started by Run, which returns no
 	// Server to call InjectFault on (the emulator's --latency).
 	Faults []Fault
+	// Quotas are the account's rate limits the server enforces, as SQS
+	// does (see EnforceQuotas); none by default.
+	Quotas []Quota
 }
 
 // maxRequestBytes bounds a request body: a full SendMessageBatch of ten
@@ -55,6 +58,7 @@ type Server struct {
 	clock  Clock
 	log    *slog.Logger
 	faults faults
+	quotas *quotas // nil unless Options.Quotas
 
 	ln        net.Listener
 	http      *http.Server
@@ -186,6 +190,7 @@ func newServer(optFns []func(*Options)) *Server {
 	for _, f := range opts.Faults {
 		s.InjectFault(f)
 	}
+	s.quotas = newQuotas(opts.Quotas)
 	return s
 }
 
@@ -338,6 +343,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, op, e)
 			return
 		}
+	}
+	if e := s.quotas.take(op, s.clock.Now()); e != nil {
+		s.writeError(w, op, e)
+		return
 	}
 	base := s.url
 	if base == "" {
