@@ -31,3 +31,8 @@ func DetailOf(rep Report) Detail {
 	return Detail{Skipped: d.skipped, Candidates: d.candidates, NotTemporary: d.notTemporary, Live: d.live,
 		Future: d.future, NotEmpty: d.notEmpty, Vanished: d.vanished, Calls: d.calls}
 }
+
+// WithTimeScale is an option for simulations that run s simulated seconds
+// per real second: the reaper's tagging budget (calls per second) is
+// multiplied by s, as the simulated quota is.
+func WithTimeScale(s float64) func(*Options) { return func(o *Options) { o.timeScale = s } }

@@ -1,0 +1,88 @@
+package reaper
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// A budgeted sweep inspects a run of budget() queues per period, each
+// period's run starting where the previous one ended, so consecutive
+// periods cover every queue; an unbudgeted (standalone) sweep, or a fleet
+// within the budget, inspects them all.
+func TestSweepSliceCoversFleetAcrossPeriods(t *testing.T) {
+	// Budget: 10/s × scale × 60 s × 0.8 = 10 queues per period.
+	o := Options{Prefix: "p_", Period: time.Minute, timeScale: 1.0 / 48}
+	s := newSweeper(nil, o, nil, new(ownThrottles))
+	if b := s.budget(); b != 10 {
+		t.Fatalf("budget = %d, want 10", b)
+	}
+	var cands []string
+	for i := range 25 {
+		cands = append(cands, fmt.Sprintf("https://sqs.example/1/p_%02d", 24-i)) // unsorted
+	}
+	origin := time.Unix(0, 0).Add(1000 * time.Minute) // a period boundary
+	seen := map[string]int{}
+	for p := range 3 {
+		got := s.slice(append([]string(nil), cands...), origin.Add(time.Duration(p)*time.Minute+time.Second))
+		if len(got) != 10 {
+			t.Fatalf("period %d: %d queues, want 10", p, len(got))
+		}
+		for _, u := range got {
+			seen[u]++
+		}
+	}
+	if len(seen) != 25 {
+		t.Errorf("3 periods covered %d of 25 queues", len(seen))
+	}
+	if got := s.slice(cands[:10], origin); len(got) != 10 {
+		t.Errorf("a fleet within the budget: %d of 10 inspected", len(got))
+	}
+	s.budgeted = false
+	if got := s.slice(cands, origin); len(got) != 25 {
+		t.Errorf("a standalone sweep inspected %d of 25", len(got))
+	}
+}
+
+// The pacer lets a burst through at once and then spaces calls to its
+// rate.
+func TestPacerRate(t *testing.T) {
+	p := newPacer(100, 5)
+	start := time.Now()
+	for range 25 {
+		if err := p.wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 5 at once, then 20 at 10 ms each.
+	if el := time.Since(start); el < 150*time.Millisecond || el > 2*time.Second {
+		t.Errorf("25 calls at 100/s with a burst of 5 took %v, want about 200ms", el)
+	}
+}
+
+// A queue idle by the rule is kept while tagging was throttled since its
+// heartbeat, up to twice its retention; without throttling, or past twice
+// the retention, it is idle.
+func TestGraceAfterThrottling(t *testing.T) {
+	var log ownThrottles
+	s := newSweeper(nil, Options{Prefix: "p_", Period: time.Minute}, nil, &log)
+	now := time.Now()
+	st := func(age time.Duration) QueueStatus {
+		return QueueStatus{Retention: 300 * time.Second, Heartbeat: now.Add(-age), Verdict: VerdictIdle}
+	}
+	if s.grace(st(400*time.Second), now) {
+		t.Error("grace without any throttling")
+	}
+	log.NoteThrottle(now.Add(-500 * time.Second)) // before the heartbeat
+	if s.grace(st(400*time.Second), now) {
+		t.Error("grace for a throttle older than the heartbeat")
+	}
+	log.NoteThrottle(now.Add(-time.Second))
+	if !s.grace(st(400*time.Second), now) {
+		t.Error("no grace for an idle queue after recent throttling")
+	}
+	if s.grace(st(601*time.Second), now) {
+		t.Error("grace beyond twice the retention")
+	}
+}
