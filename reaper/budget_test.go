@@ -62,8 +62,8 @@ func TestPacerRate(t *testing.T) {
 }
 
 // A queue idle by the rule is kept while tagging was throttled since its
-// heartbeat, up to twice its retention; without throttling, or past twice
-// the retention, it is idle.
+// heartbeat and within the last heartbeat interval, up to twice its
+// retention; otherwise it is idle.
 func TestGraceAfterThrottling(t *testing.T) {
 	var log ownThrottles
 	s := newSweeper(nil, Options{Prefix: "p_", Period: time.Minute}, nil, &log)
@@ -77,6 +77,10 @@ func TestGraceAfterThrottling(t *testing.T) {
 	log.NoteThrottle(now.Add(-500 * time.Second)) // before the heartbeat
 	if s.grace(st(400*time.Second), now) {
 		t.Error("grace for a throttle older than the heartbeat")
+	}
+	log.NoteThrottle(now.Add(-200 * time.Second)) // after it, but a heartbeat interval ago
+	if s.grace(st(400*time.Second), now) {
+		t.Error("grace for a throttle older than a heartbeat interval")
 	}
 	log.NoteThrottle(now.Add(-time.Second))
 	if !s.grace(st(400*time.Second), now) {

@@ -431,14 +431,17 @@ func (s *Sweeper) inspect(ctx context.Context, u, name string, calls *atomic.Int
 
 // grace reports whether an idle queue is kept because its owner's
 // heartbeats may merely have been throttled: this process saw tagging
-// throttled after the queue's last heartbeat, and the heartbeat is not yet
-// twice the retention old. A queue of a dead process is thus deleted at
-// the latest after two retentions, even while the account throttles.
+// throttled after the queue's last heartbeat and within the last
+// heartbeat interval (a third of the retention; an older, passing burst
+// left the owner time to retry), and the heartbeat is not yet twice the
+// retention old. A queue of a dead process is thus deleted at the latest
+// after two retentions, even while the account throttles.
 func (s *Sweeper) grace(st QueueStatus, now time.Time) bool {
 	if st.Heartbeat.IsZero() || now.Sub(st.Heartbeat) > 2*st.Retention {
 		return false
 	}
-	return s.throttles.LastThrottle().After(st.Heartbeat)
+	last := s.throttles.LastThrottle()
+	return last.After(st.Heartbeat) && now.Sub(last) <= time.Duration(float64(st.Retention)*heartbeat.DefaultFraction)
 }
 
 // listTags reads a queue's tags at the sweep's pace.
