@@ -12,8 +12,8 @@ import (
 // periods cover every queue; an unbudgeted (standalone) sweep, or a fleet
 // within the budget, inspects them all.
 func TestSweepSliceCoversFleetAcrossPeriods(t *testing.T) {
-	// Budget: 10/s × scale × 60 s × 0.8 = 10 queues per period.
-	o := Options{Prefix: "p_", Period: time.Minute, timeScale: 1.0 / 48}
+	// Budget: 10/s × scale × 60 s × 0.6 = 10 queues per period.
+	o := Options{Prefix: "p_", Period: time.Minute, timeScale: 1.0 / 36}
 	s := newSweeper(nil, o, nil, new(ownThrottles))
 	if b := s.budget(); b != 10 {
 		t.Fatalf("budget = %d, want 10", b)

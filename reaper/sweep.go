@@ -43,7 +43,7 @@ const throttleRetries = 3
 const (
 	sweepTagRate     = 10.0
 	sweepTagBurst    = 10
-	sweepBudgetShare = 0.8
+	sweepBudgetShare = 0.6
 )
 
 // Sweeper deletes idle temporary queues whose name starts with the prefix.
@@ -549,6 +549,9 @@ func idle(tags map[string]string, now time.Time) (outcome, error) {
 // a few times with jittered backoff when SQS throttles.
 func (s *Sweeper) call(ctx context.Context, calls *atomic.Int64, fn func(context.Context) error) error {
 	policy := backoff.Policy{Base: 200 * time.Millisecond, Cap: 5 * time.Second, Rand: s.opts.clock.Int64N}
+	if ts := s.opts.timeScale; ts > 0 {
+		policy.Base, policy.Cap = time.Duration(float64(policy.Base)/ts), time.Duration(float64(policy.Cap)/ts)
+	}
 	for attempt := 0; ; attempt++ {
 		calls.Add(1)
 		callCtx, cancel := context.WithTimeout(ctx, callTimeout)

@@ -24,8 +24,9 @@
 // Heartbeater adapts without knowing the fleet's size:
 //
 //   - the first heartbeat of a queue created with its tags comes at a
-//     random point of the second half of its interval, so a fleet started
-//     at once spreads its heartbeats instead of tagging in waves;
+//     random point of its interval (after its first tenth), so a fleet
+//     started at once spreads its heartbeats evenly instead of tagging in
+//     waves;
 //   - a throttled heartbeat is retried with backoff, sooner as the written
 //     retention runs out, so it lands within the retention whenever the
 //     account has any capacity left;
@@ -243,10 +244,10 @@ func (h *Heartbeater) add(op, queueURL string, retention time.Duration, taggedAt
 	case taggedAt.IsZero():
 		h.queues[queueURL] = &beat{url: queueURL, retention: retention, effective: retention, tagRetention: true, due: h.opts.Clock.Now()}
 	default:
-		// The first heartbeat at a random point of the interval's second
-		// half: queues created together then heartbeat spread out.
+		// The first heartbeat at a random point of the interval: queues
+		// created together then heartbeat evenly spread, not in a wave.
 		iv := h.interval(retention)
-		first := iv/2 + time.Duration(h.opts.Clock.Int64N(int64(iv/2)+1))
+		first := iv/10 + time.Duration(h.opts.Clock.Int64N(int64(iv-iv/10)+1))
 		h.queues[queueURL] = &beat{url: queueURL, retention: retention, effective: retention,
 			written: retention, last: taggedAt, due: taggedAt.Add(first)}
 	}
@@ -512,6 +513,12 @@ func (h *Heartbeater) beatOnce(ctx context.Context, p pending) {
 			written = p.b.retention
 		}
 		policy := h.retryPolicy(written)
+		if throttled {
+			// A throttled account needs fewer calls, not more: start the
+			// backoff at a tenth of the interval, so that a fleet's retries
+			// do not add up to a storm.
+			policy.Base = max(policy.Base, h.interval(written)/10)
+		}
 		// Full jitter may pick ~0; the floor keeps a persistently failing
 		// queue from spinning.
 		d := max(policy.Delay(p.b.failures-1), policy.Base/2)
