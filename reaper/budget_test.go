@@ -61,9 +61,9 @@ func TestPacerRate(t *testing.T) {
 	}
 }
 
-// A queue idle by the rule is kept while tagging was throttled since its
-// heartbeat and within the last heartbeat interval, up to twice its
-// retention; otherwise it is idle.
+// A queue idle by the rule is kept while the sweep sees the account
+// saturated (at least one read in 20 throttled) and tagging was throttled
+// since its heartbeat, up to twice its retention; otherwise it is idle.
 func TestGraceAfterThrottling(t *testing.T) {
 	var log ownThrottles
 	s := newSweeper(nil, Options{Prefix: "p_", Period: time.Minute}, nil, &log)
@@ -71,22 +71,26 @@ func TestGraceAfterThrottling(t *testing.T) {
 	st := func(age time.Duration) QueueStatus {
 		return QueueStatus{Retention: 300 * time.Second, Heartbeat: now.Add(-age), Verdict: VerdictIdle}
 	}
-	if s.grace(st(400*time.Second), now) {
-		t.Error("grace without any throttling")
-	}
-	log.NoteThrottle(now.Add(-500 * time.Second)) // before the heartbeat
-	if s.grace(st(400*time.Second), now) {
-		t.Error("grace for a throttle older than the heartbeat")
-	}
-	log.NoteThrottle(now.Add(-200 * time.Second)) // after it, but a heartbeat interval ago
-	if s.grace(st(400*time.Second), now) {
-		t.Error("grace for a throttle older than a heartbeat interval")
-	}
+	s.reads.Store(100)
 	log.NoteThrottle(now.Add(-time.Second))
+	if s.grace(st(400*time.Second), now) {
+		t.Error("grace while the sweep saw no throttling")
+	}
+	s.readThrottles.Store(4)
+	if s.grace(st(400*time.Second), now) {
+		t.Error("grace while the sweep saw 4 of 100 reads throttled")
+	}
+	s.readThrottles.Store(5)
 	if !s.grace(st(400*time.Second), now) {
-		t.Error("no grace for an idle queue after recent throttling")
+		t.Error("no grace for an idle queue while the account throttles")
 	}
 	if s.grace(st(601*time.Second), now) {
 		t.Error("grace beyond twice the retention")
+	}
+	var other ownThrottles
+	other.NoteThrottle(now.Add(-500 * time.Second)) // before the heartbeat
+	s.throttles = &other
+	if s.grace(st(400*time.Second), now) {
+		t.Error("grace for throttling older than the heartbeat")
 	}
 }

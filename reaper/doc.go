@@ -74,9 +74,9 @@
 // most 1,800 queues per 5-minute period, each period's sweep resuming
 // where the last one stopped. A throttled heartbeat is retried within the
 // retention and doubles its queue's retention tag (up to 16 times), so a
-// fleet past its size settles where its heartbeats fit; a sweeper that saw
-// tagging throttled within a queue's heartbeat interval grants it up to
-// twice its retention before deleting it.
+// fleet past its size settles where its heartbeats fit; while one in 20
+// of a sweep's tag reads or more is throttled, the sweeper grants a queue
+// whose heartbeat predates the throttling up to twice its retention.
 //
 // # IAM
 //

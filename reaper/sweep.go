@@ -79,6 +79,10 @@ type Sweeper struct {
 	// shared with the Reaper's heartbeats.
 	throttles throttleLog
 	pace      *pacer
+	// reads and readThrottles count this sweep's ListQueueTags attempts
+	// and how many SQS throttled: the account's saturation, as the sweep
+	// sees it (reset by each Sweep).
+	reads, readThrottles atomic.Int64
 }
 
 // throttleLog is where a process notes throttled tagging calls. A throttle
@@ -281,6 +285,8 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	start := s.opts.clock.Now()
 	var rep Report
 	var calls atomic.Int64
+	s.reads.Store(0)
+	s.readThrottles.Store(0)
 
 	urls, err := s.list(ctx, &calls)
 	rep.Listed = len(urls)
@@ -430,19 +436,26 @@ func (s *Sweeper) inspect(ctx context.Context, u, name string, calls *atomic.Int
 }
 
 // grace reports whether an idle queue is kept because its owner's
-// heartbeats may merely have been throttled: this process saw tagging
-// throttled after the queue's last heartbeat and within the last
-// heartbeat interval (a third of the retention; an older, passing burst
-// left the owner time to retry), and the heartbeat is not yet twice the
+// heartbeats may merely have been throttled: the account is saturated (at
+// least one in graceThrottleShare of this sweep's tag reads so far was
+// throttled; a passing burst throttles fewer), tagging was throttled after
+// the queue's last heartbeat, and the heartbeat is not yet twice the
 // retention old. A queue of a dead process is thus deleted at the latest
 // after two retentions, even while the account throttles.
 func (s *Sweeper) grace(st QueueStatus, now time.Time) bool {
 	if st.Heartbeat.IsZero() || now.Sub(st.Heartbeat) > 2*st.Retention {
 		return false
 	}
-	last := s.throttles.LastThrottle()
-	return last.After(st.Heartbeat) && now.Sub(last) <= time.Duration(float64(st.Retention)*heartbeat.DefaultFraction)
+	thr := s.readThrottles.Load()
+	if thr == 0 || thr*graceThrottleShare < s.reads.Load() {
+		return false
+	}
+	return s.throttles.LastThrottle().After(st.Heartbeat)
 }
+
+// graceThrottleShare: grace applies while at least one in this many of a
+// sweep's tag reads is throttled.
+const graceThrottleShare = 20
 
 // listTags reads a queue's tags at the sweep's pace.
 func (s *Sweeper) listTags(ctx context.Context, calls *atomic.Int64, u string) (map[string]string, error) {
@@ -451,7 +464,11 @@ func (s *Sweeper) listTags(ctx context.Context, calls *atomic.Int64, u string) (
 		if err := s.pace.wait(ctx); err != nil {
 			return err
 		}
+		s.reads.Add(1)
 		tags, err = s.client.ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: aws.String(u)})
+		if err != nil && isThrottle(err) {
+			s.readThrottles.Add(1)
+		}
 		return err
 	})
 	if err != nil {
