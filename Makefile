@@ -7,9 +7,9 @@ EMULATOR    := integration/emulator
 # Packages whose tests need a running fauxqs get one from internal/sqstestenv.
 PKGS        := ./...
 
-.PHONY: test emulator redis fmt vet staticcheck unit nested clean-emulator
+.PHONY: test emulator redis fmt vet staticcheck unit nested clients clean-emulator
 
-test: emulator fmt vet staticcheck unit nested
+test: emulator fmt vet staticcheck unit nested clients
 
 # Installs the pinned fauxqs + Node 22 when missing (package-lock.json pins both).
 emulator: $(EMULATOR)/node_modules/.installed
@@ -40,9 +40,18 @@ unit:
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
 # Nested modules (own go.mod, so library users do not inherit their
-# dependencies): redisstore.
+# dependencies): redisstore, lambda (and its example), otel.
 nested: redis
 	cd redisstore && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
+	cd lambda && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
+	cd examples/lambda && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
+	cd otel && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
+
+# Real SQS clients (JavaScript SDK v3, Debian's aws CLI 2.9 over the query
+# protocol, Go SDK) drive tempq emulator through one scenario; installs
+# what it needs (npm, apt-get).
+clients: emulator
+	bash integration/clients/run.sh
 
 clean-emulator:
 	rm -rf $(EMULATOR)/node_modules

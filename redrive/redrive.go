@@ -592,8 +592,9 @@ func (p *pass) execute(ctx context.Context, plans []*plan) {
 	}
 }
 
-// account counts a plan's outcome, logs it and reports its event.
-func (p *pass) account(pl *plan) {
+// account counts a plan's outcome, logs it, reports its event and
+// returns it.
+func (p *pass) account(pl *plan) Event {
 	o := p.r.opts
 	ev := pl.ev
 	rep := &p.rep
@@ -635,6 +636,7 @@ func (p *pass) account(pl *plan) {
 	if fn := o.OnEvent; fn != nil {
 		callback.Run(o.Logger, "redrive: Options.OnEvent", func() { fn(ev) })
 	}
+	return ev
 }
 
 // isFatal reports a failure that every following message would meet too:

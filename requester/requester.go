@@ -40,6 +40,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/batch"
+	"github.com/tempqueues/tempqueues/internal/callback"
 	"github.com/tempqueues/tempqueues/internal/callcount"
 	"github.com/tempqueues/tempqueues/internal/hostq"
 	"github.com/tempqueues/tempqueues/internal/httpbody"
@@ -104,6 +105,16 @@ type Options struct {
 	// VisibilityTimeout, KmsMasterKeyId, KmsDataKeyReusePeriodSeconds,
 	// SqsManagedSseEnabled.
 	HostQueueAttributes map[string]string
+	// FIFOHostQueue creates the host queue as a FIFO queue
+	// (<prefix><uuid>-<n>.fifo, so Prefix has at most 35 characters):
+	// each reply queue is then a message group of its own, so replies to
+	// one request arrive in the order they were sent, and one request's
+	// replies never hold up another's. FIFO queues cost more per call and
+	// allow fewer calls per second (docs/limits.md). The same as
+	// FifoQueue "true" in HostQueueAttributes, which may also set
+	// ContentBasedDeduplication, DeduplicationScope and
+	// FifoThroughputLimit.
+	FIFOHostQueue bool
 	// HostQueueTags are the user's tags (cost allocation, ownership) for
 	// every host queue, set in its CreateQueue together with the reaper's
 	// two tags; heartbeats leave them in place. New rejects tags SQS would
@@ -131,6 +142,16 @@ type Options struct {
 	// Reaper tunes heartbeats and sweeps (Prefix, Logger and
 	// DisableSweeping are set from the fields above first).
 	Reaper []func(*reaper.Options)
+	// OnSend, if set, is called on the caller's goroutine before each
+	// request is checked and sent, with the call's context and a copy of
+	// the input that it may change: add message attributes (a traceparent)
+	// or system attributes (an AWSTraceHeader). What it adds counts against
+	// SQS's limits, which are checked after it returns and before any call.
+	// The function it returns, if not nil, is called once when the call
+	// ends, with the reply or the error (bad input, a failed send, a
+	// *TimeoutError, ErrClosed); it may run on the host queue's poller and
+	// must not block. Tracing and metrics hang on this pair of hooks.
+	OnSend func(ctx context.Context, in *sqs.SendMessageInput) (done func(reply *types.Message, err error))
 }
 
 // replyVisibility is the visibility the host poller gives replies it
@@ -181,10 +202,20 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 	if opts.Timeout == 0 {
 		opts.Timeout = 30 * time.Second
 	}
+	if opts.FIFOHostQueue {
+		opts.HostQueueAttributes = maps.Clone(opts.HostQueueAttributes)
+		if opts.HostQueueAttributes == nil {
+			opts.HostQueueAttributes = make(map[string]string, 1)
+		}
+		opts.HostQueueAttributes[string(types.QueueAttributeNameFifoQueue)] = "true"
+	}
 	if err := hostq.CheckAttributes(opts.HostQueueAttributes); err != nil {
 		return nil, err
 	}
 	if err := hostq.CheckOwner(op, opts.Prefix, opts.IdleQueueRetention); err != nil {
+		return nil, err
+	}
+	if err := hostq.CheckFIFOPrefix(op, opts.Prefix, opts.HostQueueAttributes); err != nil {
 		return nil, err
 	}
 	if err := hostq.CheckTags(op, opts.HostQueueTags); err != nil {
@@ -248,7 +279,8 @@ type Call struct {
 	msg  *types.Message
 	err  error
 
-	cancelCtx context.CancelFunc // releases the default-timeout context
+	cancelCtx context.CancelFunc          // releases the default-timeout context
+	after     func(*types.Message, error) // Options.OnSend's done, or nil
 
 	mu        sync.Mutex
 	finished  bool
@@ -312,6 +344,9 @@ func (c *Call) finish(msg *types.Message, err error) {
 		c.r.mu.Lock()
 		delete(c.r.pending, c)
 		c.r.mu.Unlock()
+		// Before the caller wakes: what the hook records is complete when
+		// the call returns.
+		c.r.after(c.after, msg, err)
 		close(c.done)
 		// Only after done is closed: a send still waiting for its response
 		// under this context then sees the call finished when its context
@@ -374,27 +409,31 @@ func (r *Requester) SendMessageAndGetResponse(ctx context.Context, in *sqs.SendM
 // after the call is withdrawn.
 func (r *Requester) SendMessageAndGetResponseAsync(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*Call, error) {
 	const op = "SendMessageAndGetResponse"
+	in, after := r.onSend(ctx, in)
 	requestID, attrs, err := checkRequest(op, in)
-	if err != nil {
-		return nil, err
-	}
-	for i, fn := range optFns {
-		if fn == nil {
-			// The SDK would panic on it after the call was registered.
-			return nil, wire.Invalid(op, "optFns", "option function %d is nil", i)
+	if err == nil {
+		for i, fn := range optFns {
+			if fn == nil {
+				// The SDK would panic on it after the call was registered.
+				err = wire.Invalid(op, "optFns", "option function %d is nil", i)
+				break
+			}
 		}
 	}
 	r.mu.Lock()
-	closed := r.closed
+	if err == nil && r.closed {
+		err = ErrClosed
+	}
 	r.mu.Unlock()
-	if closed {
-		return nil, ErrClosed
+	if err != nil {
+		r.after(after, nil, err)
+		return nil, err
 	}
 	replyName := uuid.NewString()
 	if requestID == "" {
 		requestID = replyName
 	}
-	call := &Call{r: r, replyName: replyName, requestID: requestID, queueURL: aws.ToString(in.QueueUrl), done: make(chan struct{})}
+	call := &Call{r: r, replyName: replyName, requestID: requestID, queueURL: aws.ToString(in.QueueUrl), done: make(chan struct{}), after: after}
 	// Expect the reply before sending, so no reply can come too early.
 	if call.host, err = r.expect(ctx, call); err != nil {
 		err = r.closedErr(err)
@@ -426,6 +465,7 @@ func (r *Requester) SendMessageAndGetResponseAsync(ctx context.Context, in *sqs.
 	attrs[sqsapi.RequestIDAttribute] = wire.StringAttribute(requestID)
 	req := *in
 	req.MessageAttributes = attrs
+	req.MessageGroupId, req.MessageDeduplicationId = fifoRequestIDs(&req, requestID)
 	call.sentAt = time.Now()
 	if err := r.sendCall(waitCtx, call, &req, optFns); err != nil {
 		select {
@@ -464,6 +504,30 @@ func (r *Requester) SendMessageAndGetResponseAsync(ctx context.Context, in *sqs.
 	}
 	call.mu.Unlock()
 	return call, nil
+}
+
+// onSend runs Options.OnSend on a copy of in whose attribute maps (never
+// nil) it may change, and returns the copy and the hook's done function.
+func (r *Requester) onSend(ctx context.Context, in *sqs.SendMessageInput) (*sqs.SendMessageInput, func(*types.Message, error)) {
+	hook := r.opts.OnSend
+	if hook == nil || in == nil {
+		return in, nil
+	}
+	cp := *in
+	cp.MessageAttributes = make(map[string]types.MessageAttributeValue, len(in.MessageAttributes)+1)
+	maps.Copy(cp.MessageAttributes, in.MessageAttributes)
+	cp.MessageSystemAttributes = make(map[string]types.MessageSystemAttributeValue, len(in.MessageSystemAttributes)+1)
+	maps.Copy(cp.MessageSystemAttributes, in.MessageSystemAttributes)
+	var after func(*types.Message, error)
+	callback.Run(r.log, "requester: Options.OnSend", func() { after = hook(ctx, &cp) })
+	return &cp, after
+}
+
+// after runs OnSend's done function, if any, with a call's result.
+func (r *Requester) after(fn func(*types.Message, error), msg *types.Message, err error) {
+	if fn != nil {
+		callback.Run(r.log, "requester: the function Options.OnSend returned", func() { fn(msg, err) })
+	}
 }
 
 // sendCall sends call's request. A panic in the send (an option function
@@ -552,6 +616,9 @@ func checkRequest(op string, in *sqs.SendMessageInput) (string, map[string]types
 	if err := wire.CheckDelaySeconds(op, in.DelaySeconds); err != nil {
 		return "", nil, err
 	}
+	if err := checkFIFORequest(op, in); err != nil {
+		return "", nil, err
+	}
 	if aws.ToString(in.MessageBody) == "" {
 		return "", nil, wire.Invalid(op, "MessageBody", "empty (SQS requires a body)")
 	}
@@ -572,6 +639,12 @@ func checkRequest(op string, in *sqs.SendMessageInput) (string, map[string]types
 	}
 	if err := wire.CheckMessageAttributes(op, in.MessageAttributes, extra); err != nil {
 		return "", nil, err
+	}
+	for name, v := range in.MessageSystemAttributes {
+		// SQS knows one: the X-Ray trace header.
+		if name != string(types.MessageSystemAttributeNameForSendsAWSTraceHeader) || aws.ToString(v.DataType) != "String" || aws.ToString(v.StringValue) == "" {
+			return "", nil, wire.Invalid(op, "MessageSystemAttributes", "%q: only a non-empty String AWSTraceHeader is allowed", name)
+		}
 	}
 	if err := wire.CheckMessageText(op, in.MessageBody, in.MessageAttributes); err != nil {
 		return "", nil, err

@@ -23,6 +23,12 @@
 //			return &responder.Reply{Body: "hello " + req.Body()}, nil
 //		}))
 //
+// Options.Middleware wraps the handler (logging, metrics, authorization,
+// tracing: the otel module's middleware), the first function outermost.
+// Process handles one request received by other means (a Lambda SQS event:
+// the lambda module) exactly as Serve handles one, and leaves the delete
+// or release to its caller.
+//
 // # Delivery semantics
 //
 // SQS delivers at least once, and so does Serve: a request is deleted only

@@ -46,7 +46,10 @@ const opSendResponse = "SendResponseMessage"
 // "<host>#<name>" becomes a send to <host> with the String attribute
 // __AmazonSQSVirtualQueuesClient.QueueName = <name>; any other URL gets a
 // plain send. The reply also carries TempQueues.CorrelationId, set to the
-// request's TempQueues.RequestId (or its MessageId when it has none).
+// request's TempQueues.RequestId (or its MessageId when it has none). A
+// reply to a FIFO queue (a URL ending in ".fifo" before any '#') has
+// MessageGroupId set to the virtual queue's name (for a plain FIFO queue,
+// the request id) and a new MessageDeduplicationId.
 //
 // Errors: ErrNoResponseRequested when the request has no ResponseQueueUrl;
 // an *sqsapi.InvalidInputError (errors.Is ErrInvalidInput) for a malformed
@@ -135,6 +138,9 @@ func buildReply(request types.Message, reply *Reply) (string, types.SendMessageB
 	}
 	entry.MessageBody = &body
 	entry.MessageAttributes = attrs
+	if wire.IsFIFOURL(target) {
+		entry.MessageGroupId, entry.MessageDeduplicationId = fifoReplyIDs(name, requestID(request))
+	}
 	return target, entry, nil
 }
 

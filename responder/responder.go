@@ -100,6 +100,14 @@ type Options struct {
 	// keep maxReceiveCount x InProgressDelay above your longest handler.
 	InProgressDelay time.Duration
 
+	// Middleware wraps every handler Serve and Process run, the way
+	// logging, metrics, authorization or tracing are added without forking
+	// Serve. The first function is the outermost: with [a, b] a request goes
+	// through a, then b, then the handler, and the reply back through b,
+	// then a. Each runs under the handler's context and panic recovery, so
+	// a middleware that panics fails only its request.
+	Middleware []func(Handler) Handler
+
 	// OnRequestDone, if set, is called after each handler run with the
 	// request, the handler's duration and its error (a *PanicError after a
 	// panic). It runs on the request's goroutine and must not block.

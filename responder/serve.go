@@ -54,8 +54,9 @@ func (r *Responder) Serve(ctx context.Context, queueURL string, h Handler) error
 	if queueURL == "" || wire.IsVirtualQueueURL(queueURL) {
 		return wire.Invalid("Serve", "queueURL", "%q is not a queue URL", queueURL)
 	}
-	if h == nil {
-		return wire.Invalid("Serve", "handler", "nil handler")
+	h, err := r.wrap("Serve", h)
+	if err != nil {
+		return err
 	}
 	if !r.register() {
 		return ErrClosed
@@ -355,6 +356,7 @@ func (p poller) Handle(res poll.Result) bool {
 type action struct {
 	kind  int
 	delay time.Duration // for actRelease
+	err   error         // why a request is not done (for Process)
 }
 
 const (
@@ -392,7 +394,13 @@ func (s *server) handle(m types.Message, receivedAt time.Time) {
 		s.hb.mu.Lock()
 		left := r.clk.Until(f.deadline)
 		s.hb.mu.Unlock()
-		r.dels.SubmitWithin(s.queueURL, f.handle, batch.DeleteWithin(left), func(_ struct{}, err error) {
+		within := batch.DeleteWithin(left)
+		if wire.IsFIFOURL(s.queueURL) {
+			// A FIFO queue keeps the request's group locked until the
+			// delete: the group's next request must not wait for company.
+			within = batch.DeleteLinger
+		}
+		r.dels.SubmitWithin(s.queueURL, f.handle, within, func(_ struct{}, err error) {
 			if err != nil {
 				r.stats.deleteErrors.Add(1)
 				r.log.Warn("responder: deleting request failed; it will be redelivered",
@@ -461,7 +469,7 @@ func (s *server) process(ctx context.Context, f *inflight) action {
 		if _, _, err := responseTarget(u); err != nil {
 			r.stats.failed.Add(1)
 			log.Error("responder: request has a malformed ResponseQueueUrl; not handled", slog.Any("error", err))
-			return s.failureAction(req)
+			return s.failureAction(req, err)
 		}
 	}
 
@@ -472,7 +480,7 @@ func (s *server) process(ctx context.Context, f *inflight) action {
 		if err != nil {
 			r.stats.storeErrors.Add(1)
 			log.Error("responder: idempotency store failed; request left for redelivery", slog.Any("error", err))
-			return s.failureAction(req)
+			return s.failureAction(req, err)
 		}
 		switch e.Status {
 		case Done:
@@ -481,14 +489,14 @@ func (s *server) process(ctx context.Context, f *inflight) action {
 			if requested && e.Reply != nil {
 				if err := r.SendResponseMessage(cctx, req.Message, e.Reply); err != nil && !errors.Is(err, ErrResponseQueueGone) {
 					log.Warn("responder: resending stored reply failed", slog.Any("error", err))
-					return s.failureAction(req)
+					return s.failureAction(req, err)
 				}
 			}
 			return action{kind: actDelete}
 		case InProgress:
 			r.stats.deferred.Add(1)
 			log.Debug("responder: request in progress elsewhere; put back", slog.Duration("delay", r.opts.InProgressDelay))
-			return action{kind: actRelease, delay: r.opts.InProgressDelay}
+			return action{kind: actRelease, delay: r.opts.InProgressDelay, err: ErrInProgress}
 		}
 		s.hb.setToken(f, token)
 		lease = token
@@ -528,7 +536,7 @@ func (s *server) process(ctx context.Context, f *inflight) action {
 			log.Warn("responder: handler failed", slog.Any("error", err), slog.Duration("duration", d))
 		}
 		releaseLease()
-		return s.failureAction(req)
+		return s.failureAction(req, err)
 	}
 
 	var (
@@ -542,7 +550,7 @@ func (s *server) process(ctx context.Context, f *inflight) action {
 			r.stats.failed.Add(1)
 			log.Error("responder: handler returned an invalid reply", slog.Any("error", err))
 			releaseLease()
-			return s.failureAction(req)
+			return s.failureAction(req, err)
 		}
 	}
 	r.stats.handled.Add(1)
@@ -555,7 +563,7 @@ func (s *server) process(ctx context.Context, f *inflight) action {
 	if target != "" {
 		if err := r.send(cctx, req.Message, target, entry); err != nil && !errors.Is(err, ErrResponseQueueGone) {
 			log.Warn("responder: sending reply failed; request left for redelivery", slog.Any("error", err))
-			return s.failureAction(req)
+			return s.failureAction(req, err)
 		}
 	} else if requested {
 		log.Debug("responder: handler returned no reply")
@@ -581,16 +589,16 @@ func (s *server) run(ctx context.Context, req *Request) (reply *Reply, d time.Du
 	return reply, 0, err
 }
 
-func (s *server) failureAction(req *Request) action {
+func (s *server) failureAction(req *Request, err error) action {
 	o := &s.r.opts
 	switch o.Retry {
 	case RetryImmediately:
-		return action{kind: actRelease}
+		return action{kind: actRelease, err: err}
 	case RetryWithBackoff:
 		p := backoff.Policy{Base: o.BackoffBase, Cap: o.BackoffCap}
-		return action{kind: actRelease, delay: p.Delay(req.ReceiveCount - 1)}
+		return action{kind: actRelease, delay: p.Delay(req.ReceiveCount - 1), err: err}
 	}
-	return action{kind: actNone}
+	return action{kind: actNone, err: err}
 }
 
 // abandonAll cancels the running handlers and releases their requests for

@@ -2,12 +2,15 @@ package sqstest_test
 
 import (
 	"context"
+	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/tempqueues/tempqueues/internal/sqstestenv"
+	"github.com/tempqueues/tempqueues/sqstest"
 )
 
 // BenchmarkCycle measures sequential SendMessage + ReceiveMessage +
@@ -56,5 +59,50 @@ func BenchmarkCycle(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "cycles/s")
 		})
+	}
+}
+
+// BenchmarkDataDir compares Options.DataDir (tempq emulator --data: every
+// change on disk, fsync, before its answer) with memory only, over TCP, for
+// one sender and for 16 concurrent ones, whose changes share fsyncs:
+//
+//	go test -run '^$' -bench DataDir ./sqstest/
+func BenchmarkDataDir(b *testing.B) {
+	for _, store := range []string{"memory", "datadir"} {
+		for _, senders := range []int{1, 16} {
+			b.Run(fmt.Sprintf("%s/senders=%d", store, senders), func(b *testing.B) {
+				c, _ := sqstestenv.SQSTest(b, func(o *sqstest.Options) {
+					if store == "datadir" {
+						o.DataDir = b.TempDir()
+					}
+				}).Client(b)
+				ctx := context.Background()
+				out, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("bench")})
+				if err != nil {
+					b.Fatal(err)
+				}
+				body := aws.String("benchmark message body")
+				send := func() {
+					if _, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: out.QueueUrl, MessageBody: body}); err != nil {
+						b.Error(err)
+					}
+				}
+				b.ResetTimer()
+				if senders == 1 {
+					for i := 0; i < b.N; i++ {
+						send()
+					}
+				} else {
+					b.SetParallelism(max(1, senders/runtime.GOMAXPROCS(0)))
+					b.RunParallel(func(pb *testing.PB) {
+						for pb.Next() {
+							send()
+						}
+					})
+				}
+				b.StopTimer()
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "sends/s")
+			})
+		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/internal/sqstestenv"
 )
 
 // check is one conformance check: public SQS behaviour, through the SDK
@@ -37,12 +39,17 @@ const (
 	devDelayRange = "fauxqs accepts DelaySeconds above 900"
 	devAttrRules  = "fauxqs does not validate message attribute names, data types, Number values or the limit of 10"
 	devAttrFilter = "fauxqs returns every message attribute when MessageAttributeNames is absent"
+	devFifoAttrs  = "fauxqs accepts ContentBasedDeduplication on a standard queue and knows no DeduplicationScope"
+	devFifoScope  = "fauxqs does not implement DeduplicationScope (InvalidAttributeName)"
+	devFifoIDs    = "fauxqs accepts a MessageDeduplicationId on a standard queue, group ids with spaces and ids over 128 characters"
+	devFifoGroups = "fauxqs returns a FIFO queue's groups interleaved in send order, not one group's messages together"
 )
 
-// TestConformance runs every check on sqstest and on fauxqs (or the
-// external endpoint named by TEMPQUEUES_TEST_ENDPOINT / TEMPQUEUES_TEST_AWS).
+// TestConformance runs every check on sqstest, on sqstest over the query
+// protocol (queryTransport), and on fauxqs (or the external endpoint named
+// by TEMPQUEUES_TEST_ENDPOINT / TEMPQUEUES_TEST_AWS).
 func TestConformance(t *testing.T) {
-	kinds := []string{"sqstest", "fauxqs"}
+	kinds := []string{"sqstest", "sqstest-query", "fauxqs"}
 	for _, kind := range kinds {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
@@ -857,8 +864,18 @@ var checks = []check{
 			entries = append(entries, types.SendMessageBatchRequestEntry{Id: aws.String(fmt.Sprint("e", i)), MessageBody: aws.String(fmt.Sprint("m", i)),
 				MessageGroupId: aws.String("g"), MessageDeduplicationId: aws.String(fmt.Sprint("d", i))})
 		}
-		if out, err := x.c.SendMessageBatch(x.ctx, &sqs.SendMessageBatchInput{QueueUrl: &url, Entries: entries}); err != nil || len(out.Successful) != 5 {
+		out, err := x.c.SendMessageBatch(x.ctx, &sqs.SendMessageBatchInput{QueueUrl: &url, Entries: entries})
+		if err != nil || len(out.Successful) != 5 {
 			x.t.Fatalf("%v %+v", err, out)
+		}
+		seqs := map[string]string{}
+		for _, r := range out.Successful {
+			seqs[*r.Id] = aws.ToString(r.SequenceNumber)
+		}
+		for i := 2; i <= 5; i++ {
+			if prev, cur := seqs[fmt.Sprint("e", i-1)], seqs[fmt.Sprint("e", i)]; prev == "" || len(cur) != len(prev) || cur <= prev {
+				x.t.Fatalf("batch sequence numbers %v", seqs)
+			}
 		}
 		var bodies []string
 		for _, m := range x.drainFIFO(url, 5) {
@@ -866,6 +883,134 @@ var checks = []check{
 		}
 		if strings.Join(bodies, ",") != "m1,m2,m3,m4,m5" {
 			x.t.Fatalf("order %v", bodies)
+		}
+	}},
+	{name: "FifoReleasedMessageComesBackFirst", fn: func(x *target) {
+		url := x.createQueue("f", map[string]string{"FifoQueue": "true"})
+		x.sendFIFO(url, "a1", "a", "1")
+		x.sendFIFO(url, "a2", "a", "2")
+		first := x.receive(url, 1)
+		if len(first) != 1 || *first[0].Body != "a1" {
+			x.t.Fatalf("first %+v", first)
+		}
+		if _, err := x.c.ChangeMessageVisibility(x.ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: &url, ReceiptHandle: first[0].ReceiptHandle}); err != nil {
+			x.t.Fatal(err)
+		}
+		again := x.receive(url, 10)
+		if len(again) == 0 || *again[0].Body != "a1" || again[0].Attributes["ApproximateReceiveCount"] != "2" {
+			x.t.Fatalf("after releasing a1 got %+v, want a1 again first", again)
+		}
+	}},
+	{name: "FifoTimedOutMessagesComeBackInOrder", fn: func(x *target) {
+		url := x.createQueue("f", map[string]string{"FifoQueue": "true", "VisibilityTimeout": "1"})
+		for i := 1; i <= 3; i++ {
+			x.sendFIFO(url, fmt.Sprint("a", i), "a", fmt.Sprint(i))
+		}
+		var first []string
+		for _, m := range x.receive(url, 10) {
+			first = append(first, *m.Body)
+		}
+		if len(first) == 0 || first[0] != "a1" {
+			x.t.Fatalf("first receive %v", first)
+		}
+		if got := x.receive(url, 10); len(got) != 0 {
+			x.t.Fatalf("group locked, yet got %d messages", len(got))
+		}
+		x.sleep(1500 * time.Millisecond)
+		var bodies []string
+		for _, m := range x.drainFIFO(url, 3) {
+			bodies = append(bodies, *m.Body)
+		}
+		if strings.Join(bodies, ",") != "a1,a2,a3" {
+			x.t.Fatalf("after the visibility timeout got %v", bodies)
+		}
+	}},
+	{name: "FifoDeduplicationOutlivesDelete", fn: func(x *target) {
+		url := x.createQueue("f", map[string]string{"FifoQueue": "true"})
+		first := x.sendFIFO(url, "one", "g", "once")
+		x.drainFIFO(url, 1)
+		again := x.sendFIFO(url, "one", "g", "once")
+		if *again.MessageId != *first.MessageId {
+			x.t.Fatalf("a duplicate of a deleted message got a new MessageId %s (first %s)", *again.MessageId, *first.MessageId)
+		}
+		if got := x.receive(url, 10); len(got) != 0 {
+			x.t.Fatalf("a duplicate within the window was delivered: %+v", got)
+		}
+	}},
+	{name: "FifoDeduplicationWindowEnds", fn: func(x *target) {
+		if !x.emulated() {
+			x.t.Skip("needs five minutes of real time")
+		}
+		url := x.createQueue("f", map[string]string{"FifoQueue": "true"})
+		first := x.sendFIFO(url, "one", "g", "d")
+		x.sleep(4 * time.Minute)
+		if dup := x.sendFIFO(url, "one", "g", "d"); *dup.MessageId != *first.MessageId {
+			x.t.Fatal("deduplicated for less than five minutes")
+		}
+		x.sleep(61 * time.Second)
+		if later := x.sendFIFO(url, "one", "g", "d"); *later.MessageId == *first.MessageId {
+			x.t.Fatal("deduplicated after five minutes")
+		}
+		x.wantCounts(url, "2", "0", "0")
+	}},
+	{name: "FifoDeduplicationScopeMessageGroup", fauxqsDeviation: devFifoScope, fn: func(x *target) {
+		url := x.createQueue("f", map[string]string{"FifoQueue": "true", "DeduplicationScope": "messageGroup", "FifoThroughputLimit": "perMessageGroupId"})
+		a := x.sendFIFO(url, "m", "a", "same")
+		b := x.sendFIFO(url, "m", "b", "same")
+		a2 := x.sendFIFO(url, "m", "a", "same")
+		if *a.MessageId == *b.MessageId || *a2.MessageId != *a.MessageId {
+			x.t.Fatalf("ids a %s b %s a again %s: want b new, a again the same", *a.MessageId, *b.MessageId, *a2.MessageId)
+		}
+		x.wantCounts(url, "2", "0", "0")
+	}},
+	{name: "FifoIDRules", fn: func(x *target) {
+		url := x.createQueue("f", map[string]string{"FifoQueue": "true"})
+		long := strings.Repeat("p", 64) + `!"#$%&'()*+,-./:;<=>?@[\]^_{|}~` + "`"
+		x.sendFIFO(url, "m", long, long)
+		x.deviation(devFifoIDs)
+		std := x.createQueue("s", nil)
+		_, err := x.c.SendMessage(x.ctx, &sqs.SendMessageInput{QueueUrl: &std, MessageBody: aws.String("m"), MessageDeduplicationId: aws.String("d")})
+		wantAPIError(x.t, err, "InvalidParameterValue")
+		for _, in := range []*sqs.SendMessageInput{
+			{QueueUrl: &url, MessageBody: aws.String("m"), MessageGroupId: aws.String("has space"), MessageDeduplicationId: aws.String("d")},
+			{QueueUrl: &url, MessageBody: aws.String("m"), MessageGroupId: aws.String("g"), MessageDeduplicationId: aws.String(strings.Repeat("d", 129))},
+		} {
+			_, err := x.c.SendMessage(x.ctx, in)
+			wantAPIError(x.t, err, "InvalidParameterValue")
+		}
+	}},
+	{name: "FifoAttributeRules", fn: func(x *target) {
+		url := x.createQueue("f", map[string]string{"FifoQueue": "true"})
+		_, err := x.c.SetQueueAttributes(x.ctx, &sqs.SetQueueAttributesInput{QueueUrl: &url, Attributes: map[string]string{"ContentBasedDeduplication": "true"}})
+		if err != nil {
+			x.t.Fatalf("ContentBasedDeduplication on a FIFO queue: %v", err)
+		}
+		if a := x.attributes(url, types.QueueAttributeNameContentBasedDeduplication); a["ContentBasedDeduplication"] != "true" {
+			x.t.Fatalf("attributes %v", a)
+		}
+		x.deviation(devFifoAttrs)
+		_, err = x.c.CreateQueue(x.ctx, &sqs.CreateQueueInput{QueueName: aws.String(sqstestenv.QueueName(x.t, "s")),
+			Attributes: map[string]string{"ContentBasedDeduplication": "true"}})
+		wantAPIError(x.t, err, "InvalidAttributeName")
+		_, err = x.c.SetQueueAttributes(x.ctx, &sqs.SetQueueAttributesInput{QueueUrl: &url, Attributes: map[string]string{"DeduplicationScope": "everywhere"}})
+		wantAPIError(x.t, err, "InvalidAttributeValue")
+	}},
+	{name: "FifoGroupsNotInterleaved", fn: func(x *target) {
+		url := x.createQueue("f", map[string]string{"FifoQueue": "true"})
+		for i, g := range []string{"a", "b", "a", "b", "a"} {
+			x.sendFIFO(url, fmt.Sprint(g, i), g, fmt.Sprint(i))
+		}
+		x.deviation(devFifoGroups)
+		got := x.receive(url, 10)
+		var groups []string
+		for _, m := range got {
+			g := m.Attributes["MessageGroupId"]
+			if len(groups) == 0 || groups[len(groups)-1] != g {
+				groups = append(groups, g)
+			}
+		}
+		if len(got) == 0 || *got[0].Body != "a0" || len(groups) > 2 || len(groups) == 2 && groups[0] == groups[1] {
+			x.t.Fatalf("received groups %v (%d messages): want a's messages together first", groups, len(got))
 		}
 	}},
 	{name: "FifoRejectsMessageDelay", fn: func(x *target) {

@@ -1,8 +1,12 @@
 // Package sqstest is an in-process Amazon SQS server for tests and for
-// running programs without an AWS account. It speaks the AWS JSON 1.0
-// protocol of current SQS SDKs over HTTP on 127.0.0.1, keeps everything in
-// memory, and adds controls that a real queue cannot offer: a clock the
-// test moves, injected faults, and per-operation API-call counts.
+// running programs without an AWS account. It speaks both SQS protocols
+// over HTTP on 127.0.0.1, chosen per request: the AWS JSON 1.0 protocol of
+// current SDKs (X-Amz-Target) and the older query protocol (form-encoded
+// Action=..., XML answers) of the AWS SDK for Java v1, older boto3 and
+// aws-sdk-go releases and the aws CLI 2.9. It keeps everything in memory,
+// or with Options.DataDir in a journal on disk, and adds controls that a
+// real queue cannot offer: a clock the test moves, injected faults, and
+// per-operation API-call counts.
 //
 // A test starts one with Start, which closes it when the test ends:
 //
@@ -32,9 +36,12 @@
 // ChangeMessageVisibility and ChangeMessageVisibilityBatch, as SQS documents
 // them, including:
 //
-//   - standard and FIFO queues: message groups delivered in order and locked
-//     while a message of the group is in flight, deduplication by id or by
-//     content within 5 minutes, SequenceNumber;
+//   - standard and FIFO queues: message groups delivered in order, as many
+//     of one group's messages as a receive can take before another's, and
+//     locked while a message of the group is in flight; deduplication by id
+//     or by content within 5 minutes, queue-wide or per group
+//     (DeduplicationScope), a duplicate answered with the original
+//     MessageId and SequenceNumber; SequenceNumber on send and receive;
 //   - visibility timeouts (queue default and per receive), message and queue
 //     delays, retention, redrive to a dead-letter queue after
 //     maxReceiveCount receives;
@@ -50,10 +57,21 @@
 //     included);
 //   - errors as AWS sends them: HTTP 400 with the error shape in __type and
 //     the x-amzn-query-error header, so the SDK's typed errors work:
-//     errors.As(err, new(*types.QueueDoesNotExist)).
+//     errors.As(err, new(*types.QueueDoesNotExist)); over the query protocol,
+//     an ErrorResponse document with the legacy code
+//     (AWS.SimpleQueueService.NonExistentQueue).
 //
-// A conformance suite runs the same checks against this server and against
-// the fauxqs emulator, so that both keep to what AWS does.
+// A conformance suite runs the same checks against this server, against it
+// over the query protocol, and against the fauxqs emulator, so that all
+// keep to what AWS does.
+//
+// # Persistence
+//
+// With Options.DataDir every change is appended to a journal in that
+// directory and synced to disk before its request is answered; a server
+// started on the same directory, even after a crash, has every queue and
+// message (attributes, tags, delays, visibility, receive counts, receipt
+// handles) the last one acknowledged. FIFO deduplication ids are not kept.
 //
 // # Test controls
 //
@@ -90,12 +108,11 @@
 //     a standard queue never delivers a message twice while it is in flight.
 //     Code must still tolerate duplicates on AWS.
 //   - Throughput quotas and throttling (inject them with faults), the 120,000
-//     in-flight message limit of standard queues (20,000 for FIFO).
+//     in-flight message limit of standard queues (and FIFO's).
 //   - Encryption (KMS and SSE attributes are stored only), message move tasks
 //     (StartMessageMoveTask and friends), RedriveAllowPolicy enforcement,
 //     high-throughput FIFO partitioning, ReceiveRequestAttemptId retries, and
 //     list-typed message attribute values.
-//   - Persistence: state lives in memory and ends with the server.
 //   - Multiple accounts and regions: the account id and region are fixed per
 //     server (Options.AccountID, Options.Region); the host of a queue URL is
 //     ignored, only its last path segment names the queue.

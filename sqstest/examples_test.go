@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -211,4 +212,31 @@ func ExampleServer_QueueURLs() {
 	// Output:
 	// /000000000000/orders 30 map[team:billing]
 	// /000000000000/orders-dlq 30 map[]
+}
+
+// With Options.DataDir a server keeps its queues and messages on disk: a
+// new server on the same directory (after a restart, or a crash) has
+// everything the last one acknowledged. `tempq emulator --data DIR` runs
+// it so.
+func ExampleOptions_dataDir() {
+	dir, err := os.MkdirTemp("", "sqstest-example")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+	persist := func(o *sqstest.Options) { o.DataDir = dir }
+
+	srv := sqstest.NewServer(persist)
+	q, _ := srv.Client().CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("jobs"),
+		Tags: map[string]string{"team": "imaging"}})
+	_, _ = srv.Client().SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("resize photo 42")})
+	_ = srv.Close(ctx)
+
+	srv = sqstest.NewServer(persist)
+	defer srv.Close(ctx)
+	msgs, _ := srv.Messages("jobs")
+	tags, _ := srv.QueueTags("jobs")
+	fmt.Println(msgs[0].Body, tags["team"])
+	// Output: resize photo 42 imaging
 }

@@ -72,6 +72,53 @@ func (q *queue) lockedGroups(now time.Time) map[string]bool {
 	return locked
 }
 
+// takeFIFO picks up to n messages for a receive from the FIFO queue q:
+// only from groups with no message in flight, each group's in order and
+// none behind one of its messages that is not visible. As SQS does, it
+// returns as many messages of one group as it can before another's: the
+// groups in the order of their first deliverable message. Callers hold
+// s.mu.
+func (s *Server) takeFIFO(q *queue, now time.Time, n int) []*message {
+	locked := q.lockedGroups(now)
+	blocked := make(map[string]bool)
+	var order []string
+	byGroup := make(map[string][]*message)
+	for m := q.head; m != nil; {
+		next := m.next
+		switch {
+		case q.expired(m, now):
+			q.remove(m)
+		case !m.visible(now):
+			blocked[m.group] = true // order within a group
+		case locked[m.group] || blocked[m.group]:
+		default:
+			if _, ok := byGroup[m.group]; !ok {
+				order = append(order, m.group)
+			}
+			byGroup[m.group] = append(byGroup[m.group], m)
+		}
+		m = next
+	}
+	var got []*message
+	for _, g := range order {
+		for _, m := range byGroup[g] {
+			if len(got) == n {
+				return got
+			}
+			if !s.redriven(q, m, now) {
+				got = append(got, m)
+			}
+		}
+	}
+	return got
+}
+
+// redriven moves m to q's dead-letter queue when a receive would exceed
+// its maxReceiveCount, and reports whether it did. Callers hold s.mu.
+func (s *Server) redriven(q *queue, m *message, now time.Time) bool {
+	return q.redrive != nil && m.receives >= q.redrive.maxReceiveCount && s.moveToDLQ(q, m, now)
+}
+
 // seqString formats a SequenceNumber: 20 digits, like AWS's, which sort as
 // strings in send order.
 func seqString(n uint64) string { return fmt.Sprintf("%020d", n) }

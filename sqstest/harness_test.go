@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"net/http"
 	"sort"
 	"strings"
 	"testing"
@@ -37,10 +38,17 @@ func newTarget(t *testing.T, kind string) *target {
 	t.Helper()
 	x := &target{t: t, name: kind, ctx: context.Background()}
 	var b *sqstestenv.Backend
-	if kind == "sqstest" {
+	if kind == "sqstest" || kind == "sqstest-query" {
 		x.clock = sqstest.NewManualClock(time.Time{})
 		b = sqstestenv.SQSTest(t, func(o *sqstest.Options) { o.Clock = x.clock })
 		x.srv = b.Server
+		if kind == "sqstest-query" {
+			// The same server, spoken to in the query protocol.
+			x.c = x.srv.Client(func(o *sqs.Options) {
+				o.HTTPClient = &http.Client{Transport: queryTransport{h: x.srv}}
+			})
+			return x
+		}
 	} else {
 		b = sqstestenv.Fauxqs(t)
 		x.name = b.Name

@@ -251,6 +251,7 @@ func (s *Server) enqueue(q *queue, m *message, now time.Time) *sendMessageOutput
 		m.seqNum = seqString(q.seq)
 	}
 	q.push(m)
+	s.journalMessage(q, m)
 	if m.visibleAt.After(now) {
 		s.noteFuture(q, m.visibleAt, now)
 	}

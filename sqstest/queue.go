@@ -164,6 +164,7 @@ func (s *Server) createQueue(base string, in *createQueueInput) (*queueURLOutput
 		q.tags[k] = v
 	}
 	s.queues[name] = q
+	s.journalQueue(q)
 	return &queueURLOutput{QueueURL: s.queueURL(base, name)}, nil
 }
 
@@ -270,6 +271,7 @@ func (s *Server) deleteQueue(_ context.Context, in *queueInput) (*empty, error) 
 		return nil, err
 	}
 	delete(s.queues, q.name)
+	s.journalAdd(&journalRecord{T: "dq", Q: q.name})
 	q.deleted = true
 	q.wake(len(q.waiters)) // they answer QueueDoesNotExist
 	q.stopTimer()
@@ -348,6 +350,7 @@ func (s *Server) setQueueAttributes(_ context.Context, in *setQueueAttributesInp
 	}
 	q.redrive = redrive
 	q.modified = s.clock.Now()
+	s.journalQueue(q)
 	// A shorter ReceiveMessageWaitTimeSeconds does not affect parked polls,
 	// as on AWS; other changes take effect at the next receive.
 	return &empty{}, nil
@@ -374,6 +377,7 @@ func (s *Server) tagQueue(_ context.Context, in *tagQueueInput) (*empty, error) 
 		return nil, aerr
 	}
 	q.tags = merged
+	s.journalQueue(q)
 	return &empty{}, nil
 }
 
@@ -390,6 +394,7 @@ func (s *Server) untagQueue(_ context.Context, in *untagQueueInput) (*empty, err
 	for _, k := range in.TagKeys {
 		delete(q.tags, k)
 	}
+	s.journalQueue(q)
 	return &empty{}, nil
 }
 
@@ -418,6 +423,7 @@ func (s *Server) purgeQueue(_ context.Context, in *queueInput) (*empty, error) {
 	}
 	q.head, q.tail = nil, nil
 	q.byID = make(map[string]*message)
+	s.journalAdd(&journalRecord{T: "pq", Q: q.name})
 	return &empty{}, nil
 }
 

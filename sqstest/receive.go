@@ -234,23 +234,17 @@ func (sel *selection) wantAttr(n string) bool {
 // redrive policy's maxReceiveCount to the dead-letter queue instead.
 // Callers hold s.mu.
 func (s *Server) take(q *queue, now time.Time, n int, vt time.Duration, sel *selection) []messageOutput {
-	var locked, blocked map[string]bool
-	if q.fifo {
-		locked = q.lockedGroups(now)
-		blocked = make(map[string]bool)
-	}
 	var got []*message
-	for m := q.head; m != nil && len(got) < n; {
+	if q.fifo {
+		got = s.takeFIFO(q, now, n)
+	}
+	for m := q.head; !q.fifo && m != nil && len(got) < n; {
 		next := m.next
 		switch {
 		case q.expired(m, now):
 			q.remove(m)
 		case !m.visible(now):
-			if q.fifo {
-				blocked[m.group] = true // order within a group
-			}
-		case q.fifo && (locked[m.group] || blocked[m.group]):
-		case q.redrive != nil && m.receives >= q.redrive.maxReceiveCount && s.moveToDLQ(q, m, now):
+		case s.redriven(q, m, now):
 		default:
 			got = append(got, m)
 		}
@@ -274,6 +268,8 @@ func (s *Server) take(q *queue, now time.Time, n int, vt time.Duration, sel *sel
 			q.unlink(m)
 			q.push(m)
 		}
+		s.journalAdd(&journalRecord{T: "r", Q: q.name, ID: m.id, RC: m.receives, Vis: nanos(m.visibleAt),
+			First: nanos(m.firstReceive), Recv: nanos(m.receivedAt), H: m.handle})
 		out[i] = s.render(q, m, sel)
 	}
 	if vt > 0 {

@@ -15,6 +15,7 @@ func (s *Server) moveToDLQ(q *queue, m *message, now time.Time) bool {
 		return false
 	}
 	q.remove(m)
+	s.journalAdd(&journalRecord{T: "d", Q: q.name, ID: m.id})
 	m.visibleAt = now
 	m.handle = ""
 	m.dlqSourceARN = q.arn
@@ -23,6 +24,7 @@ func (s *Server) moveToDLQ(q *queue, m *message, now time.Time) bool {
 		m.seqNum = seqString(dlq.seq)
 	}
 	dlq.push(m)
+	s.journalMessage(dlq, m)
 	dlq.wake(1)
 	return true
 }

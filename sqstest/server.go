@@ -40,6 +40,12 @@ type Options struct {
 	// InjectFault in order: for a server started by Run, which returns no
 	// Server to call InjectFault on (the emulator's --latency).
 	Faults []Fault
+	// DataDir, when set, makes the server keep its queues and messages in
+	// a journal in this directory (created if missing): a new server on
+	// the same directory starts with the state the last one acknowledged,
+	// even after a crash. Every change is on disk (fsync) before its
+	// request is answered. Empty keeps everything in memory.
+	DataDir string
 	// Quotas are the account's rate limits the server enforces, as SQS
 	// does (see EnforceQuotas); none by default.
 	Quotas []Quota
@@ -72,6 +78,8 @@ type Server struct {
 	runCond *sync.Cond // signalled by runMu when running drops to zero
 	running int        // handlers running; none start once closing is set
 	closing bool
+
+	journal *journal // nil unless Options.DataDir is set
 
 	mu     sync.Mutex // guards everything below, and every queue
 	queues map[string]*queue
@@ -124,8 +132,14 @@ func Start(tb TB, optFns ...func(*Options)) *Server {
 
 func listen(optFns []func(*Options)) (*Server, error) {
 	s := newServer(optFns)
+	if err := s.load(); err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", s.opts.Addr)
 	if err != nil {
+		if s.journal != nil {
+			_ = s.journal.close()
+		}
 		return nil, fmt.Errorf("sqstest: listening on %s: %w", s.opts.Addr, err)
 	}
 	s.serve(ln)
@@ -134,9 +148,22 @@ func listen(optFns []func(*Options)) (*Server, error) {
 
 // NewHandler returns a Server that does not listen: serve it with any
 // http.Server or httptest.Server. Queue URLs then use the Host of each
-// request. Close still ends its parked long polls.
+// request. Close still ends its parked long polls. It panics if
+// Options.DataDir is set and its journal cannot be loaded.
 func NewHandler(optFns ...func(*Options)) *Server {
-	return newServer(optFns)
+	s := newServer(optFns)
+	if err := s.load(); err != nil {
+		panic(err.Error())
+	}
+	return s
+}
+
+// load restores the state kept in Options.DataDir, if set.
+func (s *Server) load() error {
+	if s.opts.DataDir == "" {
+		return nil
+	}
+	return s.openJournal(s.opts.DataDir)
 }
 
 // Run serves SQS on Options.Addr until ctx is done, then closes the server
@@ -276,6 +303,11 @@ func (s *Server) shutdown() {
 		q.stopTimer()
 	}
 	s.mu.Unlock()
+	if s.journal != nil {
+		if err := s.journal.close(); err != nil {
+			s.log.Error("sqstest: closing the journal", "err", err)
+		}
+	}
 }
 
 // enter registers a running handler; it reports false once Close has begun.
@@ -307,11 +339,16 @@ func (s *Server) Parked() int {
 	return s.parked
 }
 
-// ServeHTTP implements the SQS JSON 1.0 protocol: POST with
-// X-Amz-Target: AmazonSQS.<Operation> and a JSON body.
+// ServeHTTP implements the SQS JSON 1.0 protocol (POST with X-Amz-Target:
+// AmazonSQS.<Operation> and a JSON body) and the older query protocol
+// (form-encoded Action=<Operation>, XML answers), chosen per request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	reqID := uuid.NewString()
 	w.Header().Set("x-amzn-RequestId", reqID)
+	query := isQuery(r)
+	if query {
+		w = &queryWriter{ResponseWriter: w, reqID: reqID}
+	}
 	if !s.enter() {
 		// Only in-process clients and NewHandler servers get here: a
 		// closed listener accepts nothing.
@@ -321,7 +358,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer s.exit()
 
 	op, ok := strings.CutPrefix(r.Header.Get("X-Amz-Target"), "AmazonSQS.")
-	if r.Method != http.MethodPost || !ok || op == "" {
+	if query {
+		op = r.URL.Query().Get("Action")
+		ok = r.Method == http.MethodPost || r.Method == http.MethodGet
+	} else if r.Method != http.MethodPost || !ok || op == "" {
 		s.writeError(w, op, senderError("MissingAction", "the request has no X-Amz-Target: AmazonSQS.<Operation> header"))
 		return
 	}
@@ -332,6 +372,29 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			s.writeError(w, op, senderError("RequestEntityTooLarge", "request body too large or unreadable: %v", err))
 			return
+		}
+	}
+	base := s.url
+	if base == "" {
+		base = "http://" + r.Host
+	}
+	dec := jsonDecoder(body)
+	if query {
+		form, aerr := queryForm(r, body, base)
+		if aerr != nil {
+			s.writeError(w, op, aerr)
+			return
+		}
+		op = form.Get("Action")
+		if !ok || op == "" {
+			s.writeError(w, op, senderError("MissingAction", "the request has no Action parameter"))
+			return
+		}
+		dec = func(in any) error {
+			if e := decodeQuery(op, form, in); e != nil {
+				return e
+			}
+			return nil
 		}
 	}
 	ctx := r.Context()
@@ -348,11 +411,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, op, e)
 		return
 	}
-	base := s.url
-	if base == "" {
-		base = "http://" + r.Host
+	out, err := s.dispatch(ctx, base, op, dec)
+	if jerr := s.durable(); jerr != nil {
+		// The change is in memory but not on disk: the client must not
+		// take it as done.
+		s.writeError(w, op, newError(http.StatusInternalServerError, "InternalFailure", "%v", jerr))
+		return
 	}
-	out, err := s.dispatch(ctx, base, op, body)
 	if err != nil {
 		var ae *apiError
 		if !errors.As(err, &ae) {
@@ -362,6 +427,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			ae = newError(http.StatusInternalServerError, "InternalFailure", "%v", err)
 		}
 		s.writeError(w, op, ae)
+		return
+	}
+	if query {
+		s.log.Debug("sqstest request", "op", op, "request_id", reqID, "protocol", "query")
+		w.Header().Set("Content-Type", "text/xml")
+		_, _ = w.Write(encodeQuery(op, reqID, out))
 		return
 	}
 	b, err := json.Marshal(out)
@@ -381,6 +452,12 @@ func (s *Server) writeError(w http.ResponseWriter, op string, e *apiError) {
 		fault = "Receiver"
 	}
 	h := w.Header()
+	if qw, ok := w.(*queryWriter); ok {
+		h.Set("Content-Type", "text/xml")
+		w.WriteHeader(e.status)
+		_, _ = w.Write(encodeQueryError(e, qw.reqID))
+		return
+	}
 	h.Set("Content-Type", "application/x-amz-json-1.0")
 	h.Set("x-amzn-query-error", e.queryCode+";"+fault)
 	w.WriteHeader(e.status)
@@ -406,18 +483,30 @@ func (s *Server) sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// call decodes a request into In and runs fn on it.
-func call[In, Out any](ctx context.Context, body []byte, fn func(context.Context, *In) (*Out, error)) (any, error) {
-	in := new(In)
-	if len(body) > 0 {
-		if err := json.Unmarshal(body, in); err != nil {
-			return nil, senderError("SerializationException", "malformed request body: %v", err)
+// decoder fills a request struct from a request of either protocol.
+type decoder func(in any) error
+
+func jsonDecoder(body []byte) decoder {
+	return func(in any) error {
+		if len(body) > 0 {
+			if err := json.Unmarshal(body, in); err != nil {
+				return senderError("SerializationException", "malformed request body: %v", err)
+			}
 		}
+		return nil
+	}
+}
+
+// call decodes a request into In and runs fn on it.
+func call[In, Out any](ctx context.Context, dec decoder, fn func(context.Context, *In) (*Out, error)) (any, error) {
+	in := new(In)
+	if err := dec(in); err != nil {
+		return nil, err
 	}
 	return fn(ctx, in)
 }
 
-func (s *Server) dispatch(ctx context.Context, base, op string, body []byte) (any, error) {
+func (s *Server) dispatch(ctx context.Context, base, op string, body decoder) (any, error) {
 	switch op {
 	case "CreateQueue":
 		return call(ctx, body, func(ctx context.Context, in *createQueueInput) (*queueURLOutput, error) {

@@ -110,6 +110,9 @@ func (s *Server) Seed(queue string, msgs ...Message) error {
 		}
 	}
 	q.wake(woken)
+	if err := s.durable(); err != nil {
+		return fmt.Errorf("sqstest: Seed %q: %w", queue, err)
+	}
 	return nil
 }
 

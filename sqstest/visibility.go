@@ -20,6 +20,7 @@ func (s *Server) deleteOne(q *queue, handle string) *apiError {
 	}
 	if m := q.byID[id]; m != nil && m.handle == handle {
 		q.remove(m)
+		s.journalAdd(&journalRecord{T: "d", Q: q.name, ID: m.id})
 		if q.fifo {
 			// The group's next message may now be deliverable.
 			q.wake(1)
@@ -54,6 +55,7 @@ func (s *Server) changeOne(q *queue, handle string, vtp *int, now time.Time) *ap
 		return errInvalidParameter("Value %d for parameter VisibilityTimeout is invalid. Reason: Total VisibilityTimeout for the message is beyond the limit [43200 seconds]", vt)
 	}
 	m.visibleAt = at
+	s.journalAdd(&journalRecord{T: "v", Q: q.name, ID: m.id, Vis: nanos(at)})
 	if vt == 0 {
 		q.wake(1)
 	} else {

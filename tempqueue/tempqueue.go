@@ -16,10 +16,12 @@ import (
 	"log/slog"
 	"maps"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/hostq"
@@ -36,7 +38,8 @@ var ErrClosed = sqsapi.ErrClosed
 type Options struct {
 	// Prefix starts the name of every host queue; default
 	// sqsapi.DefaultQueuePrefix. Host queue names are the prefix, a UUID, '-'
-	// and a counter, at most 80 characters, so the prefix has at most 40.
+	// and a counter, at most 80 characters, so the prefix has at most 40
+	// (35 when FIFO host queues add ".fifo").
 	Prefix string
 	// IdleQueueRetention is how long a host queue, and a virtual queue made
 	// by CreateQueue, may stay idle before a reaper deletes it; default
@@ -145,6 +148,14 @@ func (c *Client) Reaper() *reaper.Reaper { return c.reaper }
 // IdleQueueRetentionPeriodSeconds attribute, when given). With the
 // HostQueueUrl attribute it makes a virtual queue on that host instead, as
 // virtualqueue.Client does.
+//
+// A FIFO temporary queue is asked for as from SQS: a name ending in ".fifo"
+// and the attribute FifoQueue true (one without the other is an
+// *sqsapi.InvalidInputError), with ContentBasedDeduplication,
+// DeduplicationScope and FifoThroughputLimit if wanted. It is a virtual
+// queue of that name on a FIFO host queue (<prefix><uuid>-<n>.fifo, so
+// the prefix has at most 35 characters), one per such attribute set, and
+// keeps its messages in send order (see package virtualqueue).
 func (c *Client) CreateQueue(ctx context.Context, in *sqs.CreateQueueInput, optFns ...func(*sqs.Options)) (*sqs.CreateQueueOutput, error) {
 	if in == nil {
 		return nil, wire.Invalid("CreateQueue", "input", "nil")
@@ -163,6 +174,9 @@ func (c *Client) CreateQueue(ctx context.Context, in *sqs.CreateQueueInput, optF
 	}
 	if !wire.ValidQueueName(aws.ToString(in.QueueName)) {
 		return nil, wire.Invalid("CreateQueue", "QueueName", "%q must be 1-80 characters of A-Z a-z 0-9 - _", aws.ToString(in.QueueName))
+	}
+	if err := checkFIFO(aws.ToString(in.QueueName), hostAttrs); err != nil {
+		return nil, err
 	}
 	for attempt := 0; ; attempt++ {
 		host, err := c.owner.URL(ctx, hostAttrs)
@@ -185,6 +199,22 @@ func (c *Client) CreateQueue(ctx context.Context, in *sqs.CreateQueueInput, optF
 		}
 		return out, err
 	}
+}
+
+// checkFIFO applies SQS's rule to a temporary queue: FifoQueue true goes
+// with a name ending in ".fifo", and such a name with FifoQueue true. An
+// explicit FifoQueue false is dropped from the host attributes: it is the
+// standard host's.
+func checkFIFO(name string, hostAttrs map[string]string) error {
+	v, ok := hostAttrs[string(types.QueueAttributeNameFifoQueue)]
+	fifo := ok && strings.EqualFold(v, "true")
+	if ok && !fifo && strings.EqualFold(v, "false") {
+		delete(hostAttrs, string(types.QueueAttributeNameFifoQueue))
+	}
+	if fifo != strings.HasSuffix(name, ".fifo") {
+		return wire.Invalid("CreateQueue", "QueueName", "%q: a FIFO queue's name ends in .fifo (with FifoQueue true), and only a FIFO queue's does", name)
+	}
+	return nil
 }
 
 // Close closes the virtual-queue layer (waking receivers, releasing buffered

@@ -46,10 +46,25 @@
 // it, counts it and logs one line; Options.Orphans selects release or keep,
 // and Options.OrphanHandler decides per message.
 //
+// # FIFO host queues
+//
+// A host queue may be a FIFO queue (its URL ends in ".fifo"). Each of its
+// virtual queues is then one message group: sends set MessageGroupId to the
+// virtual queue's name (a group the caller gives is checked, then replaced),
+// so a virtual queue keeps send order and virtual queues never hold each
+// other up. The deduplication id is scoped to the virtual queue: the
+// caller's MessageDeduplicationId hashed with the name; with none, the body
+// hashed with the name when the host has ContentBasedDeduplication, and a
+// new UUID otherwise (one per call, so the SDK's retries of it are
+// deduplicated). DelaySeconds must be 0. A virtual queue hands out nothing
+// while a message received from it is in flight, as SQS does for a group,
+// so a message released or left to time out comes back before those
+// behind it. Names may end in ".fifo" on a FIFO host only.
+//
 // # Limits
 //
 // Virtual queue names follow SQS queue naming rules (1 to 80 of A-Z a-z 0-9 -
-// _). Hosts must be standard queues. The routing attribute counts against
+// _). The routing attribute counts against
 // SQS's limit of 10 message attributes: a message with 10 of its own is
 // rejected with an error matching sqsapi.ErrInvalidInput before any call.
 // SetQueueAttributes on a virtual URL is rejected; PurgeQueue on one purges

@@ -53,7 +53,6 @@ func TestBadInputIsRejectedBeforeAnyCall(t *testing.T) {
 			"retention not int": create("v", with(sqsapi.IdleQueueRetentionPeriodAttribute, "1.5")),
 			"virtual host":      create("v", map[string]string{sqsapi.HostQueueURLAttribute: u}),
 			"relative host":     create("v", map[string]string{sqsapi.HostQueueURLAttribute: "queue"}),
-			"fifo host":         create("v", map[string]string{sqsapi.HostQueueURLAttribute: "http://127.0.0.1:1/000000000000/h.fifo"}),
 			"set attributes": func() error {
 				_, err := c.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: aws.String(u)})
 				return err

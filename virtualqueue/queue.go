@@ -98,7 +98,8 @@ func (c *Client) DeleteQueue(ctx context.Context, in *sqs.DeleteQueueInput, optF
 
 // GetQueueAttributes on a virtual URL answers locally: HostQueueUrl,
 // IdleQueueRetentionPeriodSeconds (when set), the host's VisibilityTimeout
-// and ReceiveMessageWaitTimeSeconds, and the virtual queue's own approximate
+// and ReceiveMessageWaitTimeSeconds (and, on a FIFO host, FifoQueue and
+// ContentBasedDeduplication), and the virtual queue's own approximate
 // counts (buffered, and received but not deleted within their visibility).
 func (c *Client) GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttributesInput, optFns ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {
 	if in == nil || !wire.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
@@ -120,6 +121,10 @@ func (c *Client) GetQueueAttributes(ctx context.Context, in *sqs.GetQueueAttribu
 	}
 	if r := q.Retention(); r > 0 {
 		all[sqsapi.IdleQueueRetentionPeriodAttribute] = strconv.Itoa(int(r))
+	}
+	if h.FIFO() {
+		all[string(types.QueueAttributeNameFifoQueue)] = "true"
+		all[string(types.QueueAttributeNameContentBasedDeduplication)] = strconv.FormatBool(h.ContentBasedDeduplication())
 	}
 	out := make(map[string]string)
 	for _, n := range in.AttributeNames {

@@ -43,15 +43,33 @@ func parseSendTarget(op, queueURL string) (hostURL, name string, err error) {
 	if err != nil {
 		return "", "", withOp(err, op)
 	}
-	if len(hostURL) > 5 && hostURL[len(hostURL)-5:] == ".fifo" {
-		return "", "", wire.Invalid(op, "QueueUrl", "virtual queues live on standard host queues, not FIFO queue %s", hostURL)
-	}
 	return hostURL, name, nil
+}
+
+// fifoIDs returns a message's MessageGroupId and MessageDeduplicationId
+// for the virtual queue name on hostURL, after checking the caller's: on a
+// FIFO host the group is the virtual queue (wire.VirtualFIFOIDs), which
+// needs the host's ContentBasedDeduplication (read when the host is
+// opened, once); on a standard host the caller's pass as they are.
+func (c *Client) fifoIDs(ctx context.Context, op, hostURL, name string, group, dedup *string, delay int32, body *string) (*string, *string, error) {
+	if !wire.IsFIFOURL(hostURL) {
+		return group, dedup, wire.CheckFIFOSend(op, hostURL, group, dedup, delay)
+	}
+	if err := wire.CheckVirtualFIFO(op, group, dedup, delay); err != nil {
+		return nil, nil, err // before opening the host, which costs a call
+	}
+	h, err := c.getHost(ctx, hostURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	return wire.VirtualFIFOIDs(op, name, group, dedup, delay, body, h.ContentBasedDeduplication())
 }
 
 // SendMessage passes through, or sends to a virtual queue: the message goes
 // to the host queue with the routing attribute. The virtual queue need not
-// exist in this client (it may live in another process). Unless
+// exist in this client (it may live in another process). On a FIFO host
+// the virtual queue is the message's group, and its deduplication id is
+// scoped to the virtual queue (see the package documentation). Unless
 // Options.DisableSendBatching is set or optFns are given, concurrent sends to
 // one host share SendMessageBatch calls; a lone send goes out at once.
 func (c *Client) SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
@@ -70,8 +88,11 @@ func (c *Client) SendMessage(ctx context.Context, in *sqs.SendMessageInput, optF
 	if err := wire.CheckDelaySeconds(op, in.DelaySeconds); err != nil {
 		return nil, err
 	}
-	c.touch(hostURL, name)
 	cp := *in
+	if cp.MessageGroupId, cp.MessageDeduplicationId, err = c.fifoIDs(ctx, op, hostURL, name, in.MessageGroupId, in.MessageDeduplicationId, in.DelaySeconds, in.MessageBody); err != nil {
+		return nil, err
+	}
+	c.touch(hostURL, name)
 	cp.QueueUrl = aws.String(hostURL)
 	cp.MessageAttributes = attrs
 	if c.opts.DisableSendBatching || len(optFns) > 0 || c.isClosed() {
@@ -108,6 +129,9 @@ func (c *Client) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchI
 		}
 		attrs, err := routed(op, name, e.MessageAttributes, e.MessageBody)
 		if err != nil {
+			return nil, err
+		}
+		if e.MessageGroupId, e.MessageDeduplicationId, err = c.fifoIDs(ctx, op, hostURL, name, e.MessageGroupId, e.MessageDeduplicationId, e.DelaySeconds, e.MessageBody); err != nil {
 			return nil, err
 		}
 		e.MessageAttributes = attrs

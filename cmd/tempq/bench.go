@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/exec"
@@ -51,6 +52,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	jsonFile := fs.String("json-file", "", "also write the JSON report to this file")
 	fromJSON := fs.String("from-json", "", "do not run: print (and plot) the report saved in this JSON file")
 	svgDir := fs.String("svg-dir", "", "write latency.svg, calls.svg, throughput.svg and cpu.svg to this directory")
+	verbose := fs.Bool("v", false, "log at debug level to stderr how the client was configured (--endpoint-url, AWS_ENDPOINT_URL_SQS, --aws)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -125,11 +127,18 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if *latency > 0 || *inProcess {
 			return usageError("--latency and --in-process apply to sqstest only, not to --endpoint-url or --aws")
 		}
-		e, err := sqsenv.Open(ctx, env)
+		var log *slog.Logger
+		if *verbose {
+			log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		}
+		e, err := sqsenv.Open(ctx, env, func(o *sqsenv.Options) { o.Logger = log })
 		if err != nil {
 			return err
 		}
 		defer e.Close()
+		if err := checkServer(ctx, e); err != nil {
+			return err
+		}
 		base, where = e.Client.Options(), e.Where
 	}
 	fmt.Fprintln(stderr, "tempq bench:", where)

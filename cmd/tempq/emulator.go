@@ -2,21 +2,69 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/sqstest"
 )
 
+// readyPrefix starts the one line the emulator prints on stdout once it
+// serves (and the --queue queues exist): scripts wait for it.
+const readyPrefix = "sqstest listening on "
+
+// queueFlags collects repeated --queue name[:attr=value,...] flags.
+type queueFlags []queueSpec
+
+type queueSpec struct {
+	name  string
+	attrs map[string]string
+}
+
+func (q *queueFlags) String() string { return fmt.Sprint(len(*q), " queues") }
+
+func (q *queueFlags) Set(s string) error {
+	name, rest, _ := strings.Cut(s, ":")
+	if name == "" {
+		return fmt.Errorf("want name[:attr=value,...], got %q", s)
+	}
+	spec := queueSpec{name: name, attrs: map[string]string{}}
+	if rest != "" {
+		for _, kv := range strings.Split(rest, ",") {
+			k, v, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				return fmt.Errorf("--queue %s: want attr=value, got %q", name, kv)
+			}
+			spec.attrs[k] = v
+		}
+	}
+	if _, ok := spec.attrs["FifoQueue"]; !ok && strings.HasSuffix(name, ".fifo") {
+		spec.attrs["FifoQueue"] = "true"
+	}
+	*q = append(*q, spec)
+	return nil
+}
+
 // runEmulator is `tempq emulator`, the one command that runs package
-// sqstest's server on its own: for SDKs in other languages, the AWS CLI, a
-// quick look with curl, and tempq bench's child process. State lives in
-// memory and ends with it.
+// sqstest's server on its own: for SDKs in other languages (JSON or query
+// protocol), the AWS CLI, a quick look with curl, and tempq bench's child
+// process. State lives in memory unless --data names a directory.
 func runEmulator(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("emulator", "[--addr 127.0.0.1:4566] [--region us-east-1] [--latency 2ms] [--until-stdin-eof] [-v]", stdout)
+	fs := newFlags("emulator", "[--addr 127.0.0.1:4566] [--data DIR] [--region us-east-1] [--account 000000000000] [--queue name[:attr=value,...]]... [--latency 2ms] [--until-stdin-eof] [-v]", stdout)
 	addr := fs.String("addr", "127.0.0.1:4566", "address to listen on (port 0 picks a free one)")
+	data := fs.String("data", "", "keep queues and messages in this directory, on disk before each answer, so a restart (even after a crash) loses nothing; empty keeps them in memory")
 	region := fs.String("region", "us-east-1", "region shown in queue ARNs")
+	account := fs.String("account", "000000000000", "account id shown in queue URLs and ARNs (12 digits)")
+	var queues queueFlags
+	fs.Var(&queues, "queue", "create this queue at start, with these attributes (repeatable; a name ending .fifo gets FifoQueue=true); an existing one gets the attributes set")
 	latency := fs.Duration("latency", 0, "wait this long before handling each call, to stand for a network")
 	untilEOF := fs.Bool("until-stdin-eof", false, "stop when standard input closes, so that a parent process that ends (even killed) stops the server; tempq bench runs it so")
 	verbose := fs.Bool("v", false, "log every request and error to stderr")
@@ -29,6 +77,12 @@ func runEmulator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if *latency < 0 {
 		return usageError("--latency %v: must not be negative", *latency)
 	}
+	if len(*account) != 12 || strings.Trim(*account, "0123456789") != "" {
+		return usageError("--account %q: must be 12 digits", *account)
+	}
+	if *region == "" {
+		return usageError("--region must not be empty")
+	}
 	if *untilEOF {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
@@ -40,9 +94,14 @@ func runEmulator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			cancel()
 		}()
 	}
-	return sqstest.Run(ctx, stdout, func(o *sqstest.Options) {
+	ready := &readyWriter{w: stdout, setup: func(url string) error {
+		return createQueues(ctx, url, *region, queues)
+	}}
+	return sqstest.Run(ctx, ready, func(o *sqstest.Options) {
 		o.Addr = *addr
 		o.Region = *region
+		o.AccountID = *account
+		o.DataDir = *data
 		if *latency > 0 {
 			o.Faults = []sqstest.Fault{sqstest.Latency("", *latency)}
 		}
@@ -51,4 +110,59 @@ func runEmulator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			o.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		}
 	})
+}
+
+// readyWriter holds back the server's ready line until setup, given the
+// server's URL, has run: a script that waits for the line then finds the
+// --queue queues in place.
+type readyWriter struct {
+	w     io.Writer
+	setup func(url string) error
+	done  bool
+}
+
+func (r *readyWriter) Write(p []byte) (int, error) {
+	if !r.done {
+		r.done = true
+		if url, ok := strings.CutPrefix(strings.TrimSpace(string(p)), readyPrefix); ok {
+			if err := r.setup(url); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return r.w.Write(p)
+}
+
+// createQueues creates the --queue queues through the server's own API,
+// so they get the validation any client's would.
+func createQueues(ctx context.Context, url, region string, queues []queueSpec) error {
+	if len(queues) == 0 {
+		return nil
+	}
+	client := sqs.New(sqs.Options{
+		Region:       region,
+		BaseEndpoint: aws.String(url),
+		Credentials:  credentials.NewStaticCredentialsProvider("tempq", "tempq", ""),
+	})
+	for _, q := range queues {
+		_, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(q.name), Attributes: q.attrs})
+		var exists *types.QueueNameExists
+		if errors.As(err, &exists) {
+			// Kept by --data with other attributes: the flags win.
+			var got *sqs.GetQueueUrlOutput
+			if got, err = client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(q.name)}); err == nil {
+				attrs := make(map[string]string, len(q.attrs))
+				for k, v := range q.attrs {
+					if k != "FifoQueue" {
+						attrs[k] = v
+					}
+				}
+				_, err = client.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: got.QueueUrl, Attributes: attrs})
+			}
+		}
+		if err != nil {
+			return &exitError{code: exitUsage, err: fmt.Errorf("--queue %s: %w", q.name, err)}
+		}
+	}
+	return nil
 }

@@ -81,6 +81,9 @@ func runServeEcho(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	s := r.Stats()
+	if *asJSON { // the last line of the JSON stream on stdout
+		return writeJSON(stdout, map[string]any{"stopped": time.Now().UTC(), "requests": s.Received, "replies": s.Replied})
+	}
 	fmt.Fprintf(stderr, "stopped: %d requests, %d replies\n", s.Received, s.Replied)
 	return nil
 }

@@ -84,17 +84,52 @@ func openSQS(ctx context.Context, s *sqsFlags, stderr io.Writer) (*sqsenv.Env, e
 	if err != nil {
 		return nil, err
 	}
-	if env.Endpoint != "" {
-		if err := checkConnect(ctx, env.Endpoint); err != nil {
-			env.Close()
-			return nil, err
-		}
+	if err := checkServer(ctx, env); err != nil {
+		env.Close()
+		return nil, err
 	}
 	return env, nil
 }
 
+// checkServer checks that the SQS endpoint of env accepts connections: the
+// endpoint named (--endpoint-url, AWS_ENDPOINT_URL_SQS), or for AWS the
+// regional endpoint the SDK resolves, so that a network failure is one
+// line naming the endpoint instead of the SDK's error after its retries.
+func checkServer(ctx context.Context, env *sqsenv.Env) error {
+	endpoint := env.Endpoint
+	if endpoint == "" {
+		endpoint = awsEndpoint(ctx, env.Client)
+	}
+	if endpoint == "" {
+		return nil // nothing to check: the SDK's calls will say
+	}
+	return checkConnect(ctx, endpoint)
+}
+
+// awsEndpoint returns the endpoint URL the client's calls go to, as the
+// SDK resolves it from its region (FIPS and dual-stack included), or ""
+// when it cannot be resolved.
+func awsEndpoint(ctx context.Context, client *sqs.Client) string {
+	o := client.Options()
+	if o.BaseEndpoint != nil {
+		return *o.BaseEndpoint
+	}
+	if o.EndpointResolverV2 == nil || o.Region == "" {
+		return ""
+	}
+	ep, err := o.EndpointResolverV2.ResolveEndpoint(ctx, sqs.EndpointParameters{
+		Region:       aws.String(o.Region),
+		UseFIPS:      aws.Bool(o.EndpointOptions.UseFIPSEndpoint == aws.FIPSEndpointStateEnabled),
+		UseDualStack: aws.Bool(o.EndpointOptions.UseDualStackEndpoint == aws.DualStackEndpointStateEnabled),
+	})
+	if err != nil {
+		return ""
+	}
+	return ep.URI.String()
+}
+
 // checkConnect opens (and closes) one TCP connection to endpoint, a URL
-// that sqsenv.Open has validated. Only this first contact is strict: the
+// that sqsenv.Open has validated or the SDK has resolved. Only this first contact is strict: the
 // SDK's calls keep their retries, for servers that blink later. An
 // endpoint reached through an HTTP proxy is not checked: the proxy, not
 // this process, connects to it.

@@ -52,7 +52,11 @@ var users = map[string]string{"alice": "wonderland", "bob": "builder"}
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+	err := run(ctx, os.Args[1:], os.Stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return // -h printed the usage: exit 0, as with flag.ExitOnError
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "login:", err)
 		os.Exit(1)
 	}

@@ -35,6 +35,9 @@ type Host struct {
 	visibility     time.Duration // the host queue's VisibilityTimeout
 	recvVisibility time.Duration // what receives give messages
 	waitTime       int32         // the host queue's ReceiveMessageWaitTimeSeconds
+	// fifo: the host is a FIFO queue, each of its virtual queues one
+	// message group (fifo.go); contentDedup: its ContentBasedDeduplication.
+	fifo, contentDedup bool
 
 	deletes *batch.Deletes
 	vis     *batch.Visibilities
@@ -63,19 +66,22 @@ type Host struct {
 	closer Closer
 }
 
-// Open returns the Host for the standard queue at url, reading its
-// VisibilityTimeout and ReceiveMessageWaitTimeSeconds (one call), and
-// starts its maintenance goroutine. opts must have its defaults set and
-// outlive the host; hosts may share it.
+// Open returns the Host for the queue at url, reading its
+// VisibilityTimeout and ReceiveMessageWaitTimeSeconds (and, for a FIFO
+// queue, ContentBasedDeduplication) in one call, and starts its
+// maintenance goroutine. opts must have its defaults set and outlive the
+// host; hosts may share it.
 func Open(ctx context.Context, client sqsapi.Client, url string, opts *Options) (*Host, error) {
-	if strings.HasSuffix(url, ".fifo") {
-		return nil, wire.Invalid("CreateQueue", sqsapi.HostQueueURLAttribute, "host queue %s is a FIFO queue; virtual queues need a standard host queue", url)
+	names := []types.QueueAttributeName{
+		types.QueueAttributeNameVisibilityTimeout, types.QueueAttributeNameReceiveMessageWaitTimeSeconds,
+	}
+	fifo := wire.IsFIFOURL(url)
+	if fifo {
+		names = append(names, types.QueueAttributeNameContentBasedDeduplication)
 	}
 	out, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
-		QueueUrl: aws.String(url),
-		AttributeNames: []types.QueueAttributeName{
-			types.QueueAttributeNameVisibilityTimeout, types.QueueAttributeNameReceiveMessageWaitTimeSeconds,
-		},
+		QueueUrl:       aws.String(url),
+		AttributeNames: names,
 	})
 	if err != nil {
 		return nil, err
@@ -98,6 +104,8 @@ func Open(ctx context.Context, client sqsapi.Client, url string, opts *Options) 
 		calls:      make(map[string]func(types.Message, error)),
 		wake:       make(chan struct{}, 1),
 	}
+	h.fifo = fifo
+	h.contentDedup = fifo && strings.EqualFold(out.Attributes[string(types.QueueAttributeNameContentBasedDeduplication)], "true")
 	h.recvVisibility = h.visibility
 	if v := opts.ReceiveVisibilityTimeout; v > 0 {
 		h.recvVisibility = v
@@ -120,6 +128,13 @@ func Open(ctx context.Context, client sqsapi.Client, url string, opts *Options) 
 
 // URL returns the host queue's URL.
 func (h *Host) URL() string { return h.url }
+
+// FIFO reports whether the host queue is a FIFO queue.
+func (h *Host) FIFO() bool { return h.fifo }
+
+// ContentBasedDeduplication reports whether the host queue is a FIFO queue
+// with content-based deduplication on.
+func (h *Host) ContentBasedDeduplication() bool { return h.contentDedup }
 
 // Visibility returns the host queue's VisibilityTimeout.
 func (h *Host) Visibility() time.Duration { return h.visibility }
@@ -326,6 +341,7 @@ func (h *Host) route(msgs []types.Message) bool {
 			continue
 		}
 		st := q.state()
+		q.fifoArrivedLocked(st)
 		if st.buf.n >= h.opts.BufferSize {
 			overflow = append(overflow, m)
 			continue
@@ -352,7 +368,7 @@ func (h *Host) route(msgs []types.Message) bool {
 		a.fn(a.m, nil)
 		// The call has its reply: delete it off the call's path, waiting
 		// for company as long as its visibility allows.
-		h.deleteAsync(a.m, batch.DeleteWithin(h.recvVisibility), "answered")
+		h.deleteAsync(a.m, h.answeredLinger(), "answered")
 	}
 	for _, d := range deliver {
 		d.w.fn(d.msgs, nil)

@@ -23,11 +23,13 @@ import (
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
-// hostAttributes are the queue attributes a host queue may be created with
-// (the Java client's list). FIFO queues cannot host virtual queues.
+// hostAttributes are the queue attributes a host queue may be created with:
+// the Java client's list, and the FIFO attributes (fifo.go), which the Java
+// client rejects.
 var hostAttributes = []string{
 	"DelaySeconds", "MaximumMessageSize", "MessageRetentionPeriod", "Policy", "ReceiveMessageWaitTimeSeconds",
 	"RedrivePolicy", "VisibilityTimeout", "KmsMasterKeyId", "KmsDataKeyReusePeriodSeconds", "SqsManagedSseEnabled",
+	attrFifoQueue, "ContentBasedDeduplication", "DeduplicationScope", "FifoThroughputLimit",
 }
 
 // maxPrefix keeps "<prefix><uuid>-<n>" within 80 characters for up to 999
@@ -103,6 +105,9 @@ func canonical(attrs map[string]string) (string, error) {
 		b.WriteString(attrs[k])
 		b.WriteByte(0)
 	}
+	if err := checkFIFOAttributes(attrs); err != nil {
+		return "", err
+	}
 	return b.String(), nil
 }
 
@@ -110,7 +115,9 @@ func canonical(attrs map[string]string) (string, error) {
 // one per distinct attribute set: it creates each with the heartbeat tags
 // and OwnerOptions.Tags (named <prefix><uuid>-<n>, the Java client's
 // format), heartbeats it through OwnerOptions.Heartbeats, forgets it when
-// found deleted so the next use creates a new one, and deletes it on Close. A crashed process's
+// found deleted so the next use creates a new one, and deletes it on Close.
+// Attributes with FifoQueue true make a FIFO host queue, named with
+// ".fifo" added. A crashed process's
 // queues are left to the fleet's sweeps.
 type Owner struct {
 	raw  sqsapi.Client
@@ -200,6 +207,9 @@ func (o *Owner) get(ctx context.Context, attrs map[string]string) (*owned, error
 	if err != nil {
 		return nil, err
 	}
+	if err := CheckFIFOPrefix("CreateQueue", o.opts.Prefix, attrs); err != nil {
+		return nil, err
+	}
 	return o.hosts.Get(ctx, key, func() (*owned, error) {
 		url, h, err := o.create(ctx, key, attrs)
 		return &owned{url: url, host: h}, err
@@ -250,6 +260,9 @@ func (o *Owner) created(key, name string, failed bool) {
 
 func (o *Owner) create(ctx context.Context, key string, attrs map[string]string) (string, *Host, error) {
 	name := o.name(key)
+	if wantsFIFO(attrs) && !strings.HasSuffix(name, ".fifo") {
+		name += ".fifo" // SQS's rule for FIFO queue names
+	}
 	now := time.Now()
 	// The user's tags and the heartbeat tags in one call: a host queue is
 	// never seen without either. Later heartbeats (TagQueue) merge, so the

@@ -187,6 +187,9 @@ func (q *Queue) takeLocked(n int, now time.Time) []types.Message {
 	if st == nil || st.buf.n == 0 {
 		return nil
 	}
+	if blocked, _ := q.fifoGateLocked(now, false); blocked {
+		return nil
+	}
 	n = min(n, st.buf.n)
 	msgs := make([]types.Message, n)
 	if st.inflight == nil {
@@ -215,6 +218,9 @@ func (q *Queue) takeLocked(n int, now time.Time) []types.Message {
 func (q *Queue) serveWaitersLocked(out []delivery, now time.Time) []delivery {
 	st := q.st
 	for st != nil && st.buf.n > 0 && len(st.waiters) > 0 {
+		if blocked, _ := q.fifoGateLocked(now, false); blocked {
+			break
+		}
 		w := st.waiters[0]
 		st.waiters = st.waiters[1:]
 		q.h.demand--
@@ -235,6 +241,8 @@ func (q *Queue) serveWaitersLocked(out []delivery, now time.Time) []delivery {
 func (q *Queue) Receive(max int, wait bool, fn func([]types.Message, error)) (msgs []types.Message, cancel func() bool, err error) {
 	h := q.h
 	now := h.opts.Clock.Now()
+	var stale []types.Message
+	defer func() { h.releaseNow(stale) }() // after the unlock below
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if err := h.closedErrLocked(); err != nil {
@@ -244,6 +252,7 @@ func (q *Queue) Receive(max int, wait bool, fn func([]types.Message, error)) (ms
 		return nil, nil, awserr.NewQueueDoesNotExist("virtual queue " + q.URL() + " does not exist")
 	}
 	q.touch(now)
+	_, stale = q.fifoGateLocked(now, true)
 	if msgs := q.takeLocked(max, now); len(msgs) > 0 {
 		q.compactLocked()
 		return msgs, nil, nil
@@ -285,13 +294,17 @@ func (q *Queue) withdraw(w *waiter) bool {
 // Settle records activity on the queue and updates the in-flight record of
 // handles received from it: deleted (deadline zero) or hidden until
 // deadline.
+//
+// On a FIFO host, a delete that ends the queue's last message in flight
+// hands the buffered messages behind it to waiting receivers.
 func (q *Queue) Settle(deadline time.Time, handles ...string) {
 	h := q.h
+	now := h.opts.Clock.Now()
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	q.touch(h.opts.Clock.Now())
+	q.touch(now)
 	st := q.st
 	if st == nil || st.inflight == nil {
+		h.mu.Unlock()
 		return
 	}
 	for _, hd := range handles {
@@ -304,7 +317,20 @@ func (q *Queue) Settle(deadline time.Time, handles ...string) {
 			st.inflight[hd] = deadline
 		}
 	}
+	var (
+		stale   []types.Message
+		deliver []delivery
+	)
+	if h.fifo {
+		_, stale = q.fifoGateLocked(now, true)
+		deliver = q.serveWaitersLocked(nil, now)
+	}
 	q.compactLocked()
+	h.mu.Unlock()
+	h.releaseNow(stale)
+	for _, d := range deliver {
+		d.w.fn(d.msgs, nil)
+	}
 }
 
 // Counts returns the queue's held messages and those received and not
@@ -321,7 +347,7 @@ func (q *Queue) Counts() (visible, notVisible int) {
 	for handle, dl := range st.inflight {
 		if dl.After(now) {
 			notVisible++
-		} else {
+		} else if !h.fifo { // on a FIFO host the record marks what is behind it stale
 			delete(st.inflight, handle)
 		}
 	}

@@ -13,7 +13,8 @@ func VirtualQueueURL(hostURL, name string) string { return hostURL + "#" + name 
 // ParseVirtualQueueURL splits a virtual queue URL "<host-url>#<name>" at its
 // first '#'. It returns an *sqsapi.InvalidInputError when u is not a well-formed
 // virtual queue URL: no '#', an empty or non-absolute host URL, or a name
-// that breaks SQS's queue naming rules.
+// that breaks SQS's queue naming rules. A name may end in ".fifo" only on a
+// FIFO host, as a real queue's name does only on a FIFO queue.
 func ParseVirtualQueueURL(u string) (hostURL, name string, err error) {
 	hostURL, name, found := strings.Cut(u, "#")
 	switch {
@@ -21,8 +22,8 @@ func ParseVirtualQueueURL(u string) (hostURL, name string, err error) {
 		return "", "", Invalid("", "QueueUrl", "%q is not a virtual queue URL (no '#')", u)
 	case !validHostURL(hostURL):
 		return "", "", Invalid("", "QueueUrl", "virtual queue URL %q has no valid host queue URL before '#'", u)
-	case !ValidQueueName(name) || strings.HasSuffix(name, ".fifo"):
-		return "", "", Invalid("", "QueueUrl", "virtual queue URL %q: name after '#' must be 1-80 characters of A-Z a-z 0-9 - _", u)
+	case !ValidQueueName(name) || strings.HasSuffix(name, ".fifo") && !strings.HasSuffix(hostURL, ".fifo"):
+		return "", "", Invalid("", "QueueUrl", "virtual queue URL %q: name after '#' must be 1-80 characters of A-Z a-z 0-9 - _ (and may end in .fifo on a FIFO host)", u)
 	}
 	return hostURL, name, nil
 }

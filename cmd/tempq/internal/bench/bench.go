@@ -8,14 +8,18 @@
 //   - queue-per-request: CreateQueue for each request's reply queue, wait for
 //     the reply, DeleteQueue;
 //   - static-reply-queue: one real reply queue per requester process,
-//     correlation ids, one DeleteMessage per message, no batching;
+//     correlation ids, reply pollers that follow demand (one per ten
+//     waiting callers, at most four), deletes in DeleteMessageBatch calls;
 //   - floor: the four sequential calls of one round trip made by hand (send
 //     the request, receive it, send the reply, receive it); its two deletes
 //     follow off the clock.
 //
-// Contenders 2 and 3 are served by a hand-written worker as most Go code
-// has one: a few long-poll loops, each handling the messages of a receive
-// concurrently with one SendMessage and one DeleteMessage each.
+// Contenders 2 and 3 are served by a hand-written worker as a careful Go
+// programmer writes one: a few long-poll loops that hand each message to a
+// handler goroutine (at most ServerConcurrency at a time) and receive again
+// at once; a handler replies with one SendMessage, and the deletes go out
+// in DeleteMessageBatch calls (ten at a time, or after waiting up to a
+// second for company).
 //
 // Each contender runs closed-loop at each concurrency (callers that send a
 // request, wait for its reply, and repeat) for Config.Duration, and the run

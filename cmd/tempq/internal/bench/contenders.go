@@ -16,6 +16,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
+	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 // Attributes of the hand-written contenders' requests and replies.
@@ -126,28 +127,35 @@ func (t *tempQueues) close(ctx context.Context) error {
 }
 
 // worker is the hand-written server of the queue-per-request and
-// static-reply-queue contenders: pollers long-poll loops, each handling the
-// messages of a receive concurrently, with one SendMessage (the reply, to
-// the request's ReplyTo queue) and one DeleteMessage per request.
+// static-reply-queue contenders, as a careful Go programmer writes one:
+// pollers long-poll loops that hand each message to a handler goroutine and
+// receive again at once, at most concurrency handlers at a time (a poller
+// waits for a free slot, so messages are not taken faster than they are
+// handled); each handler sends the reply with one SendMessage to the
+// request's ReplyTo queue, and its delete joins a deleter's batches.
 type worker struct {
 	client   *sqs.Client
 	queueURL string
 	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	pollers  sync.WaitGroup
+	handlers sync.WaitGroup
+	slots    chan struct{}
+	deletes  *deleter
 }
 
-func startWorker(client *sqs.Client, queueURL string, pollers int) *worker {
+func startWorker(client *sqs.Client, queueURL string, pollers, concurrency int) *worker {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &worker{client: client, queueURL: queueURL, cancel: cancel}
+	w := &worker{client: client, queueURL: queueURL, cancel: cancel,
+		slots: make(chan struct{}, max(concurrency, 1)), deletes: startDeleter(client, queueURL)}
 	for range pollers {
-		w.wg.Add(1)
+		w.pollers.Add(1)
 		go w.poll(ctx)
 	}
 	return w
 }
 
 func (w *worker) poll(ctx context.Context) {
-	defer w.wg.Done()
+	defer w.pollers.Done()
 	for ctx.Err() == nil {
 		out, err := w.client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(w.queueURL), MaxNumberOfMessages: 10, WaitTimeSeconds: longPoll,
@@ -159,15 +167,18 @@ func (w *worker) poll(ctx context.Context) {
 			}
 			continue
 		}
-		var handlers sync.WaitGroup
 		for _, m := range out.Messages {
-			handlers.Add(1)
+			select {
+			case w.slots <- struct{}{}:
+			case <-ctx.Done():
+				return // the rest come back after their visibility timeout
+			}
+			w.handlers.Add(1)
 			go func() {
-				defer handlers.Done()
+				defer func() { <-w.slots; w.handlers.Done() }()
 				w.handle(ctx, m)
 			}()
 		}
-		handlers.Wait()
 	}
 }
 
@@ -180,12 +191,107 @@ func (w *worker) handle(ctx context.Context, m types.Message) {
 	}); err != nil {
 		return // redelivered after the visibility timeout
 	}
-	_, _ = w.client.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(w.queueURL), ReceiptHandle: m.ReceiptHandle})
+	w.deletes.add(aws.ToString(m.ReceiptHandle))
 }
 
 func (w *worker) stop() {
 	w.cancel()
-	w.wg.Wait()
+	w.pollers.Wait()
+	w.handlers.Wait()
+	w.deletes.close()
+}
+
+// Batched deletes of the hand-written contenders: a DeleteMessageBatch as
+// soon as ten receipt handles wait, or when the first has waited
+// deleteLinger for company (well within the queues' 30 s visibility
+// timeout, so a lingering delete never lets its message come back); up to
+// deleteCalls batch calls at a time.
+const (
+	deleteLinger = time.Second
+	deleteCalls  = 4
+)
+
+// deleter coalesces the deletes of one queue into DeleteMessageBatch
+// calls. Nobody waits for a delete, so a short wait for company costs no
+// latency; a failed delete is redelivered and deleted again, as in any
+// consumer.
+type deleter struct {
+	client   *sqs.Client
+	queueURL string
+	in       chan string
+	done     chan struct{}
+	calls    chan struct{} // a slot per batch call in flight
+	inFlight sync.WaitGroup
+}
+
+func startDeleter(client *sqs.Client, queueURL string) *deleter {
+	d := &deleter{client: client, queueURL: queueURL, in: make(chan string, 1024),
+		done: make(chan struct{}), calls: make(chan struct{}, deleteCalls)}
+	go d.run()
+	return d
+}
+
+// add queues a delete; it blocks only while deleteCalls batch calls are in
+// flight and 1024 more handles wait.
+func (d *deleter) add(receiptHandle string) { d.in <- receiptHandle }
+
+// close sends what is queued and returns when every batch call has.
+func (d *deleter) close() {
+	close(d.in)
+	<-d.done
+	d.inFlight.Wait()
+}
+
+func (d *deleter) run() {
+	defer close(d.done)
+	var (
+		batch  []string
+		linger *time.Timer
+		expiry <-chan time.Time
+	)
+	flush := func() {
+		if linger != nil {
+			linger.Stop()
+			linger, expiry = nil, nil
+		}
+		if len(batch) == 0 {
+			return
+		}
+		d.calls <- struct{}{}
+		d.inFlight.Add(1)
+		go d.send(batch)
+		batch = nil
+	}
+	for {
+		select {
+		case h, ok := <-d.in:
+			if !ok {
+				flush()
+				return
+			}
+			batch = append(batch, h)
+			if len(batch) == 1 {
+				linger = time.NewTimer(deleteLinger)
+				expiry = linger.C
+			}
+			if len(batch) == sqsapi.MaxBatchEntries {
+				flush()
+			}
+		case <-expiry:
+			flush()
+		}
+	}
+}
+
+func (d *deleter) send(handles []string) {
+	defer func() { <-d.calls; d.inFlight.Done() }()
+	entries := make([]types.DeleteMessageBatchRequestEntry, len(handles))
+	for i, h := range handles {
+		entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(h)}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, _ = d.client.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(d.queueURL), Entries: entries})
 }
 
 // queuePerRequest creates a real reply queue for every request and deletes
@@ -205,7 +311,7 @@ func (q *queuePerRequest) setup(ctx context.Context) error {
 	if q.queueURL, err = createQueue(ctx, q.client, q.queueName("qpr-requests")); err != nil {
 		return err
 	}
-	q.worker = startWorker(q.client, q.queueURL, q.cfg.ServerPollers)
+	q.worker = startWorker(q.client, q.queueURL, q.cfg.ServerPollers, q.cfg.ServerConcurrency)
 	return nil
 }
 
@@ -258,22 +364,33 @@ func (q *queuePerRequest) close(ctx context.Context) error {
 	return deleteQueues(ctx, q.client, q.queueURL)
 }
 
-// staticReply is one real reply queue for the requester process: requests
-// carry a correlation id; one receive loop hands replies to their callers
-// and deletes each with its own DeleteMessage.
+// staticReply is one real reply queue for the requester process, as a
+// careful Go programmer writes it: requests carry a correlation id; reply
+// pollers long-poll the reply queue and hand each reply to its waiting
+// caller, and the replies' deletes are batched (deleter). The pollers
+// follow demand as the library's host pollers do: one per ten waiting
+// callers, at most replyPollers, started by a call that finds too few and
+// ended after a receive that finds too many, so an idle process polls
+// nothing and one caller has one poll parked for its reply.
 type staticReply struct {
 	*env
 	client             *sqs.Client
 	queueURL, replyURL string
 	worker             *worker
+	deletes            *deleter
 
-	cancel  context.CancelFunc
-	loop    sync.WaitGroup
-	deletes sync.WaitGroup
+	ctx    context.Context // the pollers'; cancelled by close
+	cancel context.CancelFunc
+	loop   sync.WaitGroup
 
 	mu      sync.Mutex
 	waiting map[string]chan *string
+	pollers int
 }
+
+// replyPollers is the most reply pollers of a static reply queue, the
+// requester's own default (hostq's MaxPollers).
+const replyPollers = 4
 
 func (s *staticReply) name() string { return StaticReplyQueue }
 
@@ -286,45 +403,53 @@ func (s *staticReply) setup(ctx context.Context) error {
 		return err
 	}
 	s.waiting = make(map[string]chan *string)
-	s.worker = startWorker(s.client, s.queueURL, s.cfg.ServerPollers)
-	lctx, cancel := context.WithCancel(context.Background())
-	s.cancel = cancel
-	s.loop.Add(1)
-	go s.receive(lctx)
+	s.worker = startWorker(s.client, s.queueURL, s.cfg.ServerPollers, s.cfg.ServerConcurrency)
+	s.deletes = startDeleter(s.client, s.replyURL)
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return nil
 }
 
-func (s *staticReply) receive(ctx context.Context) {
+// wantPollers is how many reply pollers the waiting callers need; s.mu held.
+func (s *staticReply) wantPollers() int {
+	return min((len(s.waiting)+sqsapi.MaxReceiveMessages-1)/sqsapi.MaxReceiveMessages, replyPollers)
+}
+
+func (s *staticReply) receive() {
 	defer s.loop.Done()
-	for ctx.Err() == nil {
-		out, err := s.client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+	for s.ctx.Err() == nil {
+		out, err := s.client.ReceiveMessage(s.ctx, &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(s.replyURL), MaxNumberOfMessages: 10, WaitTimeSeconds: longPoll,
 			MessageAttributeNames: []string{correlationIDAttribute},
 		})
 		if err != nil {
-			if ctx.Err() == nil {
+			if s.ctx.Err() == nil {
 				time.Sleep(100 * time.Millisecond)
 			}
-			continue
 		}
-		for _, m := range out.Messages {
-			id := aws.ToString(m.MessageAttributes[correlationIDAttribute].StringValue)
-			s.mu.Lock()
-			ch := s.waiting[id]
-			delete(s.waiting, id)
-			s.mu.Unlock()
-			if ch != nil {
-				ch <- m.Body
+		if out != nil {
+			for _, m := range out.Messages {
+				id := aws.ToString(m.MessageAttributes[correlationIDAttribute].StringValue)
+				s.mu.Lock()
+				ch := s.waiting[id]
+				delete(s.waiting, id)
+				s.mu.Unlock()
+				if ch != nil {
+					ch <- m.Body
+				}
+				s.deletes.add(aws.ToString(m.ReceiptHandle)) // late replies too
 			}
-			s.deletes.Add(1)
-			go func() {
-				defer s.deletes.Done()
-				dctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				_, _ = s.client.DeleteMessage(dctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(s.replyURL), ReceiptHandle: m.ReceiptHandle})
-			}()
 		}
+		s.mu.Lock()
+		if s.pollers > s.wantPollers() {
+			s.pollers--
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
 	}
+	s.mu.Lock()
+	s.pollers--
+	s.mu.Unlock()
 }
 
 func (s *staticReply) call(ctx context.Context, caller int) (time.Duration, error) {
@@ -334,6 +459,11 @@ func (s *staticReply) call(ctx context.Context, caller int) (time.Duration, erro
 	ch := make(chan *string, 1)
 	s.mu.Lock()
 	s.waiting[id] = ch
+	if s.pollers < s.wantPollers() && s.ctx.Err() == nil {
+		s.pollers++
+		s.loop.Add(1)
+		go s.receive()
+	}
 	s.mu.Unlock()
 	forget := func() {
 		s.mu.Lock()
@@ -361,9 +491,11 @@ func (s *staticReply) close(ctx context.Context) error {
 		s.worker.stop()
 	}
 	if s.cancel != nil {
-		s.cancel()
+		s.mu.Lock()
+		s.cancel() // under s.mu: no call starts a poller after it
+		s.mu.Unlock()
 		s.loop.Wait()
-		s.deletes.Wait()
+		s.deletes.close()
 	}
 	return deleteQueues(ctx, s.client, s.queueURL, s.replyURL)
 }

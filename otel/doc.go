@@ -1,0 +1,21 @@
+// Package otel traces and measures tempqueues with OpenTelemetry: one trace
+// from a requester's send, through the responder's handler, to the reply,
+// across processes; and metrics for requests, their latency, late replies
+// and SQS API calls by operation.
+//
+//	inst, err := otel.New() // the global tracer and meter providers
+//	client := sqs.NewFromConfig(cfg, inst.SQS)             // API calls
+//	req, err := requester.New(client, inst.Requester)      // producer spans
+//	resp, err := responder.New(client, inst.Responder)     // consumer spans
+//
+// A request carries its span context in the AWSTraceHeader system
+// attribute, in X-Ray's header format, which does not count against SQS's
+// 10 message attributes and which Lambda, X-Ray and AWS's own SDK
+// instrumentation read; with Options.TraceParent also in a W3C traceparent
+// message attribute, when there is room for it. The responder's
+// middleware starts the consumer span as a child of that context, and a
+// reply's producer span as its child, linked to the request's span.
+//
+// The package lives in its own module, github.com/tempqueues/tempqueues/otel,
+// so that OpenTelemetry is not a dependency of the rest.
+package otel

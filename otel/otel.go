@@ -1,0 +1,337 @@
+package otel
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go/middleware"
+	otelglobal "go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tempqueues/tempqueues/requester"
+	"github.com/tempqueues/tempqueues/responder"
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// scope is the instrumentation scope of the spans and metrics.
+const scope = "github.com/tempqueues/tempqueues/otel"
+
+// Wire names.
+const (
+	// TraceHeaderAttribute is the SQS system attribute carrying the X-Ray
+	// trace header. System attributes do not count against the 10
+	// message attributes.
+	TraceHeaderAttribute = string(types.MessageSystemAttributeNameAWSTraceHeader)
+	// TraceParentAttribute is the message attribute carrying a W3C
+	// traceparent when Options.TraceParent is set.
+	TraceParentAttribute = "traceparent"
+)
+
+// Options configure an Instrumentation. Zero values mean the documented
+// defaults.
+type Options struct {
+	// TracerProvider makes the spans; default the global provider.
+	TracerProvider trace.TracerProvider
+	// MeterProvider makes the metrics; default the global provider.
+	MeterProvider metric.MeterProvider
+	// TraceParent also writes the W3C traceparent message attribute on
+	// requests and replies, for consumers that read W3C context and
+	// servers that drop system attributes. It counts against SQS's 10
+	// message attributes: it is written only when the message has room for
+	// it beside the attributes the requester or responder adds, checked
+	// before any call; otherwise AWSTraceHeader alone carries the context.
+	TraceParent bool
+}
+
+// Instrumentation traces and measures requesters, responders and SQS
+// clients. It is safe for concurrent use; one serves a whole process.
+type Instrumentation struct {
+	tracer      trace.Tracer
+	meter       metric.Meter
+	traceParent bool
+	tc          propagation.TraceContext
+
+	clientRequests, serverRequests, calls metric.Int64Counter
+	clientDuration, serverDuration        metric.Float64Histogram
+	lateReplies                           metric.Int64ObservableCounter
+}
+
+// New returns an Instrumentation. It fails only when the meter provider
+// refuses an instrument.
+func New(optFns ...func(*Options)) (*Instrumentation, error) {
+	var o Options
+	for _, fn := range optFns {
+		if fn != nil {
+			fn(&o)
+		}
+	}
+	if o.TracerProvider == nil {
+		o.TracerProvider = otelglobal.GetTracerProvider()
+	}
+	if o.MeterProvider == nil {
+		o.MeterProvider = otelglobal.GetMeterProvider()
+	}
+	i := &Instrumentation{
+		tracer:      o.TracerProvider.Tracer(scope),
+		meter:       o.MeterProvider.Meter(scope),
+		traceParent: o.TraceParent,
+	}
+	var errs [6]error
+	i.clientRequests, errs[0] = i.meter.Int64Counter("tempqueues.rpc.client.requests",
+		metric.WithDescription("Requests made, by outcome: ok, timeout, error."), metric.WithUnit("{request}"))
+	i.clientDuration, errs[1] = i.meter.Float64Histogram("tempqueues.rpc.client.duration",
+		metric.WithDescription("Time from a request's send to its reply or failure."), metric.WithUnit("s"))
+	i.serverRequests, errs[2] = i.meter.Int64Counter("tempqueues.rpc.server.requests",
+		metric.WithDescription("Handler runs, by outcome: ok, error, panic."), metric.WithUnit("{request}"))
+	i.serverDuration, errs[3] = i.meter.Float64Histogram("tempqueues.rpc.server.duration",
+		metric.WithDescription("Handler run time, middleware inside this one included."), metric.WithUnit("s"))
+	i.calls, errs[4] = i.meter.Int64Counter("tempqueues.sqs.calls",
+		metric.WithDescription("SQS API calls, retries included, by operation."), metric.WithUnit("{call}"))
+	i.lateReplies, errs[5] = i.meter.Int64ObservableCounter("tempqueues.rpc.client.late_replies",
+		metric.WithDescription("Replies that arrived after their caller gave up (deleted, logged once)."), metric.WithUnit("{reply}"))
+	if err := errors.Join(errs[:]...); err != nil {
+		return nil, err
+	}
+	return i, nil
+}
+
+// Requester is a requester option: a producer span around each request,
+// from its send to its reply or failure, whose context the request carries
+// in AWSTraceHeader (and traceparent, see Options.TraceParent); and the
+// client request count and duration. It keeps an OnSend set before it.
+//
+//	r, err := requester.New(client, inst.Requester)
+func (i *Instrumentation) Requester(o *requester.Options) {
+	prev := o.OnSend
+	o.OnSend = func(ctx context.Context, in *sqs.SendMessageInput) func(*types.Message, error) {
+		var prevDone func(*types.Message, error)
+		if prev != nil {
+			prevDone = prev(ctx, in)
+		}
+		dest := queueName(aws.ToString(in.QueueUrl))
+		ctx, span := i.tracer.Start(ctx, dest+" send", trace.WithSpanKind(trace.SpanKindProducer),
+			trace.WithAttributes(
+				attribute.String("messaging.system", "aws_sqs"),
+				attribute.String("messaging.operation.type", "send"),
+				attribute.String("messaging.destination.name", dest),
+			))
+		i.inject(ctx, in.MessageAttributes, in.MessageSystemAttributes, requestRoom(in))
+		start := time.Now()
+		return func(reply *types.Message, err error) {
+			outcome := "ok"
+			switch {
+			case errors.Is(err, requester.ErrTimeout):
+				outcome = "timeout"
+			case err != nil:
+				outcome = "error"
+			}
+			if reply != nil {
+				if v, ok := reply.MessageAttributes[sqsapi.CorrelationIDAttribute]; ok {
+					span.SetAttributes(attribute.String("messaging.message.conversation_id", aws.ToString(v.StringValue)))
+				}
+			}
+			if err != nil {
+				span.RecordError(err)
+				span.SetStatus(codes.Error, outcome)
+			}
+			span.End()
+			attrs := metric.WithAttributes(attribute.String("outcome", outcome), attribute.String("messaging.destination.name", dest))
+			i.clientRequests.Add(context.Background(), 1, attrs)
+			i.clientDuration.Record(context.Background(), time.Since(start).Seconds(), attrs)
+			if prevDone != nil {
+				prevDone(reply, err)
+			}
+		}
+	}
+}
+
+// Observe reports r's late replies (Stats().LateReplies) in the
+// tempqueues.rpc.client.late_replies counter until the registration is
+// unregistered.
+func (i *Instrumentation) Observe(r *requester.Requester) (metric.Registration, error) {
+	return i.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		o.ObserveInt64(i.lateReplies, r.Stats().LateReplies)
+		return nil
+	}, i.lateReplies)
+}
+
+// Responder is a responder option that puts Middleware first (outermost)
+// in Options.Middleware.
+//
+//	r, err := responder.New(client, inst.Responder)
+func (i *Instrumentation) Responder(o *responder.Options) {
+	o.Middleware = append([]func(responder.Handler) responder.Handler{i.Middleware}, o.Middleware...)
+}
+
+// Middleware traces and measures each handler run: a consumer span, child
+// of the context the request carries (traceparent if present, else
+// AWSTraceHeader), around the handler; then, for a reply, a producer span
+// that links back to the request's span, whose context the reply carries
+// in traceparent when Options.TraceParent is set and there is room (a
+// Reply has no system attributes). The reply span marks the reply's
+// creation; it ends before Serve sends the reply.
+func (i *Instrumentation) Middleware(next responder.Handler) responder.Handler {
+	return responder.HandlerFunc(func(ctx context.Context, req *responder.Request) (reply *responder.Reply, err error) {
+		parent := i.extract(req.Message)
+		if parent.IsValid() {
+			ctx = trace.ContextWithRemoteSpanContext(ctx, parent)
+		}
+		src := queueName(req.QueueURL)
+		ctx, span := i.tracer.Start(ctx, src+" process", trace.WithSpanKind(trace.SpanKindConsumer),
+			trace.WithAttributes(
+				attribute.String("messaging.system", "aws_sqs"),
+				attribute.String("messaging.operation.type", "process"),
+				attribute.String("messaging.destination.name", src),
+				attribute.String("messaging.message.id", aws.ToString(req.Message.MessageId)),
+				attribute.String("messaging.message.conversation_id", req.ID),
+				attribute.Int("messaging.aws_sqs.receive_count", req.ReceiveCount),
+			))
+		start := time.Now()
+		outcome := "panic" // unless the handler returns
+		defer func() {
+			// Not recovered here: the responder recovers a panic with the
+			// stack of its origin, and fails the request.
+			if outcome == "panic" {
+				span.SetStatus(codes.Error, "handler panicked")
+			}
+			span.End()
+			attrs := metric.WithAttributes(attribute.String("outcome", outcome), attribute.String("messaging.destination.name", src))
+			i.serverRequests.Add(context.Background(), 1, attrs)
+			i.serverDuration.Record(context.Background(), time.Since(start).Seconds(), attrs)
+		}()
+		reply, err = next.HandleRequest(ctx, req)
+		outcome = "ok"
+		if err != nil {
+			outcome = "error"
+			span.RecordError(err)
+			span.SetStatus(codes.Error, "handler failed")
+			return reply, err
+		}
+		if reply != nil && req.ResponseRequested() {
+			reply = i.traceReply(ctx, req, parent, reply)
+		}
+		return reply, nil
+	})
+}
+
+// traceReply makes the reply's span and returns the reply carrying its
+// context when so configured.
+func (i *Instrumentation) traceReply(ctx context.Context, req *responder.Request, request trace.SpanContext, reply *responder.Reply) *responder.Reply {
+	to, _ := req.Attribute(sqsapi.ResponseQueueURLAttribute)
+	opts := []trace.SpanStartOption{
+		trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(
+			attribute.String("messaging.system", "aws_sqs"),
+			attribute.String("messaging.operation.type", "send"),
+			attribute.String("messaging.destination.name", queueName(to)),
+			attribute.String("messaging.message.conversation_id", req.ID),
+		),
+	}
+	if request.IsValid() {
+		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: request}))
+	}
+	ctx, span := i.tracer.Start(ctx, queueName(to)+" send", opts...)
+	defer span.End()
+	if !i.traceParent {
+		return reply
+	}
+	room := sqsapi.MaxMessageAttributes - len(reply.Attributes) - 1 // the correlation id
+	if strings.Contains(to, "#") {
+		room-- // the routing name
+	}
+	out := &responder.Reply{Body: reply.Body, Attributes: make(map[string]types.MessageAttributeValue, len(reply.Attributes)+2)}
+	for k, v := range reply.Attributes {
+		out.Attributes[k] = v
+	}
+	i.inject(ctx, out.Attributes, nil, room)
+	return out
+}
+
+// requestRoom is how many message attributes a request has left after
+// those the requester adds: ResponseQueueUrl, TempQueues.RequestId unless
+// the caller set it, and the routing name for a virtual queue.
+func requestRoom(in *sqs.SendMessageInput) int {
+	room := sqsapi.MaxMessageAttributes - len(in.MessageAttributes) - 1
+	if _, ok := in.MessageAttributes[sqsapi.RequestIDAttribute]; !ok {
+		room--
+	}
+	if strings.Contains(aws.ToString(in.QueueUrl), "#") {
+		room--
+	}
+	return room
+}
+
+// inject writes ctx's span context: AWSTraceHeader into sys (when not
+// nil), and traceparent into attrs when enabled and room allows it.
+func (i *Instrumentation) inject(ctx context.Context, attrs map[string]types.MessageAttributeValue, sys map[string]types.MessageSystemAttributeValue, room int) {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return
+	}
+	if sys != nil {
+		sys[TraceHeaderAttribute] = types.MessageSystemAttributeValue{DataType: aws.String("String"), StringValue: aws.String(formatXRay(sc))}
+	}
+	if i.traceParent && room > 0 && attrs != nil {
+		carrier := propagation.MapCarrier{}
+		i.tc.Inject(ctx, carrier)
+		if tp := carrier.Get(TraceParentAttribute); tp != "" {
+			attrs[TraceParentAttribute] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(tp)}
+		}
+	}
+}
+
+// extract returns the span context a received message carries: its
+// traceparent attribute, else its AWSTraceHeader system attribute.
+func (i *Instrumentation) extract(m types.Message) trace.SpanContext {
+	if v, ok := m.MessageAttributes[TraceParentAttribute]; ok && v.StringValue != nil {
+		ctx := i.tc.Extract(context.Background(), propagation.MapCarrier{TraceParentAttribute: *v.StringValue})
+		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+			return sc
+		}
+	}
+	if h, ok := m.Attributes[TraceHeaderAttribute]; ok {
+		if sc, ok := parseXRay(h); ok {
+			return sc
+		}
+	}
+	return trace.SpanContext{}
+}
+
+// SQS is an *sqs.Client option that counts API calls by operation in
+// tempqueues.sqs.calls (each attempt, retries included).
+//
+//	client := sqs.NewFromConfig(cfg, inst.SQS)
+func (i *Instrumentation) SQS(o *sqs.Options) {
+	o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
+		return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("tempqueues.otel.Calls",
+			func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+				i.calls.Add(ctx, 1, metric.WithAttributes(attribute.String("rpc.method", awsmiddleware.GetOperationName(ctx))))
+				return next.HandleFinalize(ctx, in)
+			}), middleware.After)
+	})
+}
+
+// queueName returns the last part of a queue URL: the queue's name, or for
+// a virtual queue URL "<host>#<name>" the host's name and the virtual one.
+func queueName(u string) string {
+	host, virtual, _ := strings.Cut(u, "#")
+	if p, err := url.Parse(host); err == nil && p.Path != "" {
+		host = p.Path
+	}
+	name := host[strings.LastIndex(host, "/")+1:]
+	if virtual != "" {
+		name += "#" + virtual
+	}
+	return name
+}

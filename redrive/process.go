@@ -1,0 +1,79 @@
+package redrive
+
+import (
+	"context"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/internal/batch"
+	"github.com/tempqueues/tempqueues/internal/wire"
+)
+
+// Process takes one step of Run for messages received from the dead-letter
+// queue by other means (a Lambda function with the dead-letter queue as its
+// event source): for each message, the same decision Run makes (replay
+// with a full-jitter delay and the attempt count raised, schedule beyond
+// 900 s, hide a scheduled copy until due, or park) and the same calls
+// (sends grouped per queue, then the deletes of what was sent, then the
+// visibility hops). The messages need their message attributes, their
+// receipt handles and, to keep a trace, their AWSTraceHeader.
+//
+// It returns one Event per message, in order (also passed to
+// Options.OnEvent). A message is done with, and may be deleted by the
+// caller, unless its Event has Action ActionWait (it must stay hidden on
+// the dead-letter queue) or an Err other than a failed delete (the action
+// failed; it stays on the dead-letter queue). The error is non-nil when
+// the target cannot be found or every later message would fail the same
+// way (a missing queue, denied access). DryRun is refused (an
+// *sqsapi.InvalidInputError): only Drain accepts it.
+func (r *Redriver) Process(ctx context.Context, msgs []types.Message) ([]Event, error) {
+	if r.opts.DryRun {
+		return nil, wire.Invalid("redrive.Process", "DryRun", "only Drain accepts a dry run")
+	}
+	target, err := r.Target(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p := &pass{r: r, ctx: ctx, target: target, rep: Report{DeadLetterQueue: r.dlq, Target: target}}
+	p.sends = batch.NewSends(r.client, 2)
+	p.dels = batch.NewDeletes(r.client, 2, 0)
+	p.vis = batch.NewVisibilities(r.client, 2)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
+	defer cancel()
+	defer func() {
+		_ = p.sends.Close(cctx)
+		_ = p.dels.Close(cctx)
+		_ = p.vis.Close(cctx)
+	}()
+
+	now := r.opts.clock.Now()
+	plans := make([]*plan, len(msgs))
+	for i, m := range msgs {
+		plans[i] = p.decide(m, now)
+	}
+	p.execute(cctx, plans)
+	events := make([]Event, len(plans))
+	var fatal error
+	for i, pl := range plans {
+		events[i] = p.account(pl)
+		if pl.err != nil && fatal == nil && isFatal(pl.err) {
+			fatal = pl.err
+		}
+	}
+	return events, fatal
+}
+
+// Done reports whether the message an Event describes is finished with on
+// the dead-letter queue, so a caller that deletes what it was given (a
+// Lambda event source mapping) may delete it: its action happened (a
+// replay whose own delete failed included), and it is not a scheduled copy
+// hidden until due.
+func (e Event) Done() bool {
+	if e.Action == ActionWait {
+		return false
+	}
+	if me, ok := e.Err.(*MessageError); ok && me.Op == "DeleteMessageBatch" {
+		return true
+	}
+	return e.Err == nil
+}

@@ -1,0 +1,56 @@
+package requester_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/requester"
+	"github.com/tempqueues/tempqueues/responder"
+	"github.com/tempqueues/tempqueues/sqstest"
+)
+
+// OnSend sees each request before it is sent, may add attributes to it,
+// and sees its end: the place for tracing, metrics and auth tokens.
+func ExampleOptions_onSend() {
+	ctx := context.Background()
+	srv := sqstest.NewServer()
+	defer srv.Close(ctx)
+	client := srv.Client()
+	q, _ := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("whoami")})
+	resp, _ := responder.New(client)
+	served := make(chan error, 1)
+	go func() {
+		served <- resp.Serve(ctx, *q.QueueUrl, responder.HandlerFunc(func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+			caller, _ := req.Attribute("caller")
+			return &responder.Reply{Body: "hello, " + caller}, nil
+		}))
+	}()
+
+	req, err := requester.New(client, func(o *requester.Options) {
+		o.OnSend = func(ctx context.Context, in *sqs.SendMessageInput) func(*types.Message, error) {
+			in.MessageAttributes["caller"] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String("billing")}
+			return func(reply *types.Message, err error) {
+				fmt.Println("call ended, error:", err)
+			}
+		}
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	reply, err := req.SendMessageAndGetResponse(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("?")})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(*reply.Body)
+	_ = resp.Shutdown(ctx)
+	<-served
+	_ = req.Close(ctx)
+	// Output:
+	// call ended, error: <nil>
+	// hello, billing
+}

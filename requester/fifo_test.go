@@ -1,0 +1,135 @@
+package requester_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/tempqueues/tempqueues/internal/sqstestenv"
+	"github.com/tempqueues/tempqueues/requester"
+	"github.com/tempqueues/tempqueues/responder"
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// serve runs a responder on queue that echoes requests and records the
+// ResponseQueueUrl they carry; it shuts down when the test ends.
+func serve(t *testing.T, client *sqs.Client, queue string) *sync.Map {
+	t.Helper()
+	resp, err := responder.New(client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen sync.Map
+	done := make(chan error, 1)
+	go func() {
+		done <- resp.Serve(context.Background(), queue, responder.HandlerFunc(func(_ context.Context, req *responder.Request) (*responder.Reply, error) {
+			u, _ := req.Attribute(sqsapi.ResponseQueueURLAttribute)
+			seen.Store(u, true)
+			return &responder.Reply{Body: "echo:" + req.Body()}, nil
+		}))
+	}()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := errors.Join(resp.Shutdown(ctx), <-done); err != nil {
+			t.Errorf("responder: %v", err)
+		}
+	})
+	return &seen
+}
+
+// A requester whose host queue is FIFO answers concurrent RPCs, to a
+// standard request queue and to a FIFO one; replies go to reply queues on
+// the FIFO host (the responder sets their group and deduplication id).
+func TestFIFOHostQueueAnswersRPCs(t *testing.T) {
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		fifoOut, err := e.raw.CreateQueue(context.Background(), &sqs.CreateQueueInput{
+			QueueName:  aws.String(sqstestenv.QueueName(t, "freq") + ".fifo"),
+			Attributes: map[string]string{"FifoQueue": "true"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fifoQueue := *fifoOut.QueueUrl
+		t.Cleanup(func() { _, _ = e.raw.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: &fifoQueue}) })
+		seen := serve(t, e.raw, e.queue)
+		seenFIFO := serve(t, e.raw, fifoQueue)
+		r := e.requester(t, func(o *requester.Options) { o.FIFOHostQueue = true })
+
+		// A request to a FIFO queue needs the caller's group, before any call.
+		e.counter.Reset()
+		if _, err := r.SendMessageAndGetResponse(context.Background(), &sqs.SendMessageInput{QueueUrl: &fifoQueue, MessageBody: aws.String("x")}); !errors.Is(err, sqsapi.ErrInvalidInput) {
+			t.Fatalf("no group: %v", err)
+		}
+		if n := e.counter.Total(); n != 0 {
+			t.Fatalf("rejected request made %d calls", n)
+		}
+
+		const calls = 16
+		var wg sync.WaitGroup
+		for i := range calls {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				in := &sqs.SendMessageInput{QueueUrl: &e.queue, MessageBody: aws.String(fmt.Sprint(i))}
+				if i%2 == 1 {
+					in = &sqs.SendMessageInput{QueueUrl: &fifoQueue, MessageBody: aws.String(fmt.Sprint(i)), MessageGroupId: aws.String("callers")}
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				reply, err := r.SendMessageAndGetResponse(ctx, in)
+				if err != nil {
+					t.Errorf("call %d: %v", i, err)
+					return
+				}
+				if got, want := aws.ToString(reply.Body), fmt.Sprint("echo:", i); got != want {
+					t.Errorf("call %d: reply %q, want %q", i, got, want)
+				}
+			}()
+		}
+		wg.Wait()
+		for _, m := range []*sync.Map{seen, seenFIFO} {
+			m.Range(func(k, _ any) bool {
+				if host, _, _ := strings.Cut(k.(string), "#"); !strings.HasSuffix(host, ".fifo") || !strings.Contains(host, e.prefix) {
+					t.Errorf("reply queue %s is not on a FIFO host queue of the requester's", k)
+				}
+				return true
+			})
+		}
+		if s := r.Stats(); s.Replied != calls || s.LateReplies != 0 {
+			t.Fatalf("stats %+v", s)
+		}
+	})
+}
+
+// The FIFO host queue's name must fit 80 characters with ".fifo".
+func TestFIFOHostQueuePrefix(t *testing.T) {
+	b := sqstestenv.SQSTest(t)
+	raw, _ := b.Client(t)
+	_, err := requester.New(raw, func(o *requester.Options) { o.Prefix = strings.Repeat("p", 36); o.FIFOHostQueue = true })
+	if !errors.Is(err, sqsapi.ErrInvalidInput) {
+		t.Fatalf("36-character prefix: %v", err)
+	}
+	r, err := requester.New(raw, func(o *requester.Options) {
+		o.Prefix = strings.Repeat("p", 35)
+		o.HostQueueAttributes = map[string]string{"FifoQueue": "true", "ContentBasedDeduplication": "true"}
+		o.DisableSweeping = true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = r.Close(context.Background())
+	if _, err := requester.New(raw, func(o *requester.Options) {
+		o.HostQueueAttributes = map[string]string{"ContentBasedDeduplication": "true"}
+	}); !errors.Is(err, sqsapi.ErrInvalidInput) {
+		t.Fatalf("FIFO attribute on a standard host: %v", err)
+	}
+}

@@ -1,0 +1,122 @@
+package requester_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/internal/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/wire"
+	"github.com/tempqueues/tempqueues/requester"
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// result is what an OnSend done function saw.
+type result struct {
+	body string
+	err  error
+}
+
+func TestOnSendAddsAttributesAndSeesEachResult(t *testing.T) {
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		var mu sync.Mutex
+		var results []result
+		r := e.requester(t, func(o *requester.Options) {
+			o.OnSend = func(ctx context.Context, in *sqs.SendMessageInput) func(*types.Message, error) {
+				if aws.ToString(in.MessageBody) == "panic" {
+					panic("hook")
+				}
+				in.MessageAttributes["hooked"] = wire.StringAttribute("yes")
+				in.MessageSystemAttributes = map[string]types.MessageSystemAttributeValue{
+					"AWSTraceHeader": {DataType: aws.String("String"), StringValue: aws.String("Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1")},
+				}
+				return func(m *types.Message, err error) {
+					mu.Lock()
+					defer mu.Unlock()
+					res := result{err: err}
+					if m != nil {
+						res.body = aws.ToString(m.Body)
+					}
+					results = append(results, res)
+				}
+			}
+		})
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		// A responder that echoes the hook's attributes.
+		go func() {
+			for ctx.Err() == nil {
+				out, err := e.raw.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
+					QueueUrl: aws.String(e.queue), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, MessageAttributeNames: []string{"All"},
+					MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAWSTraceHeader},
+				})
+				if err != nil {
+					continue
+				}
+				for _, m := range out.Messages {
+					host, name, _ := wire.ParseVirtualQueueURL(aws.ToString(m.MessageAttributes[sqsapi.ResponseQueueURLAttribute].StringValue))
+					body := fmt.Sprintf("%s %s %s", aws.ToString(m.Body), aws.ToString(m.MessageAttributes["hooked"].StringValue), prefix(m.Attributes["AWSTraceHeader"], 5))
+					_, _ = e.raw.SendMessage(context.Background(), &sqs.SendMessageInput{
+						QueueUrl: aws.String(host), MessageBody: aws.String(body),
+						MessageAttributes: map[string]types.MessageAttributeValue{sqsapi.VirtualQueueNameAttribute: wire.StringAttribute(name)},
+					})
+					_, _ = e.raw.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(e.queue), ReceiptHandle: m.ReceiptHandle})
+				}
+			}
+		}()
+
+		in := &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("ping")}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		m, err := r.SendMessageAndGetResponse(cctx, in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "ping yes Root="
+		if b.Name == "fauxqs" {
+			want = "ping yes " // fauxqs drops the AWSTraceHeader system attribute
+		}
+		if got := aws.ToString(m.Body); got != want {
+			t.Errorf("reply %q: the hook's attributes did not reach the responder", got)
+		}
+		if in.MessageAttributes != nil || in.MessageSystemAttributes != nil {
+			t.Errorf("the caller's input was changed: %v %v", in.MessageAttributes, in.MessageSystemAttributes)
+		}
+
+		// The hook's attributes count against the limit: with 8 of the
+		// caller's, the 9th (the hook's) leaves no room for the two the
+		// requester adds. Rejected before any call.
+		before := e.counter.Snapshot()["SendMessage"] + e.counter.Snapshot()["SendMessageBatch"]
+		full := map[string]types.MessageAttributeValue{}
+		for i := range 8 {
+			full[fmt.Sprint("a", i)] = wire.StringAttribute("v")
+		}
+		_, err = r.SendMessageAndGetResponse(cctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("full"), MessageAttributes: full})
+		if !errors.Is(err, sqsapi.ErrInvalidInput) {
+			t.Errorf("8 attributes with the hook's: %v, want ErrInvalidInput", err)
+		}
+		if after := e.counter.Snapshot()["SendMessage"] + e.counter.Snapshot()["SendMessageBatch"]; after != before {
+			t.Errorf("a rejected request made %d send calls", after-before)
+		}
+		// A panicking hook is recovered; the request goes out without it.
+		if m, err := r.SendMessageAndGetResponse(cctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("panic")}); err != nil || aws.ToString(m.Body) != "panic  " {
+			t.Errorf("after a panicking hook: %v %v", m, err)
+		}
+
+		mu.Lock()
+		defer mu.Unlock()
+		if len(results) != 2 || results[0].body != want || results[0].err != nil || !errors.Is(results[1].err, sqsapi.ErrInvalidInput) {
+			t.Errorf("done functions saw %+v, want the reply then the invalid input", results)
+		}
+	})
+}
+
+func prefix(s string, n int) string { return s[:min(n, len(s))] }
