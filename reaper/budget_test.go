@@ -71,8 +71,14 @@ func TestGraceAfterThrottling(t *testing.T) {
 	st := func(age time.Duration) QueueStatus {
 		return QueueStatus{Retention: 300 * time.Second, Heartbeat: now.Add(-age), Verdict: VerdictIdle}
 	}
-	s.reads.Store(100)
+	s.reads.Store(10)
+	s.readThrottles.Store(5)
 	log.NoteThrottle(now.Add(-time.Second))
+	if s.grace(st(400*time.Second), now) {
+		t.Error("grace after only 10 reads")
+	}
+	s.reads.Store(100)
+	s.readThrottles.Store(0)
 	if s.grace(st(400*time.Second), now) {
 		t.Error("grace while the sweep saw no throttling")
 	}

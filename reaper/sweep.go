@@ -436,26 +436,31 @@ func (s *Sweeper) inspect(ctx context.Context, u, name string, calls *atomic.Int
 }
 
 // grace reports whether an idle queue is kept because its owner's
-// heartbeats may merely have been throttled: the account is saturated (at
-// least one in graceThrottleShare of this sweep's tag reads so far was
-// throttled; a passing burst throttles fewer), tagging was throttled after
-// the queue's last heartbeat, and the heartbeat is not yet twice the
-// retention old. A queue of a dead process is thus deleted at the latest
-// after two retentions, even while the account throttles.
+// heartbeats may merely have been throttled: the account is saturated (of
+// this sweep's tag reads so far, at least graceMinReads were made and one
+// in graceThrottleShare or more was throttled; a passing burst throttles
+// fewer), tagging was throttled after the queue's last heartbeat, and the
+// heartbeat is not yet twice the retention old. A queue of a dead process
+// is thus deleted at the latest after two retentions, even while the
+// account throttles.
 func (s *Sweeper) grace(st QueueStatus, now time.Time) bool {
 	if st.Heartbeat.IsZero() || now.Sub(st.Heartbeat) > 2*st.Retention {
 		return false
 	}
-	thr := s.readThrottles.Load()
-	if thr == 0 || thr*graceThrottleShare < s.reads.Load() {
+	thr, reads := s.readThrottles.Load(), s.reads.Load()
+	if reads < graceMinReads || thr*graceThrottleShare < reads {
 		return false
 	}
 	return s.throttles.LastThrottle().After(st.Heartbeat)
 }
 
 // graceThrottleShare: grace applies while at least one in this many of a
-// sweep's tag reads is throttled.
-const graceThrottleShare = 20
+// sweep's tag reads is throttled, once graceMinReads reads have been made
+// (a single throttled read is a burst, not a saturated account).
+const (
+	graceThrottleShare = 20
+	graceMinReads      = 40
+)
 
 // listTags reads a queue's tags at the sweep's pace.
 func (s *Sweeper) listTags(ctx context.Context, calls *atomic.Int64, u string) (map[string]string, error) {
