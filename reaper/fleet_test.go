@@ -155,6 +155,12 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 	onSweep := func(rep reaper.Report) {
 		sweeps.Add(1)
 		now := time.Now()
+		if *fleetN > 0 {
+			d := reaper.DetailOf(rep)
+			t.Logf("sweep at %v: listed %d, inspected %d, deferred %d, live %d, grace %d, deleted %d, errors %d, took %v",
+				cfg.sim(now.Sub(start)).Round(time.Second), rep.Listed, d.Candidates, d.Deferred, d.Live, d.Grace,
+				len(rep.Deleted), len(rep.Errors), cfg.sim(rep.Duration).Round(time.Second))
+		}
 		mu.Lock()
 		for _, u := range rep.Deleted {
 			deleted[u] = now

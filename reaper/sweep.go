@@ -310,9 +310,18 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	picked := s.slice(cands, start)
 	d.deferred = len(cands) - len(picked)
 	var demand float64 // heartbeats a second the inspected queues need
+	// A lease sweep stops starting inspections when its period ends, half a
+	// lease margin before the holder would extend its token: a sweep that
+	// ran into the next window would hold the lease through it, and the
+	// fleet would skip that period's sweep.
+	deadline := start.Truncate(s.opts.Period).Add(s.opts.Period)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(sweepConcurrency)
-	for _, u := range picked {
+	for i, u := range picked {
+		if s.budgeted && s.opts.clock.Now().After(deadline) {
+			d.deferred += len(picked) - i
+			break
+		}
 		name := queueName(u)
 		d.candidates++
 		g.Go(func() error {
