@@ -7,10 +7,10 @@ import (
 	"time"
 )
 
-// A budgeted sweep inspects a run of budget() queues per period, each
-// period's run starting where the previous one ended, so consecutive
-// periods cover every queue; an unbudgeted (standalone) sweep, or a fleet
-// within the budget, inspects them all.
+// A budgeted sweep inspects one of ceil(candidates/budget) shares per
+// period, so consecutive periods cover every queue once, and a queue
+// deleted meanwhile moves no other queue to another share; an unbudgeted
+// (standalone) sweep, or a fleet within the budget, inspects them all.
 func TestSweepSliceCoversFleetAcrossPeriods(t *testing.T) {
 	// Budget: 10/s × scale × 60 s × 0.6 = 10 queues per period.
 	o := Options{Prefix: "p_", Period: time.Minute, timeScale: 1.0 / 36}
@@ -20,21 +20,33 @@ func TestSweepSliceCoversFleetAcrossPeriods(t *testing.T) {
 	}
 	var cands []string
 	for i := range 25 {
-		cands = append(cands, fmt.Sprintf("https://sqs.example/1/p_%02d", 24-i)) // unsorted
+		cands = append(cands, fmt.Sprintf("https://sqs.example/1/p_%02d", i))
 	}
 	origin := time.Unix(0, 0).Add(1000 * time.Minute) // a period boundary
 	seen := map[string]int{}
+	shareOf := map[string]int{}
 	for p := range 3 {
-		got := s.slice(append([]string(nil), cands...), origin.Add(time.Duration(p)*time.Minute+time.Second))
-		if len(got) != 10 {
-			t.Fatalf("period %d: %d queues, want 10", p, len(got))
-		}
-		for _, u := range got {
+		for _, u := range s.slice(cands, origin.Add(time.Duration(p)*time.Minute+time.Second)) {
 			seen[u]++
+			shareOf[u] = p
 		}
 	}
 	if len(seen) != 25 {
 		t.Errorf("3 periods covered %d of 25 queues", len(seen))
+	}
+	for u, c := range seen {
+		if c != 1 {
+			t.Errorf("%s inspected %d times in 3 periods", u, c)
+		}
+	}
+	// Deleting queues (still above the budget) keeps the others' shares.
+	fewer := cands[3:]
+	for p := range 3 {
+		for _, u := range s.slice(fewer, origin.Add(time.Duration(p)*time.Minute+time.Second)) {
+			if shareOf[u] != p {
+				t.Errorf("%s moved from share %d to %d", u, shareOf[u], p)
+			}
+		}
 	}
 	if got := s.slice(cands[:10], origin); len(got) != 10 {
 		t.Errorf("a fleet within the budget: %d of 10 inspected", len(got))

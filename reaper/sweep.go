@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"net/url"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -186,22 +186,28 @@ func (s *Sweeper) budget() int {
 }
 
 // slice returns the candidates a budgeted sweep inspects in the period of
-// now: all of them when they fit the budget, else a run of budget() queues
-// (in name order, wrapping) that starts where the previous period's run
-// ended. Periods are counted from a fixed origin, as the lease's are, so
-// whichever process sweeps next continues the cycle without shared state;
-// the whole fleet is covered every ceil(candidates/budget) periods.
+// now: all of them when they fit the budget, else one of k =
+// ceil(candidates/budget) shares, chosen by a hash of each queue's name,
+// the share of period number p being p mod k. Periods are counted from a
+// fixed origin, as the lease's are, so whichever process sweeps next takes
+// the next share without shared state, and the whole fleet is covered
+// every k periods; queues created or deleted meanwhile move no other
+// queue to another share (k changes only when the fleet crosses a
+// multiple of the budget).
 func (s *Sweeper) slice(cands []string, now time.Time) []string {
 	n, b := len(cands), s.budget()
 	if !s.budgeted || n <= b {
 		return cands
 	}
-	slices.SortFunc(cands, func(a, c string) int { return strings.Compare(queueName(a), queueName(c)) })
-	period := now.UnixNano() / int64(s.opts.Period)
-	start := int((period % int64(n)) * int64(b) % int64(n))
+	k := uint64((n + b - 1) / b)
+	share := uint64(now.UnixNano()/int64(s.opts.Period)) % k
 	out := make([]string, 0, b)
-	for i := range b {
-		out = append(out, cands[(start+i)%n])
+	for _, u := range cands {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(queueName(u)))
+		if h.Sum64()%k == share {
+			out = append(out, u)
+		}
 	}
 	return out
 }
