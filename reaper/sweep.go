@@ -39,7 +39,7 @@ const throttleRetries = 3
 // to what is left (internal/heartbeat). A Reaper's sweep reads at most
 // sweepBudgetShare of what that rate allows in one period, so it ends
 // within its period; a fleet with more queues is covered over several
-// periods, each sweep taking up where the previous period's left off.
+// periods, each period's sweep reading the next share of it.
 const (
 	sweepTagRate     = 10.0
 	sweepTagBurst    = 10
