@@ -65,6 +65,20 @@
 // queue that is not a requester host queue (plus GetQueueAttributes), one
 // ListQueues per 1,000 queues, and the deletes.
 //
+// # The account's tagging quota
+//
+// SQS serves about 30 tagging calls a second per account, heartbeats and
+// sweeps together, which bounds the fleet one account can run (about
+// 1,800 processes at the default retention; docs/capacity.md has the
+// table). Sweeps read tags at most 10 a second and, under a Reaper, at
+// most 1,800 queues per 5-minute period: a larger fleet is split in shares
+// by a hash of the queue name, one share per period. A throttled heartbeat
+// is retried within the retention and doubles its queue's retention tag
+// (up to 16 times), so a fleet past its size settles where its heartbeats
+// fit; while one in 20 of a sweep's tag reads or more is throttled, the
+// sweeper grants a queue whose heartbeat predates the throttling up to
+// twice its retention.
+//
 // # IAM
 //
 // Heartbeats: sqs:TagQueue (and sqs:TagQueue with sqs:CreateQueue when

@@ -23,11 +23,16 @@ func LeaseCountsOf(r *Reaper) LeaseCounts {
 }
 
 // Detail is the part of a Report that is not exported.
-type Detail struct{ Skipped, Candidates, NotTemporary, Live, Future, NotEmpty, Vanished, Calls int }
+type Detail struct{ Skipped, Candidates, NotTemporary, Live, Future, NotEmpty, Vanished, Grace, Deferred, Calls int }
 
 // DetailOf returns rep's unexported counts.
 func DetailOf(rep Report) Detail {
 	d := rep.detail
 	return Detail{Skipped: d.skipped, Candidates: d.candidates, NotTemporary: d.notTemporary, Live: d.live,
-		Future: d.future, NotEmpty: d.notEmpty, Vanished: d.vanished, Calls: d.calls}
+		Future: d.future, NotEmpty: d.notEmpty, Vanished: d.vanished, Grace: d.grace, Deferred: d.deferred, Calls: d.calls}
 }
+
+// WithTimeScale is an option for simulations that run s simulated seconds
+// per real second: the reaper's tagging budget (calls per second) is
+// multiplied by s, as the simulated quota is.
+func WithTimeScale(s float64) func(*Options) { return func(o *Options) { o.timeScale = s } }

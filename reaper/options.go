@@ -32,6 +32,11 @@ const (
 	// client's sweeper queue, named exactly the prefix, so both can share a
 	// fleet.
 	coordinationSuffix = "sweeper.fifo"
+	// taggingQuota is SQS's rate of tagging calls (TagQueue, UntagQueue,
+	// ListQueueTags) per account, which heartbeats and sweeps share; the
+	// reaper plans with quotaHeadroom of it.
+	taggingQuota  = 30.0
+	quotaHeadroom = 0.8
 )
 
 // Options configure a Reaper or a Sweeper; each uses the fields that
@@ -76,6 +81,11 @@ type Options struct {
 	// OnSweep, if set, is called after each sweep this process ran under
 	// the lease, with its report. It must not block for long.
 	OnSweep func(Report)
+
+	// timeScale, when above zero, multiplies every rate of calls the
+	// reaper budgets itself to: simulations that run timeScale simulated
+	// seconds per real second set it (export_test.go).
+	timeScale float64
 
 	// clock is the time of heartbeats, of the idle rule and of the lease
 	// windows, and the lease's randomness; tests replace it (export_test.go).

@@ -68,7 +68,7 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Reaper, error) {
 		OnQueueGone: r.queueGone,
 		Clock:       o.clock,
 	})
-	r.sweeper = newSweeper(client, o, r.owns)
+	r.sweeper = newSweeper(client, o, r.owns, r.hb)
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	if o.DisableSweeping {

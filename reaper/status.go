@@ -10,8 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tempqueues/tempqueues/internal/awserr"
@@ -107,7 +105,8 @@ func IdleStatus(tags map[string]string, now time.Time) QueueStatus {
 // Queues lists the queues with the prefix (every page) and applies the idle
 // rule to each one's tags, as Sweep would, without deleting anything or
 // reading queue attributes. It costs one ListQueues per 1,000 queues and one
-// ListQueueTags per queue that is not reserved. The result is sorted by
+// ListQueueTags per queue that is not reserved, read at most 10 a second
+// (a third of the account's tagging quota, as sweeps do). The result is sorted by
 // name; a queue deleted meanwhile is left out.
 func (s *Sweeper) Queues(ctx context.Context) ([]QueueStatus, error) {
 	var calls atomic.Int64
@@ -133,18 +132,14 @@ func (s *Sweeper) Queues(ctx context.Context) ([]QueueStatus, error) {
 			continue
 		}
 		g.Go(func() error {
-			var tags *sqs.ListQueueTagsOutput
-			err := s.call(gctx, &calls, func(ctx context.Context) (err error) {
-				tags, err = s.client.ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: aws.String(u)})
-				return err
-			})
+			tags, err := s.listTags(gctx, &calls, u)
 			switch {
 			case awserr.IsQueueDoesNotExist(err):
 				return nil
 			case err != nil:
 				q.Verdict, q.Err = VerdictError, queueError(u, "ListQueueTags", err)
 			default:
-				st := IdleStatus(tags.Tags, now)
+				st := IdleStatus(tags, now)
 				q.Retention, q.Heartbeat, q.Verdict, q.Err = st.Retention, st.Heartbeat, st.Verdict, st.Err
 			}
 			mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"net/url"
 	"regexp"
@@ -19,6 +20,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tempqueues/tempqueues/internal/backoff"
+	"github.com/tempqueues/tempqueues/internal/heartbeat"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -30,6 +32,19 @@ const listPageSize = 1000
 // throttleRetries is how many times a sweep retries a throttled call on one
 // queue before recording the error and moving on; the next sweep retries.
 const throttleRetries = 3
+
+// Sweeps and heartbeats share the account's tagging quota (about 30 calls a
+// second; docs/capacity.md). A sweep reads tags at most at sweepTagRate,
+// a third of it, leaving the rest to the fleet's heartbeats, which adapt
+// to what is left (internal/heartbeat). A Reaper's sweep reads at most
+// sweepBudgetShare of what that rate allows in one period, so it ends
+// within its period; a fleet with more queues is covered over several
+// periods, each period's sweep reading the next share of it.
+const (
+	sweepTagRate     = 10.0
+	sweepTagBurst    = 10
+	sweepBudgetShare = 0.6
+)
 
 // Sweeper deletes idle temporary queues whose name starts with the prefix.
 // A queue is idle, exactly as in the Java client, when it carries the
@@ -57,6 +72,78 @@ type Sweeper struct {
 	// skip reports queues the calling process owns: alive by definition, so
 	// their tags are not read. Nil for a standalone Sweeper.
 	skip func(name string) bool
+	// budgeted: a Reaper's lease sweep, which inspects a bounded slice of
+	// the queues per period.
+	budgeted bool
+	// throttles records the tagging calls SQS throttled in this process;
+	// shared with the Reaper's heartbeats.
+	throttles throttleLog
+	pace      *pacer
+	// reads and readThrottles count this sweep's ListQueueTags attempts
+	// and how many SQS throttled: the account's saturation, as the sweep
+	// sees it (reset by each Sweep).
+	reads, readThrottles atomic.Int64
+}
+
+// throttleLog is where a process notes throttled tagging calls. A throttle
+// after a queue's last heartbeat means its owner's heartbeat may merely
+// have been throttled, and earns the queue a grace period.
+type throttleLog interface {
+	LastThrottle() time.Time
+	NoteThrottle(at time.Time)
+}
+
+// ownThrottles is the throttleLog of a standalone Sweeper.
+type ownThrottles struct{ last atomic.Int64 }
+
+func (o *ownThrottles) LastThrottle() time.Time {
+	if n := o.last.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
+
+func (o *ownThrottles) NoteThrottle(at time.Time) {
+	n := at.UnixNano()
+	for {
+		old := o.last.Load()
+		if old >= n || o.last.CompareAndSwap(old, n) {
+			return
+		}
+	}
+}
+
+// pacer spaces calls to a rate, in real time, allowing a small burst.
+type pacer struct {
+	mu    sync.Mutex
+	every time.Duration
+	burst int
+	next  time.Time
+}
+
+func newPacer(rate float64, burst int) *pacer {
+	return &pacer{every: time.Duration(float64(time.Second) / rate), burst: burst}
+}
+
+// wait blocks until the next call may go, or ctx ends.
+func (p *pacer) wait(ctx context.Context) error {
+	p.mu.Lock()
+	now := time.Now()
+	if floor := now.Add(-time.Duration(p.burst) * p.every); p.next.Before(floor) {
+		p.next = floor
+	}
+	at := p.next
+	p.next = p.next.Add(p.every)
+	p.mu.Unlock()
+	return backoff.Sleep(ctx, time.Until(at))
+}
+
+// tagRate is the rate, in real calls per second, at which sweeps read tags.
+func tagRate(o Options) float64 {
+	if o.timeScale > 0 {
+		return sweepTagRate * o.timeScale
+	}
+	return sweepTagRate
 }
 
 // NewSweeper returns a Sweeper. It makes no API call and starts no
@@ -70,18 +157,59 @@ func NewSweeper(client sqsapi.Client, optFns ...func(*Options)) (*Sweeper, error
 	if err != nil {
 		return nil, err
 	}
-	return newSweeper(client, o, nil), nil
+	return newSweeper(client, o, nil, nil), nil
 }
 
-func newSweeper(client sqsapi.Client, o Options, skip func(string) bool) *Sweeper {
+// newSweeper returns a Sweeper; a Reaper passes skip (its own queues) and
+// its heartbeats' throttle log, which also makes its sweeps budgeted.
+func newSweeper(client sqsapi.Client, o Options, skip func(string) bool, throttles throttleLog) *Sweeper {
 	const hex = `[0-9a-fA-F]`
 	uuid := hex + `{8}-` + hex + `{4}-` + hex + `{4}-` + hex + `{4}-` + hex + `{12}`
-	return &Sweeper{
-		client: client,
-		opts:   o,
-		hostRE: regexp.MustCompile(`^` + regexp.QuoteMeta(o.Prefix) + uuid + `-[0-9]+$`),
-		skip:   skip,
+	s := &Sweeper{
+		client:    client,
+		opts:      o,
+		hostRE:    regexp.MustCompile(`^` + regexp.QuoteMeta(o.Prefix) + uuid + `-[0-9]+$`),
+		skip:      skip,
+		budgeted:  throttles != nil,
+		throttles: throttles,
+		pace:      newPacer(tagRate(o), sweepTagBurst),
 	}
+	if s.throttles == nil {
+		s.throttles = new(ownThrottles)
+	}
+	return s
+}
+
+// budget returns how many queues a Reaper's sweep inspects per period.
+func (s *Sweeper) budget() int {
+	return max(int(tagRate(s.opts)*s.opts.Period.Seconds()*sweepBudgetShare), 1)
+}
+
+// slice returns the candidates a budgeted sweep inspects in the period of
+// now: all of them when they fit the budget, else one of k =
+// ceil(candidates/budget) shares, chosen by a hash of each queue's name,
+// the share of period number p being p mod k. Periods are counted from a
+// fixed origin, as the lease's are, so whichever process sweeps next takes
+// the next share without shared state, and the whole fleet is covered
+// every k periods; queues created or deleted meanwhile move no other
+// queue to another share (k changes only when the fleet crosses a
+// multiple of the budget).
+func (s *Sweeper) slice(cands []string, now time.Time) []string {
+	n, b := len(cands), s.budget()
+	if !s.budgeted || n <= b {
+		return cands
+	}
+	k := uint64((n + b - 1) / b)
+	share := uint64(now.UnixNano()/int64(s.opts.Period)) % k
+	out := make([]string, 0, b)
+	for _, u := range cands {
+		h := fnv.New64a()
+		_, _ = h.Write([]byte(queueName(u)))
+		if h.Sum64()%k == share {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 // isHostQueue reports whether name has the form of a requester host
@@ -122,6 +250,8 @@ type detail struct {
 	future       int // heartbeat in the future: clock skew, kept
 	notEmpty     int // idle, not a requester host queue, holds messages
 	vanished     int // deleted by someone else during the sweep
+	grace        int // idle by the rule, kept: tagging was throttled since its heartbeat
+	deferred     int // left for the next periods' sweeps (budget)
 	calls        int // API calls, retries included
 }
 
@@ -145,6 +275,7 @@ const (
 	outNotEmpty
 	outDeleted
 	outVanished
+	outGrace
 )
 
 // Sweep lists the queues with the prefix (every page), inspects each one
@@ -160,6 +291,8 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	start := s.opts.clock.Now()
 	var rep Report
 	var calls atomic.Int64
+	s.reads.Store(0)
+	s.readThrottles.Store(0)
 
 	urls, err := s.list(ctx, &calls)
 	rep.Listed = len(urls)
@@ -171,24 +304,46 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 
 	var mu sync.Mutex // guards rep below
 	d := &rep.detail
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(sweepConcurrency)
+	var cands []string
 	for _, u := range urls {
 		name := queueName(u)
 		if s.reserved(name) || (s.skip != nil && s.skip(name)) {
 			d.skipped++
 			continue
 		}
+		cands = append(cands, u)
+	}
+	picked := s.slice(cands, start)
+	d.deferred = len(cands) - len(picked)
+	var demand float64 // heartbeats a second the inspected queues need
+	// A lease sweep stops starting inspections when its period ends, half a
+	// lease margin before the holder would extend its token: a sweep that
+	// ran into the next window would hold the lease through it, and the
+	// fleet would skip that period's sweep.
+	deadline := start.Truncate(s.opts.Period).Add(s.opts.Period)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(sweepConcurrency)
+	for i, u := range picked {
+		if s.budgeted && s.opts.clock.Now().After(deadline) {
+			d.deferred += len(picked) - i
+			break
+		}
+		name := queueName(u)
 		d.candidates++
 		g.Go(func() error {
-			out, qerr := s.inspect(gctx, u, name, &calls)
+			out, retention, qerr := s.inspect(gctx, u, name, &calls)
 			mu.Lock()
 			defer mu.Unlock()
+			if retention > 0 && out != outDeleted {
+				demand += 1 / (retention.Seconds() * heartbeat.DefaultFraction)
+			}
 			switch out {
 			case outNotTemporary:
 				d.notTemporary++
 			case outLive:
 				d.live++
+			case outGrace:
+				d.grace++
 			case outFuture:
 				d.future++
 			case outNotEmpty:
@@ -204,18 +359,20 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 		})
 	}
 	_ = g.Wait()
-	rep.Kept = d.notTemporary + d.live + d.future + d.notEmpty
+	rep.Kept = d.notTemporary + d.live + d.future + d.notEmpty + d.grace + d.deferred
 	d.calls = int(calls.Load())
 	rep.Duration = s.opts.clock.Since(start)
 	if err := ctx.Err(); err != nil {
 		return rep, fmt.Errorf("reaper: sweep interrupted: %w", err)
 	}
+	s.checkCapacity(demand, len(picked), len(cands))
 	s.opts.Logger.Info("reaper: swept",
 		slog.String("prefix", s.opts.Prefix), slog.Bool("dry_run", s.opts.DryRun),
 		slog.Int("listed", rep.Listed), slog.Int("skipped", d.skipped), slog.Int("candidates", d.candidates),
 		slog.Int("kept", rep.Kept), slog.Int("live", d.live), slog.Int("not_temporary", d.notTemporary),
 		slog.Int("not_empty", d.notEmpty), slog.Int("future_heartbeat", d.future),
 		slog.Int("deleted", len(rep.Deleted)), slog.Int("vanished", d.vanished), slog.Int("errors", len(rep.Errors)),
+		slog.Int("grace", d.grace), slog.Int("deferred", d.deferred),
 		slog.Int("calls", d.calls), slog.Duration("took", rep.Duration))
 	return rep, nil
 }
@@ -249,20 +406,101 @@ func (s *Sweeper) list(ctx context.Context, calls *atomic.Int64) ([]string, erro
 	}
 }
 
-// inspect applies the idle rule to one queue and deletes it when idle.
-func (s *Sweeper) inspect(ctx context.Context, u, name string, calls *atomic.Int64) (outcome, error) {
+// checkCapacity warns when the heartbeats of the fleet, estimated from the
+// retentions of the queues inspected, and the sweeps do not fit the
+// account's tagging quota: heartbeats are then throttled until they raise
+// their retentions, and the operator should raise IdleQueueRetention.
+func (s *Sweeper) checkCapacity(demand float64, inspected, candidates int) {
+	if inspected == 0 {
+		return
+	}
+	perSecond := demand * float64(candidates) / float64(inspected)
+	scale := 1.0
+	if s.opts.timeScale > 0 {
+		scale = s.opts.timeScale
+	}
+	perSecond /= scale // in the account's seconds
+	if perSecond+sweepTagRate <= taggingQuota*quotaHeadroom {
+		return
+	}
+	need := time.Duration(float64(candidates)/heartbeat.DefaultFraction/(taggingQuota*quotaHeadroom-sweepTagRate)) * time.Second
+	s.opts.Logger.Warn("reaper: the fleet's heartbeats do not fit the account's tagging quota; they are throttled until their queues raise their retention",
+		slog.Int("queues", candidates), slog.Float64("heartbeats_per_second", perSecond),
+		slog.Float64("quota_per_second", taggingQuota), slog.Duration("recommended_retention", need.Round(time.Minute)))
+}
+
+// inspect applies the idle rule to one queue and deletes it when idle. It
+// also returns the queue's retention tag (0 when absent or unread).
+func (s *Sweeper) inspect(ctx context.Context, u, name string, calls *atomic.Int64) (outcome, time.Duration, error) {
+	tags, err := s.listTags(ctx, calls, u)
+	if err != nil {
+		out, err := s.failed(u, "ListQueueTags", err)
+		return out, 0, err
+	}
+	now := s.opts.clock.Now()
+	st := IdleStatus(tags, now)
+	out, err := idle(tags, now)
+	if err != nil {
+		return outError, 0, queueError(u, "idle rule", err)
+	}
+	if out == outDeleted && s.grace(st, now) {
+		return outGrace, st.Retention, nil
+	}
+	out, err = s.deleteIdle(ctx, u, name, out, calls)
+	return out, st.Retention, err
+}
+
+// grace reports whether an idle queue is kept because its owner's
+// heartbeats may merely have been throttled: the account is saturated (of
+// this sweep's tag reads so far, at least graceMinReads were made and one
+// in graceThrottleShare or more was throttled; a passing burst throttles
+// fewer), tagging was throttled after the queue's last heartbeat, and the
+// heartbeat is not yet twice the retention old. A queue of a dead process
+// is thus deleted at the latest after two retentions, even while the
+// account throttles.
+func (s *Sweeper) grace(st QueueStatus, now time.Time) bool {
+	if st.Heartbeat.IsZero() || now.Sub(st.Heartbeat) > 2*st.Retention {
+		return false
+	}
+	thr, reads := s.readThrottles.Load(), s.reads.Load()
+	if reads < graceMinReads || thr*graceThrottleShare < reads {
+		return false
+	}
+	return s.throttles.LastThrottle().After(st.Heartbeat)
+}
+
+// graceThrottleShare: grace applies while at least one in this many of a
+// sweep's tag reads is throttled, once graceMinReads reads have been made
+// (a single throttled read is a burst, not a saturated account).
+const (
+	graceThrottleShare = 20
+	graceMinReads      = 40
+)
+
+// listTags reads a queue's tags at the sweep's pace.
+func (s *Sweeper) listTags(ctx context.Context, calls *atomic.Int64, u string) (map[string]string, error) {
 	var tags *sqs.ListQueueTagsOutput
 	err := s.call(ctx, calls, func(ctx context.Context) (err error) {
+		if err := s.pace.wait(ctx); err != nil {
+			return err
+		}
+		s.reads.Add(1)
 		tags, err = s.client.ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: aws.String(u)})
+		if err != nil && isThrottle(err) {
+			s.readThrottles.Add(1)
+		}
 		return err
 	})
 	if err != nil {
-		return s.failed(u, "ListQueueTags", err)
+		return nil, err
 	}
-	out, err := idle(tags.Tags, s.opts.clock.Now())
-	if err != nil {
-		return outError, queueError(u, "idle rule", err)
-	}
+	return tags.Tags, nil
+}
+
+// deleteIdle deletes a queue the idle rule judged idle (out is
+// outDeleted), after checking it is empty unless it is a requester host
+// queue.
+func (s *Sweeper) deleteIdle(ctx context.Context, u, name string, out outcome, calls *atomic.Int64) (outcome, error) {
 	if out != outDeleted {
 		return out, nil
 	}
@@ -302,7 +540,7 @@ func (s *Sweeper) inspect(ctx context.Context, u, name string, calls *atomic.Int
 		s.opts.Logger.Info("reaper: would delete idle queue (dry run)", slog.String("queue", u))
 		return outDeleted, nil
 	}
-	err = s.call(ctx, calls, func(ctx context.Context) error {
+	err := s.call(ctx, calls, func(ctx context.Context) error {
 		_, err := s.client.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(u)})
 		return err
 	})
@@ -348,6 +586,9 @@ func idle(tags map[string]string, now time.Time) (outcome, error) {
 // a few times with jittered backoff when SQS throttles.
 func (s *Sweeper) call(ctx context.Context, calls *atomic.Int64, fn func(context.Context) error) error {
 	policy := backoff.Policy{Base: 200 * time.Millisecond, Cap: 5 * time.Second, Rand: s.opts.clock.Int64N}
+	if ts := s.opts.timeScale; ts > 0 {
+		policy.Base, policy.Cap = time.Duration(float64(policy.Base)/ts), time.Duration(float64(policy.Cap)/ts)
+	}
 	for attempt := 0; ; attempt++ {
 		calls.Add(1)
 		callCtx, cancel := context.WithTimeout(ctx, callTimeout)
@@ -356,6 +597,7 @@ func (s *Sweeper) call(ctx context.Context, calls *atomic.Int64, fn func(context
 		if err == nil || attempt >= throttleRetries || !isThrottle(err) {
 			return err
 		}
+		s.throttles.NoteThrottle(s.opts.clock.Now())
 		if err := backoff.Sleep(ctx, max(policy.Delay(attempt), policy.Base/2)); err != nil {
 			return err
 		}

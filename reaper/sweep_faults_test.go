@@ -98,7 +98,8 @@ func TestSweepPagesOnMemory(t *testing.T) {
 	for i := range 2500 {
 		m.add(hostName(p, i), javaTags(60, time.Now()), 0)
 	}
-	s, err := reaper.NewSweeper(m, func(o *reaper.Options) { o.Prefix = p })
+	// Sweeps read tags at 10 a second; the scale makes it 10,000 here.
+	s, err := reaper.NewSweeper(m, func(o *reaper.Options) { o.Prefix = p }, reaper.WithTimeScale(1000))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -255,7 +255,8 @@ func TestSweepPagesBeyond1000(t *testing.T) {
 			t.FailNow()
 		}
 
-		s, err := reaper.NewSweeper(client, func(o *reaper.Options) { o.Prefix = prefix })
+		// Sweeps read tags at 10 a second; the scale makes it 1,000 here.
+		s, err := reaper.NewSweeper(client, func(o *reaper.Options) { o.Prefix = prefix }, reaper.WithTimeScale(100))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -46,6 +46,9 @@ type Options struct {
 	// even after a crash. Every change is on disk (fsync) before its
 	// request is answered. Empty keeps everything in memory.
 	DataDir string
+	// Quotas are the account's rate limits the server enforces, as SQS
+	// does (see EnforceQuotas); none by default.
+	Quotas []Quota
 }
 
 // maxRequestBytes bounds a request body: a full SendMessageBatch of ten
@@ -61,6 +64,7 @@ type Server struct {
 	clock  Clock
 	log    *slog.Logger
 	faults faults
+	quotas *quotas // nil unless Options.Quotas
 
 	ln        net.Listener
 	http      *http.Server
@@ -213,6 +217,7 @@ func newServer(optFns []func(*Options)) *Server {
 	for _, f := range opts.Faults {
 		s.InjectFault(f)
 	}
+	s.quotas = newQuotas(opts.Quotas)
 	return s
 }
 
@@ -401,6 +406,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			s.writeError(w, op, e)
 			return
 		}
+	}
+	if e := s.quotas.take(op, s.clock.Now()); e != nil {
+		s.writeError(w, op, e)
+		return
 	}
 	out, err := s.dispatch(ctx, base, op, dec)
 	if jerr := s.durable(); jerr != nil {

@@ -181,11 +181,20 @@ func TestQueuesAndSweep(t *testing.T) {
 	}
 	out, _, code = tempq(t, noEnvEndpoint, append([]string{"queues", "--prefix", prefix, "--json"}, ep...)...)
 	verdicts := map[string]any{}
-	for _, v := range jsonLines(t, out) {
+	lines := jsonLines(t, out)
+	for _, v := range lines[:len(lines)-1] {
 		verdicts[v["queue_url"].(string)] = v["verdict"]
 	}
 	if code != 0 || verdicts[idle] != "idle" || verdicts[live] != "live" || verdicts[plain] != "not-temporary" {
 		t.Fatalf("queues --json: %v", verdicts)
+	}
+	// The last line: the fleet's figures, over the one live queue.
+	fl, _ := lines[len(lines)-1]["fleet"].(map[string]any)
+	age, _ := fl["heartbeat_age_seconds"].(map[string]any)
+	tagging, _ := fl["tagging_per_second"].(map[string]any)
+	if fl["temporary"] != 2.0 || fl["live"] != 1.0 || age["max"].(float64) < 30 || age["max"].(float64) > 300 ||
+		tagging["heartbeats"] != 0.01 || tagging["quota"] != 30.0 {
+		t.Fatalf("queues --json fleet figures: %v", fl)
 	}
 
 	out, _, code = tempq(t, noEnvEndpoint, append([]string{"sweep", "--prefix", prefix, "--dry-run"}, ep...)...)

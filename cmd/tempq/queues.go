@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -14,7 +16,7 @@ import (
 func runQueues(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("queues", "[--prefix "+sqsapi.DefaultQueuePrefix+"] [--json]", stdout)
 	prefix := prefixFlag(fs)
-	asJSON := fs.Bool("json", false, "print one JSON object per queue")
+	asJSON := fs.Bool("json", false, "print one JSON object per queue, then one with the fleet's figures")
 	s, closeEnv, err := sweeperCommand(ctx, fs, args, stderr, prefix, func(*reaper.Options) {})
 	if err != nil {
 		return err
@@ -42,7 +44,7 @@ func runQueues(ctx context.Context, args []string, stdout, stderr io.Writer) err
 				return err
 			}
 		}
-		return nil
+		return writeJSON(stdout, map[string]any{"fleet": fleetFigures(qs, now)})
 	}
 	if len(qs) == 0 {
 		fmt.Fprintf(stdout, "no queues with prefix %q\n", *prefix)
@@ -74,5 +76,87 @@ func runQueues(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	fmt.Fprintf(stdout, "%d queues: %d live, %d idle, %d not temporary, %d other\n", len(qs), counts[reaper.VerdictLive], counts[reaper.VerdictIdle],
 		counts[reaper.VerdictNotTemporary], len(qs)-counts[reaper.VerdictLive]-counts[reaper.VerdictIdle]-counts[reaper.VerdictNotTemporary])
+	if f := fleetFigures(qs, now); f.Temporary > 0 {
+		fmt.Fprintf(stdout, "heartbeat age p50 %.0fs, p99 %.0fs, max %.0fs (p99 %.0f%% of retention); tagging about %.1f calls/s of the account's %d (recommended retention %v)\n",
+			f.AgeSeconds.P50, f.AgeSeconds.P99, f.AgeSeconds.Max, 100*f.AgeOfRetention.P99, f.Tagging.Total, int(f.Tagging.Quota),
+			time.Duration(f.RecommendedRetentionSeconds)*time.Second)
+	}
 	return nil
+}
+
+// Capacity model (docs/capacity.md): heartbeats tag each live queue every
+// third of its retention, and a fleet's sweeps read each queue's tags once
+// per sweep period, at most 10 a second; both share the account's quota of
+// about 30 tagging calls a second, of which the reaper plans with 80%.
+const (
+	taggingQuota      = 30.0
+	quotaHeadroom     = 0.8
+	sweepRateMax      = 10.0
+	sweepPeriod       = 5 * time.Minute
+	heartbeatFraction = 1.0 / 3
+)
+
+type percentiles struct {
+	P50 float64 `json:"p50"`
+	P90 float64 `json:"p90"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+// fleet are the figures of a fleet an operator needs to see whether it
+// fits the account's tagging quota.
+type fleet struct {
+	Queues    int `json:"queues"`
+	Temporary int `json:"temporary"` // with a RetentionTag
+	Live      int `json:"live"`
+	// AgeSeconds and AgeOfRetention are the heartbeat ages of the live
+	// queues, in seconds and as a share of each queue's retention.
+	AgeSeconds     percentiles `json:"heartbeat_age_seconds"`
+	AgeOfRetention percentiles `json:"heartbeat_age_of_retention"`
+	Tagging        struct {
+		Heartbeats float64 `json:"heartbeats"`
+		Sweeps     float64 `json:"sweeps"`
+		Total      float64 `json:"total"`
+		Quota      float64 `json:"quota"`
+	} `json:"tagging_per_second"`
+	// RecommendedRetentionSeconds is the shortest retention at which the
+	// fleet's heartbeats and sweeps fit 80% of the quota (at least the
+	// default 300 s).
+	RecommendedRetentionSeconds int64 `json:"recommended_retention_seconds"`
+}
+
+func fleetFigures(qs []reaper.QueueStatus, now time.Time) fleet {
+	var f fleet
+	var ages, shares []float64
+	f.Queues = len(qs)
+	for _, q := range qs {
+		if q.Retention <= 0 {
+			continue
+		}
+		f.Temporary++
+		if q.Verdict != reaper.VerdictLive {
+			continue
+		}
+		f.Live++
+		age := now.Sub(q.Heartbeat)
+		ages = append(ages, age.Seconds())
+		shares = append(shares, age.Seconds()/q.Retention.Seconds())
+		f.Tagging.Heartbeats += 1 / (q.Retention.Seconds() * heartbeatFraction)
+	}
+	f.AgeSeconds, f.AgeOfRetention = percentilesOf(ages), percentilesOf(shares)
+	f.Tagging.Sweeps = min(float64(f.Temporary)/sweepPeriod.Seconds(), sweepRateMax)
+	f.Tagging.Total = f.Tagging.Heartbeats + f.Tagging.Sweeps
+	f.Tagging.Quota = taggingQuota
+	need := float64(f.Temporary) / heartbeatFraction / (taggingQuota*quotaHeadroom - f.Tagging.Sweeps)
+	f.RecommendedRetentionSeconds = max(int64(math.Ceil(need/60))*60, int64(sqsapi.DefaultIdleQueueRetention/time.Second))
+	return f
+}
+
+func percentilesOf(v []float64) percentiles {
+	if len(v) == 0 {
+		return percentiles{}
+	}
+	slices.Sort(v)
+	at := func(p float64) float64 { return v[min(len(v)-1, int(p*float64(len(v))))] }
+	return percentiles{P50: at(0.50), P90: at(0.90), P99: at(0.99), Max: v[len(v)-1]}
 }

@@ -16,6 +16,26 @@
 // The tag, not local activity, is what other processes read: a live owner
 // must keep heartbeating even when the queue is idle, so there is no
 // "touch" that defers heartbeats on activity.
+//
+// # Under the account's tagging quota
+//
+// SQS serves about 30 tagging calls a second per account, heartbeats and
+// sweeps together, so a large fleet can outgrow it (docs/capacity.md). A
+// Heartbeater adapts without knowing the fleet's size:
+//
+//   - the first heartbeat of a queue created with its tags comes at a
+//     random point of its interval (after its first tenth), so a fleet
+//     started at once spreads its heartbeats evenly instead of tagging in
+//     waves;
+//   - a throttled heartbeat is retried with backoff, sooner as the written
+//     retention runs out, so it lands within the retention whenever the
+//     account has any capacity left;
+//   - a throttled heartbeat doubles the queue's retention (at most once per
+//     heartbeat, up to MaxRaise times the configured one), written with the
+//     retry in the RetentionTag, which Go and Java sweepers both read: the
+//     queue then heartbeats half as often, and a fleet too large for its
+//     retention settles where its heartbeats fit the quota. A dead queue is
+//     then deleted after its raised retention.
 package heartbeat
 
 import (
@@ -34,6 +54,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/backoff"
 	"github.com/tempqueues/tempqueues/internal/clock"
 	"github.com/tempqueues/tempqueues/internal/wire"
@@ -58,6 +79,13 @@ const (
 	// tag in bursts. It is symmetric: the average rate stays one per
 	// interval.
 	jitter = 0.1
+
+	// MaxRaise bounds the retention a throttled queue raises itself to:
+	// MaxRaise times the configured retention (and at most maxRetention).
+	MaxRaise = 16
+	// maxRetention bounds a raised retention: past a day a dead process's
+	// queue lingers too long for anyone's taste.
+	maxRetention = 24 * time.Hour
 )
 
 // Options configure a Heartbeater. Zero values mean the defaults.
@@ -108,18 +136,30 @@ type Heartbeater struct {
 	closeOnce sync.Once
 	closeDone chan struct{} // closed when the goroutine has returned after Close
 
-	heartbeats, failures, gone atomic.Int64
+	heartbeats, failures, gone, throttled, raises atomic.Int64
+	lastThrottle                                  atomic.Int64 // UnixNano of the last throttled call; 0 if none
 }
 
 // beat is the schedule of one registered queue. The goroutine updates it
 // under Heartbeater.mu.
 type beat struct {
 	url       string
-	retention time.Duration
-	// tagRetention: the RetentionTag has not been written yet.
+	retention time.Duration // as configured
+	// effective is the retention heartbeats keep to: retention, or more
+	// after throttling; the next successful call writes it when
+	// tagRetention is set.
+	effective time.Duration
+	// written is the RetentionTag's value and last the HeartbeatTag's, as
+	// this process last wrote them (zero before the first write): the
+	// deadline sweepers judge the queue by is last + written.
+	written time.Duration
+	last    time.Time
+	// tagRetention: the RetentionTag must be (re)written.
 	tagRetention bool
-	due          time.Time
-	failures     int // consecutive failed TagQueue calls
+	// raised: effective was raised since the last successful heartbeat.
+	raised   bool
+	due      time.Time
+	failures int // consecutive failed TagQueue calls
 }
 
 // New returns a Heartbeater that tags queues with client. It makes no call
@@ -202,9 +242,14 @@ func (h *Heartbeater) add(op, queueURL string, retention time.Duration, taggedAt
 	case ok && b.retention == retention:
 		// Already heartbeating with this retention: keep the schedule.
 	case taggedAt.IsZero():
-		h.queues[queueURL] = &beat{url: queueURL, retention: retention, tagRetention: true, due: h.opts.Clock.Now()}
+		h.queues[queueURL] = &beat{url: queueURL, retention: retention, effective: retention, tagRetention: true, due: h.opts.Clock.Now()}
 	default:
-		h.queues[queueURL] = &beat{url: queueURL, retention: retention, due: taggedAt.Add(h.interval(retention))}
+		// The first heartbeat at a random point of the interval: queues
+		// created together then heartbeat evenly spread, not in a wave.
+		iv := h.interval(retention)
+		first := iv/10 + time.Duration(h.opts.Clock.Int64N(int64(iv-iv/10)+1))
+		h.queues[queueURL] = &beat{url: queueURL, retention: retention, effective: retention,
+			written: retention, last: taggedAt, due: taggedAt.Add(first)}
 	}
 	if !h.running {
 		h.running = true
@@ -237,11 +282,50 @@ type Stats struct {
 	Heartbeats int64 // successful TagQueue calls
 	Failures   int64 // failed TagQueue calls, each retried after a backoff
 	QueuesGone int64 // registered queues found deleted and dropped
+	Throttled  int64 // failed calls SQS throttled (counted in Failures too)
+	Raises     int64 // retentions doubled after throttling
 }
 
 // Stats returns the Heartbeater's counters.
 func (h *Heartbeater) Stats() Stats {
-	return Stats{Heartbeats: h.heartbeats.Load(), Failures: h.failures.Load(), QueuesGone: h.gone.Load()}
+	return Stats{Heartbeats: h.heartbeats.Load(), Failures: h.failures.Load(), QueuesGone: h.gone.Load(),
+		Throttled: h.throttled.Load(), Raises: h.raises.Load()}
+}
+
+// LastThrottle returns when a TagQueue call of this Heartbeater was last
+// throttled, or the zero time. The account's tagging quota is shared, so
+// a sweeper in the same process reads it as a sign that other processes'
+// heartbeats may be late too.
+func (h *Heartbeater) LastThrottle() time.Time {
+	if n := h.lastThrottle.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
+
+// NoteThrottle records a throttled tagging call made by someone else in
+// the process (a sweep), for LastThrottle.
+func (h *Heartbeater) NoteThrottle(at time.Time) {
+	n := at.UnixNano()
+	for {
+		old := h.lastThrottle.Load()
+		if old >= n || h.lastThrottle.CompareAndSwap(old, n) {
+			return
+		}
+	}
+}
+
+// Effective returns the retention a registered queue heartbeats by now
+// (the configured one, or more after throttling), and false when the
+// queue is not registered.
+func (h *Heartbeater) Effective(queueURL string) (time.Duration, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	b, ok := h.queues[queueURL]
+	if !ok {
+		return 0, false
+	}
+	return b.effective, true
 }
 
 // Close stops heartbeating: later Add calls return sqsapi.ErrClosed, and a
@@ -281,6 +365,12 @@ func (h *Heartbeater) signal() {
 	}
 }
 
+// raiseLimit is the largest retention a queue configured with retention
+// raises itself to after throttling.
+func (h *Heartbeater) raiseLimit(retention time.Duration) time.Duration {
+	return max(retention, min(MaxRaise*retention, maxRetention))
+}
+
 // interval is the nominal time between two heartbeats of a queue.
 func (h *Heartbeater) interval(retention time.Duration) time.Duration {
 	return time.Duration(float64(retention) * h.opts.Fraction)
@@ -304,7 +394,7 @@ func (h *Heartbeater) retryPolicy(retention time.Duration) backoff.Policy {
 type pending struct {
 	b            *beat
 	url          string
-	retention    time.Duration
+	retention    time.Duration // effective: the one to write
 	tagRetention bool
 }
 
@@ -355,7 +445,7 @@ func (h *Heartbeater) collect(now time.Time) (due []pending, next time.Time, ok 
 	}
 	for _, b := range h.queues {
 		if !b.due.After(now) {
-			due = append(due, pending{b: b, url: b.url, retention: b.retention, tagRetention: b.tagRetention})
+			due = append(due, pending{b: b, url: b.url, retention: b.effective, tagRetention: b.tagRetention})
 			continue
 		}
 		if next.IsZero() || b.due.Before(next) {
@@ -385,6 +475,12 @@ func (h *Heartbeater) beatOnce(ctx context.Context, p pending) {
 
 	var gone *types.QueueDoesNotExist
 	isGone := errors.As(err, &gone)
+	throttled := err != nil && !isGone && awserr.IsThrottle(err)
+	if throttled {
+		h.throttled.Add(1)
+		h.NoteThrottle(now)
+	}
+	raised := false
 	h.mu.Lock()
 	if h.queues[p.url] != p.b {
 		// Removed (or re-added) while the call ran: its new state wins.
@@ -394,19 +490,54 @@ func (h *Heartbeater) beatOnce(ctx context.Context, p pending) {
 	switch {
 	case err == nil:
 		p.b.failures = 0
-		p.b.tagRetention = false
-		p.b.due = now.Add(h.jittered(h.interval(p.retention)))
+		p.b.last = now
+		p.b.raised = false
+		if p.tagRetention {
+			p.b.written = p.retention
+			// Raised again meanwhile: write that with the next heartbeat.
+			p.b.tagRetention = p.b.effective != p.retention
+		}
+		p.b.due = now.Add(h.jittered(h.interval(p.b.effective)))
 	case isGone:
 		delete(h.queues, p.url)
 	default:
 		p.b.failures++
-		policy := h.retryPolicy(p.retention)
+		if throttled && !p.b.raised && p.b.effective < h.raiseLimit(p.b.retention) {
+			// The account is out of tagging capacity: heartbeat half as
+			// often from now on, under a retention written with the retry.
+			p.b.effective = min(2*p.b.effective, h.raiseLimit(p.b.retention))
+			p.b.tagRetention, p.b.raised, raised = true, true, true
+		}
+		written := p.b.written
+		if written == 0 {
+			written = p.b.retention
+		}
+		policy := h.retryPolicy(written)
+		if throttled {
+			// A throttled account needs fewer calls, not more: start the
+			// backoff at a tenth of the interval, so that a fleet's retries
+			// do not add up to a storm.
+			policy.Base = max(policy.Base, h.interval(written)/10)
+		}
 		// Full jitter may pick ~0; the floor keeps a persistently failing
 		// queue from spinning.
-		p.b.due = h.opts.Clock.Now().Add(max(policy.Delay(p.b.failures-1), policy.Base/2))
+		d := max(policy.Delay(p.b.failures-1), policy.Base/2)
+		if !p.b.last.IsZero() {
+			// Retry sooner as the written retention runs out: a few
+			// attempts remain before a sweeper may judge the queue idle.
+			if left := p.b.last.Add(written).Sub(h.opts.Clock.Now()); left > 0 {
+				d = min(d, max(left/4, policy.Base/2))
+			}
+		}
+		p.b.due = h.opts.Clock.Now().Add(d)
 	}
-	failures := p.b.failures
+	failures, effective := p.b.failures, p.b.effective
 	h.mu.Unlock()
+	if raised {
+		h.raises.Add(1)
+		h.opts.Logger.Info("heartbeat throttled: raising the queue's idle retention to fit the account's tagging quota",
+			slog.String("queue", p.url), slog.Duration("retention", effective))
+	}
 
 	switch {
 	case err == nil:

@@ -86,9 +86,9 @@ func TestAddTaggedSkipsFirstTag(t *testing.T) {
 		if err := h.AddTagged(u, 3*time.Second, now); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(700 * time.Millisecond)
+		time.Sleep(50 * time.Millisecond) // the first comes after a tenth of the interval
 		if got := counter.Get("TagQueue"); got != 0 {
-			t.Errorf("%d TagQueue calls before the first interval of a pre-tagged queue", got)
+			t.Errorf("%d TagQueue calls before a tenth of the first interval of a pre-tagged queue", got)
 		}
 		eventually(t, 2*time.Second, "the first refresh", func() bool { return counter.Get("TagQueue") == 1 })
 		// The refresh merges: it moves the heartbeat and keeps the rest.
@@ -234,7 +234,9 @@ func TestJavaWireFormat(t *testing.T) {
 // TestFraction checks the interval follows Fraction, and that a value
 // outside (0, MaxFraction] falls back to the default. With a frozen clock, a
 // queue tagged exactly one interval ago is due at once, and one tagged a
-// second less ago is not due for as long as the frozen clock says.
+// second less than a tenth of an interval ago (the first heartbeat comes
+// after the interval's first tenth) is not due for as long as the frozen
+// clock says.
 func TestFraction(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
@@ -245,7 +247,7 @@ func TestFraction(t *testing.T) {
 	}{{0, 100 * time.Second}, {0.9, 100 * time.Second}, {-1, 100 * time.Second}, {0.25, 75 * time.Second}, {0.5, 150 * time.Second}} {
 		f := &tagger{}
 		h := heartbeat.New(f, heartbeat.Options{Fraction: c.fraction, Clock: frozen})
-		if err := h.AddTagged("https://sqs.example/1/early", 300*time.Second, now.Add(-c.interval+time.Second)); err != nil {
+		if err := h.AddTagged("https://sqs.example/1/early", 300*time.Second, now.Add(-c.interval/10+time.Second)); err != nil {
 			t.Fatal(err)
 		}
 		if err := h.AddTagged("https://sqs.example/1/due", 300*time.Second, now.Add(-c.interval)); err != nil {

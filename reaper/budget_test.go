@@ -1,0 +1,114 @@
+package reaper
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+// A budgeted sweep inspects one of ceil(candidates/budget) shares per
+// period, so consecutive periods cover every queue once, and a queue
+// deleted meanwhile moves no other queue to another share; an unbudgeted
+// (standalone) sweep, or a fleet within the budget, inspects them all.
+func TestSweepSliceCoversFleetAcrossPeriods(t *testing.T) {
+	// Budget: 10/s × scale × 60 s × 0.6 = 10 queues per period.
+	o := Options{Prefix: "p_", Period: time.Minute, timeScale: 1.0 / 36}
+	s := newSweeper(nil, o, nil, new(ownThrottles))
+	if b := s.budget(); b != 10 {
+		t.Fatalf("budget = %d, want 10", b)
+	}
+	var cands []string
+	for i := range 25 {
+		cands = append(cands, fmt.Sprintf("https://sqs.example/1/p_%02d", i))
+	}
+	origin := time.Unix(0, 0).Add(1000 * time.Minute) // a period boundary
+	seen := map[string]int{}
+	shareOf := map[string]int{}
+	for p := range 3 {
+		for _, u := range s.slice(cands, origin.Add(time.Duration(p)*time.Minute+time.Second)) {
+			seen[u]++
+			shareOf[u] = p
+		}
+	}
+	if len(seen) != 25 {
+		t.Errorf("3 periods covered %d of 25 queues", len(seen))
+	}
+	for u, c := range seen {
+		if c != 1 {
+			t.Errorf("%s inspected %d times in 3 periods", u, c)
+		}
+	}
+	// Deleting queues (still above the budget) keeps the others' shares.
+	fewer := cands[3:]
+	for p := range 3 {
+		for _, u := range s.slice(fewer, origin.Add(time.Duration(p)*time.Minute+time.Second)) {
+			if shareOf[u] != p {
+				t.Errorf("%s moved from share %d to %d", u, shareOf[u], p)
+			}
+		}
+	}
+	if got := s.slice(cands[:10], origin); len(got) != 10 {
+		t.Errorf("a fleet within the budget: %d of 10 inspected", len(got))
+	}
+	s.budgeted = false
+	if got := s.slice(cands, origin); len(got) != 25 {
+		t.Errorf("a standalone sweep inspected %d of 25", len(got))
+	}
+}
+
+// The pacer lets a burst through at once and then spaces calls to its
+// rate.
+func TestPacerRate(t *testing.T) {
+	p := newPacer(100, 5)
+	start := time.Now()
+	for range 25 {
+		if err := p.wait(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 5 at once, then 20 at 10 ms each.
+	if el := time.Since(start); el < 150*time.Millisecond || el > 2*time.Second {
+		t.Errorf("25 calls at 100/s with a burst of 5 took %v, want about 200ms", el)
+	}
+}
+
+// A queue idle by the rule is kept while the sweep sees the account
+// saturated (at least one read in 20 throttled) and tagging was throttled
+// since its heartbeat, up to twice its retention; otherwise it is idle.
+func TestGraceAfterThrottling(t *testing.T) {
+	var log ownThrottles
+	s := newSweeper(nil, Options{Prefix: "p_", Period: time.Minute}, nil, &log)
+	now := time.Now()
+	st := func(age time.Duration) QueueStatus {
+		return QueueStatus{Retention: 300 * time.Second, Heartbeat: now.Add(-age), Verdict: VerdictIdle}
+	}
+	s.reads.Store(10)
+	s.readThrottles.Store(5)
+	log.NoteThrottle(now.Add(-time.Second))
+	if s.grace(st(400*time.Second), now) {
+		t.Error("grace after only 10 reads")
+	}
+	s.reads.Store(100)
+	s.readThrottles.Store(0)
+	if s.grace(st(400*time.Second), now) {
+		t.Error("grace while the sweep saw no throttling")
+	}
+	s.readThrottles.Store(4)
+	if s.grace(st(400*time.Second), now) {
+		t.Error("grace while the sweep saw 4 of 100 reads throttled")
+	}
+	s.readThrottles.Store(5)
+	if !s.grace(st(400*time.Second), now) {
+		t.Error("no grace for an idle queue while the account throttles")
+	}
+	if s.grace(st(601*time.Second), now) {
+		t.Error("grace beyond twice the retention")
+	}
+	var other ownThrottles
+	other.NoteThrottle(now.Add(-500 * time.Second)) // before the heartbeat
+	s.throttles = &other
+	if s.grace(st(400*time.Second), now) {
+		t.Error("grace for throttling older than the heartbeat")
+	}
+}

@@ -1,0 +1,448 @@
+package reaper_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/reaper"
+	"github.com/tempqueues/tempqueues/requester"
+	"github.com/tempqueues/tempqueues/responder"
+	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/sqstest"
+)
+
+// The fleet simulator: N requesters, each with its own SDK client, host
+// queue and reaper (heartbeats, lease, sweeps), in one process on sqstest
+// with the account's tagging quota enforced, a responder answering a
+// trickle of RPCs from each, and 1% of the requesters killed mid-run.
+// Everything runs the real library code. Time is scaled: every duration
+// the simulation sets (retention, sweep period, RPC spacing, quota rate)
+// is divided by Scale, and the reaper's own tagging budget is scaled with
+// reaper.WithTimeScale, so a run of several retention periods takes
+// minutes; all figures are reported in simulated time.
+//
+//	go test ./reaper -run TestFleet -fleet 10000 -timeout 60m -v
+var (
+	fleetN     = flag.Int("fleet", 0, "fleet simulation: number of requesters (0: the small CI run)")
+	fleetScale = flag.Float64("fleet.scale", 20, "fleet simulation: simulated seconds per real second")
+	fleetRet   = flag.Duration("fleet.retention", 300*time.Second, "fleet simulation: IdleQueueRetention (simulated)")
+	fleetDur   = flag.Duration("fleet.duration", 0, "fleet simulation: simulated length of the run (0: enough for the acceptance)")
+	fleetRPC   = flag.Duration("fleet.rpc", time.Minute, "fleet simulation: simulated time between a requester's RPCs")
+)
+
+type fleetConfig struct {
+	N         int
+	Scale     float64       // simulated seconds per real second
+	Retention time.Duration // simulated
+	Period    time.Duration // simulated sweep period
+	Quota     float64       // tagging calls per simulated second
+	RPCEvery  time.Duration // simulated spacing of each requester's RPCs
+	StartOver time.Duration // simulated: requesters start spread over this
+	KillAt    time.Duration // simulated: when 1% of the fleet is killed
+	Duration  time.Duration // simulated length of the run
+	Sample    time.Duration // simulated sampling interval
+}
+
+// real converts a simulated duration to real time.
+func (c fleetConfig) real(d time.Duration) time.Duration { return time.Duration(float64(d) / c.Scale) }
+
+// sim converts a real duration to simulated time.
+func (c fleetConfig) sim(d time.Duration) time.Duration { return time.Duration(float64(d) * c.Scale) }
+
+type fleetResult struct {
+	cfg  fleetConfig
+	wall time.Duration
+
+	tagAdmitted, tagThrottled  int64   // after start-up
+	peakTagRate, meanTagRate   float64 // attempted tagging calls per simulated second after start-up: busiest minute, mean
+	startupThrottled           int64
+	ageMax, ageP99             float64 // heartbeat age / the configured retention, live hosts, after start-up
+	ownMax, ownP99             float64 // heartbeat age / the queue's own (maybe raised) retention
+	retentionMax               time.Duration
+	sweeps                     int64
+	sweepsPerPeriod            float64
+	liveDeleted                int
+	killed, deadDeleted        int
+	deadLatencyMax             time.Duration // simulated: last heartbeat to deletion, worst dead host
+	deadBound                  time.Duration // 2 × its retention + one period, for that host
+	deadLate                   int           // dead hosts deleted after their bound, or not deleted by it
+	deadPending                int           // dead hosts not deleted yet, their bound not reached by the end
+	rpcs, rpcFailed, rpcOnGone int64
+}
+
+func (r fleetResult) String() string {
+	return fmt.Sprintf("N=%d scale=%.0f retention=%v period=%v quota=%.0f/s: wall %v; tagging after start-up mean %.1f/s peak %.1f/s, "+
+		"throttled %d (start-up %d); heartbeat age max %.2f p99 %.2f of the configured retention, max %.2f p99 %.2f of the queue's own (largest %v); sweeps %d (%.2f per period); "+
+		"live hosts deleted %d; dead %d, deleted %d, worst %v (bound %v), late %d, not due yet %d; RPCs %d, failed %d (host gone %d)",
+		r.cfg.N, r.cfg.Scale, r.cfg.Retention, r.cfg.Period, r.cfg.Quota, r.wall.Round(time.Second),
+		r.meanTagRate, r.peakTagRate, r.tagThrottled, r.startupThrottled, r.ageMax, r.ageP99, r.ownMax, r.ownP99, r.retentionMax,
+		r.sweeps, r.sweepsPerPeriod, r.liveDeleted, r.killed, r.deadDeleted, r.deadLatencyMax.Round(time.Second),
+		r.deadBound, r.deadLate, r.deadPending, r.rpcs, r.rpcFailed, r.rpcOnGone)
+}
+
+const fleetOwnerTag = "fleet-owner"
+
+type fleetMember struct {
+	id     int
+	req    *requester.Requester
+	stop   chan struct{}
+	done   chan struct{}
+	killed atomic.Bool
+	diedAt time.Time // real
+}
+
+// hostSeen is what the sampler last saw of a host queue.
+type hostSeen struct {
+	owner     int
+	heartbeat time.Time // real
+	retention time.Duration
+}
+
+func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
+	t.Helper()
+	start := time.Now()
+	srv := sqstest.NewServer(sqstest.EnforceQuotas(sqstest.Quota{
+		Actions: sqstest.TaggingActions, Rate: cfg.Quota * cfg.Scale, Burst: cfg.Quota,
+	}))
+	defer func() { _ = srv.Close(context.Background()) }()
+	noRetry := func(o *sqs.Options) { o.RetryMaxAttempts = 1 }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	// The service the fleet calls.
+	rc := srv.Client(noRetry)
+	q, err := rc.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("fleet-service")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serviceURL := aws.ToString(q.QueueUrl)
+	resp, err := responder.New(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() {
+		served <- resp.Serve(ctx, serviceURL, responder.HandlerFunc(func(_ context.Context, req *responder.Request) (*responder.Reply, error) {
+			return &responder.Reply{Body: aws.ToString(req.Message.Body)}, nil
+		}))
+	}()
+
+	res := fleetResult{cfg: cfg}
+	var (
+		mu       sync.Mutex
+		hosts    = map[string]hostSeen{}  // by queue name
+		deleted  = map[string]time.Time{} // by queue URL, when a sweep reported it (real)
+		sweeps   atomic.Int64
+		rpcs     atomic.Int64
+		rpcFail  atomic.Int64
+		rpcGone  atomic.Int64
+		failOnce sync.Once
+	)
+	onSweep := func(rep reaper.Report) {
+		sweeps.Add(1)
+		now := time.Now()
+		if *fleetN > 0 {
+			d := reaper.DetailOf(rep)
+			t.Logf("sweep at %v: listed %d, inspected %d, deferred %d, live %d, grace %d, deleted %d, errors %d, took %v",
+				cfg.sim(now.Sub(start)).Round(time.Second), rep.Listed, d.Candidates, d.Deferred, d.Live, d.Grace,
+				len(rep.Deleted), len(rep.Errors), cfg.sim(rep.Duration).Round(time.Second))
+		}
+		mu.Lock()
+		for _, u := range rep.Deleted {
+			deleted[u] = now
+		}
+		mu.Unlock()
+	}
+
+	members := make([]*fleetMember, cfg.N)
+	for i := range members {
+		members[i] = &fleetMember{id: i, stop: make(chan struct{}), done: make(chan struct{})}
+	}
+	startMember := func(m *fleetMember) {
+		req, err := requester.New(srv.Client(noRetry), func(o *requester.Options) {
+			o.IdleQueueRetention = cfg.real(cfg.Retention)
+			o.HostQueueTags = map[string]string{fleetOwnerTag: strconv.Itoa(m.id)}
+			// A generous real timeout: an RPC that times out on a loaded
+			// machine says nothing about the reaper.
+			o.Timeout = 20 * time.Second
+			o.Reaper = []func(*reaper.Options){
+				func(o *reaper.Options) { o.Period = cfg.real(cfg.Period); o.OnSweep = onSweep },
+				reaper.WithTimeScale(cfg.Scale),
+			}
+		})
+		if err != nil {
+			t.Error(err)
+			close(m.done)
+			return
+		}
+		m.req = req
+		go func() {
+			defer close(m.done)
+			every := cfg.real(cfg.RPCEvery)
+			next := time.Duration(rand.Int64N(int64(every)))
+			for n := 0; ; n++ {
+				select {
+				case <-m.stop:
+					return
+				case <-time.After(next):
+				}
+				next = every/2 + time.Duration(rand.Int64N(int64(every)))
+				rpcs.Add(1)
+				_, err := req.SendMessageAndGetResponse(ctx, &sqs.SendMessageInput{
+					QueueUrl: aws.String(serviceURL), MessageBody: aws.String(strconv.Itoa(m.id) + "/" + strconv.Itoa(n)),
+				})
+				if err != nil && ctx.Err() == nil && !m.killed.Load() {
+					rpcFail.Add(1)
+					var gone *types.QueueDoesNotExist
+					if errors.As(err, &gone) {
+						rpcGone.Add(1)
+					}
+					failOnce.Do(func() { t.Logf("first failed RPC (member %d): %v", m.id, err) })
+				}
+			}
+		}()
+	}
+
+	// Start the fleet spread over StartOver.
+	var starting sync.WaitGroup
+	for _, m := range members {
+		starting.Add(1)
+		go func() {
+			defer starting.Done()
+			time.Sleep(time.Duration(rand.Int64N(int64(max(cfg.real(cfg.StartOver), 1)))))
+			startMember(m)
+		}()
+	}
+
+	prefix := sqsapi.DefaultQueuePrefix
+	simStart := time.Now()
+	startupEnd := simStart.Add(cfg.real(cfg.StartOver + cfg.Retention))
+	var ages, own []float64
+	var window []float64 // attempted tagging calls of the last minute's samples
+	var lastAdmitted, lastThrottled int64
+	var samples, ticks int
+	killed := false
+	ticker := time.NewTicker(cfg.real(cfg.Sample))
+	defer ticker.Stop()
+	for time.Since(simStart) < cfg.real(cfg.Duration) {
+		<-ticker.C
+		now := time.Now()
+		ticks++
+		if ticks%int(cfg.Retention/cfg.Sample) == 0 && testing.Verbose() {
+			t.Logf("at %v simulated (%v real): %d sweeps, %d RPCs", cfg.sim(now.Sub(simStart)).Round(time.Second),
+				now.Sub(simStart).Round(time.Second), sweeps.Load(), rpcs.Load())
+		}
+		if !killed && now.Sub(simStart) >= cfg.real(cfg.KillAt) {
+			killed = true
+			for _, i := range rand.Perm(cfg.N)[:max(cfg.N/100, 1)] {
+				m := members[i]
+				if m.req == nil {
+					continue
+				}
+				m.killed.Store(true)
+				close(m.stop)
+				// A crash: heartbeats and sweeps stop, the host queue stays.
+				_ = m.req.Reaper().Close(ctx)
+				m.diedAt = time.Now()
+				res.killed++
+			}
+		}
+		qc := srv.QuotaCounts()
+		var adm, thr int64
+		for _, op := range sqstest.TaggingActions {
+			adm += qc[op].Admitted
+			thr += qc[op].Throttled
+		}
+		if now.After(startupEnd) {
+			window = append(window, float64(adm+thr-lastAdmitted-lastThrottled))
+			if len(window) > int(time.Minute/cfg.Sample) {
+				window = window[1:]
+			}
+			var sum float64
+			for _, c := range window {
+				sum += c
+			}
+			// The busiest minute (or less, early on).
+			res.peakTagRate = max(res.peakTagRate, sum/(float64(len(window))*cfg.Sample.Seconds()))
+			res.tagAdmitted += adm - lastAdmitted
+			res.tagThrottled += thr - lastThrottled
+			samples++
+		} else {
+			res.startupThrottled = thr
+		}
+		lastAdmitted, lastThrottled = adm, thr
+
+		// Heartbeat ages of the hosts of live members, read from the
+		// server's state (no API call, so no quota).
+		seen := map[string]bool{}
+		for _, u := range srv.QueueURLs() {
+			name := u[strings.LastIndexByte(u, '/')+1:]
+			if !strings.HasPrefix(name, prefix) {
+				continue
+			}
+			tags, err := srv.QueueTags(name)
+			if err != nil {
+				continue
+			}
+			owner, err := strconv.Atoi(tags[fleetOwnerTag])
+			if err != nil {
+				continue
+			}
+			ms, _ := strconv.ParseInt(tags[sqsapi.HeartbeatTag], 10, 64)
+			sec, _ := strconv.Atoi(tags[sqsapi.RetentionTag])
+			hs := hostSeen{owner: owner, heartbeat: time.UnixMilli(ms), retention: cfg.sim(time.Duration(sec) * time.Second)}
+			seen[name] = true
+			mu.Lock()
+			hosts[name] = hs
+			mu.Unlock()
+			res.retentionMax = max(res.retentionMax, hs.retention)
+			if !members[owner].killed.Load() && now.After(startupEnd) {
+				age := cfg.sim(now.Sub(hs.heartbeat)).Seconds()
+				ages = append(ages, age/cfg.Retention.Seconds())
+				own = append(own, age/hs.retention.Seconds())
+			}
+		}
+		// Hosts gone since the last sample.
+		mu.Lock()
+		for name, hs := range hosts {
+			if seen[name] {
+				continue
+			}
+			m := members[hs.owner]
+			if !m.killed.Load() {
+				res.liveDeleted++
+				t.Logf("live host %s of member %d deleted; last heartbeat %v before, retention %v", name, hs.owner,
+					cfg.sim(now.Sub(hs.heartbeat)).Round(time.Second), hs.retention)
+			} else {
+				res.deadDeleted++
+				lat := cfg.sim(now.Sub(hs.heartbeat))
+				bound := 2*hs.retention + cfg.Period
+				if lat > bound {
+					res.deadLate++
+				}
+				if lat > res.deadLatencyMax {
+					res.deadLatencyMax, res.deadBound = lat, bound
+				}
+			}
+			delete(hosts, name)
+		}
+		mu.Unlock()
+	}
+	// Dead hosts not deleted: late once their bound has passed.
+	end := time.Now()
+	mu.Lock()
+	for _, hs := range hosts {
+		if members[hs.owner].killed.Load() {
+			if cfg.sim(end.Sub(hs.heartbeat)) > 2*hs.retention+cfg.Period {
+				res.deadLate++
+			} else {
+				res.deadPending++
+			}
+		}
+	}
+	mu.Unlock()
+
+	elapsed := cfg.sim(time.Since(startupEnd))
+	res.meanTagRate = float64(res.tagAdmitted+res.tagThrottled) / elapsed.Seconds()
+	slices.Sort(ages)
+	if n := len(ages); n > 0 {
+		res.ageMax = ages[n-1]
+		res.ageP99 = ages[min(n-1, n*99/100)]
+		slices.Sort(own)
+		res.ownMax = own[n-1]
+		res.ownP99 = own[min(n-1, n*99/100)]
+	}
+	res.sweeps = sweeps.Load()
+	res.sweepsPerPeriod = float64(res.sweeps) / (cfg.sim(time.Since(simStart)).Seconds() / cfg.Period.Seconds())
+	res.rpcs, res.rpcFailed, res.rpcOnGone = rpcs.Load(), rpcFail.Load(), rpcGone.Load()
+
+	// Shut down: the members (their hosts deleted), then the responder.
+	starting.Wait()
+	var closing sync.WaitGroup
+	for _, m := range members {
+		if m.req == nil {
+			continue
+		}
+		closing.Add(1)
+		go func() {
+			defer closing.Done()
+			if !m.killed.Load() {
+				close(m.stop)
+			}
+			<-m.done
+			cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer ccancel()
+			_ = m.req.Close(cctx)
+		}()
+	}
+	closing.Wait()
+	sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer scancel()
+	_ = resp.Shutdown(sctx)
+	cancel()
+	<-served
+	res.wall = time.Since(start)
+	return res
+}
+
+// defaultFleetConfig returns the run for n requesters: the tagging quota
+// at 30/s, the start spread over a minute, 1% killed one retention period
+// after, and two retention periods and two sweep periods more to see them
+// deleted: at least 3 retention periods in all.
+func defaultFleetConfig(n int, scale float64, retention, period, rpcEvery, duration time.Duration) fleetConfig {
+	cfg := fleetConfig{
+		N: n, Scale: scale, Retention: retention, Period: period, Quota: sqstest.DefaultTaggingRate,
+		RPCEvery: rpcEvery, StartOver: time.Minute, Sample: 10 * time.Second,
+	}
+	cfg.KillAt = cfg.StartOver + cfg.Retention
+	cfg.Duration = duration
+	if cfg.Duration == 0 {
+		cfg.Duration = cfg.KillAt + 2*cfg.Retention + 2*cfg.Period
+	}
+	return cfg
+}
+
+// TestFleet runs the fleet simulator: a small fleet in CI, or the size
+// given with -fleet. It fails when a live host is deleted, an RPC fails,
+// a dead host outlives two retention periods (its own, maybe raised) plus
+// one sweep period, or tagging calls (admitted and throttled) go over the
+// quota in any minute after start-up.
+func TestFleet(t *testing.T) {
+	cfg := defaultFleetConfig(*fleetN, *fleetScale, *fleetRet, 5*time.Minute, *fleetRPC, *fleetDur)
+	if cfg.N == 0 {
+		if testing.Short() {
+			t.Skip("fleet simulation in -short mode")
+		}
+		// CI: 100 requesters, 2-minute retention and sweep period, at 30
+		// times real time: about 25 s.
+		cfg = defaultFleetConfig(100, 30, 2*time.Minute, 2*time.Minute, time.Minute, 0)
+	}
+	res := runFleet(t, cfg)
+	t.Log(res)
+	if res.liveDeleted > 0 {
+		t.Errorf("%d live hosts deleted", res.liveDeleted)
+	}
+	if res.rpcFailed > 0 {
+		t.Errorf("%d RPCs failed", res.rpcFailed)
+	}
+	if res.deadLate > 0 {
+		t.Errorf("%d of %d dead hosts deleted late or not at all", res.deadLate, res.killed)
+	}
+	if res.peakTagRate > cfg.Quota {
+		t.Errorf("tagging calls after start-up reached %.1f/s in the busiest minute, over the quota of %.0f/s", res.peakTagRate, cfg.Quota)
+	}
+}
