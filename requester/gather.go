@@ -161,7 +161,7 @@ func (r *Requester) PublishGather(ctx context.Context, p Publisher, in *sqs.Send
 	}
 	probe := *in
 	probe.QueueUrl = aws.String("topic") // checked as a plain queue
-	requestID, attrs, err := checkRequestWith(op, &probe, sqsapi.OriginAttribute)
+	requestID, attrs, err := checkRequest(op, &probe, sqsapi.OriginAttribute)
 	if err != nil {
 		return nil, err
 	}

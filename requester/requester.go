@@ -635,8 +635,11 @@ func (r *Requester) send(ctx context.Context, in *sqs.SendMessageInput, optFns [
 }
 
 // checkRequest validates a request before any call and returns the caller's
-// own request id, if set, and a copy of the attributes.
-func checkRequest(op string, in *sqs.SendMessageInput) (string, map[string]types.MessageAttributeValue, error) {
+// own request id, if set, and a copy of the attributes. own names the
+// attributes the requester adds beside the reply route (TempQueues.Stream,
+// TempQueues.Origin): the caller may not set them, and they count against
+// SQS's limit.
+func checkRequest(op string, in *sqs.SendMessageInput, own ...string) (string, map[string]types.MessageAttributeValue, error) {
 	if in == nil {
 		return "", nil, wire.Invalid(op, "input", "nil")
 	}
@@ -657,17 +660,19 @@ func checkRequest(op string, in *sqs.SendMessageInput) (string, map[string]types
 	if aws.ToString(in.MessageBody) == "" {
 		return "", nil, wire.Invalid(op, "MessageBody", "empty (SQS requires a body)")
 	}
-	if _, ok := in.MessageAttributes[sqsapi.ResponseQueueURLAttribute]; ok {
-		return "", nil, wire.Invalid(op, "MessageAttributes", "%s is set by the requester", sqsapi.ResponseQueueURLAttribute)
+	for _, name := range append([]string{sqsapi.ResponseQueueURLAttribute}, own...) {
+		if _, ok := in.MessageAttributes[name]; ok {
+			return "", nil, wire.Invalid(op, "MessageAttributes", "%s is set by the requester", name)
+		}
 	}
-	extra := 2
+	extra := 2 + len(own)
 	requestID := ""
 	if v, ok := in.MessageAttributes[sqsapi.RequestIDAttribute]; ok {
 		requestID = aws.ToString(v.StringValue)
 		if requestID == "" || aws.ToString(v.DataType) != "String" {
 			return "", nil, wire.Invalid(op, "MessageAttributes", "%s must be a non-empty String", sqsapi.RequestIDAttribute)
 		}
-		extra = 1
+		extra--
 	}
 	if wire.IsVirtualQueueURL(*in.QueueUrl) {
 		extra++ // the routing attribute

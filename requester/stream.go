@@ -78,7 +78,7 @@ type Stream struct {
 func (r *Requester) SendMessageAndStream(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*Stream, error) {
 	const op = "SendMessageAndStream"
 	in, after := r.onSend(ctx, in)
-	requestID, attrs, err := checkRequestWith(op, in, sqsapi.StreamAttribute)
+	requestID, attrs, err := checkRequest(op, in, sqsapi.StreamAttribute)
 	if err != nil {
 		r.after(after, nil, err)
 		return nil, err
@@ -368,30 +368,4 @@ func streamPosition(m types.Message) (seq int, mark string, ok bool) {
 		rest = ""
 	}
 	return n, rest, true
-}
-
-// checkRequestWith is checkRequest for a request that also carries the
-// requester's attributes names (TempQueues.Stream, TempQueues.Origin):
-// the caller may not set them, and they count against SQS's limit.
-func checkRequestWith(op string, in *sqs.SendMessageInput, names ...string) (string, map[string]types.MessageAttributeValue, error) {
-	requestID, attrs, err := checkRequest(op, in)
-	if err != nil {
-		return "", nil, err
-	}
-	for _, name := range names {
-		if _, ok := in.MessageAttributes[name]; ok {
-			return "", nil, wire.Invalid(op, "MessageAttributes", "%s is set by the requester", name)
-		}
-	}
-	added := 2 + len(names) // ResponseQueueUrl, RequestId
-	if _, ok := in.MessageAttributes[sqsapi.RequestIDAttribute]; ok {
-		added--
-	}
-	if wire.IsVirtualQueueURL(*in.QueueUrl) {
-		added++ // the routing attribute
-	}
-	if err := wire.CheckMessageAttributes(op, in.MessageAttributes, added); err != nil {
-		return "", nil, err
-	}
-	return requestID, attrs, nil
 }
