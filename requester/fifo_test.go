@@ -19,30 +19,16 @@ import (
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
-// serveRecording runs a responder on queue that echoes requests and records the
-// ResponseQueueUrl they carry; it shuts down when the test ends.
+// serveRecording runs a responder on queue that echoes requests and records
+// the ResponseQueueUrl they carry; it shuts down when the test ends.
 func serveRecording(t *testing.T, client *sqs.Client, queue string) *sync.Map {
 	t.Helper()
-	resp, err := responder.New(client)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var seen sync.Map
-	done := make(chan error, 1)
-	go func() {
-		done <- resp.Serve(context.Background(), queue, responder.HandlerFunc(func(_ context.Context, req *responder.Request) (*responder.Reply, error) {
-			u, _ := req.Attribute(sqsapi.ResponseQueueURLAttribute)
-			seen.Store(u, true)
-			return &responder.Reply{Body: "echo:" + req.Body()}, nil
-		}))
-	}()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := errors.Join(resp.Shutdown(ctx), <-done); err != nil {
-			t.Errorf("responder: %v", err)
-		}
-	})
+	serve(t, client, func(_ context.Context, req *responder.Request) (*responder.Reply, error) {
+		u, _ := req.Attribute(sqsapi.ResponseQueueURLAttribute)
+		seen.Store(u, true)
+		return &responder.Reply{Body: "echo:" + req.Body()}, nil
+	}, queue)
 	return &seen
 }
 
