@@ -64,8 +64,9 @@ func (c fleetConfig) real(d time.Duration) time.Duration { return time.Duration(
 func (c fleetConfig) sim(d time.Duration) time.Duration { return time.Duration(float64(d) * c.Scale) }
 
 type fleetResult struct {
-	cfg  fleetConfig
-	wall time.Duration
+	cfg       fleetConfig
+	wall      time.Duration
+	simulated time.Duration // the run's length, start-up included
 
 	tagAdmitted, tagThrottled  int64   // after start-up
 	peakTagRate, meanTagRate   float64 // attempted tagging calls per simulated second after start-up: busiest minute, mean
@@ -85,10 +86,10 @@ type fleetResult struct {
 }
 
 func (r fleetResult) String() string {
-	return fmt.Sprintf("N=%d scale=%.0f retention=%v period=%v quota=%.0f/s: wall %v; tagging after start-up mean %.1f/s peak %.1f/s, "+
+	return fmt.Sprintf("N=%d scale=%.0f retention=%v period=%v quota=%.0f/s: wall %v for %v simulated; tagging after start-up mean %.1f/s peak %.1f/s, "+
 		"throttled %d (start-up %d); heartbeat age max %.2f p99 %.2f of the configured retention, max %.2f p99 %.2f of the queue's own (largest %v); sweeps %d (%.2f per period); "+
 		"live hosts deleted %d; dead %d, deleted %d, worst %v (bound %v), late %d, not due yet %d; RPCs %d, failed %d (host gone %d)",
-		r.cfg.N, r.cfg.Scale, r.cfg.Retention, r.cfg.Period, r.cfg.Quota, r.wall.Round(time.Second),
+		r.cfg.N, r.cfg.Scale, r.cfg.Retention, r.cfg.Period, r.cfg.Quota, r.wall.Round(time.Second), r.simulated.Round(time.Minute),
 		r.meanTagRate, r.peakTagRate, r.tagThrottled, r.startupThrottled, r.ageMax, r.ageP99, r.ownMax, r.ownP99, r.retentionMax,
 		r.sweeps, r.sweepsPerPeriod, r.liveDeleted, r.killed, r.deadDeleted, r.deadLatencyMax.Round(time.Second),
 		r.deadBound, r.deadLate, r.deadPending, r.rpcs, r.rpcFailed, r.rpcOnGone)
@@ -235,16 +236,39 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 	var window []float64 // attempted tagging calls of the last minute's samples
 	var lastAdmitted, lastThrottled int64
 	var samples, ticks int
+	var minuteCalls int64 // tagging calls at the last minute's log
 	killed := false
 	ticker := time.NewTicker(cfg.real(cfg.Sample))
 	defer ticker.Stop()
-	for time.Since(simStart) < cfg.real(cfg.Duration) {
+	// Run for the configured length, and on (up to 8 times as long) for
+	// three of the longest retention seen and until every killed member's
+	// host is gone: raised retentions keep dead hosts longer.
+	deadWaiting := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, hs := range hosts {
+			if members[hs.owner].killed.Load() {
+				return true
+			}
+		}
+		return false
+	}
+	for el := time.Duration(0); el < cfg.real(cfg.Duration) ||
+		(el < 8*cfg.real(cfg.Duration) && (el < 3*cfg.real(res.retentionMax) || !killed || deadWaiting())); el = time.Since(simStart) {
 		<-ticker.C
 		now := time.Now()
 		ticks++
-		if ticks%int(cfg.Retention/cfg.Sample) == 0 && testing.Verbose() {
-			t.Logf("at %v simulated (%v real): %d sweeps, %d RPCs", cfg.sim(now.Sub(simStart)).Round(time.Second),
-				now.Sub(simStart).Round(time.Second), sweeps.Load(), rpcs.Load())
+		if ticks%int(time.Minute/cfg.Sample) == 0 && testing.Verbose() {
+			qc := srv.QuotaCounts()
+			var calls, thr int64
+			for _, op := range sqstest.TaggingActions {
+				calls += qc[op].Admitted + qc[op].Throttled
+				thr += qc[op].Throttled
+			}
+			t.Logf("at %v simulated (%v real): %d sweeps, %d RPCs, tagging %.1f/s in the last minute, %d throttled in all",
+				cfg.sim(now.Sub(simStart)).Round(time.Second), now.Sub(simStart).Round(time.Second), sweeps.Load(), rpcs.Load(),
+				float64(calls-minuteCalls)/60, thr)
+			minuteCalls = calls
 		}
 		if !killed && now.Sub(simStart) >= cfg.real(cfg.KillAt) {
 			killed = true
@@ -367,7 +391,8 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 		res.ownP99 = own[min(n-1, n*99/100)]
 	}
 	res.sweeps = sweeps.Load()
-	res.sweepsPerPeriod = float64(res.sweeps) / (cfg.sim(time.Since(simStart)).Seconds() / cfg.Period.Seconds())
+	res.simulated = cfg.sim(time.Since(simStart))
+	res.sweepsPerPeriod = float64(res.sweeps) / (res.simulated.Seconds() / cfg.Period.Seconds())
 	res.rpcs, res.rpcFailed, res.rpcOnGone = rpcs.Load(), rpcFail.Load(), rpcGone.Load()
 
 	// Shut down: the members (their hosts deleted), then the responder.

@@ -61,8 +61,8 @@ func TestOptionsValidatedBeforeAnyCall(t *testing.T) {
 			t.Errorf("Add(%q, %v) = %v, want invalid input", tc.url, tc.ret, err)
 		}
 	}
-	if err := r.AddTagged("https://sqs.example/1/q", time.Minute, time.Time{}); !errors.Is(err, sqsapi.ErrInvalidInput) {
-		t.Errorf("AddTagged with a zero time = %v", err)
+	if err := r.AddTagged("https://sqs.example/1/q", time.Minute, map[string]string{sqsapi.RetentionTag: "60"}); !errors.Is(err, sqsapi.ErrInvalidInput) {
+		t.Errorf("AddTagged without a heartbeat tag = %v", err)
 	}
 	// With sweeping disabled and no queue, a Reaper runs no goroutine.
 	leakcheck.Check(t)
@@ -85,7 +85,7 @@ type panicClient struct {
 }
 
 // stubClient answers the calls of an idle Reaper without a server: tags
-// succeed, the coordination queue exists and always holds a hidden token,
+// succeed, the fleet is empty, the coordination queue exists and always holds a hidden token,
 // and ReceiveMessage long-polls for 20 s, or until ctx ends, whatever
 // WaitTimeSeconds says, so that Close must cancel it to be quick.
 type stubClient struct {
@@ -113,6 +113,11 @@ func (s *stubClient) ReceiveMessage(ctx context.Context, _ *sqs.ReceiveMessageIn
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+func (s *stubClient) ListQueues(context.Context, *sqs.ListQueuesInput, ...func(*sqs.Options)) (*sqs.ListQueuesOutput, error) {
+	s.calls.Add(1)
+	return &sqs.ListQueuesOutput{}, nil
 }
 
 func (s *stubClient) GetQueueAttributes(context.Context, *sqs.GetQueueAttributesInput, ...func(*sqs.Options)) (*sqs.GetQueueAttributesOutput, error) {

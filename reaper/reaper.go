@@ -7,7 +7,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/tempqueues/tempqueues/internal/backoff"
 	"github.com/tempqueues/tempqueues/internal/callback"
 	"github.com/tempqueues/tempqueues/internal/heartbeat"
 	"github.com/tempqueues/tempqueues/internal/wire"
@@ -30,6 +29,7 @@ type Reaper struct {
 	hb      *heartbeat.Heartbeater
 	sweeper *Sweeper
 	lease   *lease // nil when sweeping is disabled
+	fleet   *fleet // nil when sweeping is disabled: it lists queues too
 
 	cancel    context.CancelFunc // of the lease goroutine and its sweeps
 	leaseDone chan struct{}      // closed when the lease goroutine has returned
@@ -75,6 +75,7 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Reaper, error) {
 		close(r.leaseDone)
 	} else {
 		r.lease = newLease(client, o)
+		r.fleet = newFleet(client, o, r.hb)
 		go func() {
 			defer close(r.leaseDone)
 			r.leaseLoop(ctx)
@@ -93,12 +94,35 @@ func (r *Reaper) Add(queueURL string, retention time.Duration) error {
 	return r.add(queueURL, func() error { return r.hb.Add(queueURL, retention) })
 }
 
-// AddTagged is Add for a queue created with both tags already, heartbeat
-// at taggedAt: CreateQueueInput.Tags holding sqsapi.RetentionTag (the
-// retention in whole seconds) and sqsapi.HeartbeatTag (taggedAt in epoch
-// milliseconds). It saves the first TagQueue call.
-func (r *Reaper) AddTagged(queueURL string, retention time.Duration, taggedAt time.Time) error {
-	return r.add(queueURL, func() error { return r.hb.AddTagged(queueURL, retention, taggedAt) })
+// Tags returns the tags to create a temporary queue with, beside any of
+// the user's: sqsapi.RetentionTag and sqsapi.HeartbeatTag (now), as the
+// Java client writes them. The retention written is retention, or a
+// multiple of it when the fleet is too large for its heartbeats to fit the
+// account's tagging quota at retention (docs/capacity.md). To know, Tags
+// may first estimate the fleet's size with a ListQueues call, at most once
+// per period and never with DisableSweeping; ctx bounds that call. Create
+// the queue with the tags, then register it with AddTagged.
+func (r *Reaper) Tags(ctx context.Context, retention time.Duration) map[string]string {
+	if r.fleet != nil && !r.isClosed() {
+		r.fleet.refresh(ctx)
+	}
+	return heartbeat.Tags(r.hb.Fitted(retention), r.opts.clock.Now())
+}
+
+// AddTagged is Add for a queue created with the tags from Tags (tags is
+// that map; only the two heartbeat tags are read). It saves the first
+// TagQueue call: the first heartbeat comes at a random point of the first
+// interval, so a fleet started at once spreads its heartbeats. It returns
+// an error matching ErrInvalidInput when a heartbeat tag is missing or
+// malformed.
+func (r *Reaper) AddTagged(queueURL string, retention time.Duration, tags map[string]string) error {
+	return r.add(queueURL, func() error { return r.hb.AddTagged(queueURL, retention, tags) })
+}
+
+func (r *Reaper) isClosed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
 }
 
 func (r *Reaper) add(queueURL string, add func() error) error {
@@ -202,15 +226,40 @@ func (r *Reaper) Stats() Stats {
 }
 
 // leaseLoop checks the lease once at start and then once per period, in
-// the period's window, and sweeps when it wins.
+// the period's window, and sweeps when it wins. Between polls, while the
+// process has queues, it estimates the fleet's size again whenever the
+// estimate turns stale (fleet.go).
 func (r *Reaper) leaseLoop(ctx context.Context) {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
 	for ctx.Err() == nil {
 		if receipt, until, won := r.lease.acquire(ctx); won {
 			r.sweepHolding(ctx, receipt, until)
 		}
-		now := r.opts.clock.Now()
-		if backoff.Sleep(ctx, r.lease.nextPoll(now).Sub(now)) != nil {
-			return
+		// The poll time is chosen once per window: choosing it again after
+		// an estimate could skip the window.
+		pollAt := r.lease.nextPoll(r.opts.clock.Now())
+		for {
+			wake := pollAt
+			if r.hb.Len() > 0 {
+				r.fleet.refresh(ctx)
+				if due := r.fleet.due(); !due.IsZero() && due.Before(wake) {
+					wake = due
+				}
+			}
+			timer.Reset(max(r.opts.clock.Until(wake), 0))
+			polling := false
+			select {
+			case <-ctx.Done():
+				return
+			case <-r.fleet.estimated: // a first queue's Tags: schedule the next estimate
+			case <-timer.C:
+				polling = wake.Equal(pollAt)
+			}
+			timer.Stop()
+			if polling {
+				break
+			}
 		}
 	}
 }
@@ -243,6 +292,8 @@ func (r *Reaper) sweepHolding(ctx context.Context, receipt string, until time.Ti
 			}
 			if res.err != nil {
 				r.opts.Logger.Warn("reaper: sweep failed", slog.Any("err", res.err))
+			} else {
+				r.fleet.observe(res.rep.detail.fleet)
 			}
 			if fn := r.opts.OnSweep; fn != nil {
 				callback.Run(r.opts.Logger, "reaper: Options.OnSweep", func() { fn(res.rep) })

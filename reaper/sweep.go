@@ -139,12 +139,7 @@ func (p *pacer) wait(ctx context.Context) error {
 }
 
 // tagRate is the rate, in real calls per second, at which sweeps read tags.
-func tagRate(o Options) float64 {
-	if o.timeScale > 0 {
-		return sweepTagRate * o.timeScale
-	}
-	return sweepTagRate
-}
+func tagRate(o Options) float64 { return sweepTagRate * timeScale(o) }
 
 // NewSweeper returns a Sweeper. It makes no API call and starts no
 // goroutine; Options.DisableSweeping, OnQueueGone and OnSweep do not apply
@@ -253,6 +248,7 @@ type detail struct {
 	grace        int // idle by the rule, kept: tagging was throttled since its heartbeat
 	deferred     int // left for the next periods' sweeps (budget)
 	calls        int // API calls, retries included
+	fleet        int // queues listed, less the lease and Java sweeper queues
 }
 
 // queueError is the error of one queue in a sweep.
@@ -305,8 +301,12 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	var mu sync.Mutex // guards rep below
 	d := &rep.detail
 	var cands []string
+	d.fleet = len(urls)
 	for _, u := range urls {
 		name := queueName(u)
+		if s.reserved(name) {
+			d.fleet--
+		}
 		if s.reserved(name) || (s.skip != nil && s.skip(name)) {
 			d.skipped++
 			continue
@@ -380,9 +380,10 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 // reserved reports the queues under the prefix that are never temporary:
 // the lease queue and the Java sweeper's work queue and dead-letter queue.
 // Skipping them by name saves a ListQueueTags each per sweep.
-func (s *Sweeper) reserved(name string) bool {
-	p := s.opts.Prefix
-	return name == p+coordinationSuffix || name == p || name == p+"_DLQ"
+func (s *Sweeper) reserved(name string) bool { return reservedName(s.opts.Prefix, name) }
+
+func reservedName(prefix, name string) bool {
+	return name == prefix+coordinationSuffix || name == prefix || name == prefix+"_DLQ"
 }
 
 // list returns every queue URL with the prefix, following NextToken.
@@ -414,12 +415,8 @@ func (s *Sweeper) checkCapacity(demand float64, inspected, candidates int) {
 	if inspected == 0 {
 		return
 	}
-	perSecond := demand * float64(candidates) / float64(inspected)
-	scale := 1.0
-	if s.opts.timeScale > 0 {
-		scale = s.opts.timeScale
-	}
-	perSecond /= scale // in the account's seconds
+	// In the account's seconds.
+	perSecond := demand * float64(candidates) / float64(inspected) / timeScale(s.opts)
 	if perSecond+sweepTagRate <= taggingQuota*quotaHeadroom {
 		return
 	}

@@ -133,6 +133,11 @@ type Heartbeater struct {
 	wg      sync.WaitGroup // the goroutine
 	wake    chan struct{}  // buffered 1: registration changed
 
+	// need is the retention the fleet needs its queues to keep to (Fit),
+	// set at fitAt; zero before the first Fit.
+	need  time.Duration
+	fitAt time.Time
+
 	closeOnce sync.Once
 	closeDone chan struct{} // closed when the goroutine has returned after Close
 
@@ -208,21 +213,32 @@ func Tags(retention time.Duration, now time.Time) map[string]string {
 // URL without a queue name or a retention that is not whole seconds of at
 // least wire.MinIdleQueueRetention, and sqsapi.ErrClosed after Close.
 func (h *Heartbeater) Add(queueURL string, retention time.Duration) error {
-	return h.add("heartbeat.Add", queueURL, retention, time.Time{})
+	return h.add("heartbeat.Add", queueURL, retention, 0, time.Time{})
 }
 
-// AddTagged registers a queue that already carries both tags, heartbeat at
-// taggedAt (typically created with CreateQueueInput.Tags set to Tags(...)).
-// Its first TagQueue comes one heartbeat interval after taggedAt. Errors
-// are those of Add, and invalid input for a zero taggedAt.
-func (h *Heartbeater) AddTagged(queueURL string, retention time.Duration, taggedAt time.Time) error {
-	if taggedAt.IsZero() {
-		return wire.Invalid("heartbeat.AddTagged", "taggedAt", "must not be zero")
+// AddTagged registers a queue created with both tags, as Tags (or
+// Fitted and Tags) wrote them in CreateQueueInput.Tags: tags is that map,
+// of which AddTagged reads only the RetentionTag and the HeartbeatTag. The
+// queue's first TagQueue comes at a random point of one heartbeat interval
+// of the written retention, after its first tenth. retention is the
+// configured one, as for Add. Errors are those of Add, and invalid input
+// when either tag is missing or malformed.
+func (h *Heartbeater) AddTagged(queueURL string, retention time.Duration, tags map[string]string) error {
+	const op = "heartbeat.AddTagged"
+	written, err := strconv.ParseInt(tags[sqsapi.RetentionTag], 10, 64)
+	if err != nil || written <= 0 {
+		return wire.Invalid(op, "tags", "%s = %q is not a positive number of seconds", sqsapi.RetentionTag, tags[sqsapi.RetentionTag])
 	}
-	return h.add("heartbeat.AddTagged", queueURL, retention, taggedAt)
+	ms, err := strconv.ParseInt(tags[sqsapi.HeartbeatTag], 10, 64)
+	if err != nil || ms <= 0 {
+		return wire.Invalid(op, "tags", "%s = %q is not epoch milliseconds", sqsapi.HeartbeatTag, tags[sqsapi.HeartbeatTag])
+	}
+	return h.add(op, queueURL, retention, time.Duration(written)*time.Second, time.UnixMilli(ms))
 }
 
-func (h *Heartbeater) add(op, queueURL string, retention time.Duration, taggedAt time.Time) error {
+// add registers a queue; written and taggedAt are its tags' values, or
+// zero for a queue to tag at once.
+func (h *Heartbeater) add(op, queueURL string, retention, written time.Duration, taggedAt time.Time) error {
 	if queueName(queueURL) == "" {
 		return wire.Invalid(op, "queueURL", "%q has no queue name", queueURL)
 	}
@@ -238,18 +254,19 @@ func (h *Heartbeater) add(op, queueURL string, retention time.Duration, taggedAt
 		return sqsapi.ErrClosed
 	}
 	b, ok := h.queues[queueURL]
+	effective := h.fittedLocked(retention)
 	switch {
 	case ok && b.retention == retention:
 		// Already heartbeating with this retention: keep the schedule.
 	case taggedAt.IsZero():
-		h.queues[queueURL] = &beat{url: queueURL, retention: retention, effective: retention, tagRetention: true, due: h.opts.Clock.Now()}
+		h.queues[queueURL] = &beat{url: queueURL, retention: retention, effective: effective, tagRetention: true, due: h.opts.Clock.Now()}
 	default:
 		// The first heartbeat at a random point of the interval: queues
 		// created together then heartbeat evenly spread, not in a wave.
-		iv := h.interval(retention)
+		iv := h.interval(written)
 		first := iv/10 + time.Duration(h.opts.Clock.Int64N(int64(iv-iv/10)+1))
-		h.queues[queueURL] = &beat{url: queueURL, retention: retention, effective: retention,
-			written: retention, last: taggedAt, due: taggedAt.Add(first)}
+		h.queues[queueURL] = &beat{url: queueURL, retention: retention, effective: effective,
+			written: written, last: taggedAt, due: taggedAt.Add(first), tagRetention: effective != written}
 	}
 	if !h.running {
 		h.running = true
@@ -326,6 +343,46 @@ func (h *Heartbeater) Effective(queueURL string) (time.Duration, bool) {
 		return 0, false
 	}
 	return b.effective, true
+}
+
+// Fit sets the retention the fleet needs every queue to keep to, so that
+// the fleet's heartbeats fit the account's tagging quota; the reaper
+// estimates it from the fleet's size (docs/capacity.md). Each registered
+// queue then heartbeats by Fitted(its configured retention), written in its
+// RetentionTag with its next heartbeat. A queue lowers its retention only
+// when no tagging call of the process was throttled since the previous Fit:
+// a retention raised by throttling stays while the account is busy.
+func (h *Heartbeater) Fit(need time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	lt := h.LastThrottle()
+	quiet := lt.IsZero() || (!h.fitAt.IsZero() && lt.Before(h.fitAt))
+	h.need, h.fitAt = need, h.opts.Clock.Now()
+	for _, b := range h.queues {
+		f := h.fittedLocked(b.retention)
+		if f > b.effective || (f < b.effective && quiet) {
+			b.effective = f
+			b.tagRetention = b.written == 0 || f != b.written
+		}
+	}
+}
+
+// Fitted returns the retention a queue configured with retention keeps to
+// under the latest Fit: retention, or the smallest multiple of it that
+// reaches the fleet's need, at most MaxRaise times it and a day. Tag a new
+// queue with it (Tags) and register it with AddTagged.
+func (h *Heartbeater) Fitted(retention time.Duration) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.fittedLocked(retention)
+}
+
+func (h *Heartbeater) fittedLocked(retention time.Duration) time.Duration {
+	if h.need <= retention || retention <= 0 {
+		return retention
+	}
+	k := (h.need + retention - 1) / retention
+	return min(k*retention, h.raiseLimit(retention))
 }
 
 // Close stops heartbeating: later Add calls return sqsapi.ErrClosed, and a
@@ -497,7 +554,9 @@ func (h *Heartbeater) beatOnce(ctx context.Context, p pending) {
 			// Raised again meanwhile: write that with the next heartbeat.
 			p.b.tagRetention = p.b.effective != p.retention
 		}
-		p.b.due = now.Add(h.jittered(h.interval(p.b.effective)))
+		// By the written retention, which sweepers judge the queue by: a
+		// larger one (raised meanwhile) is written by the next heartbeat.
+		p.b.due = now.Add(h.jittered(h.interval(p.b.written)))
 	case isGone:
 		delete(h.queues, p.url)
 	default:

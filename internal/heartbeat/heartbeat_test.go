@@ -83,7 +83,7 @@ func TestAddTaggedSkipsFirstTag(t *testing.T) {
 
 		h := heartbeat.New(client, heartbeat.Options{})
 		defer func() { _ = h.Close(context.Background()) }()
-		if err := h.AddTagged(u, 3*time.Second, now); err != nil {
+		if err := h.AddTagged(u, 3*time.Second, tags); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(50 * time.Millisecond) // the first comes after a tenth of the interval
@@ -247,10 +247,10 @@ func TestFraction(t *testing.T) {
 	}{{0, 100 * time.Second}, {0.9, 100 * time.Second}, {-1, 100 * time.Second}, {0.25, 75 * time.Second}, {0.5, 150 * time.Second}} {
 		f := &tagger{}
 		h := heartbeat.New(f, heartbeat.Options{Fraction: c.fraction, Clock: frozen})
-		if err := h.AddTagged("https://sqs.example/1/early", 300*time.Second, now.Add(-c.interval/10+time.Second)); err != nil {
+		if err := h.AddTagged("https://sqs.example/1/early", 300*time.Second, heartbeat.Tags(300*time.Second, now.Add(-c.interval/10+time.Second))); err != nil {
 			t.Fatal(err)
 		}
-		if err := h.AddTagged("https://sqs.example/1/due", 300*time.Second, now.Add(-c.interval)); err != nil {
+		if err := h.AddTagged("https://sqs.example/1/due", 300*time.Second, heartbeat.Tags(300*time.Second, now.Add(-c.interval))); err != nil {
 			t.Fatal(err)
 		}
 		eventually(t, 2*time.Second, "the due queue's heartbeat", func() bool { return h.Stats().Heartbeats == 1 })
@@ -278,8 +278,16 @@ func TestInvalidInput(t *testing.T) {
 			t.Errorf("Add(%q, %v) = %v, want invalid input", tc.url, tc.ret, err)
 		}
 	}
-	if err := h.AddTagged("https://sqs.example/1/q", time.Minute, time.Time{}); !errors.Is(err, sqsapi.ErrInvalidInput) {
-		t.Errorf("AddTagged with a zero time = %v", err)
+	for _, tags := range []map[string]string{
+		nil,
+		{sqsapi.RetentionTag: "60"},
+		{sqsapi.HeartbeatTag: "1700000000000"},
+		{sqsapi.RetentionTag: "6O", sqsapi.HeartbeatTag: "1700000000000"},
+		{sqsapi.RetentionTag: "60", sqsapi.HeartbeatTag: "-1"},
+	} {
+		if err := h.AddTagged("https://sqs.example/1/q", time.Minute, tags); !errors.Is(err, sqsapi.ErrInvalidInput) {
+			t.Errorf("AddTagged with tags %v = %v, want invalid input", tags, err)
+		}
 	}
 	if h.Len() != 0 {
 		t.Errorf("Len = %d after invalid calls", h.Len())

@@ -33,7 +33,7 @@ func TestThrottledHeartbeatRaisesRetention(t *testing.T) {
 	// Retention 3 s: heartbeats every second, the first due at once (tagged
 	// an interval ago).
 	start := time.Now()
-	if err := h.AddTagged(u, 3*time.Second, start.Add(-time.Second)); err != nil {
+	if err := h.AddTagged(u, 3*time.Second, heartbeat.Tags(3*time.Second, start.Add(-time.Second))); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 3*time.Second, "a heartbeat through the throttling", func() bool { return h.Stats().Heartbeats == 1 })
@@ -59,5 +59,68 @@ func TestThrottledHeartbeatRaisesRetention(t *testing.T) {
 	eventually(t, 4*time.Second, "the next heartbeat", func() bool { return h.Stats().Heartbeats == 2 })
 	if tags := f.last(); tags[sqsapi.RetentionTag] != "" {
 		t.Errorf("a later heartbeat rewrote the retention: %v", tags)
+	}
+}
+
+// Fit raises a queue's retention to the smallest multiple of its
+// configured one that reaches the fleet's need (at most MaxRaise times),
+// written by its next heartbeat, and lowers it again only while no tagging
+// call was throttled since the previous Fit.
+func TestFitRaisesAndLowers(t *testing.T) {
+	t.Parallel()
+	f := &tagger{}
+	h := heartbeat.New(f, heartbeat.Options{})
+	defer func() { _ = h.Close(context.Background()) }()
+	h.Fit(7 * time.Second)
+	for _, c := range []struct{ configured, want time.Duration }{
+		{3 * time.Second, 9 * time.Second},
+		{time.Second, 7 * time.Second},
+		{10 * time.Second, 10 * time.Second},
+	} {
+		if got := h.Fitted(c.configured); got != c.want {
+			t.Errorf("need 7s: Fitted(%v) = %v, want %v", c.configured, got, c.want)
+		}
+	}
+	h.Fit(time.Hour)
+	if got := h.Fitted(time.Second); got != heartbeat.MaxRaise*time.Second {
+		t.Errorf("need 1h: Fitted(1s) = %v, want MaxRaise seconds", got)
+	}
+
+	// A queue tagged with 3 s while the fleet needs 7 s: its first
+	// heartbeat, within its first second, writes 9 s.
+	h.Fit(7 * time.Second)
+	const u = "https://sqs.example/1/q"
+	if err := h.AddTagged(u, 3*time.Second, heartbeat.Tags(3*time.Second, time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	if eff, _ := h.Effective(u); eff != 9*time.Second {
+		t.Errorf("Effective = %v after AddTagged under a 7s need, want 9s", eff)
+	}
+	eventually(t, 3*time.Second, "the first heartbeat", func() bool { return h.Stats().Heartbeats == 1 })
+	if tags := f.last(); tags[sqsapi.RetentionTag] != "9" {
+		t.Errorf("first heartbeat wrote %v, want the retention 9", tags)
+	}
+	// The fleet shrinks and nothing was throttled: back to 3 s.
+	h.Fit(0)
+	if eff, _ := h.Effective(u); eff != 3*time.Second {
+		t.Errorf("Effective = %v after a quiet Fit(0), want 3s", eff)
+	}
+
+	// A throttled call between two Fits keeps the raised retention.
+	g := heartbeat.New(f, heartbeat.Options{})
+	defer func() { _ = g.Close(context.Background()) }()
+	if err := g.AddTagged(u, 3*time.Second, heartbeat.Tags(3*time.Second, time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	g.Fit(7 * time.Second)
+	g.NoteThrottle(time.Now().Add(time.Millisecond))
+	time.Sleep(2 * time.Millisecond)
+	g.Fit(0)
+	if eff, _ := g.Effective(u); eff != 9*time.Second {
+		t.Errorf("Effective = %v after Fit(0) with a throttle since the last Fit, want 9s kept", eff)
+	}
+	g.Fit(0)
+	if eff, _ := g.Effective(u); eff != 3*time.Second {
+		t.Errorf("Effective = %v after a second, quiet Fit(0), want 3s", eff)
 	}
 }

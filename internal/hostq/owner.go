@@ -18,7 +18,6 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/callcount"
-	"github.com/tempqueues/tempqueues/internal/heartbeat"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -40,9 +39,11 @@ const maxPrefix = sqsapi.MaxQueueNameLength - 36 - 4
 // *reaper.Reaper is one; its owner creates it (with OnQueueGone calling
 // Owner.Gone) and closes it after the Owner.
 type Heartbeats interface {
-	// AddTagged starts heartbeating a queue created with the heartbeat
-	// tags at taggedAt.
-	AddTagged(queueURL string, retention time.Duration, taggedAt time.Time) error
+	// Tags returns the heartbeat tags to create a queue with, for the
+	// configured retention (a fleet too large for it gets a multiple).
+	Tags(ctx context.Context, retention time.Duration) map[string]string
+	// AddTagged starts heartbeating a queue created with those tags.
+	AddTagged(queueURL string, retention time.Duration, tags map[string]string) error
 	// Remove stops heartbeating a queue.
 	Remove(queueURL string)
 }
@@ -263,14 +264,13 @@ func (o *Owner) create(ctx context.Context, key string, attrs map[string]string)
 	if wantsFIFO(attrs) && !strings.HasSuffix(name, ".fifo") {
 		name += ".fifo" // SQS's rule for FIFO queue names
 	}
-	now := time.Now()
 	// The user's tags and the heartbeat tags in one call: a host queue is
 	// never seen without either. Later heartbeats (TagQueue) merge, so the
 	// user's tags stay for the queue's life.
 	// CheckTags kept the keys disjoint; the heartbeat tags go last anyway.
 	tags := make(map[string]string, len(o.opts.Tags)+2)
 	maps.Copy(tags, o.opts.Tags)
-	maps.Copy(tags, heartbeat.Tags(o.opts.Retention, now))
+	maps.Copy(tags, o.hb.Tags(ctx, o.opts.Retention))
 	out, err := o.raw.CreateQueue(ctx, &sqs.CreateQueueInput{
 		QueueName:  aws.String(name),
 		Attributes: maps.Clone(attrs),
@@ -281,7 +281,7 @@ func (o *Owner) create(ctx context.Context, key string, attrs map[string]string)
 		return "", nil, err
 	}
 	url := aws.ToString(out.QueueUrl)
-	if err := o.hb.AddTagged(url, o.opts.Retention, now); err != nil {
+	if err := o.hb.AddTagged(url, o.opts.Retention, tags); err != nil {
 		// Typically Close ran meanwhile: a queue nobody heartbeats or
 		// deletes must not outlive this call.
 		o.deleteQueue(ctx, url)
