@@ -68,21 +68,26 @@
 // # The account's tagging quota
 //
 // SQS serves about 30 tagging calls a second per account, heartbeats and
-// sweeps together, which bounds the fleet one account can run (about
-// 1,800 processes at the default retention; docs/capacity.md has the
-// table). Sweeps read tags at most 10 a second and, under a Reaper, at
-// most 1,800 queues per 5-minute period: a larger fleet is split in shares
-// by a hash of the queue name, one share per period. A throttled heartbeat
-// is retried within the retention and doubles its queue's retention tag
-// (up to 16 times), so a fleet past its size settles where its heartbeats
-// fit; while one in 20 of a sweep's tag reads or more is throttled, the
-// sweeper grants a queue whose heartbeat predates the throttling up to
-// twice its retention.
+// sweeps together, which bounds the fleet one account can run at a given
+// retention (about 1,800 processes at 300 s; docs/capacity.md has the
+// table). So a Reaper counts its fleet's queues (one ListQueues, sampled
+// by a hex digit past 1,000 queues; fleet.go) when its process tags a new
+// queue (Tags), then at growing intervals, and its queues keep to the
+// smallest multiple of their configured retention that fits that size,
+// written in the retention tag before any call is throttled. Sweeps read
+// tags at most 10 a second and at most 1,800 queues per 5-minute period: a
+// larger fleet is split in shares by a hash of the queue name, one share
+// per period. A throttled heartbeat is retried within the retention and
+// doubles its queue's retention tag (up to 16 times), the backstop for
+// what the count misses; while one in 20 of a sweep's tag reads or more is
+// throttled, the sweeper grants a queue whose heartbeat predates the
+// throttling up to twice its retention.
 //
 // # IAM
 //
 // Heartbeats: sqs:TagQueue (and sqs:TagQueue with sqs:CreateQueue when
-// creating queues with their tags, for AddTagged). Sweeps: sqs:ListQueues,
+// creating queues with their tags, for AddTagged). Sweeps, and the fleet
+// counts that come with them: sqs:ListQueues,
 // sqs:ListQueueTags, sqs:GetQueueAttributes, sqs:DeleteQueue. Lease:
 // sqs:CreateQueue, sqs:GetQueueUrl, sqs:ReceiveMessage, sqs:SendMessage,
 // sqs:DeleteMessage, sqs:ChangeMessageVisibility, sqs:GetQueueAttributes on

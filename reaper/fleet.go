@@ -157,20 +157,12 @@ func (f *fleet) count(ctx context.Context) (int, error) {
 	}
 }
 
-// needRetention returns the smallest retention at which the heartbeats of
-// n queues (one every heartbeat.DefaultFraction of it) and the sweeps
-// (one tag read per queue per period, at most sweepTagRate a second) spend
-// at most quotaHeadroom of the account's tagging quota, in whole seconds:
-//
-//	n/(F·R) + min(n/P, sweepTagRate) ≤ taggingQuota·quotaHeadroom
-//
-// docs/capacity.md tabulates it.
+// needRetention returns the retention a fleet of n queues needs
+// (heartbeat.Need), in real time: a simulation's scale divides it.
 func needRetention(n int, o Options) time.Duration {
 	scale := timeScale(o)
-	period := o.Period.Seconds() * scale // in the account's seconds
-	room := taggingQuota*quotaHeadroom - min(float64(n)/period, sweepTagRate)
-	sec := float64(n) / (heartbeat.DefaultFraction * room) / scale
-	return time.Duration(math.Ceil(sec-1e-6)) * time.Second // not 901 s for 900.0000001
+	need := heartbeat.Need(n, time.Duration(float64(o.Period)*scale))
+	return time.Duration(math.Ceil(float64(need)/scale/float64(time.Second))) * time.Second
 }
 
 // timeScale is the number of the account's seconds per real second: 1,

@@ -35,7 +35,7 @@ import (
 // reaper.WithTimeScale, so a run of several retention periods takes
 // minutes; all figures are reported in simulated time.
 //
-//	go test ./reaper -run TestFleet -fleet 10000 -timeout 60m -v
+//	go test ./reaper -run TestFleet -fleet 10000 -fleet.scale 10 -fleet.rpc 5m -timeout 60m -v
 var (
 	fleetN     = flag.Int("fleet", 0, "fleet simulation: number of requesters (0: the small CI run)")
 	fleetScale = flag.Float64("fleet.scale", 20, "fleet simulation: simulated seconds per real second")
@@ -52,7 +52,6 @@ type fleetConfig struct {
 	Quota     float64       // tagging calls per simulated second
 	RPCEvery  time.Duration // simulated spacing of each requester's RPCs
 	StartOver time.Duration // simulated: requesters start spread over this
-	KillAt    time.Duration // simulated: when 1% of the fleet is killed
 	Duration  time.Duration // simulated length of the run
 	Sample    time.Duration // simulated sampling interval
 }
@@ -67,13 +66,15 @@ type fleetResult struct {
 	cfg       fleetConfig
 	wall      time.Duration
 	simulated time.Duration // the run's length, start-up included
+	startup   time.Duration // until one retention after every member's first RPC
 
 	tagAdmitted, tagThrottled  int64   // after start-up
 	peakTagRate, meanTagRate   float64 // attempted tagging calls per simulated second after start-up: busiest minute, mean
 	startupThrottled           int64
-	ageMax, ageP99             float64 // heartbeat age / the configured retention, live hosts, after start-up
-	ownMax, ownP99             float64 // heartbeat age / the queue's own (maybe raised) retention
-	retentionMax               time.Duration
+	ageMax, ageP99             float64       // heartbeat age / the configured retention, live hosts, after start-up
+	ownMax, ownP99             float64       // heartbeat age / the queue's own (maybe raised) retention
+	retentionMax               time.Duration // the largest written, any host, any time
+	retentionMedian            time.Duration // of the live hosts, at the end
 	sweeps                     int64
 	sweepsPerPeriod            float64
 	liveDeleted                int
@@ -86,11 +87,11 @@ type fleetResult struct {
 }
 
 func (r fleetResult) String() string {
-	return fmt.Sprintf("N=%d scale=%.0f retention=%v period=%v quota=%.0f/s: wall %v for %v simulated; tagging after start-up mean %.1f/s peak %.1f/s, "+
-		"throttled %d (start-up %d); heartbeat age max %.2f p99 %.2f of the configured retention, max %.2f p99 %.2f of the queue's own (largest %v); sweeps %d (%.2f per period); "+
+	return fmt.Sprintf("N=%d scale=%.0f retention=%v period=%v quota=%.0f/s: wall %v for %v simulated (start-up %v); tagging after start-up mean %.1f/s peak %.1f/s, "+
+		"throttled %d (start-up %d); heartbeat age max %.2f p99 %.2f of the configured retention, max %.2f p99 %.2f of the queue's own (largest %v, median at the end %v); sweeps %d (%.2f per period); "+
 		"live hosts deleted %d; dead %d, deleted %d, worst %v (bound %v), late %d, not due yet %d; RPCs %d, failed %d (host gone %d)",
-		r.cfg.N, r.cfg.Scale, r.cfg.Retention, r.cfg.Period, r.cfg.Quota, r.wall.Round(time.Second), r.simulated.Round(time.Minute),
-		r.meanTagRate, r.peakTagRate, r.tagThrottled, r.startupThrottled, r.ageMax, r.ageP99, r.ownMax, r.ownP99, r.retentionMax,
+		r.cfg.N, r.cfg.Scale, r.cfg.Retention, r.cfg.Period, r.cfg.Quota, r.wall.Round(time.Second), r.simulated.Round(time.Minute), r.startup.Round(time.Second),
+		r.meanTagRate, r.peakTagRate, r.tagThrottled, r.startupThrottled, r.ageMax, r.ageP99, r.ownMax, r.ownP99, r.retentionMax, r.retentionMedian,
 		r.sweeps, r.sweepsPerPeriod, r.liveDeleted, r.killed, r.deadDeleted, r.deadLatencyMax.Round(time.Second),
 		r.deadBound, r.deadLate, r.deadPending, r.rpcs, r.rpcFailed, r.rpcOnGone)
 }
@@ -152,6 +153,10 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 		rpcFail  atomic.Int64
 		rpcGone  atomic.Int64
 		failOnce sync.Once
+		// The fleet is up when every member has made its first RPC (and so
+		// created its host queue): upAt, real time, set by the last one.
+		firstDone atomic.Int64
+		upAt      atomic.Int64
 	)
 	onSweep := func(rep reaper.Report) {
 		sweeps.Add(1)
@@ -206,13 +211,18 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 				_, err := req.SendMessageAndGetResponse(ctx, &sqs.SendMessageInput{
 					QueueUrl: aws.String(serviceURL), MessageBody: aws.String(strconv.Itoa(m.id) + "/" + strconv.Itoa(n)),
 				})
+				if n == 0 && firstDone.Add(1) == int64(cfg.N) {
+					upAt.Store(time.Now().UnixNano())
+				}
 				if err != nil && ctx.Err() == nil && !m.killed.Load() {
 					rpcFail.Add(1)
 					var gone *types.QueueDoesNotExist
 					if errors.As(err, &gone) {
 						rpcGone.Add(1)
 					}
-					failOnce.Do(func() { t.Logf("first failed RPC (member %d): %v", m.id, err) })
+					failOnce.Do(func() {
+						t.Logf("first failed RPC (member %d, at %v simulated): %v", m.id, cfg.sim(time.Since(start)).Round(time.Second), err)
+					})
 				}
 			}
 		}()
@@ -231,18 +241,43 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 
 	prefix := sqsapi.DefaultQueuePrefix
 	simStart := time.Now()
-	startupEnd := simStart.Add(cfg.real(cfg.StartOver + cfg.Retention))
+	// Start-up ends one retention after the fleet is up (a loaded machine
+	// may take longer than StartOver to start it).
+	startupEnd := func() (time.Time, bool) {
+		up := upAt.Load()
+		if up == 0 {
+			return time.Time{}, false
+		}
+		from := time.Unix(0, up)
+		if early := simStart.Add(cfg.real(cfg.StartOver)); from.Before(early) {
+			from = early
+		}
+		return from.Add(cfg.real(cfg.Retention)), true
+	}
+	afterStartup := func(now time.Time) bool {
+		end, ok := startupEnd()
+		return ok && now.After(end)
+	}
 	var ages, own []float64
-	var window []float64 // attempted tagging calls of the last minute's samples
+	// Attempted tagging calls (admitted and throttled) at each sample after
+	// start-up, back to the latest one a simulated minute old: the rates
+	// divide by the time that really passed, as a loaded machine may
+	// deliver the samples late.
+	type tagSample struct {
+		at    time.Time
+		calls int64
+	}
+	var tagSamples []tagSample
 	var lastAdmitted, lastThrottled int64
 	var samples, ticks int
 	var minuteCalls int64 // tagging calls at the last minute's log
+	minuteAt := simStart
 	killed := false
 	ticker := time.NewTicker(cfg.real(cfg.Sample))
 	defer ticker.Stop()
 	// Run for the configured length, and on (up to 8 times as long) for
-	// three of the longest retention seen and until every killed member's
-	// host is gone: raised retentions keep dead hosts longer.
+	// three of the live hosts' median retention and until every killed
+	// member's host is gone: raised retentions keep dead hosts longer.
 	deadWaiting := func() bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -254,7 +289,7 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 		return false
 	}
 	for el := time.Duration(0); el < cfg.real(cfg.Duration) ||
-		(el < 8*cfg.real(cfg.Duration) && (el < 3*cfg.real(res.retentionMax) || !killed || deadWaiting())); el = time.Since(simStart) {
+		(el < 8*cfg.real(cfg.Duration) && (el < 3*cfg.real(res.retentionMedian) || !killed || deadWaiting())); el = time.Since(simStart) {
 		<-ticker.C
 		now := time.Now()
 		ticks++
@@ -267,10 +302,13 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 			}
 			t.Logf("at %v simulated (%v real): %d sweeps, %d RPCs, tagging %.1f/s in the last minute, %d throttled in all",
 				cfg.sim(now.Sub(simStart)).Round(time.Second), now.Sub(simStart).Round(time.Second), sweeps.Load(), rpcs.Load(),
-				float64(calls-minuteCalls)/60, thr)
-			minuteCalls = calls
+				float64(calls-minuteCalls)/cfg.sim(now.Sub(minuteAt)).Seconds(), thr)
+			minuteCalls, minuteAt = calls, now
 		}
-		if !killed && now.Sub(simStart) >= cfg.real(cfg.KillAt) {
+		// 1% of the fleet dies mid-run: one (median, maybe fitted) retention
+		// after start-up, once every live queue has written the retention
+		// its fleet's count gave.
+		if se, ok := startupEnd(); !killed && ok && now.After(se.Add(cfg.real(res.retentionMedian))) {
 			killed = true
 			for _, i := range rand.Perm(cfg.N)[:max(cfg.N/100, 1)] {
 				m := members[i]
@@ -291,17 +329,16 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 			adm += qc[op].Admitted
 			thr += qc[op].Throttled
 		}
-		if now.After(startupEnd) {
-			window = append(window, float64(adm+thr-lastAdmitted-lastThrottled))
-			if len(window) > int(time.Minute/cfg.Sample) {
-				window = window[1:]
+		if afterStartup(now) {
+			tagSamples = append(tagSamples, tagSample{now, adm + thr})
+			for i := len(tagSamples) - 2; i >= 0; i-- {
+				if el := cfg.sim(now.Sub(tagSamples[i].at)); el >= time.Minute {
+					// The busiest minute (or a little more, when late).
+					res.peakTagRate = max(res.peakTagRate, float64(adm+thr-tagSamples[i].calls)/el.Seconds())
+					tagSamples = tagSamples[i:]
+					break
+				}
 			}
-			var sum float64
-			for _, c := range window {
-				sum += c
-			}
-			// The busiest minute (or less, early on).
-			res.peakTagRate = max(res.peakTagRate, sum/(float64(len(window))*cfg.Sample.Seconds()))
 			res.tagAdmitted += adm - lastAdmitted
 			res.tagThrottled += thr - lastThrottled
 			samples++
@@ -313,6 +350,7 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 		// Heartbeat ages of the hosts of live members, read from the
 		// server's state (no API call, so no quota).
 		seen := map[string]bool{}
+		var rets []time.Duration // of the live hosts
 		for _, u := range srv.QueueURLs() {
 			name := u[strings.LastIndexByte(u, '/')+1:]
 			if !strings.HasPrefix(name, prefix) {
@@ -334,11 +372,18 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 			hosts[name] = hs
 			mu.Unlock()
 			res.retentionMax = max(res.retentionMax, hs.retention)
-			if !members[owner].killed.Load() && now.After(startupEnd) {
+			if !members[owner].killed.Load() {
+				rets = append(rets, hs.retention)
+			}
+			if !members[owner].killed.Load() && afterStartup(now) {
 				age := cfg.sim(now.Sub(hs.heartbeat)).Seconds()
 				ages = append(ages, age/cfg.Retention.Seconds())
 				own = append(own, age/hs.retention.Seconds())
 			}
+		}
+		if len(rets) > 0 {
+			slices.Sort(rets)
+			res.retentionMedian = rets[len(rets)/2]
 		}
 		// Hosts gone since the last sample.
 		mu.Lock()
@@ -357,6 +402,8 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 				bound := 2*hs.retention + cfg.Period
 				if lat > bound {
 					res.deadLate++
+					t.Logf("dead host %s of member %d deleted late: %v after its last heartbeat, bound %v (retention %v)",
+						name, hs.owner, lat.Round(time.Second), bound, hs.retention)
 				}
 				if lat > res.deadLatencyMax {
 					res.deadLatencyMax, res.deadBound = lat, bound
@@ -380,7 +427,9 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 	}
 	mu.Unlock()
 
-	elapsed := cfg.sim(time.Since(startupEnd))
+	se, _ := startupEnd()
+	elapsed := cfg.sim(time.Since(se))
+	res.startup = cfg.sim(se.Sub(simStart))
 	res.meanTagRate = float64(res.tagAdmitted+res.tagThrottled) / elapsed.Seconds()
 	slices.Sort(ages)
 	if n := len(ages); n > 0 {
@@ -425,18 +474,17 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 }
 
 // defaultFleetConfig returns the run for n requesters: the tagging quota
-// at 30/s, the start spread over a minute, 1% killed one retention period
-// after, and two retention periods and two sweep periods more to see them
-// deleted: at least 3 retention periods in all.
+// at 30/s, the start spread over a minute, 1% killed mid-run, and the run
+// long enough to see them deleted and at least 3 retention periods (runFleet
+// runs on as the fitted retentions need).
 func defaultFleetConfig(n int, scale float64, retention, period, rpcEvery, duration time.Duration) fleetConfig {
 	cfg := fleetConfig{
 		N: n, Scale: scale, Retention: retention, Period: period, Quota: sqstest.DefaultTaggingRate,
 		RPCEvery: rpcEvery, StartOver: time.Minute, Sample: 10 * time.Second,
 	}
-	cfg.KillAt = cfg.StartOver + cfg.Retention
 	cfg.Duration = duration
 	if cfg.Duration == 0 {
-		cfg.Duration = cfg.KillAt + 2*cfg.Retention + 2*cfg.Period
+		cfg.Duration = cfg.StartOver + 4*cfg.Retention + 2*cfg.Period
 	}
 	return cfg
 }

@@ -15,28 +15,12 @@ import (
 	"github.com/tempqueues/tempqueues/sqstest"
 )
 
-// needRetention agrees with the table of docs/capacity.md: the largest
-// fleet at each retention needs no more than that retention, and a
-// slightly larger one needs more.
-func TestNeedRetentionMatchesCapacityTable(t *testing.T) {
+// needRetention is heartbeat.Need in real time: a simulation's scale
+// divides it.
+func TestNeedRetentionScales(t *testing.T) {
 	o := Options{Period: defaultPeriod}
-	for _, c := range []struct {
-		retention time.Duration
-		largest   int
-	}{
-		{300 * time.Second, 1800}, {600 * time.Second, 2880}, {900 * time.Second, 4200},
-		{1200 * time.Second, 5600}, {1800 * time.Second, 8400}, {2400 * time.Second, 11200}, {4800 * time.Second, 22400},
-	} {
-		if got := needRetention(c.largest, o); got > c.retention {
-			t.Errorf("a fleet of %d needs %v, more than the table's %v", c.largest, got, c.retention)
-		}
-		if got := needRetention(c.largest*21/20, o); got <= c.retention {
-			t.Errorf("a fleet of %d needs %v, within the table's %v for %d", c.largest*21/20, got, c.retention, c.largest)
-		}
-	}
-	// A simulation's scale divides it: the same fleet at 20 times the speed.
 	scaled := Options{Period: defaultPeriod / 20, timeScale: 20}
-	if a, b := needRetention(10000, o), needRetention(10000, scaled); b < a/20 || b > a/20+time.Second {
+	if a, b := needRetention(10000, o), needRetention(10000, scaled); a != heartbeat.Need(10000, defaultPeriod) || b < a/20 || b > a/20+time.Second {
 		t.Errorf("needRetention(10000) = %v, scaled by 20: %v", a, b)
 	}
 }

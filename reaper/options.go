@@ -32,11 +32,6 @@ const (
 	// client's sweeper queue, named exactly the prefix, so both can share a
 	// fleet.
 	coordinationSuffix = "sweeper.fifo"
-	// taggingQuota is SQS's rate of tagging calls (TagQueue, UntagQueue,
-	// ListQueueTags) per account, which heartbeats and sweeps share; the
-	// reaper plans with quotaHeadroom of it.
-	taggingQuota  = 30.0
-	quotaHeadroom = 0.8
 )
 
 // Options configure a Reaper or a Sweeper; each uses the fields that

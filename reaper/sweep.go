@@ -34,14 +34,13 @@ const listPageSize = 1000
 const throttleRetries = 3
 
 // Sweeps and heartbeats share the account's tagging quota (about 30 calls a
-// second; docs/capacity.md). A sweep reads tags at most at sweepTagRate,
-// a third of it, leaving the rest to the fleet's heartbeats, which adapt
-// to what is left (internal/heartbeat). A Reaper's sweep reads at most
-// sweepBudgetShare of what that rate allows in one period, so it ends
-// within its period; a fleet with more queues is covered over several
-// periods, each period's sweep reading the next share of it.
+// second; docs/capacity.md). A sweep reads tags at most at
+// heartbeat.SweepTagRate, a third of it, leaving the rest to the fleet's
+// heartbeats, which fit themselves to what is left (fleet.go). A Reaper's
+// sweep reads at most sweepBudgetShare of what that rate allows in one
+// period, so it ends within its period; a fleet with more queues is covered
+// over several periods, each period's sweep reading the next share of it.
 const (
-	sweepTagRate     = 10.0
 	sweepTagBurst    = 10
 	sweepBudgetShare = 0.6
 )
@@ -139,7 +138,7 @@ func (p *pacer) wait(ctx context.Context) error {
 }
 
 // tagRate is the rate, in real calls per second, at which sweeps read tags.
-func tagRate(o Options) float64 { return sweepTagRate * timeScale(o) }
+func tagRate(o Options) float64 { return heartbeat.SweepTagRate * timeScale(o) }
 
 // NewSweeper returns a Sweeper. It makes no API call and starts no
 // goroutine; Options.DisableSweeping, OnQueueGone and OnSweep do not apply
@@ -417,13 +416,13 @@ func (s *Sweeper) checkCapacity(demand float64, inspected, candidates int) {
 	}
 	// In the account's seconds.
 	perSecond := demand * float64(candidates) / float64(inspected) / timeScale(s.opts)
-	if perSecond+sweepTagRate <= taggingQuota*quotaHeadroom {
+	if perSecond+heartbeat.SweepTagRate <= heartbeat.TaggingQuota*heartbeat.QuotaHeadroom {
 		return
 	}
-	need := time.Duration(float64(candidates)/heartbeat.DefaultFraction/(taggingQuota*quotaHeadroom-sweepTagRate)) * time.Second
+	need := heartbeat.Need(candidates, time.Duration(float64(s.opts.Period)*timeScale(s.opts)))
 	s.opts.Logger.Warn("reaper: the fleet's heartbeats do not fit the account's tagging quota; they are throttled until their queues raise their retention",
 		slog.Int("queues", candidates), slog.Float64("heartbeats_per_second", perSecond),
-		slog.Float64("quota_per_second", taggingQuota), slog.Duration("recommended_retention", need.Round(time.Minute)))
+		slog.Float64("quota_per_second", heartbeat.TaggingQuota), slog.Duration("recommended_retention", need.Round(time.Minute)))
 }
 
 // inspect applies the idle rule to one queue and deletes it when idle. It

@@ -4,11 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"slices"
 	"text/tabwriter"
 	"time"
 
+	"github.com/tempqueues/tempqueues/internal/heartbeat"
 	"github.com/tempqueues/tempqueues/reaper"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -84,17 +84,9 @@ func runQueues(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
-// Capacity model (docs/capacity.md): heartbeats tag each live queue every
-// third of its retention, and a fleet's sweeps read each queue's tags once
-// per sweep period, at most 10 a second; both share the account's quota of
-// about 30 tagging calls a second, of which the reaper plans with 80%.
-const (
-	taggingQuota      = 30.0
-	quotaHeadroom     = 0.8
-	sweepRateMax      = 10.0
-	sweepPeriod       = 5 * time.Minute
-	heartbeatFraction = 1.0 / 3
-)
+// sweepPeriod is the reaper's default sweep period, which the capacity
+// model (heartbeat.Need; docs/capacity.md) assumes.
+const sweepPeriod = 5 * time.Minute
 
 type percentiles struct {
 	P50 float64 `json:"p50"`
@@ -141,14 +133,15 @@ func fleetFigures(qs []reaper.QueueStatus, now time.Time) fleet {
 		age := now.Sub(q.Heartbeat)
 		ages = append(ages, age.Seconds())
 		shares = append(shares, age.Seconds()/q.Retention.Seconds())
-		f.Tagging.Heartbeats += 1 / (q.Retention.Seconds() * heartbeatFraction)
+		f.Tagging.Heartbeats += 1 / (q.Retention.Seconds() * heartbeat.DefaultFraction)
 	}
 	f.AgeSeconds, f.AgeOfRetention = percentilesOf(ages), percentilesOf(shares)
-	f.Tagging.Sweeps = min(float64(f.Temporary)/sweepPeriod.Seconds(), sweepRateMax)
+	f.Tagging.Sweeps = heartbeat.SweepRate(f.Temporary, sweepPeriod)
 	f.Tagging.Total = f.Tagging.Heartbeats + f.Tagging.Sweeps
-	f.Tagging.Quota = taggingQuota
-	need := float64(f.Temporary) / heartbeatFraction / (taggingQuota*quotaHeadroom - f.Tagging.Sweeps)
-	f.RecommendedRetentionSeconds = max(int64(math.Ceil(need/60))*60, int64(sqsapi.DefaultIdleQueueRetention/time.Second))
+	f.Tagging.Quota = heartbeat.TaggingQuota
+	need := heartbeat.Need(f.Temporary, sweepPeriod)
+	need = (need + time.Minute - 1).Truncate(time.Minute) // whole minutes, rounded up
+	f.RecommendedRetentionSeconds = int64(max(need, sqsapi.DefaultIdleQueueRetention) / time.Second)
 	return f
 }
 

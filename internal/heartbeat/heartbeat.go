@@ -20,8 +20,10 @@
 // # Under the account's tagging quota
 //
 // SQS serves about 30 tagging calls a second per account, heartbeats and
-// sweeps together, so a large fleet can outgrow it (docs/capacity.md). A
-// Heartbeater adapts without knowing the fleet's size:
+// sweeps together, so a large fleet can outgrow it (docs/capacity.md). The
+// reaper counts the fleet and tells a Heartbeater the retention that fits
+// it (Fit): queues keep to the smallest multiple of their configured
+// retention that reaches it. Besides:
 //
 //   - the first heartbeat of a queue created with its tags comes at a
 //     random point of its interval (after its first tenth), so a fleet
@@ -33,8 +35,8 @@
 //   - a throttled heartbeat doubles the queue's retention (at most once per
 //     heartbeat, up to MaxRaise times the configured one), written with the
 //     retry in the RetentionTag, which Go and Java sweepers both read: the
-//     queue then heartbeats half as often, and a fleet too large for its
-//     retention settles where its heartbeats fit the quota. A dead queue is
+//     queue then heartbeats half as often, and a fleet whose count missed
+//     its size settles where its heartbeats fit the quota. A dead queue is
 //     then deleted after its raised retention.
 package heartbeat
 
