@@ -314,6 +314,16 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	}
 	picked := s.slice(cands, start)
 	d.deferred = len(cands) - len(picked)
+	if s.budgeted {
+		// A sweep cut short by its period's end leaves the rest of its share
+		// to the share's next turn: in listing (name) order that would
+		// always be the same queues, so a dead one among them could wait
+		// cycle after cycle.
+		for i := len(picked) - 1; i > 0; i-- {
+			j := int(s.opts.clock.Int64N(int64(i + 1)))
+			picked[i], picked[j] = picked[j], picked[i]
+		}
+	}
 	var demand float64 // heartbeats a second the inspected queues need
 	// A lease sweep stops starting inspections when its period ends, half a
 	// lease margin before the holder would extend its token: a sweep that
