@@ -99,9 +99,10 @@ func (r *Reaper) Add(queueURL string, retention time.Duration) error {
 // Java client writes them. The retention written is retention, or a
 // multiple of it when the fleet is too large for its heartbeats to fit the
 // account's tagging quota at retention (docs/capacity.md). To know, Tags
-// may first estimate the fleet's size with a ListQueues call, at most once
-// per period and never with DisableSweeping; ctx bounds that call. Create
-// the queue with the tags, then register it with AddTagged.
+// first estimates the fleet's size with a ListQueues call, unless the
+// Reaper's last estimate is recent (a quarter period at first, growing to
+// six periods) or DisableSweeping is set; ctx bounds that call. Create the
+// queue with the tags, then register it with AddTagged.
 func (r *Reaper) Tags(ctx context.Context, retention time.Duration) map[string]string {
 	if r.fleet != nil && !r.isClosed() {
 		r.fleet.refresh(ctx)
