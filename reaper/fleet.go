@@ -58,7 +58,6 @@ type fleet struct {
 	depth int           // hex digits the next estimate adds to the prefix
 	at    time.Time     // of the latest estimate; zero before the first
 	stale time.Duration // age at which it is refreshed
-	size  int           // the latest estimate
 }
 
 func newFleet(client sqsapi.Client, o Options, hb *heartbeat.Heartbeater) *fleet {
@@ -116,7 +115,6 @@ func (f *fleet) observe(n int) {
 }
 
 func (f *fleet) fitLocked(n int) {
-	f.size = n
 	need := needRetention(n, f.opts)
 	f.opts.Logger.Debug("reaper: fleet size estimated", slog.String("prefix", f.opts.Prefix),
 		slog.Int("queues", n), slog.Duration("needed_retention", need))

@@ -1,8 +1,11 @@
 package reaper
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -125,5 +128,24 @@ func TestTagsFitTheFleet(t *testing.T) {
 	}
 	if got := retentionOf(true); got != "300" {
 		t.Errorf("2,500 queues, sweeping disabled: retention %q, want 300", got)
+	}
+}
+
+// The sweeper warns when the retentions it read add up to more tagging
+// than the quota's planned share, by the same model the fit uses: 1,800
+// queues at 300 s fit, 3,000 do not.
+func TestCheckCapacityWarns(t *testing.T) {
+	for _, c := range []struct {
+		queues int
+		warn   bool
+	}{{1800, false}, {3000, true}} {
+		var buf bytes.Buffer
+		o := Options{Prefix: "p_", Period: defaultPeriod, Logger: slog.New(slog.NewTextHandler(&buf, nil))}
+		s := newSweeper(nil, o, nil, nil)
+		perQueue := 1 / (300 * heartbeat.DefaultFraction) // heartbeats a second of a 300 s queue
+		s.checkCapacity(perQueue*100, 100, c.queues)      // 100 inspected, all at 300 s
+		if got := strings.Contains(buf.String(), "recommended_retention"); got != c.warn {
+			t.Errorf("%d queues at 300 s: warned %v, want %v (%s)", c.queues, got, c.warn, buf.String())
+		}
 	}
 }

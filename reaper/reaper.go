@@ -114,8 +114,8 @@ func (r *Reaper) Tags(ctx context.Context, retention time.Duration) map[string]s
 // that map; only the two heartbeat tags are read). It saves the first
 // TagQueue call: the first heartbeat comes at a random point of the first
 // interval, so a fleet started at once spreads its heartbeats. It returns
-// an error matching ErrInvalidInput when a heartbeat tag is missing or
-// malformed.
+// an error matching sqsapi.ErrInvalidInput when a heartbeat tag is missing
+// or malformed, and ErrClosed after Close.
 func (r *Reaper) AddTagged(queueURL string, retention time.Duration, tags map[string]string) error {
 	return r.add(queueURL, func() error { return r.hb.AddTagged(queueURL, retention, tags) })
 }

@@ -418,21 +418,24 @@ func (s *Sweeper) list(ctx context.Context, calls *atomic.Int64) ([]string, erro
 
 // checkCapacity warns when the heartbeats of the fleet, estimated from the
 // retentions of the queues inspected, and the sweeps do not fit the
-// account's tagging quota: heartbeats are then throttled until they raise
-// their retentions, and the operator should raise IdleQueueRetention.
+// account's tagging quota. Reapers fit their retentions to the fleet, so
+// this means processes that do not count it (DisableSweeping, another
+// version) or a fleet past what MaxRaise allows: the operator should raise
+// IdleQueueRetention.
 func (s *Sweeper) checkCapacity(demand float64, inspected, candidates int) {
 	if inspected == 0 {
 		return
 	}
 	// In the account's seconds.
+	period := time.Duration(float64(s.opts.Period) * timeScale(s.opts))
 	perSecond := demand * float64(candidates) / float64(inspected) / timeScale(s.opts)
-	if perSecond+heartbeat.SweepTagRate <= heartbeat.TaggingQuota*heartbeat.QuotaHeadroom {
+	if perSecond+heartbeat.SweepRate(candidates, period) <= heartbeat.TaggingQuota*heartbeat.QuotaHeadroom {
 		return
 	}
-	need := heartbeat.Need(candidates, time.Duration(float64(s.opts.Period)*timeScale(s.opts)))
-	s.opts.Logger.Warn("reaper: the fleet's heartbeats do not fit the account's tagging quota; they are throttled until their queues raise their retention",
+	s.opts.Logger.Warn("reaper: the fleet's heartbeats do not fit the account's tagging quota; some are throttled: raise IdleQueueRetention",
 		slog.Int("queues", candidates), slog.Float64("heartbeats_per_second", perSecond),
-		slog.Float64("quota_per_second", heartbeat.TaggingQuota), slog.Duration("recommended_retention", need.Round(time.Minute)))
+		slog.Float64("quota_per_second", heartbeat.TaggingQuota),
+		slog.Duration("recommended_retention", heartbeat.Need(candidates, period).Round(time.Minute)))
 }
 
 // inspect applies the idle rule to one queue and deletes it when idle. It

@@ -355,17 +355,27 @@ func (h *Heartbeater) Effective(queueURL string) (time.Duration, bool) {
 // when no tagging call of the process was throttled since the previous Fit:
 // a retention raised by throttling stays while the account is busy.
 func (h *Heartbeater) Fit(need time.Duration) {
+	type change struct {
+		url      string
+		from, to time.Duration
+	}
+	var changed []change
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	lt := h.LastThrottle()
 	quiet := lt.IsZero() || (!h.fitAt.IsZero() && lt.Before(h.fitAt))
 	h.need, h.fitAt = need, h.opts.Clock.Now()
 	for _, b := range h.queues {
 		f := h.fittedLocked(b.retention)
 		if f > b.effective || (f < b.effective && quiet) {
+			changed = append(changed, change{b.url, b.effective, f})
 			b.effective = f
 			b.tagRetention = b.written == 0 || f != b.written
 		}
+	}
+	h.mu.Unlock()
+	for _, c := range changed {
+		h.opts.Logger.Info("heartbeat: fitting the queue's idle retention to the fleet's size",
+			slog.String("queue", c.url), slog.Duration("from", c.from), slog.Duration("to", c.to))
 	}
 }
 
