@@ -12,7 +12,8 @@
 // attribute, in X-Ray's header format, which does not count against SQS's
 // 10 message attributes and which Lambda, X-Ray and AWS's own SDK
 // instrumentation read; with Options.TraceParent also in a W3C traceparent
-// message attribute, when there is room for it. The responder's
+// message attribute, when there is room for it (an attribute, and its
+// bytes within SQS's message size). The responder's
 // middleware starts the consumer span as a child of that context; its
 // reply hook (responder.Options.OnReply) starts each reply's producer span
 // as the consumer span's child, linked to the request's span, ends it when

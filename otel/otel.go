@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -126,7 +127,7 @@ func (i *Instrumentation) Requester(o *requester.Options) {
 				attribute.String("messaging.operation.type", "send"),
 				attribute.String("messaging.destination.name", dest),
 			))
-		i.inject(ctx, in.MessageAttributes, in.MessageSystemAttributes, requestRoom(in))
+		i.inject(ctx, in.MessageAttributes, in.MessageSystemAttributes, requestRoom(in), wire.MessageSize(in.MessageBody, in.MessageAttributes))
 		start := time.Now()
 		return func(reply *types.Message, err error) {
 			outcome := "ok"
@@ -285,7 +286,7 @@ func (i *Instrumentation) traceReply(ctx context.Context, req *responder.Request
 		}
 	}
 	ctx, span := i.tracer.Start(ctx, dest+" send", opts...)
-	i.inject(ctx, reply.Attributes, reply.SystemAttributes, replyRoom(req, reply))
+	i.inject(ctx, reply.Attributes, reply.SystemAttributes, replyRoom(req, reply), wire.MessageSize(&reply.Body, reply.Attributes))
 	return func(err error) {
 		if err != nil {
 			span.RecordError(err)
@@ -328,9 +329,16 @@ func requestRoom(in *sqs.SendMessageInput) int {
 	return room
 }
 
+// ownAttributeBytes is room kept in a message's size for the attributes
+// the requester or responder adds after OnSend or OnReply (reply queue
+// URL, request id, routing name, stream number): well under 1 KiB.
+const ownAttributeBytes = 1024
+
 // inject writes ctx's span context: AWSTraceHeader into sys (when not
-// nil), and traceparent into attrs when enabled and room allows it.
-func (i *Instrumentation) inject(ctx context.Context, attrs map[string]types.MessageAttributeValue, sys map[string]types.MessageSystemAttributeValue, room int) {
+// nil), which counts against no limit, and traceparent into attrs when
+// enabled and room allows it: room more attributes, and size (the
+// message's bytes so far) leaving space for it under SQS's maximum.
+func (i *Instrumentation) inject(ctx context.Context, attrs map[string]types.MessageAttributeValue, sys map[string]types.MessageSystemAttributeValue, room, size int) {
 	sc := trace.SpanContextFromContext(ctx)
 	if !sc.IsValid() {
 		return
@@ -341,7 +349,8 @@ func (i *Instrumentation) inject(ctx context.Context, attrs map[string]types.Mes
 	if i.traceParent && room > 0 && attrs != nil {
 		carrier := propagation.MapCarrier{}
 		i.tc.Inject(ctx, carrier)
-		if tp := carrier.Get(TraceParentAttribute); tp != "" {
+		tp := carrier.Get(TraceParentAttribute)
+		if add := len(TraceParentAttribute) + len("String") + len(tp); tp != "" && size+add+ownAttributeBytes <= sqsapi.MaxMessageSize {
 			attrs[TraceParentAttribute] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(tp)}
 		}
 	}

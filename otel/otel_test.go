@@ -313,6 +313,30 @@ func TestTraceParentOnlyWhenThereIsRoom(t *testing.T) {
 	}
 }
 
+// A request too close to SQS's size limit for traceparent (and the
+// requester's own attributes) goes out without it, with its
+// AWSTraceHeader, which counts against no limit.
+func TestTraceParentOnlyWhenThereIsSize(t *testing.T) {
+	inst, _, _ := setup(t, true)
+	var o requester.Options
+	inst.Requester(&o)
+	for _, tc := range []struct {
+		body int
+		want bool
+	}{{sqsapi.MaxMessageSize - 2048, true}, {sqsapi.MaxMessageSize - 1024, false}} {
+		in := &sqs.SendMessageInput{QueueUrl: aws.String("https://sqs.eu-west-1.amazonaws.com/1/q"), MessageBody: aws.String(strings.Repeat("x", tc.body)),
+			MessageAttributes: map[string]types.MessageAttributeValue{}, MessageSystemAttributes: map[string]types.MessageSystemAttributeValue{}}
+		done := o.OnSend(context.Background(), in)
+		done(nil, nil)
+		if _, ok := in.MessageAttributes[otel.TraceParentAttribute]; ok != tc.want {
+			t.Errorf("body of %d bytes: traceparent %v, want %v", tc.body, ok, tc.want)
+		}
+		if _, ok := in.MessageSystemAttributes[otel.TraceHeaderAttribute]; !ok {
+			t.Errorf("body of %d bytes: no AWSTraceHeader", tc.body)
+		}
+	}
+}
+
 // Each message of a reply stream carries the context of its own reply
 // span, a child of the handler's span, which covers its send.
 func TestStreamedRepliesCarryContext(t *testing.T) {
