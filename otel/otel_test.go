@@ -283,18 +283,20 @@ func TestRoundTripIsOneTrace(t *testing.T) {
 	})
 }
 
-// A request whose attributes leave no room for traceparent goes out
-// without it, and with its AWSTraceHeader: never an error for tracing.
-// Room is kept for the requester's three (a stream's request has three).
+// A request whose attributes or size leave no room for traceparent goes
+// out without it, and with its AWSTraceHeader, which counts against no
+// limit: never an error for tracing. Room is kept for the requester's
+// three attributes (a stream's request has three) and, in the size, for
+// their bytes.
 func TestTraceParentOnlyWhenThereIsRoom(t *testing.T) {
 	inst, _, _ := setup(t, true)
 	var o requester.Options
 	inst.Requester(&o)
 	for _, tc := range []struct {
-		own  int
-		want bool
-	}{{6, true}, {7, false}} {
-		in := &sqs.SendMessageInput{QueueUrl: aws.String("https://sqs.eu-west-1.amazonaws.com/1/q"), MessageBody: aws.String("x"),
+		own, body int
+		want      bool
+	}{{6, 1, true}, {7, 1, false}, {0, sqsapi.MaxMessageSize - 2048, true}, {0, sqsapi.MaxMessageSize - 1024, false}} {
+		in := &sqs.SendMessageInput{QueueUrl: aws.String("https://sqs.eu-west-1.amazonaws.com/1/q"), MessageBody: aws.String(strings.Repeat("x", tc.body)),
 			MessageAttributes: map[string]types.MessageAttributeValue{}, MessageSystemAttributes: map[string]types.MessageSystemAttributeValue{}}
 		for i := range tc.own {
 			in.MessageAttributes[fmt.Sprint("a", i)] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String("v")}
@@ -302,37 +304,13 @@ func TestTraceParentOnlyWhenThereIsRoom(t *testing.T) {
 		done := o.OnSend(context.Background(), in)
 		done(nil, nil)
 		if _, ok := in.MessageAttributes[otel.TraceParentAttribute]; ok != tc.want {
-			t.Errorf("%d own attributes: traceparent %v, want %v", tc.own, ok, tc.want)
+			t.Errorf("%d own attributes, body of %d bytes: traceparent %v, want %v", tc.own, tc.body, ok, tc.want)
 		}
 		if len(in.MessageAttributes)+3 > sqsapi.MaxMessageAttributes {
 			t.Errorf("%d own attributes: %d with the requester's three", tc.own, len(in.MessageAttributes)+3)
 		}
 		if _, ok := in.MessageSystemAttributes[otel.TraceHeaderAttribute]; !ok {
-			t.Errorf("%d own attributes: no AWSTraceHeader", tc.own)
-		}
-	}
-}
-
-// A request too close to SQS's size limit for traceparent (and the
-// requester's own attributes) goes out without it, with its
-// AWSTraceHeader, which counts against no limit.
-func TestTraceParentOnlyWhenThereIsSize(t *testing.T) {
-	inst, _, _ := setup(t, true)
-	var o requester.Options
-	inst.Requester(&o)
-	for _, tc := range []struct {
-		body int
-		want bool
-	}{{sqsapi.MaxMessageSize - 2048, true}, {sqsapi.MaxMessageSize - 1024, false}} {
-		in := &sqs.SendMessageInput{QueueUrl: aws.String("https://sqs.eu-west-1.amazonaws.com/1/q"), MessageBody: aws.String(strings.Repeat("x", tc.body)),
-			MessageAttributes: map[string]types.MessageAttributeValue{}, MessageSystemAttributes: map[string]types.MessageSystemAttributeValue{}}
-		done := o.OnSend(context.Background(), in)
-		done(nil, nil)
-		if _, ok := in.MessageAttributes[otel.TraceParentAttribute]; ok != tc.want {
-			t.Errorf("body of %d bytes: traceparent %v, want %v", tc.body, ok, tc.want)
-		}
-		if _, ok := in.MessageSystemAttributes[otel.TraceHeaderAttribute]; !ok {
-			t.Errorf("body of %d bytes: no AWSTraceHeader", tc.body)
+			t.Errorf("%d own attributes, body of %d bytes: no AWSTraceHeader", tc.own, tc.body)
 		}
 	}
 }
