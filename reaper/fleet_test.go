@@ -427,7 +427,11 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 	}
 	mu.Unlock()
 
-	se, _ := startupEnd()
+	se, up := startupEnd()
+	if !up {
+		t.Errorf("the fleet never came up: %d of %d members made their first RPC", firstDone.Load(), cfg.N)
+		se = time.Now()
+	}
 	elapsed := cfg.sim(time.Since(se))
 	res.startup = cfg.sim(se.Sub(simStart))
 	res.meanTagRate = float64(res.tagAdmitted+res.tagThrottled) / elapsed.Seconds()
