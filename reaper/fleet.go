@@ -50,8 +50,8 @@ type fleet struct {
 	opts   Options
 	hb     *heartbeat.Heartbeater
 
-	// estimated is signalled after each estimate, so the lease loop can
-	// schedule the next one.
+	// estimated is signalled after an estimate made for a new queue
+	// (Reaper.Tags), so the lease loop can schedule the next one.
 	estimated chan struct{}
 
 	mu    sync.Mutex    // held during an estimate: one at a time
@@ -86,7 +86,6 @@ func (f *fleet) refresh(ctx context.Context) {
 		return
 	}
 	f.at = now // a failure is retried when stale again, not at once
-	defer f.signal()
 	n, err := f.count(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -98,7 +97,7 @@ func (f *fleet) refresh(ctx context.Context) {
 	f.fitLocked(n)
 }
 
-// signal wakes the lease loop after an estimate.
+// signal wakes the lease loop after an estimate it did not make.
 func (f *fleet) signal() {
 	select {
 	case f.estimated <- struct{}{}:

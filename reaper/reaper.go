@@ -106,6 +106,7 @@ func (r *Reaper) Add(queueURL string, retention time.Duration) error {
 func (r *Reaper) Tags(ctx context.Context, retention time.Duration) map[string]string {
 	if r.fleet != nil && !r.isClosed() {
 		r.fleet.refresh(ctx)
+		r.fleet.signal()
 	}
 	return heartbeat.Tags(r.hb.Fitted(retention), r.opts.clock.Now())
 }

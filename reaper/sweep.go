@@ -303,10 +303,11 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	d.fleet = len(urls)
 	for _, u := range urls {
 		name := queueName(u)
-		if s.reserved(name) {
+		reserved := s.reserved(name)
+		if reserved {
 			d.fleet--
 		}
-		if s.reserved(name) || (s.skip != nil && s.skip(name)) {
+		if reserved || (s.skip != nil && s.skip(name)) {
 			d.skipped++
 			continue
 		}
