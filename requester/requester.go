@@ -162,6 +162,12 @@ type Options struct {
 // is lost (its replies reappear in 5s, not after the host queue's 30s).
 const replyVisibility = 5 * time.Second
 
+// sendsInFlight bounds the request sends in flight to one queue. Sends
+// wait for a call in flight only when enough company would join them
+// (internal/batch's policy), so this is room for the sparse loads where
+// each send goes at once, not a batching knob.
+const sendsInFlight = 16
+
 // Requester sends requests and waits for responses. It is safe for
 // concurrent use.
 type Requester struct {
@@ -272,7 +278,7 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 		return nil, errors.Join(err, rp.Close(context.Background()))
 	}
 	r.owner = owner
-	r.sends = batch.NewSends(r.client, 4)
+	r.sends = batch.NewSends(r.client, sendsInFlight)
 	return r, nil
 }
 

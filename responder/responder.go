@@ -50,8 +50,12 @@ type Options struct {
 	MaxConcurrency int
 	// MaxPollers bounds the concurrent ReceiveMessage calls of one Serve.
 	// Serve starts with one poller and adds one while receives come back
-	// full and slots are free; an extra poller stops on an empty receive.
-	// Default ceil(MaxConcurrency/10), at most 4.
+	// full and slots are free, or while the pace of the requests at the
+	// measured call latency asks for more (enough pollers to keep up, plus
+	// one parked while requests come sparsely, so that a burst of them
+	// waits for no round trip); an extra poller stops on an empty receive
+	// or when the pace asks for fewer. Default ceil(MaxConcurrency/10), at
+	// most 16.
 	MaxPollers int
 	// PollWaitTime is the long-poll wait of each receive, 1 s to 20 s. It
 	// does not delay a stop (see Shutdown); an idle Serve makes one call per
@@ -123,7 +127,7 @@ const (
 	defaultVisibility     = 30 * time.Second
 	defaultDrainTimeout   = 30 * time.Second
 	defaultStoreTTL       = time.Hour
-	maxPollersCap         = 4
+	maxPollersCap         = 16
 	// finalTimeout bounds the calls made after a stop's grace period has
 	// ended (releasing the abandoned requests, flushing deletes), and the
 	// wait for handlers that ignore their cancelled context.
@@ -350,4 +354,13 @@ func (r *Responder) shutdown(ctx context.Context) {
 		}
 	}
 	r.shutdownErr = err
+}
+
+// callLatency is how long a call to SQS takes, as the reply sends (or,
+// before the first, the deletes) measure it: pollers size themselves by it.
+func (r *Responder) callLatency() time.Duration {
+	if l := r.sends.Latency(); l > 0 {
+		return l
+	}
+	return r.dels.Latency()
 }

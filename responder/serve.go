@@ -174,6 +174,7 @@ type server struct {
 	loop     *poll.Loop
 	pollers  sync.WaitGroup
 	nPollers atomic.Int32
+	sizer    poll.Sizer // pollers by the pace of the receives that bring requests
 	handlers sync.WaitGroup
 	hb       heartbeat
 
@@ -336,20 +337,67 @@ func (p poller) Handle(res poll.Result) bool {
 		return !s.retirePoller()
 	}
 	r.stats.received.Add(int64(got))
+	if got > 1 {
+		s.expectReplies(res.Messages)
+	}
 	for _, m := range res.Messages {
 		s.handlers.Add(1)
 		s.pool.Go(func() { s.handle(m, res.At) })
 	}
-	if got == res.Asked && len(s.slots) < cap(s.slots) {
+	s.sizer.Note(res.At, got)
+	switch want := s.sizer.Want(res.At, r.callLatency()); {
+	case got == res.Asked && len(s.slots) < cap(s.slots), int(s.nPollers.Load()) < want:
 		// A full receive with slots still free: there is a backlog that
-		// one poller's round trips cannot drain fast enough.
+		// one poller's round trips cannot drain fast enough. Or requests
+		// come faster than a round trip, and one more poller keeps one
+		// parked for the next, which then waits for no round trip.
 		s.addPoller()
+	case int(s.nPollers.Load()) > want+1 && s.retirePoller():
+		// Requests slowed down: fewer pollers keep one parked.
+		return false
 	}
 	// The handlers just started are runnable: let them go first rather than
 	// after this poller has built and signed its next receive. On an idle
 	// responder this is most of a lone request's wait.
 	runtime.Gosched()
 	return true
+}
+
+// expectReplies tells the reply sends how many of msgs, received together,
+// answer to each queue: their handlers run together, and their replies
+// then share one call instead of racing each other out (internal/batch's
+// Expect), which the receive at the requester's end also takes in one.
+func (s *server) expectReplies(msgs []types.Message) {
+	var one [sqsapi.MaxReceiveMessages]struct {
+		target string
+		n      int
+	}
+	targets := one[:0]
+next:
+	for _, m := range msgs {
+		u, ok := stringAttribute(m, sqsapi.ResponseQueueURLAttribute)
+		if !ok {
+			continue
+		}
+		target, _, err := responseTarget(u)
+		if err != nil {
+			continue
+		}
+		for i := range targets {
+			if targets[i].target == target {
+				targets[i].n++
+				continue next
+			}
+		}
+		targets = append(targets, struct {
+			target string
+			n      int
+		}{target, 1})
+	}
+	lat := s.r.callLatency()
+	for _, t := range targets {
+		s.r.sends.Expect(t.target, t.n, lat/batch.GatherMaxDiv)
+	}
 }
 
 // action is what happens to a request after processing.

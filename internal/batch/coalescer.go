@@ -7,6 +7,12 @@
 // grow with load and the call count per entry falls towards 1/10. A lone
 // entry waited for with Do is sent on the caller's own goroutine.
 //
+// Entries a caller waits for (Do) follow a policy that measures the calls'
+// latency and the entries' arrivals (policy.go): a burst of them waits a
+// small fraction of a call's latency for its last member, and they start a
+// call of their own while others are in flight unless, by Little's law,
+// enough company would join them before the earliest call ends.
+//
 // Failed entries are tried again when Options.Retry says so (for SQS:
 // throttling), after a backoff with full jitter, in a later batch: an entry
 // a caller waits for with a deadline until that deadline passes, any other
@@ -17,11 +23,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/tempqueues/tempqueues/internal/backoff"
+	"github.com/tempqueues/tempqueues/internal/clock"
 	"github.com/tempqueues/tempqueues/internal/workers"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -67,6 +75,8 @@ type Options[E any] struct {
 	// under a deadline (Submit, or any entry once Close began); 0 means
 	// DefaultMaxRetries.
 	MaxRetries int
+	// Clock times the calls and the arrivals the send policy measures.
+	Clock clock.Clock
 }
 
 // DefaultMaxRetries is Options.MaxRetries' default: with the default
@@ -98,6 +108,10 @@ type Coalescer[E, R any] struct {
 	// that (abandoned) nothing is retried.
 	retrying  map[*retry[E, R]]struct{}
 	abandoned bool
+
+	lat     latency      // how long a batch call takes
+	latNow  atomic.Int64 // lat, for Latency without the lock
+	pruneAt int          // prune idle keys when there are more than this
 }
 
 // retry is an entry waiting for its next attempt.
@@ -111,13 +125,34 @@ type keyState[E, R any] struct {
 	bytes    int
 	inFlight int
 	due      time.Time   // when the oldest lingering entry must go; zero when none
-	timer    *time.Timer // armed for due while entries linger
+	timer    *time.Timer // armed for timerAt while entries linger or gather
+	timerAt  time.Time
+
+	// The send policy's state (policy.go). urgent counts the pending
+	// entries a caller waits for; gatherFirst and gatherLast are the first
+	// and the latest arrival of those still gathering company (zero when
+	// none); starts holds the start of each call in flight; arr estimates
+	// the arrivals; exp is the company announced by Expect. A key's state
+	// stays after it goes idle, so that the estimates span quiet moments,
+	// and is pruned after idleKeyTTL unused.
+	urgent      int
+	gatherFirst time.Time
+	gatherLast  time.Time
+	starts      []time.Time
+	arr         arrivals
+	exp         expectation
+	used        time.Time // the latest use, for pruning
 }
 
+// idleKeyTTL is how long the state of a key with nothing pending and no
+// call in flight is kept for its estimates.
+const idleKeyTTL = 10 * time.Second
+
 type item[E, R any] struct {
-	entry E
-	done  func(R, error)
-	epoch uint64
+	entry  E
+	done   func(R, error)
+	epoch  uint64
+	urgent bool // a caller waits for it (Do), or a retry
 	// ctx is the waiting caller's context (Do, DoAll); nil for Submit.
 	ctx context.Context
 	// failed, if set, notes each failure that is retried, for the caller
@@ -164,13 +199,12 @@ func (c *Coalescer[E, R]) SubmitWithin(key string, entry E, within time.Duration
 	if done == nil {
 		done = func(R, error) {}
 	}
-	c.submit(key, item[E, R]{entry: entry, done: done}, within, false)
+	c.submit(key, item[E, R]{entry: entry, done: done}, within)
 }
 
-// submit queues it for key to wait up to linger for company; urgent (a
-// caller waits) keeps it from lingering. After Close, its done gets
-// ErrClosed at once.
-func (c *Coalescer[E, R]) submit(key string, it item[E, R], linger time.Duration, urgent bool) {
+// submit queues it for key to wait up to linger for company. After Close,
+// its done gets ErrClosed at once.
+func (c *Coalescer[E, R]) submit(key string, it item[E, R], linger time.Duration) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
@@ -179,7 +213,7 @@ func (c *Coalescer[E, R]) submit(key string, it item[E, R], linger time.Duration
 		return
 	}
 	ks := c.addLocked(key, it, linger)
-	c.maybeStartLocked(key, ks, urgent)
+	c.maybeStartLocked(key, ks)
 	c.mu.Unlock()
 }
 
@@ -217,7 +251,7 @@ func (c *Coalescer[E, R]) submitAll(ctx context.Context, key string, entries []E
 		ks = c.addLocked(key, it, c.opts.Linger)
 	}
 	if ks != nil {
-		c.maybeStartLocked(key, ks, false)
+		c.maybeStartLocked(key, ks)
 	}
 	c.mu.Unlock()
 }
@@ -266,38 +300,62 @@ func (c *Coalescer[E, R]) addLocked(key string, it item[E, R], linger time.Durat
 // what is pending when it would push that past the byte limit and a call
 // slot is free.
 func (c *Coalescer[E, R]) queueLocked(key string, it item[E, R], linger time.Duration) *keyState[E, R] {
-	ks := c.keys[key]
-	if ks == nil {
-		ks = &keyState[E, R]{}
-		c.keys[key] = ks
-	}
+	ks := c.keyLocked(key)
 	size := 0
 	if c.opts.Size != nil {
 		size = c.opts.Size(it.entry)
 	}
+	now := c.opts.Clock.Now()
 	if c.opts.MaxBytes > 0 && len(ks.pending) > 0 && ks.bytes+size > c.opts.MaxBytes && ks.inFlight < c.opts.MaxInFlight {
-		c.startLocked(key, ks)
+		c.startLocked(key, ks, now)
 	}
 	// The pending batch goes by the earliest due time of its entries; an
 	// entry that may not linger makes it due now.
-	due := time.Now().Add(max(linger, 0))
+	due := now.Add(max(linger, 0))
 	if len(ks.pending) == 0 || due.Before(ks.due) {
 		ks.due = due
 		c.disarmLocked(ks) // re-armed for the new due time if still lingering
 	}
 	ks.pending = append(ks.pending, it)
 	ks.bytes += size
+	if it.urgent {
+		ks.urgent++
+	}
+	return ks
+}
+
+// keyLocked returns key's state, made on first use. Making one prunes the
+// states of keys idle for idleKeyTTL once there are twice as many as after
+// the last pruning, so that a coalescer sending to ever new queues (a
+// responder replying to many requesters) keeps only the recent ones.
+func (c *Coalescer[E, R]) keyLocked(key string) *keyState[E, R] {
+	now := c.opts.Clock.Now()
+	ks := c.keys[key]
+	if ks == nil {
+		if len(c.keys) >= c.pruneAt {
+			for k, ks := range c.keys {
+				if ks.inFlight == 0 && len(ks.pending) == 0 && ks.timer == nil && now.Sub(ks.used) >= idleKeyTTL {
+					delete(c.keys, k)
+				}
+			}
+			c.pruneAt = max(16, 2*len(c.keys))
+		}
+		ks = &keyState[E, R]{}
+		c.keys[key] = ks
+	}
+	ks.used = now
 	return ks
 }
 
 // Do submits entry and waits for its result or for ctx.
 //
-// A lone entry (no call in flight and nothing pending for key) is sent at
-// once by a call on the caller's goroutine under ctx, as a plain SDK call
+// An entry that goes alone (nothing pending for key, its arrivals not
+// bursty, and no call in flight that it should wait for: policy.go) is sent
+// at once by a call on the caller's goroutine under ctx, as a plain SDK call
 // would be: handing it to another goroutine would only add a wake-up to its
-// latency. Entries submitted meanwhile wait for that call and ride on the
-// next. Otherwise the entry joins a batch call under Options.Context; when
-// ctx ends first the entry is still processed, only the wait is abandoned.
+// latency. Otherwise the entry joins a batch call under Options.Context;
+// when ctx ends first the entry is still processed, only the wait is
+// abandoned.
 //
 // A failure that Options.Retry accepts is retried in later batches until
 // ctx ends; then Do returns ctx.Err() joined with the last failure, so the
@@ -306,12 +364,12 @@ func (c *Coalescer[E, R]) queueLocked(key string, it item[E, R], linger time.Dur
 func (c *Coalescer[E, R]) Do(ctx context.Context, key string, entry E) (R, error) {
 	ch := make(chan Result[R], 1)
 	var last atomic.Pointer[error]
-	it := item[E, R]{entry: entry, ctx: ctx,
+	it := item[E, R]{entry: entry, ctx: ctx, urgent: true,
 		done:   func(v R, err error) { ch <- Result[R]{v, err} },
 		failed: func(err error) { last.Store(&err) },
 	}
-	if !c.doInline(ctx, key, it) {
-		c.submit(key, it, 0, true)
+	if ks := c.arrive(key, it); ks != nil {
+		c.callInline(ctx, key, ks, it)
 	}
 	select {
 	case r := <-ch:
@@ -350,40 +408,56 @@ func gaveUp(ctx context.Context, last *error) error {
 	return fmt.Errorf("%w; still retrying after: %w", ctx.Err(), *last)
 }
 
-// doInline makes the call for it on the caller's goroutine if it is alone
-// for key, and reports whether it did (false when it is not alone, or the
-// coalescer is closed).
-func (c *Coalescer[E, R]) doInline(ctx context.Context, key string, it item[E, R]) bool {
+// arrive takes the urgent entry it for key: it notes the arrival for the
+// send policy and either queues it (returning nil) or, when it goes alone
+// at once, counts its call as started and returns the key's state for
+// callInline. After Close, it.done gets ErrClosed at once.
+func (c *Coalescer[E, R]) arrive(key string, it item[E, R]) *keyState[E, R] {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.closed {
-		c.mu.Unlock()
-		return false
+		var zero R
+		it.done(zero, ErrClosed) // Do's done only fills a buffered channel
+		return nil
 	}
-	ks := c.keys[key]
-	if ks != nil && (ks.inFlight > 0 || len(ks.pending) > 0) {
-		c.mu.Unlock()
-		return false
+	ks := c.keyLocked(key)
+	now := c.opts.Clock.Now()
+	ks.arr.note(now, c.lat.d)
+	if ks.exp.expecting(now) {
+		ks.exp.n--
 	}
-	if ks == nil {
-		ks = &keyState[E, R]{}
-		c.keys[key] = ks
+	if len(ks.pending) == 0 && ks.inFlight < c.opts.MaxInFlight &&
+		(ks.inFlight == 0 || !waitForCall(now, ks.starts[0], c.lat.d, ks.arr.gap, 1, c.opts.MaxEntries)) &&
+		!gatherUntil(now, now, now, c.lat.d, &ks.arr, &ks.exp).After(now) {
+		it.epoch = c.epoch
+		c.open[it.epoch]++
+		ks.inFlight++
+		ks.starts = append(ks.starts, now)
+		c.calls.Add(1)
+		return ks
 	}
-	ks.inFlight++
-	c.calls.Add(1)
-	it.epoch = c.epoch
-	c.open[it.epoch]++
-	c.mu.Unlock()
-	defer c.calls.Done()
+	if ks.gatherFirst.IsZero() {
+		ks.gatherFirst = now
+	}
+	ks.gatherLast = now
+	ks = c.addLocked(key, it, 0)
+	c.maybeStartLocked(key, ks)
+	return nil
+}
 
+// callInline makes the call arrive started for it, on the caller's
+// goroutine.
+func (c *Coalescer[E, R]) callInline(ctx context.Context, key string, ks *keyState[E, R], it item[E, R]) {
+	defer c.calls.Done()
+	start := c.opts.Clock.Now()
 	results, err := c.fn(ctx, key, []E{it.entry})
-	c.settle(key, ks, []item[E, R]{it}, results, err)
-	return true
+	c.settle(key, ks, []item[E, R]{it}, results, err, start)
 }
 
 // settle hands the results of a call on key to its entries, or schedules
 // the retries of those that failed with a retryable error, and then
 // accounts for the end of the call.
-func (c *Coalescer[E, R]) settle(key string, ks *keyState[E, R], batch []item[E, R], results []Result[R], err error) {
+func (c *Coalescer[E, R]) settle(key string, ks *keyState[E, R], batch []item[E, R], results []Result[R], err error, start time.Time) {
 	if err == nil && len(results) != len(batch) {
 		err = errors.New("batch: call returned a wrong number of results")
 	}
@@ -409,7 +483,7 @@ func (c *Coalescer[E, R]) settle(key string, ks *keyState[E, R], batch []item[E,
 		it.done(v, e)
 		answered = append(answered, it)
 	}
-	c.finish(key, ks, answered, retry)
+	c.finish(key, ks, answered, retry, start)
 }
 
 // retries reports whether it, whose attempt failed with err, is tried
@@ -466,8 +540,9 @@ func (c *Coalescer[E, R]) requeue(key string, r *retry[E, R]) {
 		c.answer(it, it.last)
 		return
 	}
+	it.urgent = true // no lingering for company after a backoff
 	ks := c.queueLocked(key, it, 0)
-	c.maybeStartLocked(key, ks, true)
+	c.maybeStartLocked(key, ks)
 	c.mu.Unlock()
 }
 
@@ -487,11 +562,17 @@ func (c *Coalescer[E, R]) closeOpenLocked(epoch uint64) {
 	}
 }
 
-// finish accounts for the end of a call on key that answered the entries
-// answered and is to retry those of retry, and starts the calls of the
-// entries pending meanwhile.
-func (c *Coalescer[E, R]) finish(key string, ks *keyState[E, R], answered, retry []item[E, R]) {
+// finish accounts for the end of a call on key, started at start, that
+// answered the entries answered and is to retry those of retry, and starts
+// the calls of the entries pending meanwhile.
+func (c *Coalescer[E, R]) finish(key string, ks *keyState[E, R], answered, retry []item[E, R], start time.Time) {
 	c.mu.Lock()
+	now := c.opts.Clock.Now()
+	c.lat.add(now.Sub(start))
+	c.latNow.Store(int64(c.lat.d))
+	if i := slices.Index(ks.starts, start); i >= 0 {
+		ks.starts = slices.Delete(ks.starts, i, i+1)
+	}
 	for _, it := range answered {
 		c.closeOpenLocked(it.epoch)
 	}
@@ -504,10 +585,7 @@ func (c *Coalescer[E, R]) finish(key string, ks *keyState[E, R], answered, retry
 		c.retryLaterLocked(key, it)
 	}
 	ks.inFlight--
-	c.maybeStartLocked(key, ks, false)
-	if ks.inFlight == 0 && len(ks.pending) == 0 {
-		delete(c.keys, key)
-	}
+	c.maybeStartLocked(key, ks)
 	c.idle.Broadcast()
 	c.mu.Unlock()
 	for _, it := range giveUp {
@@ -520,53 +598,83 @@ func (c *Coalescer[E, R]) full(ks *keyState[E, R]) bool {
 }
 
 // maybeStartLocked starts the calls key's pending entries are ready for:
-// one when no call is in flight (unless the entries may linger), more while
-// full batches wait and call slots are free. urgent means a caller waits.
-func (c *Coalescer[E, R]) maybeStartLocked(key string, ks *keyState[E, R], urgent bool) {
+// more while full batches wait and call slots are free; for entries a
+// caller waits for, one once they stopped gathering company unless they
+// wait for a call in flight (policy.go); for the others, one when no call is
+// in flight and they may no longer linger.
+func (c *Coalescer[E, R]) maybeStartLocked(key string, ks *keyState[E, R]) {
 	for len(ks.pending) > 0 {
+		now := c.opts.Clock.Now()
 		switch {
 		case ks.inFlight < c.opts.MaxInFlight && c.full(ks):
-		case ks.inFlight == 0 && (urgent || !c.lingers(ks)):
+		case ks.urgent > 0:
+			// Waiting for a call in flight comes first: entries that
+			// wait for it gather company meanwhile.
+			if ks.inFlight > 0 && (ks.inFlight >= c.opts.MaxInFlight ||
+				waitForCall(now, ks.starts[0], c.lat.d, ks.arr.gap, len(ks.pending), c.opts.MaxEntries)) {
+				c.disarmLocked(ks) // the call's end starts them
+				return
+			}
+			if c.flushing == 0 && !c.closed {
+				if due := gatherUntil(now, ks.gatherFirst, ks.gatherLast, c.lat.d, &ks.arr, &ks.exp); now.Before(due) {
+					c.armLocked(key, ks, due)
+					return
+				}
+			}
+		case ks.inFlight == 0 && !c.lingers(ks):
 		default:
-			c.armLocked(key, ks)
+			if ks.inFlight == 0 {
+				c.armLocked(key, ks, ks.due)
+			} // else a call in flight starts them when it ends
 			return
 		}
-		c.startLocked(key, ks)
+		c.startLocked(key, ks, now)
 	}
 	c.disarmLocked(ks)
 }
 
 // lingers reports whether key's pending entries may still wait for company.
 func (c *Coalescer[E, R]) lingers(ks *keyState[E, R]) bool {
-	return c.flushing == 0 && !c.closed && time.Now().Before(ks.due)
+	return c.flushing == 0 && !c.closed && c.opts.Clock.Now().Before(ks.due)
 }
 
-// armLocked makes sure lingering entries of key go out by their due time.
-func (c *Coalescer[E, R]) armLocked(key string, ks *keyState[E, R]) {
-	if ks.inFlight > 0 || ks.timer != nil {
-		return // a call in flight starts them when it ends
-	}
-	ks.timer = time.AfterFunc(time.Until(ks.due), func() {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if c.keys[key] != ks || ks.timer == nil {
+// armLocked makes sure key's pending entries are looked at again at the
+// latest at at: when lingering entries are due, or gathering ones stop
+// waiting for company.
+func (c *Coalescer[E, R]) armLocked(key string, ks *keyState[E, R], at time.Time) {
+	if ks.timer != nil {
+		if !ks.timerAt.After(at) {
 			return
 		}
-		ks.timer = nil
-		ks.due = time.Time{} // waited enough: go
-		c.maybeStartLocked(key, ks, false)
+		ks.timer.Stop()
+	}
+	ks.timerAt = at
+	var t *time.Timer
+	t = time.AfterFunc(c.opts.Clock.Until(at), func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.keys[key] != ks || ks.timer != t {
+			return
+		}
+		ks.timer, ks.timerAt = nil, time.Time{}
+		// Waited enough: go.
+		ks.due = time.Time{}
+		ks.gatherFirst, ks.gatherLast = time.Time{}, time.Time{}
+		c.maybeStartLocked(key, ks)
 	})
+	ks.timer = t
 }
 
 func (c *Coalescer[E, R]) disarmLocked(ks *keyState[E, R]) {
 	if ks.timer != nil {
 		ks.timer.Stop()
-		ks.timer = nil
+		ks.timer, ks.timerAt = nil, time.Time{}
 	}
 }
 
-// startLocked takes up to one batch of pending entries and starts its call.
-func (c *Coalescer[E, R]) startLocked(key string, ks *keyState[E, R]) {
+// startLocked takes up to one batch of pending entries and starts its call
+// at now.
+func (c *Coalescer[E, R]) startLocked(key string, ks *keyState[E, R], now time.Time) {
 	n, bytes := 0, 0
 	for n < len(ks.pending) && n < c.opts.MaxEntries {
 		s := 0
@@ -581,6 +689,15 @@ func (c *Coalescer[E, R]) startLocked(key string, ks *keyState[E, R]) {
 	}
 	batch := make([]item[E, R], n)
 	copy(batch, ks.pending[:n])
+	for _, it := range batch {
+		if it.urgent {
+			ks.urgent--
+		}
+	}
+	if ks.urgent == 0 {
+		ks.gatherFirst, ks.gatherLast = time.Time{}, time.Time{}
+		ks.exp.made = ks.exp.expecting(now)
+	}
 	rest := copy(ks.pending, ks.pending[n:])
 	clear(ks.pending[rest:])
 	ks.pending = ks.pending[:rest]
@@ -589,18 +706,19 @@ func (c *Coalescer[E, R]) startLocked(key string, ks *keyState[E, R]) {
 		ks.due = time.Time{}
 	}
 	ks.inFlight++
+	ks.starts = append(ks.starts, now)
 	c.calls.Add(1)
-	c.pool.Go(func() { c.run(key, ks, batch) })
+	c.pool.Go(func() { c.run(key, ks, batch, now) })
 }
 
-func (c *Coalescer[E, R]) run(key string, ks *keyState[E, R], batch []item[E, R]) {
+func (c *Coalescer[E, R]) run(key string, ks *keyState[E, R], batch []item[E, R], start time.Time) {
 	defer c.calls.Done()
 	entries := make([]E, len(batch))
 	for i, it := range batch {
 		entries[i] = it.entry
 	}
 	results, err := c.fn(c.opts.Context(), key, entries)
-	c.settle(key, ks, batch, results, err)
+	c.settle(key, ks, batch, results, err, start)
 }
 
 // Pending returns the number of entries submitted and not yet sent,
@@ -624,7 +742,7 @@ func (c *Coalescer[E, R]) Flush(ctx context.Context) error {
 	c.epoch++
 	c.flushing++
 	for key, ks := range c.keys {
-		c.maybeStartLocked(key, ks, false) // nothing lingers while flushing
+		c.maybeStartLocked(key, ks) // nothing lingers while flushing
 	}
 	c.mu.Unlock()
 	defer func() {
@@ -695,3 +813,38 @@ func (c *Coalescer[E, R]) Close(ctx context.Context) error {
 	}
 	return err
 }
+
+// Expect announces n entries for key that callers will Do within the next
+// within: entries of key gathering company wait for them (at most an eighth
+// of a call's latency) and go the moment the last arrives, instead of
+// guessing from past arrivals. A responder that received several requests
+// says so for the queues their replies go to.
+func (c *Coalescer[E, R]) Expect(key string, n int, within time.Duration) {
+	if n <= 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	ks := c.keyLocked(key)
+	now := c.opts.Clock.Now()
+	if !ks.exp.expecting(now) {
+		ks.exp.n = 0
+	}
+	ks.exp.n += n
+	ks.exp.until = later(ks.exp.until, now.Add(within))
+	ks.exp.made = true
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// Latency returns how long a batch call takes, as a moving average of the
+// calls made so far; 0 before the first ends. Pollers size themselves by it.
+func (c *Coalescer[E, R]) Latency() time.Duration { return time.Duration(c.latNow.Load()) }

@@ -15,3 +15,10 @@ func FastRetries[E, R any](c *Coalescer[E, R]) {
 func SlowRetries[E, R any](c *Coalescer[E, R]) {
 	c.opts.RetryBackoff = backoff.Policy{Base: time.Second, Cap: time.Second, Rand: func(n int64) int64 { return n - 1 }}
 }
+
+// SetLatency sets c's estimate of a call's latency.
+func SetLatency[E, R any](c *Coalescer[E, R], d time.Duration) {
+	c.mu.Lock()
+	c.lat.d = d
+	c.mu.Unlock()
+}

@@ -55,6 +55,7 @@ type Host struct {
 	kick    bool                                  // a short poll asked for one receive
 	pollers int
 	boost   int // pollers past MaxPollers for streams (noteReceiveLocked)
+	sizer   poll.Sizer
 	held    ledger
 	expiry  expiryHeap
 	wake    chan struct{}
@@ -172,7 +173,10 @@ func (h *Host) releaseMargin() time.Duration {
 }
 
 // wantPollersLocked is the number of concurrent receives the demand
-// justifies: one per 10 waiting receivers, at least one while anyone waits.
+// justifies: one per 10 waiting receivers, at least one while anyone waits,
+// and while replies come faster than a call's round trip the pollers that
+// keep one parked for the next (poll.Sizer, with the latency the host's
+// delete calls measure), but no more than receivers wait.
 func (h *Host) wantPollersLocked() int {
 	if h.demand == 0 {
 		if h.kick {
@@ -180,12 +184,24 @@ func (h *Host) wantPollersLocked() int {
 		}
 		return 0
 	}
-	limit := h.opts.MaxPollers
+	limit := demandPollers(h.opts)
 	if len(h.streams) > 0 {
 		limit += h.boost
 	}
-	return min((h.demand+sqsapi.MaxReceiveMessages-1)/sqsapi.MaxReceiveMessages, limit)
+	want := min((h.demand+sqsapi.MaxReceiveMessages-1)/sqsapi.MaxReceiveMessages, limit)
+	var lat time.Duration
+	if h.deletes != nil {
+		lat = h.deletes.Latency()
+	}
+	paced := min(h.sizer.Want(h.opts.Clock.Now(), lat), h.demand, h.opts.MaxPollers)
+	return max(want, paced)
 }
+
+// demandPollers is how many pollers the demand alone starts, at most: one
+// per 10 waiting receivers, up to 4 (or MaxPollers when lower). Past it
+// pollers follow the pace of the replies (wantPollersLocked), and streams
+// add their boost.
+func demandPollers(opts *Options) int { return min(4, opts.MaxPollers) }
 
 // streamPollerFactor bounds the pollers of a host with streams pending:
 // MaxPollers times this. Twice MaxPollers doubles what a host can take
@@ -200,7 +216,7 @@ const streamPollerFactor = 2
 // calls run: one call per poller a stream may start keeps deletes from
 // falling behind receives, and costs no call per message.
 func maxDeleteCalls(opts *Options) int {
-	return max(opts.MaxBatchCalls, streamPollerFactor*opts.MaxPollers)
+	return max(opts.MaxBatchCalls, streamPollerFactor*demandPollers(opts))
 }
 
 // boostRoundTrip is how long a full receive must have taken for the host
@@ -225,7 +241,7 @@ func (h *Host) noteReceiveLocked(asked, got int, took time.Duration) {
 		if took < boostRoundTrip {
 			return
 		}
-		if h.boost < (streamPollerFactor-1)*h.opts.MaxPollers {
+		if h.boost < (streamPollerFactor-1)*demandPollers(h.opts) {
 			h.boost++
 			h.startPollersLocked()
 		}
@@ -308,8 +324,12 @@ func (p *poller) Handle(res poll.Result) bool {
 	h.log.LogAttrs(context.Background(), slog.LevelDebug, "hostq: host queue receive",
 		slog.String("queue_url", h.url), slog.Int("messages", len(res.Messages)))
 	p.linger = h.opts.Linger && len(res.Messages) > 0
+	if len(res.Messages) > 0 {
+		h.sizer.Note(res.At, len(res.Messages))
+	}
 	h.mu.Lock()
 	h.noteReceiveLocked(res.Asked, len(res.Messages), res.At.Sub(p.start))
+	h.startPollersLocked()
 	h.mu.Unlock()
 	if h.route(res.Messages) {
 		// Receivers were just handed messages and are runnable: let them

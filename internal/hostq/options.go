@@ -45,7 +45,7 @@ type Options struct {
 	OrphanReleaseDelay time.Duration
 	BufferSize         int           // messages buffered per queue; default 256
 	PollWaitTime       time.Duration // long-poll wait, whole seconds; default 20s
-	MaxPollers         int           // concurrent receives; default 4
+	MaxPollers         int           // concurrent receives; default 16 (wantPollersLocked)
 	// Linger keeps the last poller for one more receive after one that
 	// brought messages, for a host this process owns alone.
 	Linger bool
@@ -96,7 +96,7 @@ func (o *Options) SetDefaults() {
 	// a tight loop.
 	o.PollWaitTime = max(o.PollWaitTime+time.Second-1, time.Second).Truncate(time.Second)
 	if o.MaxPollers <= 0 {
-		o.MaxPollers = 4
+		o.MaxPollers = 16
 	}
 	if o.ReceiveVisibilityTimeout > 0 {
 		o.ReceiveVisibilityTimeout = min(max(o.ReceiveVisibilityTimeout.Truncate(time.Second), time.Second), 12*time.Hour)

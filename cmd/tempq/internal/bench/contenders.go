@@ -81,7 +81,6 @@ func (t *tempQueues) setup(ctx context.Context) error {
 	}
 	t.resp, err = responder.New(t.client, func(o *responder.Options) {
 		o.MaxConcurrency = t.cfg.ServerConcurrency
-		o.MaxPollers = t.cfg.ServerPollers
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,254 @@
+package batch
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tempqueues/tempqueues/internal/clock"
+)
+
+var t0 = time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+
+func ms(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
+
+// feed records arrivals at the given offsets from t0.
+func feed(a *arrivals, lat time.Duration, offsets ...time.Duration) {
+	for _, o := range offsets {
+		a.note(t0.Add(o), lat)
+	}
+}
+
+// bursts returns the offsets of n bursts of size arrivals each, gap apart
+// within a burst and every period.
+func bursts(n, size int, gap, period time.Duration) []time.Duration {
+	var out []time.Duration
+	for b := range n {
+		for i := range size {
+			out = append(out, time.Duration(b)*period+time.Duration(i)*gap)
+		}
+	}
+	return out
+}
+
+func TestArrivalsTellBurstsFromLoneEntries(t *testing.T) {
+	lat := ms(10)
+	var closedLoop arrivals // 8 callers woken by one receive, every 21 ms
+	feed(&closedLoop, lat, bursts(20, 8, ms(0.05), ms(21))...)
+	if !closedLoop.bursty() {
+		t.Errorf("bursts of 8, 50 µs apart: burst share %.2f, want bursty", closedLoop.burst)
+	}
+	var lone arrivals // one caller, one send per round trip
+	feed(&lone, lat, bursts(40, 1, 0, ms(21))...)
+	if lone.bursty() {
+		t.Errorf("one send every 21 ms: burst share %.2f, want not bursty", lone.burst)
+	}
+	if g := lone.gap; g != ms(21) {
+		t.Errorf("mean gap = %v, want 21ms", g)
+	}
+	// Short of CPU, a burst's members come 400 µs apart: the gather gap
+	// follows, up to an eighth of a call.
+	var late arrivals
+	feed(&late, lat, bursts(30, 8, ms(0.4), ms(25))...)
+	if !late.bursty() {
+		t.Errorf("bursts of 8, 400 µs apart: burst share %.2f, want bursty", late.burst)
+	}
+	if g := late.gatherGap(lat); g <= ms(0.4) || g > lat/GatherMaxDiv {
+		t.Errorf("gather gap = %v, want above the 400 µs within bursts and at most %v", g, lat/GatherMaxDiv)
+	}
+	// Unknown latency: nothing counts as a burst.
+	var unknown arrivals
+	feed(&unknown, 0, bursts(20, 8, ms(0.05), ms(21))...)
+	if unknown.bursty() {
+		t.Error("bursty with an unknown latency")
+	}
+}
+
+func TestGatherUntil(t *testing.T) {
+	lat := ms(10)
+	var bursty, lone arrivals
+	bursty.burst, lone.burst = 1, 0
+	first, last := t0, t0.Add(ms(0.1))
+	gap := bursty.gatherGap(lat) // the floor: lat/32
+	for _, tc := range []struct {
+		name string
+		lat  time.Duration
+		a    *arrivals
+		e    expectation
+		now  time.Time
+		want time.Time
+	}{
+		{"latency unknown: at once", 0, &bursty, expectation{}, last, first},
+		{"lone arrivals: at once", lat, &lone, expectation{}, last, first},
+		{"bursty: a gap after the latest", lat, &bursty, expectation{}, last, last.Add(gap)},
+		{"company announced: until it is due", lat, &lone, expectation{n: 3, until: t0.Add(ms(1)), made: true}, last, t0.Add(ms(1))},
+		{"announced company late: no longer than an eighth of a call", lat, &lone, expectation{n: 3, until: t0.Add(ms(5)), made: true}, last, first.Add(lat / GatherMaxDiv)},
+		{"announced company all came: at once, bursty or not", lat, &bursty, expectation{n: 0, until: t0.Add(ms(1)), made: true}, last, first},
+		{"announcement expired: at once", lat, &lone, expectation{n: 2, until: t0.Add(ms(0.05)), made: true}, last, first},
+	} {
+		if got := gatherUntil(tc.now, first, last, tc.lat, tc.a, &tc.e); !got.Equal(tc.want) {
+			t.Errorf("%s: gatherUntil = +%v, want +%v", tc.name, got.Sub(t0), tc.want.Sub(t0))
+		}
+	}
+	// A long burst stops gathering an eighth of a call after its first.
+	if got := gatherUntil(t0.Add(ms(2)), first, t0.Add(ms(2)), lat, &bursty, &expectation{}); !got.Equal(first.Add(lat / GatherMaxDiv)) {
+		t.Errorf("long burst: gatherUntil = +%v, want +%v", got.Sub(t0), lat/GatherMaxDiv)
+	}
+}
+
+func TestWaitForCall(t *testing.T) {
+	lat := ms(10)
+	for _, tc := range []struct {
+		name    string
+		elapsed time.Duration // of the oldest call in flight
+		gap     time.Duration // mean gap between arrivals
+		pending int
+		want    bool
+	}{
+		// 8 callers at 10 ms: about 3 sends per call's time. Waiting 9 ms
+		// for 4 entries is dear: go.
+		{"sparse, call just started", ms(1), ms(3), 1, false},
+		{"sparse, call about to end: waiting is cheap", ms(9), ms(3), 1, true},
+		// 64 callers: half a batch arrives before the call ends: wait.
+		{"dense", ms(2), ms(0.5), 1, true},
+		{"half a batch pending already", ms(1), 0, 5, true},
+		{"gap unknown, few pending", ms(1), 0, 2, false},
+		// Overdue: taken to end within a quarter of a call more.
+		{"overdue, sparse", ms(14), ms(3), 1, false},
+		{"overdue, dense", ms(14), ms(0.4), 1, true},
+	} {
+		got := waitForCall(t0.Add(tc.elapsed), t0, lat, tc.gap, tc.pending, 10)
+		if got != tc.want {
+			t.Errorf("%s: waitForCall = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// fakeClock is a clock the test moves by hand.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (f *fakeClock) Now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.now
+}
+
+func (f *fakeClock) add(d time.Duration) {
+	f.mu.Lock()
+	f.now = f.now.Add(d)
+	f.mu.Unlock()
+}
+
+// waitCalls waits until r has seen n calls.
+func waitCalls(t *testing.T, r *recorder, n int) {
+	t.Helper()
+	for range 5000 {
+		if len(r.calls()) >= n {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatalf("calls = %v, want %d", r.calls(), n)
+}
+
+// TestDoOvertakesACallWhenSparse checks the policy's two outcomes for an
+// entry a caller waits for while a call of its key is in flight, on a
+// clock the test moves: sparse arrivals start a call of their own, dense
+// ones wait for the call in flight and share the next.
+func TestDoOvertakesACallWhenSparse(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		gap       time.Duration // between the arrivals the coalescer saw before
+		overtakes bool
+	}{
+		{"sparse", ms(3), true},
+		{"dense", ms(0.4), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := &fakeClock{now: t0}
+			r := &recorder{}
+			c := New(r.fn, Options[int]{MaxInFlight: 8, Clock: clock.Clock{NowFunc: clk.Now}})
+			defer c.Close(context.Background())
+			SetLatency(c, ms(10))
+			// History: lone arrivals tc.gap apart, each answered at once.
+			for i := range 20 {
+				if _, err := c.Do(context.Background(), "q", i); err != nil {
+					t.Fatal(err)
+				}
+				clk.add(tc.gap)
+			}
+			SetLatency(c, ms(10))
+			base := len(r.calls())
+
+			r.mu.Lock()
+			r.hold = make(chan struct{})
+			r.mu.Unlock()
+			var wg sync.WaitGroup
+			var failed atomic.Bool
+			do := func(v int) {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if got, err := c.Do(context.Background(), "q", v); err != nil || got != 2*v {
+						failed.Store(true)
+					}
+				}()
+			}
+			do(100) // goes alone, held in flight
+			waitCalls(t, r, base+1)
+			clk.add(tc.gap)
+			do(101)
+			if tc.overtakes {
+				waitCalls(t, r, base+2) // its own call, beside the held one
+			} else {
+				// It waits for the held call: give it the chance to start
+				// one of its own, which it must not take.
+				for range 20 {
+					time.Sleep(time.Millisecond)
+				}
+				if n := len(r.calls()); n != base+1 {
+					t.Fatalf("calls = %d after a dense arrival, want %d: it must wait for the call in flight", n-base, 1)
+				}
+			}
+			close(r.hold)
+			wg.Wait()
+			if failed.Load() {
+				t.Fatal("a Do failed")
+			}
+			if got := r.calls()[base:]; len(got) != 2 || got[0] != 1 || got[1] != 1 {
+				t.Fatalf("calls = %v, want two calls of one entry", got)
+			}
+		})
+	}
+}
+
+// TestExpectSendsTheBurstTogether checks that entries announced with
+// Expect share one call, which goes when the last of them arrives.
+func TestExpectSendsTheBurstTogether(t *testing.T) {
+	r := &recorder{}
+	c := New(r.fn, Options[int]{})
+	defer c.Close(context.Background())
+	// A latency so long that the announcement cannot expire during the
+	// test: the batch goes because the last one came, not by a timer.
+	SetLatency(c, time.Hour)
+	c.Expect("q", 3, time.Hour)
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if got, err := c.Do(context.Background(), "q", i); err != nil || got != 2*i {
+				t.Errorf("Do(%d) = %d, %v", i, got, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if got := r.calls(); len(got) != 1 || got[0] != 3 {
+		t.Fatalf("calls = %v, want one call of 3", got)
+	}
+}

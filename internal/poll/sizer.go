@@ -1,0 +1,72 @@
+package poll
+
+import (
+	"math"
+	"sync"
+	"time"
+
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// Sizer sizes a queue's pollers by Little's law. A receive that brought
+// messages leaves its poller away from the server for about one call's
+// latency (its next receive must travel there) before it can take more.
+// While messages come at a rate m, a poller takes up to 10 per round trip,
+// so m x latency / 10 pollers (rounded up) keep up with them; that many
+// is what a busy queue gets, and each of their receives comes back as full
+// as the load allows. While receives bring only a few messages (fewer than
+// half a receive's worth) the traffic is sparse: a burst (the requests
+// one SendMessageBatch carried, the replies of one batch) then finds a
+// poller parked on the server only if there is one to spare, and it costs
+// nothing until the burst comes, so the Sizer adds it. That spare is what
+// spares a lone burst a poller's round trip.
+//
+// A Sizer is safe for concurrent use; its zero value is ready.
+type Sizer struct {
+	mu   sync.Mutex
+	last time.Time     // the latest return that brought messages
+	gap  time.Duration // the mean gap between such returns
+	msgs float64       // the mean number of messages they brought
+}
+
+// sparseBelow: receives that bring fewer messages than this on average
+// mean sparse traffic, where a spare parked poller pays.
+const sparseBelow = sqsapi.MaxReceiveMessages / 2
+
+// Note records that a receive brought n messages at now.
+func (s *Sizer) Note(now time.Time, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.last.IsZero() {
+		s.last, s.msgs = now, float64(n)
+		return
+	}
+	g := max(now.Sub(s.last), 0)
+	s.last = now
+	if s.gap == 0 {
+		s.gap = g
+	} else {
+		s.gap += (g - s.gap) / 8
+	}
+	s.msgs += (float64(n) - s.msgs) / 8
+}
+
+// Want returns the pollers a queue needs at now when a call takes lat: the
+// pollers that keep up with the messages, plus a spare while traffic is
+// sparse; at least 1. The gap between returns is the mean, or the time since
+// the latest when that is longer, so that the count falls when returns
+// stop. It is 1 while lat or the gap is unknown.
+func (s *Sizer) Want(now time.Time, lat time.Duration) int {
+	s.mu.Lock()
+	gap, last, msgs := s.gap, s.last, s.msgs
+	s.mu.Unlock()
+	if lat <= 0 || gap <= 0 {
+		return 1
+	}
+	gap = max(gap, now.Sub(last))
+	want := int(math.Ceil(float64(lat) * msgs / (sqsapi.MaxReceiveMessages * float64(gap))))
+	if msgs < sparseBelow {
+		want++
+	}
+	return max(want, 1)
+}

@@ -1,0 +1,47 @@
+package poll
+
+import (
+	"testing"
+	"time"
+)
+
+func TestSizer(t *testing.T) {
+	t0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	ms := func(f float64) time.Duration { return time.Duration(f * float64(time.Millisecond)) }
+	run := func(n int, every time.Duration, msgs int) (*Sizer, time.Time) {
+		var s Sizer
+		at := t0
+		for range n {
+			s.Note(at, msgs)
+			at = at.Add(every)
+		}
+		return &s, at.Add(-every)
+	}
+	lat := ms(10)
+	if got := new(Sizer).Want(t0, lat); got != 1 {
+		t.Errorf("no history: Want = %d, want 1", got)
+	}
+	// Sparse: bursts of 3 every 7 ms. 3/7 per ms x 10 ms / 10 = 0.43: one
+	// poller keeps up, and a spare waits parked for the next burst.
+	s, last := run(40, ms(7), 3)
+	if got := s.Want(last, lat); got != 2 {
+		t.Errorf("sparse: Want = %d, want 2", got)
+	}
+	if got := s.Want(last, 0); got != 1 {
+		t.Errorf("latency unknown: Want = %d, want 1", got)
+	}
+	// Busy: full receives every 2 ms: 10/2 per ms x 10 ms / 10 = 5
+	// pollers keep up; no spare, which would only split the receives.
+	s, last = run(40, ms(2), 10)
+	if got := s.Want(last, lat); got != 5 {
+		t.Errorf("busy: Want = %d, want 5", got)
+	}
+	// Twice the latency, twice the pollers.
+	if got := s.Want(last, 2*lat); got != 10 {
+		t.Errorf("busy at 20 ms: Want = %d, want 10", got)
+	}
+	// Returns stop: the count falls back.
+	if got := s.Want(last.Add(time.Second), lat); got != 1 {
+		t.Errorf("a second after the last return: Want = %d, want 1", got)
+	}
+}
