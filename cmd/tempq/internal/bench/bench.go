@@ -2,7 +2,7 @@
 // SQS without it, on one server in one run: the harness behind
 // `tempq bench` and BENCHMARKS.md.
 //
-// Four contenders answer the same echo requests:
+// Five contenders answer the same echo requests:
 //
 //   - tempqueues: requester.Requester and responder.Responder.Serve;
 //   - queue-per-request: CreateQueue for each request's reply queue, wait for
@@ -10,6 +10,12 @@
 //   - static-reply-queue: one real reply queue per requester process,
 //     correlation ids, reply pollers that follow demand (one per ten
 //     waiting callers, at most four), deletes in DeleteMessageBatch calls;
+//   - parked-receivers: what popular messaging libraries do (Watermill's
+//     SQS request-reply among them): one real reply queue per requester
+//     process, correlation ids, one ReceiveMessage (one message, 20 s wait)
+//     parked per caller on the reply queue and one per worker
+//     (ServerConcurrency of them) on the request queue, every send, receive
+//     and delete a call of its own: no batching anywhere;
 //   - floor: the four sequential calls of one round trip made by hand (send
 //     the request, receive it, send the reply, receive it); its two deletes
 //     follow off the clock.
@@ -19,7 +25,7 @@
 // handler goroutine (at most ServerConcurrency at a time) and receive again
 // at once; a handler replies with one SendMessage, and the deletes go out
 // in DeleteMessageBatch calls (ten at a time, or after waiting up to a
-// second for company).
+// second for company). Contender 4 serves itself, as its libraries do.
 //
 // Each contender runs closed-loop at each concurrency (callers that send a
 // request, wait for its reply, and repeat) for Config.Duration, and the run
@@ -69,11 +75,12 @@ const (
 	TempQueues       = "tempqueues"
 	QueuePerRequest  = "queue-per-request"
 	StaticReplyQueue = "static-reply-queue"
+	ParkedReceivers  = "parked-receivers"
 	Floor            = "floor"
 )
 
 // Contenders lists every contender name.
-var Contenders = []string{TempQueues, QueuePerRequest, StaticReplyQueue, Floor}
+var Contenders = []string{TempQueues, QueuePerRequest, StaticReplyQueue, ParkedReceivers, Floor}
 
 // Config describes a run.
 type Config struct {
@@ -444,6 +451,8 @@ func newContender(name string, e *env, client *sqs.Client) contender {
 		return &queuePerRequest{env: e, client: client}
 	case StaticReplyQueue:
 		return &staticReply{env: e, client: client}
+	case ParkedReceivers:
+		return &parkedReceivers{env: e, client: client}
 	default:
 		return &floor{env: e, client: client}
 	}

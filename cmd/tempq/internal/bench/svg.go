@@ -13,6 +13,7 @@ var colours = map[string]string{
 	TempQueues:       "#1b7837",
 	QueuePerRequest:  "#b2182b",
 	StaticReplyQueue: "#2166ac",
+	ParkedReceivers:  "#e08214",
 	Floor:            "#555555",
 }
 
