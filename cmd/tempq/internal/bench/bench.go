@@ -62,6 +62,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -101,6 +102,13 @@ type Config struct {
 	Rounds int
 	// Duration is the length of one measurement window; default 5s.
 	Duration time.Duration
+	// WarmUp is how long the callers of a window run before it starts,
+	// unmeasured, so that adaptive policies settle at the new load; the
+	// window is then steady load from edge to edge: its RPCs are those
+	// that end within it, its API calls those made within it. Default 0:
+	// the window starts with its callers and ends with their last RPC,
+	// every call of theirs counted.
+	WarmUp time.Duration
 	// CallTimeout bounds one RPC; default 30s.
 	CallTimeout time.Duration
 	// CreateWait is how long queue-per-request waits after CreateQueue
@@ -126,6 +134,9 @@ type Config struct {
 	MemoryQueues int
 	// Progress receives one line per window; nil discards it.
 	Progress io.Writer
+	// ProgressPrefix starts every progress line of a window (a sweep
+	// names its setting there).
+	ProgressPrefix string
 }
 
 // IdleConfig configures the measurement of idle cost: a requester that made
@@ -224,9 +235,14 @@ type Report struct {
 	Elapsed     time.Duration `json:"elapsed_ns"`
 	Rounds      int           `json:"rounds"`
 	Window      time.Duration `json:"window_ns"`
+	WarmUp      time.Duration `json:"warm_up_ns,omitempty"`
 	CreateWait  time.Duration `json:"create_wait_ns"`
 	Concurrency []int         `json:"concurrency"`
-	Results     []Result      `json:"results"`
+	// ServerConcurrency is the responders' concurrency: the tempqueues
+	// responder's MaxConcurrency, the hand-written worker's handlers, the
+	// parked-receivers workers.
+	ServerConcurrency int      `json:"server_concurrency,omitempty"`
+	Results           []Result `json:"results"`
 	// CPUIncludesServer says that the server ran in the benchmark process,
 	// so that Result.CPUMicrosPerRPC counts its work too.
 	CPUIncludesServer bool        `json:"cpu_includes_server,omitempty"`
@@ -344,8 +360,8 @@ func run(ctx context.Context, cfg Config, newC func(name string, e *env, client 
 	}
 	start := time.Now()
 	e := &env{cfg: &cfg, prefix: "tqbench-" + uuid.NewString()[:8] + "-"}
-	rep := &Report{Server: cfg.Server, Commit: buildCommit(debug.ReadBuildInfo()), GoVersion: runtime.Version(), Started: start, Rounds: cfg.Rounds, Window: cfg.Duration, CreateWait: cfg.CreateWait,
-		Concurrency: cfg.Concurrency, CPUIncludesServer: cfg.ServerInProcess}
+	rep := &Report{Server: cfg.Server, Commit: buildCommit(debug.ReadBuildInfo()), GoVersion: runtime.Version(), Started: start, Rounds: cfg.Rounds, Window: cfg.Duration,
+		WarmUp: cfg.WarmUp, CreateWait: cfg.CreateWait, Concurrency: cfg.Concurrency, ServerConcurrency: cfg.ServerConcurrency, CPUIncludesServer: cfg.ServerInProcess}
 
 	counters := make(map[string]*callcount.Counter)
 	tallies := make(map[string]map[int]*tally)
@@ -379,7 +395,7 @@ func run(ctx context.Context, cfg Config, newC func(name string, e *env, client 
 					break
 				}
 				done++
-				err = measure(ctx, &cfg, c, counters[name], tallies[name][conc], conc, fmt.Sprintf("[%d/%d] round %d", done, total, round+1))
+				err = measure(ctx, &cfg, c, counters[name], tallies[name][conc], conc, fmt.Sprintf("%s[%d/%d] round %d", cfg.ProgressPrefix, done, total, round+1))
 			}
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 			if cerr := c.close(cctx); cerr != nil {
@@ -462,16 +478,31 @@ func newContender(name string, e *env, client *sqs.Client) contender {
 // a progress line that starts with label. Only a context error is returned:
 // failed RPCs are counted, not fatal.
 func measure(ctx context.Context, cfg *Config, c contender, counter *callcount.Counter, t *tally, conc int, label string) error {
-	// Collect what came before the window (the set-up, the previous
-	// window) so that this window does not pay for it.
-	runtime.GC()
-	alloc0, gcs0 := allocated()
-	cpu0, ok0 := processCPU()
-	before := counter.Snapshot()
-	w := window(ctx, c, conc, cfg.Duration, cfg.CallTimeout)
-	after := counter.Snapshot()
-	alloc1, gcs1 := allocated()
-	// And collect the window's own garbage on its bill.
+	var (
+		alloc0, gcs0 uint64
+		cpu0         time.Duration
+		ok0          bool
+		before       map[string]int64
+	)
+	start := func() {
+		// Collect what came before the window (the set-up, the previous
+		// window, the warm-up) so that this window does not pay for it.
+		runtime.GC()
+		alloc0, gcs0 = allocated()
+		cpu0, ok0 = processCPU()
+		before = counter.Snapshot()
+	}
+	var (
+		after        map[string]int64
+		alloc1, gcs1 uint64
+	)
+	end := func() {
+		after = counter.Snapshot()
+		alloc1, gcs1 = allocated()
+	}
+	w := warmWindow(ctx, c, conc, cfg.WarmUp, cfg.Duration, cfg.CallTimeout, start, end)
+	// And collect the window's own garbage on its bill (after a warm-up,
+	// the CPU figure also holds the last RPCs that end after the window).
 	runtime.GC()
 	cpu1, ok1 := processCPU()
 	if err := ctx.Err(); err != nil {
@@ -515,13 +546,43 @@ type windowResult struct {
 // window runs conc closed-loop callers for d: each makes RPCs back to back
 // until d has passed; the window ends when the last RPC has returned.
 func window(ctx context.Context, c contender, conc int, d, timeout time.Duration) windowResult {
-	start := time.Now()
-	deadline := start.Add(d)
+	return warmWindow(ctx, c, conc, 0, d, timeout, func() {}, func() {})
+}
+
+// Phases of a window's callers.
+const (
+	warmingUp = iota
+	measuring
+	stopping // no new RPC
+)
+
+// warmWindow runs conc closed-loop callers and measures them for d. start
+// is called when the measurement begins and end when it ends, to read the
+// counters.
+//
+// Without a warm-up, start is called before the callers start and end
+// once the last RPC has returned: every RPC and every call of the window
+// counts, from an idle contender to an idle contender.
+//
+// With a warm-up, the callers run warm unmeasured first; then start is
+// called while they keep going, and end d later, at the moment they are
+// told to stop: the window is steady load from edge to edge, its RPCs
+// those that end between the two calls, its API calls those the counters
+// see between them (an RPC that spans an edge counts on one side with
+// part of its calls, as many on average as it leaves out).
+func warmWindow(ctx context.Context, c contender, conc int, warm, d, timeout time.Duration, start, end func()) windowResult {
 	var (
-		mu  sync.Mutex
-		res windowResult
-		wg  sync.WaitGroup
+		mu    sync.Mutex
+		res   windowResult
+		wg    sync.WaitGroup
+		phase atomic.Int32
 	)
+	var began time.Time
+	if warm <= 0 {
+		start()
+		began = time.Now()
+		phase.Store(measuring)
+	}
 	for i := range conc {
 		wg.Add(1)
 		go func() {
@@ -529,10 +590,13 @@ func window(ctx context.Context, c contender, conc int, d, timeout time.Duration
 			var lat []time.Duration
 			var errs int64
 			var first error
-			for time.Now().Before(deadline) && ctx.Err() == nil {
+			for phase.Load() != stopping && ctx.Err() == nil {
 				cctx, cancel := context.WithTimeout(ctx, timeout)
 				l, err := c.call(cctx, i)
 				cancel()
+				if p := phase.Load(); p == warmingUp || (p == stopping && warm > 0) {
+					continue // outside the window
+				}
 				if err != nil {
 					errs++
 					if first == nil {
@@ -551,8 +615,25 @@ func window(ctx context.Context, c contender, conc int, d, timeout time.Duration
 			mu.Unlock()
 		}()
 	}
+	if warm > 0 {
+		_ = sleep(ctx, warm) // on cancellation the callers stop by themselves
+		start()
+		began = time.Now()
+		phase.Store(measuring)
+	}
+	_ = sleep(ctx, d)
+	if warm > 0 {
+		phase.Store(stopping)
+		elapsed := time.Since(began)
+		end()
+		wg.Wait()
+		res.elapsed = elapsed
+		return res
+	}
+	phase.Store(stopping)
 	wg.Wait()
-	res.elapsed = time.Since(start)
+	res.elapsed = time.Since(began)
+	end()
 	return res
 }
 
