@@ -49,6 +49,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	rounds := fs.Int("rounds", 3, fmt.Sprintf("rounds; each visits every contender once, in rotating order, and every concurrency within the visit; --sweep: %d", bench.SweepRounds))
 	concurrency := fs.String("concurrency", "1,8,64", fmt.Sprintf("comma-separated numbers of concurrent callers; --sweep: %s", joinInts(bench.SweepConcurrency)))
 	contenders := fs.String("contenders", strings.Join(bench.Contenders, ","), fmt.Sprintf("comma-separated contenders; --sweep: %s", strings.Join(bench.SweepContenders, ",")))
+	serverConcurrency := fs.Int("server-concurrency", 0, fmt.Sprintf("the responders' concurrency (the tempqueues responder's MaxConcurrency, the hand-written worker's handlers, parked-receivers' workers); 0: the largest --concurrency; --sweep: %d, the largest of the whole sweep, so that a narrowed sweep measures the same points", slices.Max(bench.SweepConcurrency)))
 	warmUp := fs.Duration("warm-up", 0, fmt.Sprintf("run the callers this long, unmeasured, before each window, so that adaptive policies settle at the new load; --sweep: %v", bench.SweepWarmUp))
 	idleWindow := fs.Duration("idle-window", 30*time.Second, "idle-cost window (0 skips); stands for window x idle-scale of real time")
 	idleScale := fs.Int("idle-scale", 20, fmt.Sprintf("divide the library's periods by this for the idle measurement (1 to %d)", bench.MaxIdleScale))
@@ -95,6 +96,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if !set["create-wait"] {
 			*createWait = 0
 		}
+		if !set["server-concurrency"] {
+			*serverConcurrency = slices.Max(bench.SweepConcurrency)
+		}
 	} else if set["settings"] {
 		return usageError("--settings applies to --sweep only")
 	}
@@ -113,6 +117,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *duration <= 0 || *rounds <= 0 {
 		return usageError("--duration and --rounds must be positive")
+	}
+	if *serverConcurrency < 0 {
+		return usageError("--server-concurrency must not be negative")
 	}
 	if *stopIdle < 0 || *idleWindow < 0 || *warmUp < 0 || *latency < 0 {
 		return usageError("--stop-idle, --idle-window, --warm-up and --latency must not be negative")
@@ -138,7 +145,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return outputSaved(*fromJSON, stdout, stderr, *svgDir, *jsonOut)
 	}
 
-	conns := max(benchIdleConns, benchConnsPerCaller*slices.Max(levels))
+	conns := max(benchIdleConns, benchConnsPerCaller*max(slices.Max(levels), *serverConcurrency))
 	httpClient := awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
 		t.MaxIdleConns = conns
 		t.MaxIdleConnsPerHost = conns
@@ -162,16 +169,17 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			Credentials: credentials.NewStaticCredentialsProvider("tempq", "tempq", "")}
 	}
 	cfg := bench.Config{
-		Contenders:   names,
-		Concurrency:  levels,
-		Rounds:       *rounds,
-		Duration:     *duration,
-		WarmUp:       *warmUp,
-		CreateWait:   *createWait,
-		Idle:         bench.IdleConfig{Window: *idleWindow, Scale: *idleScale},
-		Stop:         bench.StopConfig{Idle: *stopIdle},
-		MemoryQueues: *memQueues,
-		Progress:     stderr,
+		Contenders:        names,
+		Concurrency:       levels,
+		Rounds:            *rounds,
+		Duration:          *duration,
+		WarmUp:            *warmUp,
+		ServerConcurrency: *serverConcurrency,
+		CreateWait:        *createWait,
+		Idle:              bench.IdleConfig{Window: *idleWindow, Scale: *idleScale},
+		Stop:              bench.StopConfig{Idle: *stopIdle},
+		MemoryQueues:      *memQueues,
+		Progress:          stderr,
 	}
 
 	if *sweep {

@@ -196,6 +196,7 @@ func TestBenchFlags(t *testing.T) {
 		{"bench", "--latency-p99", "4ms"},
 		{"bench", "--latency", "4ms", "--latency-p99", "4ms"},
 		{"bench", "--warm-up", "-1s"},
+		{"bench", "--server-concurrency", "-1"},
 		{"bench", "--settings", "0,10ms"},
 		{"bench", "--sweep", "--settings", "0,fast"},
 		{"bench", "--sweep", "--settings", "10ms/5ms"},
@@ -228,7 +229,7 @@ func TestBenchSweepSmoke(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"## The front", "| 1ms/4ms | 4 | ", "## Setting 1ms/4ms: lognormal latency per call, median 1ms, p99 4ms",
-		"| parked-receivers | 4 | ", "queue-per-request is not in the sweep"} {
+		"| parked-receivers | 4 | ", "queue-per-request is not in the sweep", "responders' concurrency 256"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("report lacks %q:\n%s", want, stdout)
 		}
