@@ -28,7 +28,8 @@
 // second for company). Contender 4 serves itself, as its libraries do.
 //
 // Each contender runs closed-loop at each concurrency (callers that send a
-// request, wait for its reply, and repeat) for Config.Duration, and the run
+// request, wait for its reply, and repeat) for Config.Duration, after an
+// unmeasured Config.WarmUp if set, and the run
 // repeats this in Config.Rounds rounds, every round visiting every
 // contender in turn (the contender order rotates from round to round, so
 // that machine drift hits all of them alike) and every concurrency in
@@ -49,6 +50,11 @@
 // a responder (IdleConfig), how fast idle clients with default options
 // stop against the lifecycle contract's one second (StopConfig), and the
 // heap per idle virtual queue.
+//
+// RunSweep runs the contenders under several settings of added latency
+// (Setting, SweepConfig), one server per setting, and Front judges where
+// tempqueues stands against the best of the others at each setting and
+// concurrency (`tempq bench --sweep`).
 package bench
 
 import (

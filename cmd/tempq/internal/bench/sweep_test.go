@@ -129,6 +129,14 @@ func TestRunSweep(t *testing.T) {
 
 	// A server that does not start, or a report that cannot be saved,
 	// stops the sweep.
+	opened, stopped = nil, nil
+	sc.Settings = settings[:1]
+	sc.Done = func(*SweepReport) error { return errors.New("disk full") }
+	if _, err := runSweep(context.Background(), sc, func(name string, _ *env, _ *sqs.Client) contender {
+		return &fake{n: name, v: v, nap: time.Millisecond}
+	}); err == nil || !strings.Contains(err.Error(), "disk full") || len(stopped) != 1 {
+		t.Errorf("report failing to save: %v, %d servers stopped", err, len(stopped))
+	}
 	sc.Open = func(context.Context, Setting) (*SweepServer, error) { return nil, errors.New("no port") }
 	if _, err := runSweep(context.Background(), sc, nil); err == nil || !strings.Contains(err.Error(), "no port") {
 		t.Errorf("server failing to start: %v", err)
