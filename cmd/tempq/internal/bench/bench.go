@@ -261,6 +261,10 @@ type Report struct {
 	// BytesPerIdleVirtualQueue is the heap per idle virtual queue, 0 when
 	// not measured.
 	BytesPerIdleVirtualQueue float64 `json:"bytes_per_idle_virtual_queue,omitempty"`
+	// Notes are what happened that a reader of the figures must know: a
+	// set-up that failed and was tried again, a window that lasted far
+	// longer than configured.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // buildCommit returns the vcs.revision the binary was built from, with
@@ -388,26 +392,23 @@ func run(ctx context.Context, cfg Config, newC func(name string, e *env, client 
 				return nil, err
 			}
 			c := newC(name, e, cfg.NewClient(counters[name]))
-			err := c.setup(ctx)
-			if err != nil {
-				err = fmt.Errorf("setting up: %w", err)
-			} else {
-				// New queues may need a moment before use (CreateWait);
-				// keep it out of the windows.
-				err = sleep(ctx, cfg.CreateWait)
+			err := setUp(ctx, &cfg, c)
+			if err != nil && ctx.Err() == nil {
+				// One failed set-up (a stall of the shared machine, say)
+				// does not end a long run: say so, and try once more.
+				rep.note(cfg.Progress, "%s, round %d: %v; set up once more", name, round+1, err)
+				closeVisit(ctx, &cfg, c)
+				c = newC(name, e, cfg.NewClient(counters[name]))
+				err = setUp(ctx, &cfg, c)
 			}
 			for _, conc := range cfg.Concurrency {
 				if err != nil {
 					break
 				}
 				done++
-				err = measure(ctx, &cfg, c, counters[name], tallies[name][conc], conc, fmt.Sprintf("%s[%d/%d] round %d", cfg.ProgressPrefix, done, total, round+1))
+				err = measure(ctx, &cfg, rep, c, counters[name], tallies[name][conc], conc, round, fmt.Sprintf("%s[%d/%d] round %d", cfg.ProgressPrefix, done, total, round+1))
 			}
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-			if cerr := c.close(cctx); cerr != nil {
-				fmt.Fprintf(cfg.Progress, "closing %s: %v\n", name, cerr)
-			}
-			cancel()
+			closeVisit(ctx, &cfg, c)
 			if err != nil {
 				return nil, fmt.Errorf("bench: %s: %w", name, err)
 			}
@@ -465,6 +466,38 @@ func run(ctx context.Context, cfg Config, newC func(name string, e *env, client 
 	return rep, nil
 }
 
+// setUp sets c up for its visit.
+func setUp(ctx context.Context, cfg *Config, c contender) error {
+	if err := c.setup(ctx); err != nil {
+		return fmt.Errorf("setting up: %w", err)
+	}
+	// New queues may need a moment before use (CreateWait); keep it out
+	// of the windows.
+	return sleep(ctx, cfg.CreateWait)
+}
+
+// closeVisit closes c at the end of its visit, within a minute.
+func closeVisit(ctx context.Context, cfg *Config, c contender) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := c.close(cctx); err != nil {
+		fmt.Fprintf(cfg.Progress, "closing %s: %v\n", c.name(), err)
+	}
+}
+
+// note records something a reader of the report must know, and prints it
+// on progress.
+func (r *Report) note(progress io.Writer, format string, args ...any) {
+	n := fmt.Sprintf(format, args...)
+	r.Notes = append(r.Notes, n)
+	fmt.Fprintln(progress, "note:", n)
+}
+
+// stallSlack is how much longer than its configured length a window may
+// last before the report notes it: beyond the last RPCs, only a stall of
+// the machine or an RPC that hangs makes it longer.
+const stallSlack = 5 * time.Second
+
 func newContender(name string, e *env, client *sqs.Client) contender {
 	switch name {
 	case TempQueues:
@@ -483,7 +516,7 @@ func newContender(name string, e *env, client *sqs.Client) contender {
 // measure runs one window of c at conc callers, adds it to t, and prints
 // a progress line that starts with label. Only a context error is returned:
 // failed RPCs are counted, not fatal.
-func measure(ctx context.Context, cfg *Config, c contender, counter *callcount.Counter, t *tally, conc int, label string) error {
+func measure(ctx context.Context, cfg *Config, rep *Report, c contender, counter *callcount.Counter, t *tally, conc, round int, label string) error {
 	var (
 		alloc0, gcs0 uint64
 		cpu0         time.Duration
@@ -513,6 +546,10 @@ func measure(ctx context.Context, cfg *Config, c contender, counter *callcount.C
 	cpu1, ok1 := processCPU()
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if w.elapsed > cfg.Duration+stallSlack {
+		rep.note(cfg.Progress, "%s at %d callers, round %d: the window lasted %v instead of %v (a stall of the machine, or an RPC that hung)",
+			c.name(), conc, round+1, w.elapsed.Round(time.Millisecond), cfg.Duration)
 	}
 	t.lat = append(t.lat, w.lat...)
 	t.rpcs += int64(len(w.lat))

@@ -132,8 +132,20 @@ func WriteTable(w io.Writer, r *Report) error {
 			fmt.Fprintf(&b, "| %s | %.2f %s%s | %s %.2f | %s |\n", t.Name, t.Measured, t.Unit, errs, cmp, t.Limit, met)
 		}
 	}
+	writeNotes(&b, r)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeNotes writes the report's notes, if any.
+func writeNotes(b *strings.Builder, r *Report) {
+	if len(r.Notes) == 0 {
+		return
+	}
+	b.WriteString("\nnotes:\n\n")
+	for _, n := range r.Notes {
+		b.WriteString("- " + n + "\n")
+	}
 }
 
 // warmUp describes a window's warm-up, if any.

@@ -72,6 +72,7 @@ func WriteSweepTable(w io.Writer, r *SweepReport) error {
 	for _, s := range r.Settings {
 		fmt.Fprintf(&b, "\n## Setting %s: %s\n\nserver: %s\n\n", s.Name, s.Setting.Describe(), s.Report.Server)
 		writeResults(&b, s.Report)
+		writeNotes(&b, s.Report)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
