@@ -68,7 +68,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -108,12 +107,13 @@ type Config struct {
 	Rounds int
 	// Duration is the length of one measurement window; default 5s.
 	Duration time.Duration
-	// WarmUp is how long the callers of a window run before it starts,
-	// unmeasured, so that adaptive policies settle at the new load; the
-	// window is then steady load from edge to edge: its RPCs are those
-	// that end within it, its API calls those made within it. Default 0:
-	// the window starts with its callers and ends with their last RPC,
-	// every call of theirs counted.
+	// WarmUp is how long the callers of a window run unmeasured before
+	// it, so that adaptive policies settle at the new load. Once their
+	// last RPC has returned, the window starts as without a warm-up: its
+	// callers start together and it ends with their last RPC. Its API
+	// calls are counted from the end of the warm-up, whose trailing calls
+	// (deletes after the last replies) stand for the window's own, which
+	// come after its end. Default 0.
 	WarmUp time.Duration
 	// CallTimeout bounds one RPC; default 30s.
 	CallTimeout time.Duration
@@ -517,31 +517,32 @@ func newContender(name string, e *env, client *sqs.Client) contender {
 // a progress line that starts with label. Only a context error is returned:
 // failed RPCs are counted, not fatal.
 func measure(ctx context.Context, cfg *Config, rep *Report, c contender, counter *callcount.Counter, t *tally, conc, round int, label string) error {
-	var (
-		alloc0, gcs0 uint64
-		cpu0         time.Duration
-		ok0          bool
-		before       map[string]int64
-	)
-	start := func() {
-		// Collect what came before the window (the set-up, the previous
-		// window, the warm-up) so that this window does not pay for it.
-		runtime.GC()
-		alloc0, gcs0 = allocated()
-		cpu0, ok0 = processCPU()
+	var before map[string]int64
+	if cfg.WarmUp > 0 {
+		// The callers run unmeasured first, so that adaptive policies
+		// settle at this load; then, once their last RPC has returned,
+		// the window starts as it would without a warm-up. Its calls are
+		// counted from the warm-up's end: the calls that trail the
+		// warm-up's last RPCs (deletes, a poll) stand for those that
+		// trail the window's, which its count misses.
+		warm := window(ctx, c, conc, cfg.WarmUp, cfg.CallTimeout)
+		before = counter.Snapshot()
+		if warm.firstErr != nil {
+			fmt.Fprintf(cfg.Progress, "%s  %-18s c=%-3d warm-up: %d errors, first: %v\n", label, c.name(), conc, warm.errors, warm.firstErr)
+		}
+	}
+	// Collect what came before the window (the set-up, the previous
+	// window, the warm-up) so that this window does not pay for it.
+	runtime.GC()
+	alloc0, gcs0 := allocated()
+	cpu0, ok0 := processCPU()
+	if before == nil {
 		before = counter.Snapshot()
 	}
-	var (
-		after        map[string]int64
-		alloc1, gcs1 uint64
-	)
-	end := func() {
-		after = counter.Snapshot()
-		alloc1, gcs1 = allocated()
-	}
-	w := warmWindow(ctx, c, conc, cfg.WarmUp, cfg.Duration, cfg.CallTimeout, start, end)
-	// And collect the window's own garbage on its bill (after a warm-up,
-	// the CPU figure also holds the last RPCs that end after the window).
+	w := window(ctx, c, conc, cfg.Duration, cfg.CallTimeout)
+	after := counter.Snapshot()
+	alloc1, gcs1 := allocated()
+	// And collect the window's own garbage on its bill.
 	runtime.GC()
 	cpu1, ok1 := processCPU()
 	if err := ctx.Err(); err != nil {
@@ -589,43 +590,13 @@ type windowResult struct {
 // window runs conc closed-loop callers for d: each makes RPCs back to back
 // until d has passed; the window ends when the last RPC has returned.
 func window(ctx context.Context, c contender, conc int, d, timeout time.Duration) windowResult {
-	return warmWindow(ctx, c, conc, 0, d, timeout, func() {}, func() {})
-}
-
-// Phases of a window's callers.
-const (
-	warmingUp = iota
-	measuring
-	stopping // no new RPC
-)
-
-// warmWindow runs conc closed-loop callers and measures them for d. start
-// is called when the measurement begins and end when it ends, to read the
-// counters.
-//
-// Without a warm-up, start is called before the callers start and end
-// once the last RPC has returned: every RPC and every call of the window
-// counts, from an idle contender to an idle contender.
-//
-// With a warm-up, the callers run warm unmeasured first; then start is
-// called while they keep going, and end d later, at the moment they are
-// told to stop: the window is steady load from edge to edge, its RPCs
-// those that end between the two calls, its API calls those the counters
-// see between them (an RPC that spans an edge counts on one side with
-// part of its calls, as many on average as it leaves out).
-func warmWindow(ctx context.Context, c contender, conc int, warm, d, timeout time.Duration, start, end func()) windowResult {
+	start := time.Now()
+	deadline := start.Add(d)
 	var (
-		mu    sync.Mutex
-		res   windowResult
-		wg    sync.WaitGroup
-		phase atomic.Int32
+		mu  sync.Mutex
+		res windowResult
+		wg  sync.WaitGroup
 	)
-	var began time.Time
-	if warm <= 0 {
-		start()
-		began = time.Now()
-		phase.Store(measuring)
-	}
 	for i := range conc {
 		wg.Add(1)
 		go func() {
@@ -633,13 +604,10 @@ func warmWindow(ctx context.Context, c contender, conc int, warm, d, timeout tim
 			var lat []time.Duration
 			var errs int64
 			var first error
-			for phase.Load() != stopping && ctx.Err() == nil {
+			for time.Now().Before(deadline) && ctx.Err() == nil {
 				cctx, cancel := context.WithTimeout(ctx, timeout)
 				l, err := c.call(cctx, i)
 				cancel()
-				if p := phase.Load(); p == warmingUp || (p == stopping && warm > 0) {
-					continue // outside the window
-				}
 				if err != nil {
 					errs++
 					if first == nil {
@@ -658,25 +626,8 @@ func warmWindow(ctx context.Context, c contender, conc int, warm, d, timeout tim
 			mu.Unlock()
 		}()
 	}
-	if warm > 0 {
-		_ = sleep(ctx, warm) // on cancellation the callers stop by themselves
-		start()
-		began = time.Now()
-		phase.Store(measuring)
-	}
-	_ = sleep(ctx, d)
-	if warm > 0 {
-		phase.Store(stopping)
-		elapsed := time.Since(began)
-		end()
-		wg.Wait()
-		res.elapsed = elapsed
-		return res
-	}
-	phase.Store(stopping)
 	wg.Wait()
-	res.elapsed = time.Since(began)
-	end()
+	res.elapsed = time.Since(start)
 	return res
 }
 

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -143,37 +142,37 @@ func TestRunSweep(t *testing.T) {
 	}
 }
 
-// TestWarmWindow: the RPCs of the warm-up are not the window's, and the
-// window's edges are marked once each, in order.
-func TestWarmWindow(t *testing.T) {
-	c := &counting{}
-	var marks []string
-	var atStart int64
-	w := warmWindow(context.Background(), c, 2, 50*time.Millisecond, 50*time.Millisecond, time.Second,
-		func() { marks = append(marks, "start"); atStart = c.calls.Load() },
-		func() { marks = append(marks, "end") })
-	if !slices.Equal(marks, []string{"start", "end"}) {
-		t.Errorf("marks %v", marks)
-	}
-	if atStart == 0 || int64(len(w.lat)) >= c.calls.Load() || len(w.lat) == 0 || w.errors != 0 {
-		t.Errorf("%d calls before the window, %d in all, %d in the window (%d errors)", atStart, c.calls.Load(), len(w.lat), w.errors)
-	}
-	// Without a warm-up every RPC counts, and the edges are marked
-	// before the first and after the last.
-	c = &counting{}
-	marks = nil
-	w = warmWindow(context.Background(), c, 2, 0, 50*time.Millisecond, time.Second,
-		func() { marks = append(marks, fmt.Sprint("start ", c.calls.Load())) },
-		func() { marks = append(marks, "end") })
-	if int64(len(w.lat)) != c.calls.Load() || !slices.Equal(marks, []string{"start 0", "end"}) {
-		t.Errorf("%d RPCs counted of %d; marks %v", len(w.lat), c.calls.Load(), marks)
+// TestWarmUp: the RPCs of a warm-up are not the window's; without one,
+// every RPC is.
+func TestWarmUp(t *testing.T) {
+	for _, warm := range []time.Duration{0, 50 * time.Millisecond} {
+		c := &counting{}
+		cfg := Config{
+			NewClient:   func(*callcount.Counter) *sqs.Client { return sqs.New(sqs.Options{}) },
+			Contenders:  []string{Floor},
+			Concurrency: []int{2},
+			Rounds:      1,
+			Duration:    50 * time.Millisecond,
+			WarmUp:      warm,
+		}
+		rep, err := run(context.Background(), cfg, func(string, *env, *sqs.Client) contender { return c })
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := rep.Find(Floor, 2)
+		if rep.WarmUp != warm || res == nil || res.RPCs == 0 || res.Errors != 0 {
+			t.Fatalf("warm-up %v: report %+v", warm, rep)
+		}
+		if calls := c.calls.Load(); (warm == 0) != (res.RPCs == calls) || res.RPCs > calls {
+			t.Errorf("warm-up %v: %d RPCs in the window, %d in all", warm, res.RPCs, calls)
+		}
 	}
 }
 
 // counting is a contender that counts its calls, each a millisecond.
 type counting struct{ calls atomic.Int64 }
 
-func (c *counting) name() string                { return "counting" }
+func (c *counting) name() string                { return Floor }
 func (c *counting) setup(context.Context) error { return nil }
 func (c *counting) close(context.Context) error { return nil }
 func (c *counting) call(ctx context.Context, _ int) (time.Duration, error) {
