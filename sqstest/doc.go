@@ -83,7 +83,9 @@
 //     its wait time, a message arrives or its client gives up.
 //   - Server.InjectFault: fail calls of an operation with throttling
 //     (Throttle), 500 (InternalError), 503 (Unavailable) or any error code,
-//     add latency (Latency), for every call or the next Fault.Count.
+//     add latency (Latency), for every call or the next Fault.Count;
+//     JitteredLatency (Fault.LatencyP99) draws each call's wait from a
+//     lognormal distribution with a given median and 99th percentile.
 //     Options.Faults installs faults from the start, for a server run by Run.
 //   - Server.Calls, CallCounts, TotalCalls, ResetCalls: requests received per
 //     operation, failed ones included, as SQS would bill them.

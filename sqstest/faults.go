@@ -2,6 +2,8 @@ package sqstest
 
 import (
 	"maps"
+	"math"
+	"math/rand/v2"
 	"net/http"
 	"sync"
 	"time"
@@ -27,6 +29,12 @@ type Fault struct {
 	// Latency is real time waited before the call is answered (or fails).
 	// It ends early if the client gives up.
 	Latency time.Duration
+	// LatencyP99, when above Latency, makes the wait random: lognormal
+	// with median Latency and 99th percentile LatencyP99, drawn for each
+	// call from a source of the server's own (real networks, SQS
+	// included, have a long tail; a constant does not). Zero, or not above
+	// Latency, keeps the wait constant.
+	LatencyP99 time.Duration
 	// Code, when not empty, is the error returned instead of running the
 	// call: an SQS error shape name ("QueueDoesNotExist", CodeThrottled ...)
 	// or any other code, which the SDK reports as a generic API error.
@@ -52,6 +60,32 @@ func Unavailable(op string) Fault { return Fault{Op: op, Code: CodeUnavailable} 
 
 // Latency returns a fault that delays calls of op by d.
 func Latency(op string, d time.Duration) Fault { return Fault{Op: op, Latency: d} }
+
+// JitteredLatency returns a fault that delays each call of op by a random
+// time, lognormal with the given median and 99th percentile (e.g. 10ms and
+// 40ms): see Fault.LatencyP99.
+func JitteredLatency(op string, median, p99 time.Duration) Fault {
+	return Fault{Op: op, Latency: median, LatencyP99: p99}
+}
+
+// z99 is the 99th percentile of the standard normal distribution.
+const z99 = 2.3263478740408408
+
+// delay returns the wait of one call: Latency, or with LatencyP99 above
+// it a draw from the lognormal distribution with median Latency and 99th
+// percentile LatencyP99, exp(ln(Latency) + sigma x Z) with Z standard
+// normal and sigma = ln(LatencyP99/Latency) / z99.
+func (f *Fault) delay(r *rand.Rand) time.Duration {
+	if f.Latency <= 0 || f.LatencyP99 <= f.Latency {
+		return f.Latency
+	}
+	sigma := math.Log(float64(f.LatencyP99)/float64(f.Latency)) / z99
+	d := float64(f.Latency) * math.Exp(sigma*r.NormFloat64())
+	if d >= math.MaxInt64 {
+		return math.MaxInt64 // some 10^20 sigmas out: only in theory
+	}
+	return time.Duration(d)
+}
 
 func (f *Fault) err() *apiError {
 	if f.Code == "" {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"strings"
@@ -80,6 +81,9 @@ type Server struct {
 	closing bool
 
 	journal *journal // nil unless Options.DataDir is set
+
+	rngMu sync.Mutex
+	rng   *rand.Rand // draws the waits of jittered latency faults
 
 	mu     sync.Mutex // guards everything below, and every queue
 	queues map[string]*queue
@@ -206,6 +210,9 @@ func newServer(optFns []func(*Options)) *Server {
 		done:    make(chan struct{}),
 		stopped: make(chan struct{}),
 		queues:  make(map[string]*queue),
+		// Seeded from the runtime's random source, so that two servers
+		// draw different waits; a test seeds its own (export_test.go).
+		rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 	}
 	s.runCond = sync.NewCond(&s.runMu)
 	if s.clock == nil {
@@ -399,7 +406,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx := r.Context()
 	if f, ok := s.faults.take(op); ok {
-		if f.Latency > 0 && !s.sleep(ctx, f.Latency) {
+		if f.Latency > 0 && !s.sleep(ctx, s.delay(&f)) {
 			return
 		}
 		if e := f.err(); e != nil {
@@ -470,6 +477,13 @@ func (s *Server) writeError(w http.ResponseWriter, op string, e *apiError) {
 
 // sleep waits d of real time; it reports false if the request or the
 // server ended first.
+// delay returns how long f makes a call wait, from the server's source.
+func (s *Server) delay(f *Fault) time.Duration {
+	s.rngMu.Lock()
+	defer s.rngMu.Unlock()
+	return f.delay(s.rng)
+}
+
 func (s *Server) sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -31,28 +32,39 @@ import (
 
 // benchIdleConns keeps enough connections open for 64 callers plus the
 // background calls, for every contender alike, so that no contender pays
-// for TCP set-ups the SDK's default pool of 10 would cause.
-const benchIdleConns = 256
+// for TCP set-ups the SDK's default pool of 10 would cause. A run with
+// more callers keeps benchConnsPerCaller per caller or responder worker
+// (parked-receivers parks a receive per caller and one per worker, while
+// its callers send).
+const (
+	benchIdleConns      = 256
+	benchConnsPerCaller = 4
+)
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench", "[--duration 5s] [--rounds 3] [--idle-window 30s] [--stop-idle 2s] [--json] [--svg-dir DIR] [--endpoint-url URL | --aws]", stdout)
+	fs := newFlags("bench", "[--sweep [--settings 0,10ms,10ms/40ms]] [--duration 5s] [--rounds 3] [--idle-window 30s] [--stop-idle 2s] [--json] [--svg-dir DIR] [--endpoint-url URL | --aws]", stdout)
 	var env sqsenv.Flags
 	env.Register(fs)
-	duration := fs.Duration("duration", 5*time.Second, "length of one measurement window (per contender, concurrency and round)")
-	rounds := fs.Int("rounds", 3, "rounds; each visits every contender once, in rotating order, and every concurrency within the visit")
-	concurrency := fs.String("concurrency", "1,8,64", "comma-separated numbers of concurrent callers")
-	contenders := fs.String("contenders", strings.Join(bench.Contenders, ","), "comma-separated contenders")
+	duration := fs.Duration("duration", 5*time.Second, fmt.Sprintf("length of one measurement window (per contender, concurrency and round); --sweep: %v", bench.SweepWindow))
+	rounds := fs.Int("rounds", 3, fmt.Sprintf("rounds; each visits every contender once, in rotating order, and every concurrency within the visit; --sweep: %d", bench.SweepRounds))
+	concurrency := fs.String("concurrency", "1,8,64", fmt.Sprintf("comma-separated numbers of concurrent callers; --sweep: %s", joinInts(bench.SweepConcurrency)))
+	contenders := fs.String("contenders", strings.Join(bench.Contenders, ","), fmt.Sprintf("comma-separated contenders; --sweep: %s", strings.Join(bench.SweepContenders, ",")))
+	serverConcurrency := fs.Int("server-concurrency", 0, fmt.Sprintf("the responders' concurrency (the tempqueues responder's MaxConcurrency, the hand-written worker's handlers, parked-receivers' workers); 0: the largest --concurrency; --sweep: %d, the largest of the whole sweep, so that a narrowed sweep measures the same points", slices.Max(bench.SweepConcurrency)))
+	warmUp := fs.Duration("warm-up", 0, fmt.Sprintf("run the callers this long, unmeasured, before each window, so that adaptive policies settle at the new load; --sweep: %v", bench.SweepWarmUp))
 	idleWindow := fs.Duration("idle-window", 30*time.Second, "idle-cost window (0 skips); stands for window x idle-scale of real time")
 	idleScale := fs.Int("idle-scale", 20, fmt.Sprintf("divide the library's periods by this for the idle measurement (1 to %d)", bench.MaxIdleScale))
 	stopIdle := fs.Duration("stop-idle", 2*time.Second, "how long an idle requester, virtualqueue client, tempqueue client and responder (default options: 20 s long polls) are left alone before their Close, Shutdown or cancelled Serve is timed, once per round (0 skips); target: each stops within 1s, without error")
 	memQueues := fs.Int("memory-queues", 200_000, "idle virtual queues created to measure their memory (0 skips)")
-	createWait := fs.Duration("create-wait", time.Second, "queue-per-request: wait after CreateQueue before using the queue (AWS documents at least 1s; emulators need none); every contender also waits this long, off the clock, after its set-up")
+	createWait := fs.Duration("create-wait", time.Second, "queue-per-request: wait after CreateQueue before using the queue (AWS documents at least 1s; emulators need none); every contender also waits this long, off the clock, after its set-up; --sweep: 0 (sqstest needs none)")
 	latency := fs.Duration("latency", 0, "sqstest only: added to every call, to stand for a network round trip")
+	latencyP99 := fs.Duration("latency-p99", 0, "sqstest only: make --latency the median of a random wait per call with this 99th percentile (lognormal; must be above --latency)")
+	sweep := fs.Bool("sweep", false, "run the front sweep: every --settings x --concurrency x --contenders, each setting on an sqstest child process of its own; skips the idle, stopping and memory measurements; prints the front and per-setting tables (BENCHMARKS.md)")
+	settings := fs.String("settings", joinSettings(bench.SweepSettings), "--sweep: comma-separated latencies added to every call, each a duration or MEDIAN/P99 for a lognormal one")
 	inProcess := fs.Bool("in-process", false, "run sqstest inside the benchmark's own process instead of a child process (client and server then share one Go scheduler, and the CPU figures include the server: see BENCHMARKS.md)")
 	jsonOut := fs.Bool("json", false, "print the report as JSON instead of tables")
-	jsonFile := fs.String("json-file", "", "also write the JSON report to this file")
-	fromJSON := fs.String("from-json", "", "do not run: print (and plot) the report saved in this JSON file")
-	svgDir := fs.String("svg-dir", "", "write latency.svg, calls.svg, throughput.svg and cpu.svg to this directory")
+	jsonFile := fs.String("json-file", "", "also write the JSON report to this file (--sweep: rewritten after each setting)")
+	fromJSON := fs.String("from-json", "", "do not run: print (and plot) the report or sweep saved in this JSON file")
+	svgDir := fs.String("svg-dir", "", "write latency.svg, calls.svg, throughput.svg and cpu.svg to this directory (--sweep: front-<setting>.svg per setting, API calls per RPC against p50)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the benchmark process over the whole run to this file (for go tool pprof); run one contender (--contenders) to see where its CPU goes")
 	memProfile := fs.String("memprofile", "", "write the benchmark process's allocation profile (every allocation of the run, sampled) to this file at the end of the run (for go tool pprof -sample_index=alloc_space)")
 	verbose := fs.Bool("v", false, "log at debug level to stderr how the client was configured (--endpoint-url, AWS_ENDPOINT_URL_SQS, --aws)")
@@ -61,6 +73,34 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if fs.NArg() > 0 {
 		return usageError("unexpected arguments %v", fs.Args())
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if *sweep {
+		// The sweep's own defaults, where the command line says nothing.
+		if !set["duration"] {
+			*duration = bench.SweepWindow
+		}
+		if !set["rounds"] {
+			*rounds = bench.SweepRounds
+		}
+		if !set["concurrency"] {
+			*concurrency = joinInts(bench.SweepConcurrency)
+		}
+		if !set["contenders"] {
+			*contenders = strings.Join(bench.SweepContenders, ",")
+		}
+		if !set["warm-up"] {
+			*warmUp = bench.SweepWarmUp
+		}
+		if !set["create-wait"] {
+			*createWait = 0
+		}
+		if !set["server-concurrency"] {
+			*serverConcurrency = slices.Max(bench.SweepConcurrency)
+		}
+	} else if set["settings"] {
+		return usageError("--settings applies to --sweep only")
 	}
 	levels, err := parseInts(*concurrency)
 	if err != nil {
@@ -78,26 +118,115 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *duration <= 0 || *rounds <= 0 {
 		return usageError("--duration and --rounds must be positive")
 	}
-	if *stopIdle < 0 || *idleWindow < 0 {
-		return usageError("--stop-idle and --idle-window must not be negative")
+	if *serverConcurrency < 0 {
+		return usageError("--server-concurrency must not be negative")
+	}
+	if *stopIdle < 0 || *idleWindow < 0 || *warmUp < 0 || *latency < 0 {
+		return usageError("--stop-idle, --idle-window, --warm-up and --latency must not be negative")
+	}
+	if err := checkLatencyP99(*latency, *latencyP99); err != nil {
+		return err
+	}
+	var sweepSettings []bench.Setting
+	if *sweep {
+		if set["latency"] || set["latency-p99"] {
+			return usageError("--sweep sets the latency of each setting: use --settings, not --latency")
+		}
+		for _, v := range strings.Split(*settings, ",") {
+			st, err := bench.ParseSetting(v)
+			if err != nil {
+				return usageError("--settings: %v", err)
+			}
+			sweepSettings = append(sweepSettings, st)
+		}
 	}
 
 	if *fromJSON != "" {
-		b, err := os.ReadFile(*fromJSON)
+		return outputSaved(*fromJSON, stdout, stderr, *svgDir, *jsonOut)
+	}
+
+	conns := max(benchIdleConns, benchConnsPerCaller*max(slices.Max(levels), *serverConcurrency))
+	httpClient := awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
+		t.MaxIdleConns = conns
+		t.MaxIdleConnsPerHost = conns
+	})
+	clients := func(base sqs.Options) func(counter *callcount.Counter) *sqs.Client {
+		return func(counter *callcount.Counter) *sqs.Client {
+			return sqs.New(base, func(o *sqs.Options) {
+				o.HTTPClient = httpClient
+				sqsapi.BufferRequestBodies(o)
+				o.APIOptions = append(slices.Clone(o.APIOptions), counter.Register)
+			})
+		}
+	}
+	region := env.Region
+	if region == "" {
+		region = "us-east-1"
+	}
+	// sqstestOptions are the client options of an sqstest server at url.
+	sqstestOptions := func(url string) sqs.Options {
+		return sqs.Options{Region: region, BaseEndpoint: aws.String(url),
+			Credentials: credentials.NewStaticCredentialsProvider("tempq", "tempq", "")}
+	}
+	cfg := bench.Config{
+		Contenders:        names,
+		Concurrency:       levels,
+		Rounds:            *rounds,
+		Duration:          *duration,
+		WarmUp:            *warmUp,
+		ServerConcurrency: *serverConcurrency,
+		CreateWait:        *createWait,
+		Idle:              bench.IdleConfig{Window: *idleWindow, Scale: *idleScale},
+		Stop:              bench.StopConfig{Idle: *stopIdle},
+		MemoryQueues:      *memQueues,
+		Progress:          stderr,
+	}
+
+	if *sweep {
+		if !env.Embedded() {
+			return usageError("--sweep runs sqstest with each setting's latency: not with --endpoint-url or --aws")
+		}
+		sc := bench.SweepConfig{Config: cfg, Settings: sweepSettings,
+			Open: func(ctx context.Context, st bench.Setting) (*bench.SweepServer, error) {
+				if *inProcess {
+					srv := sqstest.NewServer()
+					if st.Latency > 0 {
+						srv.InjectFault(sqstest.JitteredLatency("", st.Latency, st.LatencyP99))
+					}
+					return &bench.SweepServer{NewClient: clients(sqstestOptions(srv.URL())), InProcess: true,
+						Server: "sqstest embedded in the benchmark process, over TCP at " + srv.URL() + ", " + st.Describe(),
+						Stop:   func() { _ = srv.Close(context.WithoutCancel(ctx)) }}, nil
+				}
+				em, err := startEmulator(st.Latency, st.LatencyP99, stderr)
+				if err != nil {
+					return nil, err
+				}
+				return &bench.SweepServer{NewClient: clients(sqstestOptions(em.url)),
+					Server: "sqstest in its own process, over TCP at " + em.url + ", " + st.Describe(), Stop: em.stop}, nil
+			},
+		}
+		if *jsonFile != "" {
+			sc.Done = func(r *bench.SweepReport) error {
+				return writeFile(*jsonFile, func(w io.Writer) error { return writeSweepJSON(w, r) })
+			}
+		}
+		fmt.Fprintf(stderr, "tempq bench --sweep: %d settings x %d concurrency levels x %d contenders x %d rounds of %v windows after a %v warm-up: about %v\n",
+			len(sweepSettings), len(levels), len(names), *rounds, *duration, *warmUp, roughly(bench.EstimateSweep(sc)))
+		stop, err := startProfiles(*cpuProfile)
 		if err != nil {
 			return err
 		}
-		var rep bench.Report
-		if err := json.Unmarshal(b, &rep); err != nil {
-			return fmt.Errorf("%s: %w", *fromJSON, err)
+		rep, err := bench.RunSweep(ctx, sc)
+		stop()
+		if err != nil {
+			return err
 		}
-		return output(&rep, stdout, stderr, *svgDir, "", *jsonOut)
+		if err := writeMemProfile(*memProfile); err != nil {
+			return err
+		}
+		return outputSweep(rep, stdout, stderr, *svgDir, *jsonFile, *jsonOut)
 	}
 
-	httpClient := awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) {
-		t.MaxIdleConns = benchIdleConns
-		t.MaxIdleConnsPerHost = benchIdleConns
-	})
 	var base sqs.Options
 	var where string
 	if env.Embedded() {
@@ -106,29 +235,24 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			srv := sqstest.NewServer()
 			defer srv.Close(context.WithoutCancel(ctx))
 			if *latency > 0 {
-				srv.InjectFault(sqstest.Latency("", *latency))
+				srv.InjectFault(sqstest.JitteredLatency("", *latency, *latencyP99))
 			}
 			url, where = srv.URL(), "sqstest embedded in the benchmark process, over TCP at "+srv.URL()
 		} else {
-			em, err := startEmulator(*latency, stderr)
+			em, err := startEmulator(*latency, *latencyP99, stderr)
 			if err != nil {
 				return err
 			}
 			defer em.stop()
 			url, where = em.url, "sqstest in its own process, over TCP at "+em.url
 		}
-		region := env.Region
-		if region == "" {
-			region = "us-east-1"
-		}
-		base = sqs.Options{Region: region, BaseEndpoint: aws.String(url),
-			Credentials: credentials.NewStaticCredentialsProvider("tempq", "tempq", "")}
+		base = sqstestOptions(url)
 		if *latency > 0 {
-			where += fmt.Sprintf(", %v added to every call", *latency)
+			where += ", " + bench.Setting{Latency: *latency, LatencyP99: *latencyP99}.Describe()
 		}
 	} else {
-		if *latency > 0 || *inProcess {
-			return usageError("--latency and --in-process apply to sqstest only, not to --endpoint-url or --aws")
+		if *latency > 0 || *latencyP99 > 0 || *inProcess {
+			return usageError("--latency, --latency-p99 and --in-process apply to sqstest only, not to --endpoint-url or --aws")
 		}
 		var log *slog.Logger
 		if *verbose {
@@ -145,43 +269,144 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		base, where = e.Client.Options(), e.Where
 	}
 	fmt.Fprintln(stderr, "tempq bench:", where)
-	cfg := bench.Config{
-		NewClient: func(counter *callcount.Counter) *sqs.Client {
-			return sqs.New(base, func(o *sqs.Options) {
-				o.HTTPClient = httpClient
-				sqsapi.BufferRequestBodies(o)
-				o.APIOptions = append(slices.Clone(o.APIOptions), counter.Register)
-			})
-		},
-		Server:          where,
-		ServerInProcess: env.Embedded() && *inProcess,
-		Contenders:      names,
-		Concurrency:     levels,
-		Rounds:          *rounds,
-		Duration:        *duration,
-		CreateWait:      *createWait,
-		Idle:            bench.IdleConfig{Window: *idleWindow, Scale: *idleScale},
-		Stop:            bench.StopConfig{Idle: *stopIdle},
-		MemoryQueues:    *memQueues,
-		Progress:        stderr,
-	}
-	if *cpuProfile != "" {
-		stop, err := startCPUProfile(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer stop()
-	}
-	rep, err := bench.Run(ctx, cfg)
+	cfg.NewClient = clients(base)
+	cfg.Server = where
+	cfg.ServerInProcess = env.Embedded() && *inProcess
+	stop, err := startProfiles(*cpuProfile)
 	if err != nil {
 		return err
 	}
-	if *memProfile != "" {
-		if err := writeAllocProfile(*memProfile); err != nil {
+	rep, err := bench.Run(ctx, cfg)
+	stop()
+	if err != nil {
+		return err
+	}
+	if err := writeMemProfile(*memProfile); err != nil {
+		return err
+	}
+	return output(rep, stdout, stderr, *svgDir, *jsonFile, *jsonOut)
+}
+
+// startProfiles starts the CPU profile if path is set; stop ends it.
+func startProfiles(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	return startCPUProfile(path)
+}
+
+// writeMemProfile writes the allocation profile if path is set.
+func writeMemProfile(path string) error {
+	if path == "" {
+		return nil
+	}
+	return writeAllocProfile(path)
+}
+
+// outputSaved renders the report or sweep saved in path: a sweep's JSON
+// has settings.
+func outputSaved(path string, stdout, stderr io.Writer, svgDir string, jsonOut bool) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var probe struct {
+		Settings json.RawMessage `json:"settings"`
+	}
+	if err := json.Unmarshal(b, &probe); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if probe.Settings != nil {
+		var sw bench.SweepReport
+		if err := json.Unmarshal(b, &sw); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		for _, s := range sw.Settings {
+			if s.Report == nil {
+				return fmt.Errorf("%s: setting %s has no report", path, s.Name)
+			}
+		}
+		sw.Judge() // from the results, whatever the file says
+		return outputSweep(&sw, stdout, stderr, svgDir, "", jsonOut)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return output(&rep, stdout, stderr, svgDir, "", jsonOut)
+}
+
+// outputSweep writes a sweep's plots and JSON file if asked, then the
+// sweep to stdout as JSON or Markdown.
+func outputSweep(rep *bench.SweepReport, stdout, stderr io.Writer, svgDir, jsonFile string, jsonOut bool) error {
+	if svgDir != "" {
+		if err := os.MkdirAll(svgDir, 0o755); err != nil {
+			return err
+		}
+		for _, s := range rep.Settings {
+			err := writeFile(filepath.Join(svgDir, "front-"+s.Setting.Slug()+".svg"), func(w io.Writer) error {
+				return bench.WriteFrontSVG(w, s.Setting.Describe(), s.Report)
+			})
+			if err != nil {
+				return err
+			}
+		}
+		fmt.Fprintln(stderr, "tempq bench: plots written to", svgDir)
+	}
+	if jsonFile != "" {
+		if err := writeFile(jsonFile, func(w io.Writer) error { return writeSweepJSON(w, rep) }); err != nil {
 			return err
 		}
 	}
-	return output(rep, stdout, stderr, *svgDir, *jsonFile, *jsonOut)
+	if jsonOut {
+		return writeSweepJSON(stdout, rep)
+	}
+	return bench.WriteSweepTable(stdout, rep)
+}
+
+// writeSweepJSON writes a sweep, its front judged.
+func writeSweepJSON(w io.Writer, rep *bench.SweepReport) error {
+	rep.Judge()
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
+
+// writeFile creates path and writes it with write.
+func writeFile(path string, write func(io.Writer) error) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	err = write(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// roughly rounds an estimate to the minute, or to the second below one.
+func roughly(d time.Duration) time.Duration {
+	if d < time.Minute {
+		return d.Round(time.Second)
+	}
+	return d.Round(time.Minute)
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
+
+func joinSettings(v []bench.Setting) string {
+	s := make([]string, len(v))
+	for i, st := range v {
+		s[i] = st.String()
+	}
+	return strings.Join(s, ",")
 }
 
 // output writes the plots and the JSON file if asked, then the report to
@@ -303,7 +528,7 @@ type emulator struct {
 // its goroutines would queue behind theirs for the same two Ps (BENCHMARKS.md
 // measures both). The child stops when its standard input closes, which
 // happens when stop is called or when this process ends in any way.
-func startEmulator(latency time.Duration, stderr io.Writer) (*emulator, error) {
+func startEmulator(latency, latencyP99 time.Duration, stderr io.Writer) (*emulator, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, fmt.Errorf("bench: finding this executable to run its emulator: %w", err)
@@ -311,6 +536,9 @@ func startEmulator(latency time.Duration, stderr io.Writer) (*emulator, error) {
 	args := []string{"emulator", "--addr", "127.0.0.1:0", "--until-stdin-eof"}
 	if latency > 0 {
 		args = append(args, "--latency", latency.String())
+		if latencyP99 > latency {
+			args = append(args, "--latency-p99", latencyP99.String())
+		}
 	}
 	cmd := exec.Command(exe, args...)
 	cmd.Stderr = stderr

@@ -21,7 +21,7 @@ func TestBenchSmoke(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit code %d\nstderr:\n%s", code, stderr)
 	}
-	if !strings.Contains(stderr, "[8/8]") {
+	if !strings.Contains(stderr, "[10/10]") {
 		t.Errorf("no progress on stderr:\n%s", stderr)
 	}
 	var rep struct {
@@ -59,8 +59,8 @@ func TestBenchSmoke(t *testing.T) {
 	if !strings.Contains(rep.Server, "sqstest in its own process, over TCP") {
 		t.Errorf("server %q, want sqstest in a child process", rep.Server)
 	}
-	if len(rep.Results) != 8 {
-		t.Fatalf("%d results, want 4 contenders x 2 concurrency levels", len(rep.Results))
+	if len(rep.Results) != 10 {
+		t.Fatalf("%d results, want 5 contenders x 2 concurrency levels", len(rep.Results))
 	}
 	num := func(r map[string]any, k string) float64 {
 		v, ok := r[k].(float64)
@@ -193,9 +193,120 @@ func TestBenchFlags(t *testing.T) {
 		{"bench", "extra"},
 		{"bench", "--in-process", "--endpoint-url", "http://127.0.0.1:1"},
 		{"bench", "--latency", "1ms", "--endpoint-url", "http://127.0.0.1:1"},
+		{"bench", "--latency-p99", "4ms"},
+		{"bench", "--latency", "4ms", "--latency-p99", "4ms"},
+		{"bench", "--warm-up", "-1s"},
+		{"bench", "--server-concurrency", "-1"},
+		{"bench", "--settings", "0,10ms"},
+		{"bench", "--sweep", "--settings", "0,fast"},
+		{"bench", "--sweep", "--settings", "10ms/5ms"},
+		{"bench", "--sweep", "--latency", "10ms"},
+		{"bench", "--sweep", "--endpoint-url", "http://127.0.0.1:1"},
+		{"bench", "--sweep", "--contenders", "carrier-pigeon"},
 	} {
 		if _, stderr, code := tempq(t, nil, args...); code != 2 {
 			t.Errorf("%v: exit code %d, want 2; stderr %q", args, code, stderr)
 		}
+	}
+}
+
+// TestBenchSweepSmoke runs a miniature sweep (two settings, one of them
+// jittered, each on an emulator of its own; every sweep contender at two
+// concurrency levels; one round of short windows after a short warm-up)
+// so that the sweep cannot rot: the JSON holds every setting's results and
+// front, the plots are SVG, and a saved sweep renders again.
+func TestBenchSweepSmoke(t *testing.T) {
+	dir := t.TempDir()
+	saved := filepath.Join(dir, "sweep.json")
+	stdout, stderr, code := tempq(t, nil, "bench", "--sweep", "--settings", "0,1ms/4ms", "--concurrency", "1,4",
+		"--duration", "300ms", "--warm-up", "100ms", "--rounds", "1", "--svg-dir", dir, "--json-file", saved)
+	if code != 0 {
+		t.Fatalf("exit code %d\nstderr:\n%s", code, stderr)
+	}
+	for _, want := range []string{"tempq bench --sweep: 2 settings x 2 concurrency levels x 4 contenders x 1 rounds", "[setting 2/2: 1ms/4ms] [8/8] round 1"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	for _, want := range []string{"## The front", "| 1ms/4ms | 4 | ", "## Setting 1ms/4ms: lognormal latency per call, median 1ms, p99 4ms",
+		"| parked-receivers | 4 | ", "queue-per-request is not in the sweep", "responders' concurrency 256"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("report lacks %q:\n%s", want, stdout)
+		}
+	}
+	b, err := os.ReadFile(saved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sw struct {
+		Commit    *string `json:"commit"`
+		GoVersion string  `json:"go_version"`
+		WarmUp    int64   `json:"warm_up_ns"`
+		Settings  []struct {
+			Name   string `json:"name"`
+			Report struct {
+				Server  string `json:"server"`
+				Results []struct {
+					Contender string  `json:"contender"`
+					RPCs      int     `json:"rpcs"`
+					Errors    int     `json:"errors"`
+					P50       float64 `json:"p50_ms"`
+					Calls     float64 `json:"api_calls_per_rpc"`
+				} `json:"results"`
+			} `json:"report"`
+			Front []struct {
+				Callers int              `json:"callers"`
+				Checks  []map[string]any `json:"checks"`
+			} `json:"front"`
+		} `json:"settings"`
+	}
+	if err := json.Unmarshal(b, &sw); err != nil {
+		t.Fatalf("--json-file is not the sweep's JSON: %v\n%s", err, b)
+	}
+	if sw.Commit == nil || !strings.HasPrefix(sw.GoVersion, "go") || sw.WarmUp != 100e6 || len(sw.Settings) != 2 {
+		t.Fatalf("sweep %+v", sw)
+	}
+	for i, s := range sw.Settings {
+		if want := []string{"0", "1ms/4ms"}[i]; s.Name != want {
+			t.Errorf("setting %d is %q, want %q", i, s.Name, want)
+		}
+		if !strings.Contains(s.Report.Server, "sqstest in its own process") {
+			t.Errorf("setting %s ran on %q", s.Name, s.Report.Server)
+		}
+		if len(s.Report.Results) != 8 || len(s.Front) != 2 {
+			t.Fatalf("setting %s: %d results and %d front points, want 4 contenders x 2 levels and 2", s.Name, len(s.Report.Results), len(s.Front))
+		}
+		for _, r := range s.Report.Results {
+			if r.RPCs < 1 || r.Errors != 0 || r.P50 <= 0 || r.Calls < 0.1 || r.Calls > 12 {
+				t.Errorf("setting %s: %+v", s.Name, r)
+			}
+			// Every call of the jittered setting waits 1 ms or so: the two
+			// sends of a round trip alone take more than a millisecond.
+			if s.Name == "1ms/4ms" && r.P50 < 1 {
+				t.Errorf("setting %s: %+v, want a p50 above 1 ms", s.Name, r)
+			}
+		}
+		for _, p := range s.Front {
+			if len(p.Checks) < 5 {
+				t.Errorf("setting %s at %d callers: checks %v", s.Name, p.Callers, p.Checks)
+			}
+		}
+	}
+	for _, name := range []string{"front-latency-0.svg", "front-latency-1ms-p99-4ms.svg"} {
+		b, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct {
+			XMLName  xml.Name   `xml:"svg"`
+			Polyline []struct{} `xml:"polyline"`
+		}
+		if err := xml.Unmarshal(b, &doc); err != nil || len(doc.Polyline) != 4 {
+			t.Errorf("%s: %v, %d lines, want SVG with a line per contender", name, err, len(doc.Polyline))
+		}
+	}
+	again, stderr, code := tempq(t, nil, "bench", "--from-json", saved)
+	if code != 0 || again != stdout {
+		t.Errorf("--from-json: code %d, stderr %s\nstdout:\n%s\nwant:\n%s", code, stderr, again, stdout)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -58,7 +59,7 @@ func (q *queueFlags) Set(s string) error {
 // protocol), the AWS CLI, a quick look with curl, and tempq bench's child
 // process. State lives in memory unless --data names a directory.
 func runEmulator(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("emulator", "[--addr 127.0.0.1:4566] [--data DIR] [--region us-east-1] [--account 000000000000] [--queue name[:attr=value,...]]... [--latency 2ms] [--until-stdin-eof] [-v]", stdout)
+	fs := newFlags("emulator", "[--addr 127.0.0.1:4566] [--data DIR] [--region us-east-1] [--account 000000000000] [--queue name[:attr=value,...]]... [--latency 2ms [--latency-p99 8ms]] [--until-stdin-eof] [-v]", stdout)
 	addr := fs.String("addr", "127.0.0.1:4566", "address to listen on (port 0 picks a free one)")
 	data := fs.String("data", "", "keep queues and messages in this directory, on disk before each answer, so a restart (even after a crash) loses nothing; empty keeps them in memory")
 	region := fs.String("region", "us-east-1", "region shown in queue ARNs")
@@ -66,6 +67,7 @@ func runEmulator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	var queues queueFlags
 	fs.Var(&queues, "queue", "create this queue at start, with these attributes (repeatable; a name ending .fifo gets FifoQueue=true); an existing one gets the attributes set")
 	latency := fs.Duration("latency", 0, "wait this long before handling each call, to stand for a network")
+	latencyP99 := fs.Duration("latency-p99", 0, "make --latency the median of a random wait with this 99th percentile (lognormal: a long tail, as real networks have); must be above --latency")
 	untilEOF := fs.Bool("until-stdin-eof", false, "stop when standard input closes, so that a parent process that ends (even killed) stops the server; tempq bench runs it so")
 	verbose := fs.Bool("v", false, "log every request and error to stderr")
 	if err := parse(fs, args); err != nil {
@@ -76,6 +78,9 @@ func runEmulator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	if *latency < 0 {
 		return usageError("--latency %v: must not be negative", *latency)
+	}
+	if err := checkLatencyP99(*latency, *latencyP99); err != nil {
+		return err
 	}
 	if len(*account) != 12 || strings.Trim(*account, "0123456789") != "" {
 		return usageError("--account %q: must be 12 digits", *account)
@@ -103,13 +108,22 @@ func runEmulator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		o.AccountID = *account
 		o.DataDir = *data
 		if *latency > 0 {
-			o.Faults = []sqstest.Fault{sqstest.Latency("", *latency)}
+			o.Faults = []sqstest.Fault{sqstest.JitteredLatency("", *latency, *latencyP99)}
 		}
 		if *verbose {
 			// The server logs requests at debug level.
 			o.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		}
 	})
+}
+
+// checkLatencyP99 checks a --latency-p99 flag against its --latency: zero,
+// or above a positive median.
+func checkLatencyP99(median, p99 time.Duration) error {
+	if p99 != 0 && (median <= 0 || p99 <= median) {
+		return usageError("--latency-p99 %v: must be above --latency (%v), which must be positive", p99, median)
+	}
+	return nil
 }
 
 // readyWriter holds back the server's ready line until setup, given the

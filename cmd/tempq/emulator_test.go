@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os/exec"
 	"strings"
 	"sync"
@@ -81,6 +82,22 @@ func TestBinaryDoesNotLinkTesting(t *testing.T) {
 	for _, pkg := range strings.Fields(string(out)) {
 		if pkg == "testing" {
 			t.Fatal("tempq links package testing; go list -deps -f '{{.ImportPath}} {{.Imports}}' shows which package imports it")
+		}
+	}
+}
+
+// --latency-p99 needs a positive --latency below it.
+func TestEmulatorLatencyP99Flags(t *testing.T) {
+	for _, args := range [][]string{
+		{"--latency-p99", "40ms"},
+		{"--latency", "10ms", "--latency-p99", "10ms"},
+		{"--latency", "10ms", "--latency-p99", "5ms"},
+	} {
+		var stdout, stderr lockedBuffer
+		err := runEmulator(context.Background(), append([]string{"--addr", "127.0.0.1:0"}, args...), &stdout, &stderr)
+		var ee *exitError
+		if !errors.As(err, &ee) || ee.code != exitUsage || !strings.Contains(err.Error(), "--latency-p99") {
+			t.Errorf("%v: %v, want a usage error about --latency-p99", args, err)
 		}
 	}
 }

@@ -2,7 +2,7 @@
 // SQS without it, on one server in one run: the harness behind
 // `tempq bench` and BENCHMARKS.md.
 //
-// Four contenders answer the same echo requests:
+// Five contenders answer the same echo requests:
 //
 //   - tempqueues: requester.Requester and responder.Responder.Serve;
 //   - queue-per-request: CreateQueue for each request's reply queue, wait for
@@ -10,6 +10,12 @@
 //   - static-reply-queue: one real reply queue per requester process,
 //     correlation ids, reply pollers that follow demand (one per ten
 //     waiting callers, at most four), deletes in DeleteMessageBatch calls;
+//   - parked-receivers: what popular messaging libraries do (Watermill's
+//     SQS request-reply among them): one real reply queue per requester
+//     process, correlation ids, one ReceiveMessage (one message, 20 s wait)
+//     parked per caller on the reply queue and one per worker
+//     (ServerConcurrency of them) on the request queue, every send, receive
+//     and delete a call of its own: no batching anywhere;
 //   - floor: the four sequential calls of one round trip made by hand (send
 //     the request, receive it, send the reply, receive it); its two deletes
 //     follow off the clock.
@@ -19,10 +25,11 @@
 // handler goroutine (at most ServerConcurrency at a time) and receive again
 // at once; a handler replies with one SendMessage, and the deletes go out
 // in DeleteMessageBatch calls (ten at a time, or after waiting up to a
-// second for company).
+// second for company). Contender 4 serves itself, as its libraries do.
 //
 // Each contender runs closed-loop at each concurrency (callers that send a
-// request, wait for its reply, and repeat) for Config.Duration, and the run
+// request, wait for its reply, and repeat) for Config.Duration, after an
+// unmeasured Config.WarmUp if set, and the run
 // repeats this in Config.Rounds rounds, every round visiting every
 // contender in turn (the contender order rotates from round to round, so
 // that machine drift hits all of them alike) and every concurrency in
@@ -43,6 +50,11 @@
 // a responder (IdleConfig), how fast idle clients with default options
 // stop against the lifecycle contract's one second (StopConfig), and the
 // heap per idle virtual queue.
+//
+// RunSweep runs the contenders under several settings of added latency
+// (Setting, SweepConfig), one server per setting, and Front judges where
+// tempqueues stands against the best of the others at each setting and
+// concurrency (`tempq bench --sweep`).
 package bench
 
 import (
@@ -69,11 +81,12 @@ const (
 	TempQueues       = "tempqueues"
 	QueuePerRequest  = "queue-per-request"
 	StaticReplyQueue = "static-reply-queue"
+	ParkedReceivers  = "parked-receivers"
 	Floor            = "floor"
 )
 
 // Contenders lists every contender name.
-var Contenders = []string{TempQueues, QueuePerRequest, StaticReplyQueue, Floor}
+var Contenders = []string{TempQueues, QueuePerRequest, StaticReplyQueue, ParkedReceivers, Floor}
 
 // Config describes a run.
 type Config struct {
@@ -94,6 +107,14 @@ type Config struct {
 	Rounds int
 	// Duration is the length of one measurement window; default 5s.
 	Duration time.Duration
+	// WarmUp is how long the callers of a window run unmeasured before
+	// it, so that adaptive policies settle at the new load. Once their
+	// last RPC has returned, the window starts as without a warm-up: its
+	// callers start together and it ends with their last RPC. Its API
+	// calls are counted from the end of the warm-up, whose trailing calls
+	// (deletes after the last replies) stand for the window's own, which
+	// come after its end. Default 0.
+	WarmUp time.Duration
 	// CallTimeout bounds one RPC; default 30s.
 	CallTimeout time.Duration
 	// CreateWait is how long queue-per-request waits after CreateQueue
@@ -119,6 +140,9 @@ type Config struct {
 	MemoryQueues int
 	// Progress receives one line per window; nil discards it.
 	Progress io.Writer
+	// ProgressPrefix starts every progress line of a window (a sweep
+	// names its setting there).
+	ProgressPrefix string
 }
 
 // IdleConfig configures the measurement of idle cost: a requester that made
@@ -217,9 +241,14 @@ type Report struct {
 	Elapsed     time.Duration `json:"elapsed_ns"`
 	Rounds      int           `json:"rounds"`
 	Window      time.Duration `json:"window_ns"`
+	WarmUp      time.Duration `json:"warm_up_ns,omitempty"`
 	CreateWait  time.Duration `json:"create_wait_ns"`
 	Concurrency []int         `json:"concurrency"`
-	Results     []Result      `json:"results"`
+	// ServerConcurrency is the responders' concurrency: the tempqueues
+	// responder's MaxConcurrency, the hand-written worker's handlers, the
+	// parked-receivers workers.
+	ServerConcurrency int      `json:"server_concurrency,omitempty"`
+	Results           []Result `json:"results"`
 	// CPUIncludesServer says that the server ran in the benchmark process,
 	// so that Result.CPUMicrosPerRPC counts its work too.
 	CPUIncludesServer bool        `json:"cpu_includes_server,omitempty"`
@@ -232,6 +261,10 @@ type Report struct {
 	// BytesPerIdleVirtualQueue is the heap per idle virtual queue, 0 when
 	// not measured.
 	BytesPerIdleVirtualQueue float64 `json:"bytes_per_idle_virtual_queue,omitempty"`
+	// Notes are what happened that a reader of the figures must know: a
+	// set-up that failed and was tried again, a window that lasted far
+	// longer than configured.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // buildCommit returns the vcs.revision the binary was built from, with
@@ -337,8 +370,8 @@ func run(ctx context.Context, cfg Config, newC func(name string, e *env, client 
 	}
 	start := time.Now()
 	e := &env{cfg: &cfg, prefix: "tqbench-" + uuid.NewString()[:8] + "-"}
-	rep := &Report{Server: cfg.Server, Commit: buildCommit(debug.ReadBuildInfo()), GoVersion: runtime.Version(), Started: start, Rounds: cfg.Rounds, Window: cfg.Duration, CreateWait: cfg.CreateWait,
-		Concurrency: cfg.Concurrency, CPUIncludesServer: cfg.ServerInProcess}
+	rep := &Report{Server: cfg.Server, Commit: buildCommit(debug.ReadBuildInfo()), GoVersion: runtime.Version(), Started: start, Rounds: cfg.Rounds, Window: cfg.Duration,
+		WarmUp: cfg.WarmUp, CreateWait: cfg.CreateWait, Concurrency: cfg.Concurrency, ServerConcurrency: cfg.ServerConcurrency, CPUIncludesServer: cfg.ServerInProcess}
 
 	counters := make(map[string]*callcount.Counter)
 	tallies := make(map[string]map[int]*tally)
@@ -359,26 +392,23 @@ func run(ctx context.Context, cfg Config, newC func(name string, e *env, client 
 				return nil, err
 			}
 			c := newC(name, e, cfg.NewClient(counters[name]))
-			err := c.setup(ctx)
-			if err != nil {
-				err = fmt.Errorf("setting up: %w", err)
-			} else {
-				// New queues may need a moment before use (CreateWait);
-				// keep it out of the windows.
-				err = sleep(ctx, cfg.CreateWait)
+			err := setUp(ctx, &cfg, c)
+			if err != nil && ctx.Err() == nil {
+				// One failed set-up (a stall of the shared machine, say)
+				// does not end a long run: say so, and try once more.
+				rep.note(cfg.Progress, "%s, round %d: %v; set up once more", name, round+1, err)
+				closeVisit(ctx, &cfg, c)
+				c = newC(name, e, cfg.NewClient(counters[name]))
+				err = setUp(ctx, &cfg, c)
 			}
 			for _, conc := range cfg.Concurrency {
 				if err != nil {
 					break
 				}
 				done++
-				err = measure(ctx, &cfg, c, counters[name], tallies[name][conc], conc, fmt.Sprintf("[%d/%d] round %d", done, total, round+1))
+				err = measure(ctx, &cfg, rep, c, counters[name], tallies[name][conc], conc, round, fmt.Sprintf("%s[%d/%d] round %d", cfg.ProgressPrefix, done, total, round+1))
 			}
-			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-			if cerr := c.close(cctx); cerr != nil {
-				fmt.Fprintf(cfg.Progress, "closing %s: %v\n", name, cerr)
-			}
-			cancel()
+			closeVisit(ctx, &cfg, c)
 			if err != nil {
 				return nil, fmt.Errorf("bench: %s: %w", name, err)
 			}
@@ -436,6 +466,38 @@ func run(ctx context.Context, cfg Config, newC func(name string, e *env, client 
 	return rep, nil
 }
 
+// setUp sets c up for its visit.
+func setUp(ctx context.Context, cfg *Config, c contender) error {
+	if err := c.setup(ctx); err != nil {
+		return fmt.Errorf("setting up: %w", err)
+	}
+	// New queues may need a moment before use (CreateWait); keep it out
+	// of the windows.
+	return sleep(ctx, cfg.CreateWait)
+}
+
+// closeVisit closes c at the end of its visit, within a minute.
+func closeVisit(ctx context.Context, cfg *Config, c contender) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := c.close(cctx); err != nil {
+		fmt.Fprintf(cfg.Progress, "closing %s: %v\n", c.name(), err)
+	}
+}
+
+// note records something a reader of the report must know, and prints it
+// on progress.
+func (r *Report) note(progress io.Writer, format string, args ...any) {
+	n := fmt.Sprintf(format, args...)
+	r.Notes = append(r.Notes, n)
+	fmt.Fprintln(progress, "note:", n)
+}
+
+// stallSlack is how much longer than its configured length a window may
+// last before the report notes it: beyond the last RPCs, only a stall of
+// the machine or an RPC that hangs makes it longer.
+const stallSlack = 5 * time.Second
+
 func newContender(name string, e *env, client *sqs.Client) contender {
 	switch name {
 	case TempQueues:
@@ -444,6 +506,8 @@ func newContender(name string, e *env, client *sqs.Client) contender {
 		return &queuePerRequest{env: e, client: client}
 	case StaticReplyQueue:
 		return &staticReply{env: e, client: client}
+	case ParkedReceivers:
+		return &parkedReceivers{env: e, client: client}
 	default:
 		return &floor{env: e, client: client}
 	}
@@ -452,13 +516,29 @@ func newContender(name string, e *env, client *sqs.Client) contender {
 // measure runs one window of c at conc callers, adds it to t, and prints
 // a progress line that starts with label. Only a context error is returned:
 // failed RPCs are counted, not fatal.
-func measure(ctx context.Context, cfg *Config, c contender, counter *callcount.Counter, t *tally, conc int, label string) error {
+func measure(ctx context.Context, cfg *Config, rep *Report, c contender, counter *callcount.Counter, t *tally, conc, round int, label string) error {
+	var before map[string]int64
+	if cfg.WarmUp > 0 {
+		// The callers run unmeasured first, so that adaptive policies
+		// settle at this load; then, once their last RPC has returned,
+		// the window starts as it would without a warm-up. Its calls are
+		// counted from the warm-up's end: the calls that trail the
+		// warm-up's last RPCs (deletes, a poll) stand for those that
+		// trail the window's, which its count misses.
+		warm := window(ctx, c, conc, cfg.WarmUp, cfg.CallTimeout)
+		before = counter.Snapshot()
+		if warm.firstErr != nil {
+			fmt.Fprintf(cfg.Progress, "%s  %-18s c=%-3d warm-up: %d errors, first: %v\n", label, c.name(), conc, warm.errors, warm.firstErr)
+		}
+	}
 	// Collect what came before the window (the set-up, the previous
-	// window) so that this window does not pay for it.
+	// window, the warm-up) so that this window does not pay for it.
 	runtime.GC()
 	alloc0, gcs0 := allocated()
 	cpu0, ok0 := processCPU()
-	before := counter.Snapshot()
+	if before == nil {
+		before = counter.Snapshot()
+	}
 	w := window(ctx, c, conc, cfg.Duration, cfg.CallTimeout)
 	after := counter.Snapshot()
 	alloc1, gcs1 := allocated()
@@ -467,6 +547,10 @@ func measure(ctx context.Context, cfg *Config, c contender, counter *callcount.C
 	cpu1, ok1 := processCPU()
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if w.elapsed > cfg.Duration+stallSlack {
+		rep.note(cfg.Progress, "%s at %d callers, round %d: the window lasted %v instead of %v (a stall of the machine, or an RPC that hung)",
+			c.name(), conc, round+1, w.elapsed.Round(time.Millisecond), cfg.Duration)
 	}
 	t.lat = append(t.lat, w.lat...)
 	t.rpcs += int64(len(w.lat))

@@ -515,18 +515,51 @@ func (f *floor) setup(ctx context.Context) error {
 	for _, c := range f.cfg.Concurrency {
 		n = max(n, c)
 	}
-	for range n {
-		var p [2]string
-		for i, kind := range []string{"floor-req", "floor-rep"} {
+	// A few at a time: hundreds of queues one after the other take long
+	// at SQS-like latency, off the clock but on the sweep's.
+	f.pairs = make([][2]string, n)
+	return inParallel(ctx, n, setupCalls, func(i int) error {
+		for j, kind := range []string{"floor-req", "floor-rep"} {
 			u, err := createQueue(ctx, f.client, f.queueName(kind))
 			if err != nil {
 				return err
 			}
-			p[i] = u
+			f.pairs[i][j] = u
 		}
-		f.pairs = append(f.pairs, p)
+		return nil
+	})
+}
+
+// setupCalls bounds the calls a contender's set-up or close makes at once.
+const setupCalls = 16
+
+// inParallel calls fn(0) to fn(n-1), at most par at a time, and returns
+// their errors joined; it starts no new call once ctx is done.
+func inParallel(ctx context.Context, n, par int, fn func(i int) error) error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+		sem  = make(chan struct{}, par)
+	)
+	for i := range n {
+		if ctx.Err() != nil {
+			errs = append(errs, ctx.Err())
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if err := fn(i); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
 	}
-	return nil
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // receiveOne long-polls queueURL until it returns a message.
@@ -573,9 +606,7 @@ func (f *floor) call(ctx context.Context, caller int) (time.Duration, error) {
 }
 
 func (f *floor) close(ctx context.Context) error {
-	var urls []string
-	for _, p := range f.pairs {
-		urls = append(urls, p[0], p[1])
-	}
-	return deleteQueues(ctx, f.client, urls...)
+	return inParallel(ctx, len(f.pairs), setupCalls, func(i int) error {
+		return deleteQueues(ctx, f.client, f.pairs[i][0], f.pairs[i][1])
+	})
 }

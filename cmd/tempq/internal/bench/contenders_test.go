@@ -4,12 +4,16 @@ import (
 	"context"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/callcount"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqstest"
 )
 
@@ -56,6 +60,68 @@ func TestStaticReplyQueue(t *testing.T) {
 		t.Errorf("%d DeleteMessageBatch calls for %d RPCs", got, rpcs)
 	}
 	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > before {
+		t.Errorf("%d goroutines after close, %d before setup", n, before)
+	}
+}
+
+// TestParkedReceivers runs the parked-receivers contender on sqstest:
+// every RPC answered, one receive per caller on the reply queue, one
+// message per receive, deletes one at a time (a stray reply's too), no
+// batch call, and every goroutine gone after close.
+func TestParkedReceivers(t *testing.T) {
+	srv := sqstest.NewServer()
+	t.Cleanup(func() { _ = srv.Close(context.Background()) })
+	before := runtime.NumGoroutine()
+	counter := new(callcount.Counter)
+	cfg := &Config{Concurrency: []int{1, 16}}
+	cfg.setDefaults()
+	p := &parkedReceivers{env: &env{cfg: cfg, prefix: "t-"}, client: srv.Client(func(o *sqs.Options) {
+		o.APIOptions = append(slices.Clone(o.APIOptions), counter.Register)
+	})}
+	ctx := context.Background()
+	if err := p.setup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var rpcs int64
+	for _, conc := range cfg.Concurrency {
+		w := window(ctx, p, conc, 300*time.Millisecond, 10*time.Second)
+		if w.errors != 0 || len(w.lat) < conc {
+			t.Fatalf("%d callers: %d RPCs, %d errors, first %v", conc, len(w.lat), w.errors, w.firstErr)
+		}
+		rpcs += int64(len(w.lat))
+		p.mu.Lock()
+		waiting, receivers := len(p.waiting), p.receivers
+		p.mu.Unlock()
+		if waiting != 0 || receivers != conc {
+			t.Errorf("%d callers: after the window %d callers waiting, %d receivers", conc, waiting, receivers)
+		}
+	}
+	// A reply whose caller has gone (late, or sent twice) is deleted too.
+	if _, err := p.client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &p.replyURL, MessageBody: aws.String("late"),
+		MessageAttributes: map[string]types.MessageAttributeValue{correlationIDAttribute: wire.StringAttribute("gone")}}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for counter.Get("DeleteMessage") < 2*rpcs+1 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := p.close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	calls := counter.Snapshot()
+	if calls["DeleteMessage"] != 2*rpcs+1 || calls["SendMessage"] != 2*rpcs+1 {
+		t.Errorf("calls %v for %d RPCs and a stray reply: want two sends and two deletes per RPC, one more of each for the stray", calls, rpcs)
+	}
+	for op := range calls {
+		if strings.HasSuffix(op, "Batch") {
+			t.Errorf("calls %v: a batch call", calls)
+		}
+	}
+	deadline = time.Now().Add(5 * time.Second)
 	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}

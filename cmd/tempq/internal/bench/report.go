@@ -98,25 +98,9 @@ func WriteTable(w io.Writer, r *Report) error {
 	if goVersion == "" {
 		goVersion = "Go version unknown"
 	}
-	fmt.Fprintf(&b, "server: %s; commit %s; %s; %d rounds of %v windows per contender and concurrency; queue-per-request waits %v after CreateQueue\n",
-		r.Server, commit, goVersion, r.Rounds, r.Window, r.CreateWait)
-	cpuHeader := "CPU µs/RPC"
-	if r.CPUIncludesServer {
-		cpuHeader = "CPU µs/RPC, server included"
-		b.WriteString("CPU µs/RPC: user+system CPU time of the benchmark process per RPC, which includes the embedded server's\n\n")
-	} else {
-		b.WriteString("CPU µs/RPC: user+system CPU time of the benchmark process per RPC, requester and responder sides; the server's is not in it\n\n")
-	}
-	fmt.Fprintf(&b, "| contender | callers | RPC/s | p50 ms | p99 ms | API calls/RPC | $ per million RPCs | %s | errors |\n", cpuHeader)
-	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
-	for _, res := range r.Results {
-		cpu := "n/a"
-		if res.CPUMicrosPerRPC > 0 {
-			cpu = fmt.Sprintf("%.0f", res.CPUMicrosPerRPC)
-		}
-		fmt.Fprintf(&b, "| %s | %d | %.0f | %.2f | %.2f | %.2f | %.2f | %s | %d |\n",
-			res.Contender, res.Concurrency, res.RPCPerSecond, res.P50ms, res.P99ms, res.APICallsPerRPC, res.DollarsPerMillionRPC, cpu, res.Errors)
-	}
+	fmt.Fprintf(&b, "server: %s; commit %s; %s; %d rounds of %v windows%s per contender and concurrency; queue-per-request waits %v after CreateQueue\n",
+		r.Server, commit, goVersion, r.Rounds, r.Window, warmUp(r.WarmUp), r.CreateWait)
+	writeResults(&b, r)
 	if r.Idle != nil {
 		fmt.Fprintf(&b, "\nidle, measured over %v with every period divided by %d (stands for %v):\n\n",
 			r.Idle.Window, r.Idle.Scale, r.Idle.Window*time.Duration(r.Idle.Scale))
@@ -148,8 +132,49 @@ func WriteTable(w io.Writer, r *Report) error {
 			fmt.Fprintf(&b, "| %s | %.2f %s%s | %s %.2f | %s |\n", t.Name, t.Measured, t.Unit, errs, cmp, t.Limit, met)
 		}
 	}
+	writeNotes(&b, r)
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeNotes writes the report's notes, if any.
+func writeNotes(b *strings.Builder, r *Report) {
+	if len(r.Notes) == 0 {
+		return
+	}
+	b.WriteString("\nnotes:\n\n")
+	for _, n := range r.Notes {
+		b.WriteString("- " + n + "\n")
+	}
+}
+
+// warmUp describes a window's warm-up, if any.
+func warmUp(d time.Duration) string {
+	if d <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (each after a %v warm-up)", d)
+}
+
+// writeResults writes what the CPU figure holds and the table of results.
+func writeResults(b *strings.Builder, r *Report) {
+	cpuHeader := "CPU µs/RPC"
+	if r.CPUIncludesServer {
+		cpuHeader = "CPU µs/RPC, server included"
+		b.WriteString("CPU µs/RPC: user+system CPU time of the benchmark process per RPC, which includes the embedded server's\n\n")
+	} else {
+		b.WriteString("CPU µs/RPC: user+system CPU time of the benchmark process per RPC, requester and responder sides; the server's is not in it\n\n")
+	}
+	fmt.Fprintf(b, "| contender | callers | RPC/s | p50 ms | p99 ms | API calls/RPC | $ per million RPCs | %s | errors |\n", cpuHeader)
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, res := range r.Results {
+		cpu := "n/a"
+		if res.CPUMicrosPerRPC > 0 {
+			cpu = fmt.Sprintf("%.0f", res.CPUMicrosPerRPC)
+		}
+		fmt.Fprintf(b, "| %s | %d | %.0f | %.2f | %.2f | %.2f | %.2f | %s | %d |\n",
+			res.Contender, res.Concurrency, res.RPCPerSecond, res.P50ms, res.P99ms, res.APICallsPerRPC, res.DollarsPerMillionRPC, cpu, res.Errors)
+	}
 }
 
 // stopLabel names each idle client and its stop in the targets.

@@ -1,9 +1,12 @@
 package bench
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -133,5 +136,62 @@ func TestRunMeasuresCPUPerContender(t *testing.T) {
 	}
 	if s := fmt.Sprint(rep.Find(Floor, 1).CallsByOp); s != "map[]" {
 		t.Errorf("fake contenders made API calls: %s", s)
+	}
+}
+
+// flaky is a fake contender whose set-up fails while fails is positive.
+type flaky struct {
+	fake
+	fails *int
+}
+
+func (f *flaky) setup(ctx context.Context) error {
+	if *f.fails > 0 {
+		*f.fails--
+		f.v.add("failed setup "+f.n, 0)
+		return errors.New("no response")
+	}
+	return f.fake.setup(ctx)
+}
+
+// TestRunSetsUpOnceMore: a set-up that fails once is noted and tried once
+// more; one that fails twice ends the run.
+func TestRunSetsUpOnceMore(t *testing.T) {
+	for _, fails := range []int{1, 2} {
+		v := new(visits)
+		left := fails
+		cfg := Config{
+			NewClient:   func(*callcount.Counter) *sqs.Client { return sqs.New(sqs.Options{}) },
+			Contenders:  []string{Floor},
+			Concurrency: []int{1},
+			Rounds:      1,
+			Duration:    20 * time.Millisecond,
+		}
+		rep, err := run(context.Background(), cfg, func(name string, _ *env, _ *sqs.Client) contender {
+			return &flaky{fake: fake{n: name, v: v, nap: time.Millisecond}, fails: &left}
+		})
+		switch fails {
+		case 1:
+			if err != nil || len(rep.Notes) != 1 || !strings.Contains(rep.Notes[0], "floor, round 1: setting up: no response; set up once more") ||
+				rep.Find(Floor, 1).RPCs == 0 {
+				t.Fatalf("one failed set-up: %v, report %+v", err, rep)
+			}
+			var b bytes.Buffer
+			if err := WriteTable(&b, rep); err != nil || !strings.Contains(b.String(), "\nnotes:\n\n- floor, round 1: setting up: no response; set up once more\n") {
+				t.Errorf("table without the note (%v):\n%s", err, b.String())
+			}
+		case 2:
+			if err == nil || !strings.Contains(err.Error(), "no response") {
+				t.Errorf("two failed set-ups: %v, want the run to fail", err)
+			}
+		}
+		// Every contender set up or tried is closed, the failed one too.
+		want := []string{"failed setup floor", "close floor", "setup floor", "close floor"}
+		if fails == 2 {
+			want = []string{"failed setup floor", "close floor", "failed setup floor", "close floor"}
+		}
+		if !slices.Equal(v.events, want) {
+			t.Errorf("%d failures: visits %q, want %q", fails, v.events, want)
+		}
 	}
 }

@@ -13,6 +13,7 @@ var colours = map[string]string{
 	TempQueues:       "#1b7837",
 	QueuePerRequest:  "#b2182b",
 	StaticReplyQueue: "#2166ac",
+	ParkedReceivers:  "#e08214",
 	Floor:            "#555555",
 }
 
@@ -211,4 +212,140 @@ func number(v float64) string {
 	default:
 		return strings.TrimSuffix(strings.TrimRight(fmt.Sprintf("%.3f", v), "0"), ".")
 	}
+}
+
+// WriteFrontSVG plots, for one setting of a sweep, each contender's API
+// calls per RPC (y) against its p50 latency (x) at every concurrency: one
+// point per contender and concurrency, labelled with the number of
+// callers, the points of a contender joined in the order of concurrency.
+// Lower left is better on both: the plot shows what each contender pays
+// in calls for its latency.
+func WriteFrontSVG(w io.Writer, setting string, r *Report) error {
+	p := scatter{title: "API calls per RPC against p50 latency", subtitle: setting, xLabel: "p50 latency, milliseconds", yLabel: "API calls per RPC"}
+	for _, name := range contendersIn(r) {
+		l := path{name: name, colour: colours[name]}
+		for _, conc := range r.Concurrency {
+			if res := r.Find(name, conc); res != nil && res.RPCs > 0 && res.P50ms > 0 && res.APICallsPerRPC > 0 {
+				l.points = append(l.points, point{x: res.P50ms, y: res.APICallsPerRPC, label: conc})
+			}
+		}
+		p.paths = append(p.paths, l)
+	}
+	return p.write(w)
+}
+
+type point struct {
+	x, y  float64
+	label int
+}
+
+// path is one contender's points, joined in order.
+type path struct {
+	name, colour string
+	points       []point
+}
+
+// scatter is a plot of labelled points with logarithmic axes.
+type scatter struct {
+	title, subtitle string
+	xLabel, yLabel  string
+	paths           []path
+}
+
+// decades returns the whole decades of a log axis around values, or 1 to
+// 10 without any.
+func decades(values []float64) (lo, hi float64) {
+	mn, mx := math.Inf(1), math.Inf(-1)
+	for _, v := range values {
+		if v > 0 {
+			mn, mx = math.Min(mn, v), math.Max(mx, v)
+		}
+	}
+	if math.IsInf(mn, 1) {
+		return 0, 1
+	}
+	lo, hi = math.Floor(math.Log10(mn)), math.Ceil(math.Log10(mx))
+	if hi <= lo {
+		hi = lo + 1
+	}
+	return lo, hi
+}
+
+// ticks returns the grid values 1, 2 and 5 times each power of ten from
+// 10^lo to 10^hi, and whether each is a whole decade.
+func ticks(lo, hi float64) (vs []float64, major []bool) {
+	for d := lo; d <= hi; d++ {
+		for _, m := range []float64{1, 2, 5} {
+			v := m * math.Pow(10, d)
+			if math.Log10(v) > hi+1e-9 {
+				break
+			}
+			vs, major = append(vs, v), append(major, m == 1)
+		}
+	}
+	return vs, major
+}
+
+func (c scatter) write(w io.Writer) error {
+	var xs, ys []float64
+	for _, l := range c.paths {
+		for _, p := range l.points {
+			xs, ys = append(xs, p.x), append(ys, p.y)
+		}
+	}
+	xlo, xhi := decades(xs)
+	ylo, yhi := decades(ys)
+	x := func(v float64) float64 { return padL + (math.Log10(v)-xlo)/(xhi-xlo)*plotW }
+	y := func(v float64) float64 { return padT + plotH - (math.Log10(v)-ylo)/(yhi-ylo)*plotH }
+
+	var b strings.Builder
+	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n", svgW, svgH, svgW, svgH)
+	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", svgW, svgH)
+	fmt.Fprintf(&b, `<text x="%d" y="17" font-size="14" font-weight="bold">%s</text>`+"\n", padL, html.EscapeString(c.title))
+	fmt.Fprintf(&b, `<text x="%d" y="33">%s</text>`+"\n", padL, html.EscapeString(c.subtitle))
+	vs, major := ticks(ylo, yhi)
+	for i, v := range vs {
+		stroke := "#dddddd"
+		if major[i] {
+			stroke = "#aaaaaa"
+		}
+		fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="%s"/>`+"\n", padL, y(v), padL+plotW, y(v), stroke)
+		fmt.Fprintf(&b, `<text x="%d" y="%.1f" text-anchor="end" dominant-baseline="middle">%s</text>`+"\n", padL-6, y(v), number(v))
+	}
+	vs, major = ticks(xlo, xhi)
+	for i, v := range vs {
+		stroke := "#dddddd"
+		if major[i] {
+			stroke = "#aaaaaa"
+		}
+		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="%s"/>`+"\n", x(v), padT, x(v), padT+plotH, stroke)
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`+"\n", x(v), padT+plotH+18, number(v))
+	}
+	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#333"/>`+"\n", padL, padT, plotW, plotH)
+	fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">%s</text>`+"\n", padL+plotW/2, svgH-10, html.EscapeString(c.xLabel))
+	fmt.Fprintf(&b, `<text x="16" y="%d" text-anchor="middle" transform="rotate(-90 16 %d)">%s</text>`+"\n", padT+plotH/2, padT+plotH/2, html.EscapeString(c.yLabel))
+
+	for li, l := range c.paths {
+		var pts []string
+		for _, p := range l.points {
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(p.x), y(p.y)))
+		}
+		if len(pts) > 1 {
+			fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", l.colour, strings.Join(pts, " "))
+		}
+		for _, p := range l.points {
+			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"><title>%s, %d callers: p50 %s ms, %s calls per RPC</title></circle>`+"\n",
+				x(p.x), y(p.y), l.colour, html.EscapeString(l.name), p.label, number(p.x), number(p.y))
+			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="9" fill="%s">%d</text>`+"\n", x(p.x)+4, y(p.y)-4, l.colour, p.label)
+		}
+		ly := legendY + li*legendStep
+		fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"/>`+"\n", legendX, ly, legendX+24, ly, l.colour)
+		fmt.Fprintf(&b, `<text x="%d" y="%d" dominant-baseline="middle">%s</text>`+"\n", legendX+30, ly, html.EscapeString(l.name))
+	}
+	ly := legendY + len(c.paths)*legendStep + 10
+	fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="10" fill="#555">labels: callers</text>`+"\n", legendX, ly)
+	fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="10" fill="#555">lower left is better</text>`+"\n", legendX, ly+14)
+	b.WriteString("</svg>\n")
+	_, err := io.WriteString(w, b.String())
+	return err
 }
