@@ -14,12 +14,15 @@ import (
 // While messages come at a rate m, a poller takes up to 10 per round trip,
 // so m x latency / 10 pollers (rounded up) keep up with them; that many
 // is what a busy queue gets, and each of their receives comes back as full
-// as the load allows. While receives bring only a few messages (fewer than
-// half a receive's worth) the traffic is sparse: a burst (the requests
-// one SendMessageBatch carried, the replies of one batch) then finds a
-// poller parked on the server only if there is one to spare, and it costs
-// nothing until the burst comes, so the Sizer adds it. That spare is what
-// spares a lone burst a poller's round trip.
+// as the load allows. While receives bring bursts of a few messages (more
+// than 1.5 and fewer than half a receive's worth on average) the traffic
+// is sparse: a burst (the requests one SendMessageBatch carried, the
+// replies of one batch) then finds a poller parked on the server only if
+// there is one to spare, and it costs nothing until the burst comes, so
+// the Sizer adds it: that spare spares a lone burst a poller's round trip.
+// While receives bring one message each, no spare: messages that find no
+// poller parked wait a little and merge into bursts, which then share
+// calls on their way round (a spare would keep them apart for good).
 //
 // A Sizer is safe for concurrent use; its zero value is ready.
 type Sizer struct {
@@ -32,6 +35,13 @@ type Sizer struct {
 // sparseBelow: receives that bring fewer messages than this on average
 // mean sparse traffic, where a spare parked poller pays.
 const sparseBelow = sqsapi.MaxReceiveMessages / 2
+
+// burstAbove: receives that bring more messages than this on average
+// bring bursts; below it, messages come one by one, and a spare poller
+// would take each alone where, waiting a little, they would merge into
+// bursts.
+const burstAbove = 1.5
+
 
 // Note records that a receive brought n messages at now.
 func (s *Sizer) Note(now time.Time, n int) {
@@ -52,8 +62,8 @@ func (s *Sizer) Note(now time.Time, n int) {
 }
 
 // Want returns the pollers a queue needs at now when a call takes lat: the
-// pollers that keep up with the messages, plus a spare while traffic is
-// sparse; at least 1. The gap between returns is the mean, or the time since
+// pollers that keep up with the messages, plus a spare while traffic comes
+// in sparse bursts; at least 1. The gap between returns is the mean, or the time since
 // the latest when that is longer, so that the count falls when returns
 // stop. It is 1 while lat or the gap is unknown.
 func (s *Sizer) Want(now time.Time, lat time.Duration) int {
@@ -65,7 +75,7 @@ func (s *Sizer) Want(now time.Time, lat time.Duration) int {
 	}
 	gap = max(gap, now.Sub(last))
 	want := int(math.Ceil(float64(lat) * msgs / (sqsapi.MaxReceiveMessages * float64(gap))))
-	if msgs < sparseBelow {
+	if msgs >= burstAbove && msgs < sparseBelow {
 		want++
 	}
 	return max(want, 1)

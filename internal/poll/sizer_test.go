@@ -45,3 +45,18 @@ func TestSizer(t *testing.T) {
 		t.Errorf("a second after the last return: Want = %d, want 1", got)
 	}
 }
+
+func TestSizerNoSpareForLoneMessages(t *testing.T) {
+	t0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	var s Sizer
+	at := t0
+	for range 40 { // one message every 5 ms: 4 callers, each alone
+		s.Note(at, 1)
+		at = at.Add(5 * time.Millisecond)
+	}
+	// 1/5 per ms x 10 ms / 10 = 0.2: one poller, and no spare, so that
+	// lone messages merge into bursts.
+	if got := s.Want(at, 10*time.Millisecond); got != 1 {
+		t.Errorf("Want = %d, want 1", got)
+	}
+}
