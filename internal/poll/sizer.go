@@ -42,7 +42,6 @@ const sparseBelow = sqsapi.MaxReceiveMessages / 2
 // bursts.
 const burstAbove = 1.5
 
-
 // Note records that a receive brought n messages at now.
 func (s *Sizer) Note(now time.Time, n int) {
 	s.mu.Lock()
