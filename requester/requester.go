@@ -269,6 +269,7 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 			NoSystemAttributes:       true,
 			TraceHeader:              true,
 			Counters:                 r.counters,
+			Answering:                r.answering,
 			// A reply no pending call takes (it came after its caller
 			// gave up, or twice) is deleted, counted and logged once: the
 			// host's default for orphans.
@@ -586,7 +587,24 @@ func (r *Requester) sendCall(ctx context.Context, call *Call, req *sqs.SendMessa
 // when there is none or it was found deleted (concurrent callers share the
 // new one). A host found deleted between the two gets one more try.
 func (r *Requester) expect(ctx context.Context, call *Call) (*hostq.Host, error) {
-	return r.expectWith(ctx, func(h *hostq.Host) error { return h.Expect(call.replyName, call.onReply) })
+	tag := call.queueURL
+	if wire.IsVirtualQueueURL(tag) {
+		tag, _, _ = wire.ParseVirtualQueueURL(tag) // checked by checkRequest
+	}
+	return r.expectWith(ctx, func(h *hostq.Host) error { return h.ExpectTagged(call.replyName, tag, call.onReply) })
+}
+
+// answering tells the request sends, before a receive wakes its callers,
+// how many of them sent their requests to each queue: callers in a loop
+// send their next request there at once, and those requests then share a
+// call instead of racing each other out (internal/batch's Expect, which
+// stops heeding a queue's announcements when they go unfulfilled, as for
+// callers that send no next request).
+func (r *Requester) answering(tags []hostq.TagCount) {
+	within := r.sends.Latency() / batch.GatherMaxDiv
+	for _, t := range tags {
+		r.sends.Expect(t.Tag, t.N, within)
+	}
 }
 
 // expectWith is expect for any registration on the host.

@@ -423,9 +423,7 @@ func (c *Coalescer[E, R]) arrive(key string, it item[E, R]) *keyState[E, R] {
 	ks := c.keyLocked(key)
 	now := c.opts.Clock.Now()
 	ks.arr.note(now, c.lat.d)
-	if ks.exp.expecting(now) {
-		ks.exp.n--
-	}
+	ks.exp.arrived(now)
 	if len(ks.pending) == 0 && ks.inFlight < c.opts.MaxInFlight &&
 		(ks.inFlight == 0 || !waitForCall(now, ks.starts[0], c.lat.d, ks.arr.gap, 1, c.opts.MaxEntries)) &&
 		!gatherUntil(now, now, now, c.lat.d, &ks.arr, &ks.exp).After(now) {
@@ -818,7 +816,9 @@ func (c *Coalescer[E, R]) Close(ctx context.Context) error {
 // within: entries of key gathering company wait for them (at most an eighth
 // of a call's latency) and go the moment the last arrives, instead of
 // guessing from past arrivals. A responder that received several requests
-// says so for the queues their replies go to.
+// says so for the queues their replies go to, a requester for the queues
+// of the callers a receive wakes. Announcements of which fewer than half
+// come true are not heeded.
 func (c *Coalescer[E, R]) Expect(key string, n int, within time.Duration) {
 	if n <= 0 {
 		return
@@ -830,19 +830,7 @@ func (c *Coalescer[E, R]) Expect(key string, n int, within time.Duration) {
 	}
 	ks := c.keyLocked(key)
 	now := c.opts.Clock.Now()
-	if !ks.exp.expecting(now) {
-		ks.exp.n = 0
-	}
-	ks.exp.n += n
-	ks.exp.until = later(ks.exp.until, now.Add(within))
-	ks.exp.made = true
-}
-
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
+	ks.exp.announce(now, now.Add(within), n)
 }
 
 // Latency returns how long a batch call takes, as a moving average of the

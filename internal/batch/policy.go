@@ -39,8 +39,9 @@ const (
 	// latency divided by this.
 	GatherMaxDiv = 8
 	// burstyAbove: arrivals count as bursty when more than this fraction
-	// of them came within a gather gap of the one before.
-	burstyAbove = 0.5
+	// of them came within a gather gap of the one before (bursts of two
+	// make a half).
+	burstyAbove = 1.0 / 3
 	// ewmaShift weighs each new sample of an estimate by 1/2^ewmaShift.
 	ewmaShift = 3
 )
@@ -108,17 +109,67 @@ func (a *arrivals) note(now time.Time, lat time.Duration) {
 // bursty reports whether arrivals come in bursts worth gathering.
 func (a *arrivals) bursty() bool { return a.burst > burstyAbove }
 
-// expectation is the company a sender announced for a key (Expect): the
-// number of entries still to come, until when they count, and whether one
-// was announced for the entries now gathering.
+// expectation is the company senders announced for a key (Expect): the
+// number of entries still to come and until when they count, the number
+// announced since the last settlement, whether company was announced for
+// the entries now gathering, and the share of announced entries that
+// came, as a moving average. Announcements are heeded only while that
+// share is at least half: a requester announces the next requests of the
+// callers a receive wakes, which callers that do not loop never send.
 type expectation struct {
-	n     int
-	until time.Time
-	made  bool
+	n, told int
+	until   time.Time
+	made    bool
+	trust   float64
+	settled bool // trust holds a settlement
 }
 
-// expecting reports whether announced company is still to come at now.
-func (e *expectation) expecting(now time.Time) bool { return e.n > 0 && now.Before(e.until) }
+// trustAbove is the share of announced entries that must come for
+// announcements to be heeded.
+const trustAbove = 0.5
+
+func (e *expectation) trusted() bool { return !e.settled || e.trust >= trustAbove }
+
+// expecting reports whether heeded company is still to come at now.
+func (e *expectation) expecting(now time.Time) bool {
+	return e.n > 0 && now.Before(e.until) && e.trusted()
+}
+
+// announce adds n entries due within until's window.
+func (e *expectation) announce(now, until time.Time, n int) {
+	e.settle(now)
+	e.n += n
+	e.told += n
+	if until.After(e.until) {
+		e.until = until
+	}
+	e.made = e.trusted()
+}
+
+// arrived counts an arrival at now against the announcement.
+func (e *expectation) arrived(now time.Time) {
+	if e.n > 0 && now.Before(e.until) {
+		e.n--
+		if e.n == 0 {
+			e.settle(now)
+		}
+	}
+}
+
+// settle folds the announcements made since the last settlement into
+// the trust once they are over: all came, or their time ran out.
+func (e *expectation) settle(now time.Time) {
+	if e.told == 0 || e.n > 0 && now.Before(e.until) {
+		return
+	}
+	came := float64(e.told-e.n) / float64(e.told)
+	if e.settled {
+		e.trust += (came - e.trust) / (1 << ewmaShift)
+	} else {
+		e.trust, e.settled = came, true
+	}
+	e.n, e.told = 0, 0
+}
 
 // gatherUntil is when urgent entries pending since first, the latest of
 // which arrived at last, stop waiting for company, a call taking lat: while

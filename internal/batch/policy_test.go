@@ -252,3 +252,40 @@ func TestExpectSendsTheBurstTogether(t *testing.T) {
 		t.Fatalf("calls = %v, want one call of 3", got)
 	}
 }
+
+func TestExpectationTrust(t *testing.T) {
+	var e expectation
+	at := t0
+	// A requester announces a caller's next request after each reply, and
+	// the caller never sends one (it does not loop).
+	for range 20 {
+		e.announce(at, at.Add(ms(1)), 1)
+		at = at.Add(ms(5))
+	}
+	if e.expecting(at) || e.trusted() {
+		t.Fatalf("after 20 unfulfilled announcements: trust %.2f, still heeded", e.trust)
+	}
+	e.announce(at, at.Add(ms(1)), 2)
+	if e.expecting(at) || e.made {
+		t.Fatal("an untrusted announcement makes the entries wait")
+	}
+	// Callers that loop fulfil them: trust comes back.
+	for range 30 {
+		e.announce(at, at.Add(ms(1)), 2)
+		e.arrived(at.Add(ms(0.1)))
+		e.arrived(at.Add(ms(0.2)))
+		at = at.Add(ms(5))
+	}
+	if !e.trusted() {
+		t.Fatalf("after 30 fulfilled announcements: trust %.2f, not heeded", e.trust)
+	}
+	e.announce(at, at.Add(ms(1)), 2)
+	if !e.expecting(at) {
+		t.Fatal("a trusted announcement is not waited for")
+	}
+	e.arrived(at)
+	e.arrived(at)
+	if e.expecting(at) || !e.made {
+		t.Fatal("all announced entries came: the batch must go at once")
+	}
+}

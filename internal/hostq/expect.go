@@ -21,6 +21,21 @@ var ErrTooManyQueues = errors.New("virtualqueue: too many virtual queues")
 // costs a map entry, no queue and no goroutine. The name must not be a
 // queue's or another pending expectation's.
 func (h *Host) Expect(name string, fn func(types.Message, error)) error {
+	return h.ExpectTagged(name, "", fn)
+}
+
+// call is a single-message expectation: fn takes the message; tag, if set,
+// is handed to Options.Answering with the others a receive answers.
+type call struct {
+	fn  func(types.Message, error)
+	tag string
+}
+
+// ExpectTagged is Expect with a tag that Options.Answering is told, with
+// those of the other expectations a receive answers, before any of them
+// gets its message: the requester tags a call with the queue its request
+// went to, since its caller is likely to send there again at once.
+func (h *Host) ExpectTagged(name, tag string, fn func(types.Message, error)) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if err := h.closedErrLocked(); err != nil {
@@ -32,7 +47,7 @@ func (h *Host) Expect(name string, fn func(types.Message, error)) error {
 	if _, ok := h.queues[name]; ok {
 		return wire.Invalid("Expect", "name", "%q is a virtual queue's", name)
 	}
-	h.calls[name] = fn
+	h.calls[name] = call{fn: fn, tag: tag}
 	h.demand++
 	h.startPollersLocked()
 	return nil

@@ -49,7 +49,7 @@ type Host struct {
 
 	mu      sync.Mutex
 	queues  map[string]*Queue
-	calls   map[string]func(types.Message, error) // expectations by name
+	calls   map[string]call                       // expectations by name
 	streams map[string]*stream                    // multi-message expectations by name (ExpectMany)
 	demand  int                                   // waiting receivers and expectations
 	kick    bool                                  // a short poll asked for one receive
@@ -104,7 +104,7 @@ func Open(ctx context.Context, client sqsapi.Client, url string, opts *Options) 
 		deletes:    batch.NewDeletes(client, maxDeleteCalls(opts), batch.DeleteLinger),
 		vis:        batch.NewVisibilities(client, opts.MaxBatchCalls),
 		queues:     make(map[string]*Queue),
-		calls:      make(map[string]func(types.Message, error)),
+		calls:      make(map[string]call),
 		wake:       make(chan struct{}, 1),
 	}
 	h.fifo = fifo
@@ -368,8 +368,8 @@ func (h *Host) takeAllLocked() failed {
 		q.receivers = 0
 		q.compactLocked()
 	}
-	for name, fn := range h.calls {
-		f.calls = append(f.calls, fn)
+	for name, c := range h.calls {
+		f.calls = append(f.calls, c.fn)
 		delete(h.calls, name)
 	}
 	for name, st := range h.streams {
@@ -392,6 +392,23 @@ type answer struct {
 	m  types.Message
 }
 
+// TagCount is how many expectations with one tag a receive answers
+// (Options.Answering).
+type TagCount struct {
+	Tag string
+	N   int
+}
+
+func addTag(tags []TagCount, tag string) []TagCount {
+	for i := range tags {
+		if tags[i].Tag == tag {
+			tags[i].N++
+			return tags
+		}
+	}
+	return append(tags, TagCount{Tag: tag, N: 1})
+}
+
 // route hands received messages to expectations and waiting receivers,
 // holds the rest in their queues' buffers, and settles orphans. It reports
 // whether it woke anyone.
@@ -406,6 +423,7 @@ func (h *Host) route(msgs []types.Message) bool {
 		orphans   []types.Message
 		overflow  []types.Message
 		toRelease []types.Message
+		tags      []TagCount
 	)
 	h.mu.Lock()
 	now := h.opts.Clock.Now()
@@ -416,13 +434,16 @@ func (h *Host) route(msgs []types.Message) bool {
 			continue
 		}
 		name := routingName(m)
-		if fn := h.calls[name]; fn != nil {
+		if c, ok := h.calls[name]; ok {
 			delete(h.calls, name)
 			h.demand--
 			if answers == nil {
 				answers = make([]answer, 0, len(msgs)) // mostly replies: one allocation
 			}
-			answers = append(answers, answer{fn: fn, m: m})
+			answers = append(answers, answer{fn: c.fn, m: m})
+			if c.tag != "" && h.opts.Answering != nil {
+				tags = addTag(tags, c.tag)
+			}
 			continue
 		}
 		if st := h.streams[name]; st != nil {
@@ -458,6 +479,9 @@ func (h *Host) route(msgs []types.Message) bool {
 
 	c := h.opts.Counters
 	c.Routed.Add(int64(len(msgs) - len(orphans) - len(overflow) - len(toRelease)))
+	if len(tags) > 0 {
+		h.opts.Answering(tags)
+	}
 	for _, a := range answers {
 		if a.st != nil {
 			h.handOn(a.st, a.m)

@@ -70,6 +70,10 @@ type Options struct {
 	// OnGone is called once, from a host goroutine, when the host queue is
 	// found deleted (a receive failed with QueueDoesNotExist).
 	OnGone func(h *Host)
+	// Answering, if set, is told the tags of the tagged expectations
+	// (ExpectTagged) a receive answers, counted, on the poller's
+	// goroutine before any of them gets its message.
+	Answering func([]TagCount)
 }
 
 // Counters count what hosts did, for their owners' Stats.
