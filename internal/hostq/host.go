@@ -49,10 +49,10 @@ type Host struct {
 
 	mu      sync.Mutex
 	queues  map[string]*Queue
-	calls   map[string]call                       // expectations by name
-	streams map[string]*stream                    // multi-message expectations by name (ExpectMany)
-	demand  int                                   // waiting receivers and expectations
-	kick    bool                                  // a short poll asked for one receive
+	calls   map[string]call    // expectations by name
+	streams map[string]*stream // multi-message expectations by name (ExpectMany)
+	demand  int                // waiting receivers and expectations
+	kick    bool               // a short poll asked for one receive
 	pollers int
 	boost   int // pollers past MaxPollers for streams (noteReceiveLocked)
 	sizer   poll.Sizer
