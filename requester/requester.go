@@ -137,6 +137,14 @@ type Options struct {
 	// instead of coalescing concurrent requests to one queue into
 	// SendMessageBatch calls.
 	DisableSendBatching bool
+	// PreferFewerCalls trades latency for calls at moderate loads: a
+	// request waits for the send in flight to its queue instead of going
+	// in a call of its own, and the host keeps no spare poller parked for
+	// the next burst of replies. By default the requester measures the
+	// call latency and the pace of its callers and takes whichever is
+	// faster, and still makes fewer calls than a hand-written reply
+	// queue; docs/cost.md says what this changes.
+	PreferFewerCalls bool
 	// Logger receives operational logs; nil discards them.
 	Logger *slog.Logger
 	// Reaper tunes heartbeats and sweeps (Prefix, Logger and
@@ -270,6 +278,7 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 			TraceHeader:              true,
 			Counters:                 r.counters,
 			Answering:                r.answering,
+			FewerPollers:             opts.PreferFewerCalls,
 			// A reply no pending call takes (it came after its caller
 			// gave up, or twice) is deleted, counted and logged once: the
 			// host's default for orphans.
@@ -280,6 +289,9 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 	}
 	r.owner = owner
 	r.sends = batch.NewSends(r.client, sendsInFlight)
+	if opts.PreferFewerCalls {
+		r.sends.PreferFewerCalls()
+	}
 	return r, nil
 }
 

@@ -57,6 +57,13 @@ type Options struct {
 	// or when the pace asks for fewer. Default ceil(MaxConcurrency/10), at
 	// most 16.
 	MaxPollers int
+	// PreferFewerCalls trades latency for calls at moderate loads: a
+	// reply waits for the send in flight to its queue instead of going in
+	// a call of its own, and Serve keeps no spare poller parked for the
+	// next burst of requests. By default the responder measures the call
+	// latency and the pace of the requests and takes whichever is faster;
+	// docs/cost.md says what this changes.
+	PreferFewerCalls bool
 	// PollWaitTime is the long-poll wait of each receive, 1 s to 20 s. It
 	// does not delay a stop (see Shutdown); an idle Serve makes one call per
 	// PollWaitTime. Default 20 s.
@@ -203,6 +210,9 @@ func New(client Client, optFns ...func(*Options)) (*Responder, error) {
 	}
 	r.turns.r = r
 	r.turns.limit = (sendsInFlight + 1) * sqsapi.MaxBatchEntries
+	if o.PreferFewerCalls {
+		r.sends.PreferFewerCalls()
+	}
 	return r, nil
 }
 

@@ -72,6 +72,7 @@ func (r *Responder) Serve(ctx context.Context, queueURL string, h Handler) error
 		fatal:    make(chan struct{}),
 		pool:     workers.New(0),
 	}
+	s.sizer.NoSpare = r.opts.PreferFewerCalls
 	// Idle workers stop now, busy ones (a handler abandoned at the hard
 	// deadline) after their task.
 	defer s.pool.Close()

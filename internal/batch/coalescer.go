@@ -77,6 +77,10 @@ type Options[E any] struct {
 	MaxRetries int
 	// Clock times the calls and the arrivals the send policy measures.
 	Clock clock.Clock
+	// FewerCalls makes entries a caller waits for always wait for a call
+	// of their key in flight rather than start one of their own: fewer,
+	// fuller calls at moderate loads, for up to a call's latency more.
+	FewerCalls bool
 }
 
 // DefaultMaxRetries is Options.MaxRetries' default: with the default
@@ -425,7 +429,7 @@ func (c *Coalescer[E, R]) arrive(key string, it item[E, R]) *keyState[E, R] {
 	ks.arr.note(now, c.lat.d)
 	ks.exp.arrived(now)
 	if len(ks.pending) == 0 && ks.inFlight < c.opts.MaxInFlight &&
-		(ks.inFlight == 0 || !waitForCall(now, ks.starts[0], c.lat.d, ks.arr.gap, 1, c.opts.MaxEntries)) &&
+		(ks.inFlight == 0 || !c.waitForCallLocked(now, ks, 1)) &&
 		!gatherUntil(now, now, now, c.lat.d, &ks.arr, &ks.exp).After(now) {
 		it.epoch = c.epoch
 		c.open[it.epoch]++
@@ -441,6 +445,13 @@ func (c *Coalescer[E, R]) arrive(key string, it item[E, R]) *keyState[E, R] {
 	ks = c.addLocked(key, it, 0)
 	c.maybeStartLocked(key, ks)
 	return nil
+}
+
+// waitForCallLocked reports whether pending urgent entries of key wait
+// for the earliest of its calls in flight (policy.go's waitForCall, or
+// always with Options.FewerCalls).
+func (c *Coalescer[E, R]) waitForCallLocked(now time.Time, ks *keyState[E, R], pending int) bool {
+	return c.opts.FewerCalls || waitForCall(now, ks.starts[0], c.lat.d, ks.arr.gap, pending, c.opts.MaxEntries)
 }
 
 // callInline makes the call arrive started for it, on the caller's
@@ -608,8 +619,7 @@ func (c *Coalescer[E, R]) maybeStartLocked(key string, ks *keyState[E, R]) {
 		case ks.urgent > 0:
 			// Waiting for a call in flight comes first: entries that
 			// wait for it gather company meanwhile.
-			if ks.inFlight > 0 && (ks.inFlight >= c.opts.MaxInFlight ||
-				waitForCall(now, ks.starts[0], c.lat.d, ks.arr.gap, len(ks.pending), c.opts.MaxEntries)) {
+			if ks.inFlight > 0 && (ks.inFlight >= c.opts.MaxInFlight || c.waitForCallLocked(now, ks, len(ks.pending))) {
 				c.disarmLocked(ks) // the call's end starts them
 				return
 			}
@@ -831,6 +841,14 @@ func (c *Coalescer[E, R]) Expect(key string, n int, within time.Duration) {
 	ks := c.keyLocked(key)
 	now := c.opts.Clock.Now()
 	ks.exp.announce(now, now.Add(within), n)
+}
+
+// PreferFewerCalls sets Options.FewerCalls; call it before the first
+// entry.
+func (c *Coalescer[E, R]) PreferFewerCalls() {
+	c.mu.Lock()
+	c.opts.FewerCalls = true
+	c.mu.Unlock()
 }
 
 // Latency returns how long a batch call takes, as a moving average of the

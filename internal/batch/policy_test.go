@@ -162,17 +162,19 @@ func waitCalls(t *testing.T, r *recorder, n int) {
 // ones wait for the call in flight and share the next.
 func TestDoOvertakesACallWhenSparse(t *testing.T) {
 	for _, tc := range []struct {
-		name      string
-		gap       time.Duration // between the arrivals the coalescer saw before
-		overtakes bool
+		name       string
+		gap        time.Duration // between the arrivals the coalescer saw before
+		fewerCalls bool
+		overtakes  bool
 	}{
-		{"sparse", ms(3), true},
-		{"dense", ms(0.4), false},
+		{"sparse", ms(3), false, true},
+		{"dense", ms(0.4), false, false},
+		{"sparse, fewer calls preferred", ms(3), true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := &fakeClock{now: t0}
 			r := &recorder{}
-			c := New(r.fn, Options[int]{MaxInFlight: 8, Clock: clock.Clock{NowFunc: clk.Now}})
+			c := New(r.fn, Options[int]{MaxInFlight: 8, Clock: clock.Clock{NowFunc: clk.Now}, FewerCalls: tc.fewerCalls})
 			defer c.Close(context.Background())
 			SetLatency(c, ms(10))
 			// History: lone arrivals tc.gap apart, each answered at once.

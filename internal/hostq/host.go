@@ -127,6 +127,7 @@ func Open(ctx context.Context, client sqsapi.Client, url string, opts *Options) 
 		in.MessageSystemAttributeNames = []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAWSTraceHeader}
 	}
 	h.loop = poll.New(h.ctx, poll.Config{Client: client, Input: in, Clock: opts.Clock})
+	h.sizer.NoSpare = opts.FewerPollers
 	h.wg.Add(1)
 	go h.maintain()
 	return h, nil

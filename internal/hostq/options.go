@@ -70,6 +70,9 @@ type Options struct {
 	// OnGone is called once, from a host goroutine, when the host queue is
 	// found deleted (a receive failed with QueueDoesNotExist).
 	OnGone func(h *Host)
+	// FewerPollers leaves out the spare poller that keeps one parked for
+	// sparse bursts of replies (poll.Sizer.NoSpare).
+	FewerPollers bool
 	// Answering, if set, is told the tags of the tagged expectations
 	// (ExpectTagged) a receive answers, counted, on the poller's
 	// goroutine before any of them gets its message.

@@ -26,6 +26,11 @@ import (
 //
 // A Sizer is safe for concurrent use; its zero value is ready.
 type Sizer struct {
+	// NoSpare leaves out the spare poller: bursts wait for a poller's
+	// round trip more often, and merge into fewer receives. Set it before
+	// the first Note.
+	NoSpare bool
+
 	mu   sync.Mutex
 	last time.Time     // the latest return that brought messages
 	gap  time.Duration // the mean gap between such returns
@@ -74,7 +79,7 @@ func (s *Sizer) Want(now time.Time, lat time.Duration) int {
 	}
 	gap = max(gap, now.Sub(last))
 	want := int(math.Ceil(float64(lat) * msgs / (sqsapi.MaxReceiveMessages * float64(gap))))
-	if msgs >= burstAbove && msgs < sparseBelow {
+	if !s.NoSpare && msgs >= burstAbove && msgs < sparseBelow {
 		want++
 	}
 	return max(want, 1)

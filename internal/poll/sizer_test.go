@@ -60,3 +60,16 @@ func TestSizerNoSpareForLoneMessages(t *testing.T) {
 		t.Errorf("Want = %d, want 1", got)
 	}
 }
+
+func TestSizerNoSpare(t *testing.T) {
+	t0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	s := Sizer{NoSpare: true}
+	at := t0
+	for range 40 { // bursts of 3 every 7 ms, as in TestSizer
+		s.Note(at, 3)
+		at = at.Add(7 * time.Millisecond)
+	}
+	if got := s.Want(at, 10*time.Millisecond); got != 1 {
+		t.Errorf("Want = %d, want 1: no spare", got)
+	}
+}
