@@ -108,8 +108,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	names := strings.Split(*contenders, ",")
 	for _, n := range names {
-		if !slices.Contains(bench.Contenders, n) {
-			return usageError("--contenders: unknown %q (have %s)", n, strings.Join(bench.Contenders, ", "))
+		if !slices.Contains(bench.AllContenders, n) {
+			return usageError("--contenders: unknown %q (have %s)", n, strings.Join(bench.AllContenders, ", "))
 		}
 	}
 	if *idleScale < 1 || *idleScale > bench.MaxIdleScale {

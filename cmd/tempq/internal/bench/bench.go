@@ -83,10 +83,21 @@ const (
 	StaticReplyQueue = "static-reply-queue"
 	ParkedReceivers  = "parked-receivers"
 	Floor            = "floor"
+	// TempQueuesFewerCalls is tempqueues with PreferFewerCalls on both
+	// sides: the option for cost over latency, so that the sweep's plots
+	// show the trade-off. The front judges the default, never this.
+	TempQueuesFewerCalls = "tempqueues-fewer-calls"
 )
 
-// Contenders lists every contender name.
+// Contenders lists the contenders a run measures by default.
 var Contenders = []string{TempQueues, QueuePerRequest, StaticReplyQueue, ParkedReceivers, Floor}
+
+// AllContenders lists every contender name: Contenders and
+// TempQueuesFewerCalls, which the sweep runs.
+var AllContenders = append(slices.Clone(Contenders), TempQueuesFewerCalls)
+
+// ours reports whether name is tempqueues in one of its configurations.
+func ours(name string) bool { return name == TempQueues || name == TempQueuesFewerCalls }
 
 // Config describes a run.
 type Config struct {
@@ -364,8 +375,8 @@ func run(ctx context.Context, cfg Config, newC func(name string, e *env, client 
 		return nil, errors.New("bench: Config.NewClient is nil")
 	}
 	for _, n := range cfg.Contenders {
-		if !slices.Contains(Contenders, n) {
-			return nil, fmt.Errorf("bench: unknown contender %q (have %s)", n, strings.Join(Contenders, ", "))
+		if !slices.Contains(AllContenders, n) {
+			return nil, fmt.Errorf("bench: unknown contender %q (have %s)", n, strings.Join(AllContenders, ", "))
 		}
 	}
 	start := time.Now()
@@ -502,6 +513,8 @@ func newContender(name string, e *env, client *sqs.Client) contender {
 	switch name {
 	case TempQueues:
 		return &tempQueues{env: e, client: client}
+	case TempQueuesFewerCalls:
+		return &tempQueues{env: e, client: client, fewerCalls: true}
 	case QueuePerRequest:
 		return &queuePerRequest{env: e, client: client}
 	case StaticReplyQueue:

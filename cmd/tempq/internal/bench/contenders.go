@@ -66,21 +66,32 @@ type tempQueues struct {
 	req      *requester.Requester
 	resp     *responder.Responder
 	served   chan error
+	// fewerCalls sets PreferFewerCalls on both sides.
+	fewerCalls bool
 }
 
-func (t *tempQueues) name() string { return TempQueues }
+func (t *tempQueues) name() string {
+	if t.fewerCalls {
+		return TempQueuesFewerCalls
+	}
+	return TempQueues
+}
 
 func (t *tempQueues) setup(ctx context.Context) error {
 	var err error
 	if t.queueURL, err = createQueue(ctx, t.client, t.queueName("tq-requests")); err != nil {
 		return err
 	}
-	t.req, err = requester.New(t.client, func(o *requester.Options) { o.Prefix = t.prefix + "tq-" })
+	t.req, err = requester.New(t.client, func(o *requester.Options) {
+		o.Prefix = t.prefix + "tq-"
+		o.PreferFewerCalls = t.fewerCalls
+	})
 	if err != nil {
 		return err
 	}
 	t.resp, err = responder.New(t.client, func(o *responder.Options) {
 		o.MaxConcurrency = t.cfg.ServerConcurrency
+		o.PreferFewerCalls = t.fewerCalls
 	})
 	if err != nil {
 		return err

@@ -126,3 +126,25 @@ func TestFrontLeavesOut(t *testing.T) {
 		t.Errorf("tempqueues without RPCs on the front: %+v", p)
 	}
 }
+
+// TestFrontIgnoresTheCostOption checks that tempqueues with
+// PreferFewerCalls, which the sweep runs beside the default, is never one
+// of the others the default is judged against.
+func TestFrontIgnoresTheCostOption(t *testing.T) {
+	r := frontReport(8,
+		fr{name: TempQueues, p50: 20, rps: 400, p99: 40, calls: 1.5, cpu: 400},
+		fr{name: TempQueuesFewerCalls, p50: 10, rps: 800, p99: 20, calls: 0.5, cpu: 100},
+		fr{name: StaticReplyQueue, p50: 20, rps: 400, p99: 40, calls: 3, cpu: 800},
+		fr{name: ParkedReceivers, p50: 21, rps: 390, p99: 41, calls: 6, cpu: 1000},
+	)
+	for _, p := range Front(r) {
+		for _, c := range p.Checks {
+			if c.Against == TempQueuesFewerCalls {
+				t.Errorf("rule %s judged against %s", c.Rule, c.Against)
+			}
+			if !c.Met {
+				t.Errorf("rule %s missed against %s: %.2f / %.2f", c.Rule, c.Against, c.TempQueues, c.Other)
+			}
+		}
+	}
+}

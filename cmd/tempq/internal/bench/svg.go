@@ -10,11 +10,12 @@ import (
 
 // colours of the contenders, in the order of Contenders.
 var colours = map[string]string{
-	TempQueues:       "#1b7837",
-	QueuePerRequest:  "#b2182b",
-	StaticReplyQueue: "#2166ac",
-	ParkedReceivers:  "#e08214",
-	Floor:            "#555555",
+	TempQueues:           "#1b7837",
+	TempQueuesFewerCalls: "#7fbc41",
+	QueuePerRequest:      "#b2182b",
+	StaticReplyQueue:     "#2166ac",
+	ParkedReceivers:      "#e08214",
+	Floor:                "#555555",
 }
 
 // series is one line of a chart: a value per concurrency level.

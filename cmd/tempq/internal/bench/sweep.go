@@ -89,14 +89,14 @@ var (
 		{Latency: 10 * time.Millisecond, LatencyP99: 40 * time.Millisecond},
 	}
 	SweepConcurrency = []int{1, 2, 4, 8, 16, 32, 64, 128, 256}
-	SweepContenders  = []string{TempQueues, StaticReplyQueue, ParkedReceivers, Floor}
+	SweepContenders  = []string{TempQueues, TempQueuesFewerCalls, StaticReplyQueue, ParkedReceivers, Floor}
 )
 
 // The sweep's default rounds, windows and warm-up: about 23 minutes on
 // two cores for the whole of it (EstimateSweep).
 const (
 	SweepRounds = 2
-	SweepWindow = 3 * time.Second
+	SweepWindow = 2500 * time.Millisecond
 	SweepWarmUp = 500 * time.Millisecond
 )
 

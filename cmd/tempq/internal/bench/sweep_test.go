@@ -57,8 +57,8 @@ func TestEstimateSweep(t *testing.T) {
 		Duration: SweepWindow, WarmUp: SweepWarmUp}, Settings: SweepSettings}
 	est := EstimateSweep(sc)
 	t.Logf("the default sweep: about %v", est)
-	if est > 26*time.Minute || est < 15*time.Minute {
-		t.Errorf("the default sweep is estimated at %v, want 15 to 26 minutes", est)
+	if est > 27*time.Minute || est < 15*time.Minute {
+		t.Errorf("the default sweep is estimated at %v, want 15 to 27 minutes (the issue's limit is 30)", est)
 	}
 }
 
