@@ -1,4 +1,4 @@
-package otel_test
+package oteltempq_test
 
 import (
 	"context"
@@ -19,21 +19,21 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tempqueues/tempqueues/internal/sqstestenv"
-	"github.com/tempqueues/tempqueues/otel"
+	"github.com/tempqueues/tempqueues/oteltempq"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 // setup returns an Instrumentation recording into memory.
-func setup(t *testing.T, traceParent bool) (*otel.Instrumentation, *tracetest.InMemoryExporter, *sdkmetric.ManualReader) {
+func setup(t *testing.T, traceParent bool) (*oteltempq.Instrumentation, *tracetest.InMemoryExporter, *sdkmetric.ManualReader) {
 	t.Helper()
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()); _ = mp.Shutdown(context.Background()) })
-	inst, err := otel.New(func(o *otel.Options) {
+	inst, err := oteltempq.New(func(o *oteltempq.Options) {
 		o.TracerProvider, o.MeterProvider, o.TraceParent = tp, mp, traceParent
 	})
 	if err != nil {
@@ -136,12 +136,12 @@ func checkRoundTrip(t *testing.T, client, server []span) span {
 func checkReplyContext(t *testing.T, m *types.Message, reply span, header, traceParent bool) {
 	t.Helper()
 	if header {
-		h := m.Attributes[otel.TraceHeaderAttribute]
+		h := m.Attributes[oteltempq.TraceHeaderAttribute]
 		if want := "Root=1-" + reply.Trace[:8] + "-" + reply.Trace[8:] + ";Parent=" + reply.ID + ";Sampled=1"; h != want {
 			t.Errorf("reply's AWSTraceHeader %q, want %q", h, want)
 		}
 	}
-	tp := aws.ToString(m.MessageAttributes[otel.TraceParentAttribute].StringValue)
+	tp := aws.ToString(m.MessageAttributes[oteltempq.TraceParentAttribute].StringValue)
 	if want := "00-" + reply.Trace + "-" + reply.ID + "-01"; traceParent && tp != want {
 		t.Errorf("reply's traceparent %q, want %q", tp, want)
 	}
@@ -165,7 +165,7 @@ func (c *sendRecorder) SendMessageBatch(ctx context.Context, in *sqs.SendMessage
 	out, err := c.Client.SendMessageBatch(ctx, in, optFns...)
 	call.end = time.Now()
 	for _, e := range in.Entries {
-		call.headers = append(call.headers, aws.ToString(e.MessageSystemAttributes[otel.TraceHeaderAttribute].StringValue))
+		call.headers = append(call.headers, aws.ToString(e.MessageSystemAttributes[oteltempq.TraceHeaderAttribute].StringValue))
 	}
 	c.mu.Lock()
 	c.calls = append(c.calls, call)
@@ -232,7 +232,7 @@ func TestRoundTripIsOneTrace(t *testing.T) {
 				if err != nil || aws.ToString(m.Body) != "re: hi" {
 					t.Fatalf("round trip: %v %v", m, err)
 				}
-				if _, ok := m.MessageAttributes[otel.TraceParentAttribute]; ok != traceParent {
+				if _, ok := m.MessageAttributes[oteltempq.TraceParentAttribute]; ok != traceParent {
 					t.Errorf("reply carries traceparent: %v, want %v", ok, traceParent)
 				}
 				if err := resp.Shutdown(ctx); err != nil {
@@ -303,13 +303,13 @@ func TestTraceParentOnlyWhenThereIsRoom(t *testing.T) {
 		}
 		done := o.OnSend(context.Background(), in)
 		done(nil, nil)
-		if _, ok := in.MessageAttributes[otel.TraceParentAttribute]; ok != tc.want {
+		if _, ok := in.MessageAttributes[oteltempq.TraceParentAttribute]; ok != tc.want {
 			t.Errorf("%d own attributes, body of %d bytes: traceparent %v, want %v", tc.own, tc.body, ok, tc.want)
 		}
 		if len(in.MessageAttributes)+3 > sqsapi.MaxMessageAttributes {
 			t.Errorf("%d own attributes: %d with the requester's three", tc.own, len(in.MessageAttributes)+3)
 		}
-		if _, ok := in.MessageSystemAttributes[otel.TraceHeaderAttribute]; !ok {
+		if _, ok := in.MessageSystemAttributes[oteltempq.TraceHeaderAttribute]; !ok {
 			t.Errorf("%d own attributes, body of %d bytes: no AWSTraceHeader", tc.own, tc.body)
 		}
 	}
@@ -377,8 +377,8 @@ func TestStreamedRepliesCarryContext(t *testing.T) {
 		for _, m := range got {
 			var reply span
 			for _, sp := range all {
-				if sp.Kind == "producer" && sp.Parent == cons[0].ID && (strings.Contains(m.Attributes[otel.TraceHeaderAttribute], sp.ID) ||
-					strings.Contains(aws.ToString(m.MessageAttributes[otel.TraceParentAttribute].StringValue), sp.ID)) {
+				if sp.Kind == "producer" && sp.Parent == cons[0].ID && (strings.Contains(m.Attributes[oteltempq.TraceHeaderAttribute], sp.ID) ||
+					strings.Contains(aws.ToString(m.MessageAttributes[oteltempq.TraceParentAttribute].StringValue), sp.ID)) {
 					reply = sp
 				}
 			}

@@ -1,4 +1,4 @@
-package otel
+package oteltempq
 
 import (
 	"context"
@@ -26,7 +26,7 @@ import (
 )
 
 // scope is the instrumentation scope of the spans and metrics.
-const scope = "github.com/tempqueues/tempqueues/otel"
+const scope = "github.com/tempqueues/tempqueues/oteltempq"
 
 // Wire names.
 const (
@@ -379,7 +379,7 @@ func (i *Instrumentation) extract(m types.Message) trace.SpanContext {
 //	client := sqs.NewFromConfig(cfg, inst.SQS)
 func (i *Instrumentation) SQS(o *sqs.Options) {
 	o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
-		return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("tempqueues.otel.Calls",
+		return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("tempqueues.oteltempq.Calls",
 			func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
 				i.calls.Add(ctx, 1, metric.WithAttributes(attribute.String("rpc.method", awsmiddleware.GetOperationName(ctx))))
 				return next.HandleFinalize(ctx, in)

@@ -1,4 +1,4 @@
-package lambda
+package lambdatempq
 
 import (
 	"context"
@@ -61,7 +61,7 @@ type Responder struct {
 // replies through client. It validates the options (an
 // *sqsapi.InvalidInputError for bad ones) and makes no call.
 func NewResponder(client Client, h responder.Handler, optFns ...func(*Options)) (*Responder, error) {
-	const op = "lambda.NewResponder"
+	const op = "lambdatempq.NewResponder"
 	var o Options
 	for _, fn := range optFns {
 		if fn != nil {
