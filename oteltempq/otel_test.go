@@ -58,6 +58,7 @@ func createQueue(t *testing.T, client *sqs.Client, base string) string {
 type span struct {
 	Name, Kind, Trace, ID, Parent string
 	ParentRemote                  bool
+	Attrs                         map[string]string
 	Links                         []string // span ids
 	Start, End                    time.Time
 }
@@ -66,7 +67,10 @@ func spans(stubs tracetest.SpanStubs) []span {
 	out := make([]span, len(stubs))
 	for i, s := range stubs {
 		out[i] = span{Name: s.Name, Kind: s.SpanKind.String(), Trace: s.SpanContext.TraceID().String(), ID: s.SpanContext.SpanID().String(),
-			ParentRemote: s.Parent.IsRemote(), Start: s.StartTime, End: s.EndTime}
+			ParentRemote: s.Parent.IsRemote(), Start: s.StartTime, End: s.EndTime, Attrs: map[string]string{}}
+		for _, kv := range s.Attributes {
+			out[i].Attrs[string(kv.Key)] = kv.Value.Emit()
+		}
 		if s.Parent.IsValid() {
 			out[i].Parent = s.Parent.SpanID().String()
 		}
@@ -90,12 +94,12 @@ func checkRoundTrip(t *testing.T, client, server []span) span {
 		switch {
 		case s.Kind == "producer" && s.Parent == "": // a reply's span has the handler's as parent
 			req = append(req, s)
-		case s.Kind == "consumer" && strings.HasSuffix(s.Name, " reply"):
+		case s.Kind == "consumer" && strings.HasPrefix(s.Name, "receive "):
 			receipt = append(receipt, s)
 		}
 	}
 	for _, s := range server {
-		if s.Kind == "consumer" && strings.HasSuffix(s.Name, " process") {
+		if s.Kind == "consumer" && strings.HasPrefix(s.Name, "process ") {
 			cons = append(cons, s)
 		}
 	}
@@ -110,6 +114,7 @@ func checkRoundTrip(t *testing.T, client, server []span) span {
 	if len(reply) != 1 || len(receipt) != 1 {
 		t.Fatalf("%d reply spans and %d receipt spans, want 1 each: %+v %+v", len(reply), len(receipt), client, server)
 	}
+	checkNames(t, req[0], cons[0], reply[0], receipt[0])
 	tid := req[0].Trace
 	if cons[0].Trace != tid || reply[0].Trace != tid || receipt[0].Trace != tid {
 		t.Errorf("trace ids: request %v, handler %v, reply %v, receipt %v: want one", tid, cons[0].Trace, reply[0].Trace, receipt[0].Trace)
@@ -128,6 +133,45 @@ func checkRoundTrip(t *testing.T, client, server []span) span {
 		t.Errorf("request span links %v, want one to the reply's span %v", req[0].Links, reply[0].ID)
 	}
 	return reply[0]
+}
+
+// checkNames checks the spans' names and destinations against
+// OpenTelemetry's messaging conventions: "<operation> <destination>",
+// where the destination of a reply, a temporary queue of one requester,
+// is "(temporary)" with messaging.destination.temporary set, so that a
+// span name stays the same from one request to the next.
+func checkNames(t *testing.T, req, cons, reply, receipt span) {
+	t.Helper()
+	queue := req.Attrs["messaging.destination.name"]
+	if queue == "" || strings.Contains(queue, "#") || strings.HasPrefix(queue, sqsapi.DefaultQueuePrefix) {
+		t.Errorf("request span's destination %q, want the request queue's name", queue)
+	}
+	for _, c := range []struct {
+		s         span
+		name, op  string
+		temporary bool
+	}{
+		{req, "send " + queue, "send", false},
+		{cons, "process " + queue, "process", false},
+		{reply, "send (temporary)", "send", true},
+		{receipt, "receive (temporary)", "receive", true},
+	} {
+		if c.s.Name != c.name {
+			t.Errorf("span %q, want %q", c.s.Name, c.name)
+		}
+		if got := c.s.Attrs["messaging.operation.name"]; got != c.op {
+			t.Errorf("span %q: messaging.operation.name %q, want %q", c.s.Name, got, c.op)
+		}
+		if got, want := c.s.Attrs["messaging.destination.temporary"], map[bool]string{true: "true"}[c.temporary]; got != want {
+			t.Errorf("span %q: messaging.destination.temporary %q, want %q", c.s.Name, got, want)
+		}
+		if dest := c.s.Attrs["messaging.destination.name"]; strings.Contains(dest, "-") && c.temporary {
+			t.Errorf("span %q: messaging.destination.name %q names one requester's queue", c.s.Name, dest)
+		}
+	}
+	if u := reply.Attrs["aws.sqs.queue.url"]; !strings.Contains(u, sqsapi.DefaultQueuePrefix) {
+		t.Errorf("reply span's aws.sqs.queue.url %q, want the requester's reply queue", u)
+	}
 }
 
 // checkReplyContext checks that the reply m the requester got carries the
@@ -366,7 +410,7 @@ func TestStreamedRepliesCarryContext(t *testing.T) {
 		all := spans(exp.GetSpans())
 		var cons []span
 		for _, sp := range all {
-			if sp.Kind == "consumer" && strings.HasSuffix(sp.Name, " process") {
+			if sp.Kind == "consumer" && strings.HasPrefix(sp.Name, "process ") {
 				cons = append(cons, sp)
 			}
 		}
