@@ -19,7 +19,8 @@ import (
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
-// Options configure a Responder.
+// Options configure a Responder. Zero values mean the documented
+// defaults.
 type Options struct {
 	// Responder configures the responder.Responder the requests go
 	// through: Store, StoreTTL, InProgressDelay, Middleware, OnReply,

@@ -88,14 +88,15 @@ func (e *TimeoutError) Is(target error) bool {
 	return target == ErrTimeout || target == context.DeadlineExceeded
 }
 
-// Options configure a Requester.
+// Options configure a Requester. Zero values mean the documented defaults.
 type Options struct {
-	// Prefix starts host queue names; default sqsapi.DefaultQueuePrefix.
-	// New rejects a prefix that would make host queue names exceed 80
-	// characters.
+	// Prefix starts host queue names; default ("")
+	// sqsapi.DefaultQueuePrefix. New rejects a prefix that would make host
+	// queue names exceed 80 characters.
 	Prefix string
 	// IdleQueueRetention is how long the host queue may miss heartbeats
-	// before a reaper deletes it; default 300s.
+	// before a reaper deletes it: whole seconds, at least 1 s; default (0)
+	// 300 s.
 	IdleQueueRetention time.Duration
 	// HostQueueAttributes are the attributes of the host queue that receives
 	// replies (VisibilityTimeout, MessageRetentionPeriod, KmsMasterKeyId, a
@@ -202,9 +203,15 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 	if err := wire.CheckClient(op, "client", client); err != nil {
 		return nil, err
 	}
-	opts := Options{Prefix: sqsapi.DefaultQueuePrefix, IdleQueueRetention: sqsapi.DefaultIdleQueueRetention, Timeout: 30 * time.Second}
+	var opts Options
 	for _, fn := range optFns {
 		fn(&opts)
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = sqsapi.DefaultQueuePrefix
+	}
+	if opts.IdleQueueRetention == 0 {
+		opts.IdleQueueRetention = sqsapi.DefaultIdleQueueRetention
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)

@@ -34,9 +34,9 @@ import (
 // ErrClosed is returned by CreateQueue after Close. It is sqsapi.ErrClosed.
 var ErrClosed = sqsapi.ErrClosed
 
-// Options configure a Client.
+// Options configure a Client. Zero values mean the documented defaults.
 type Options struct {
-	// Prefix starts the name of every host queue; default
+	// Prefix starts the name of every host queue; default ("")
 	// sqsapi.DefaultQueuePrefix. Host queue names are the prefix, a UUID, '-'
 	// and a counter, at most 80 characters, so the prefix has at most 40
 	// (35 when FIFO host queues add ".fifo").
@@ -86,9 +86,15 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Client, error) {
 	if err := wire.CheckClient(op, "client", client); err != nil {
 		return nil, err
 	}
-	opts := Options{Prefix: sqsapi.DefaultQueuePrefix, IdleQueueRetention: sqsapi.DefaultIdleQueueRetention}
+	var opts Options
 	for _, fn := range optFns {
 		fn(&opts)
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = sqsapi.DefaultQueuePrefix
+	}
+	if opts.IdleQueueRetention == 0 {
+		opts.IdleQueueRetention = sqsapi.DefaultIdleQueueRetention
 	}
 	c := &Client{raw: client, opts: opts}
 	if err := hostq.CheckOwner(op, opts.Prefix, opts.IdleQueueRetention); err != nil {
