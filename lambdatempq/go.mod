@@ -6,7 +6,7 @@ require (
 	github.com/aws/aws-lambda-go v1.54.0
 	github.com/aws/aws-sdk-go-v2 v1.47.7
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.52.10
-	github.com/tempqueues/tempqueues v0.0.0-00010101000000-000000000000
+	github.com/tempqueues/tempqueues v0.1.0
 )
 
 require (
