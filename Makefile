@@ -7,11 +7,15 @@ EMULATOR    := integration/emulator
 # Packages whose tests need a running fauxqs get one from internal/sqstestenv.
 PKGS        := ./...
 
-.PHONY: test emulator redis fmt vet staticcheck unit nested clients clean-emulator
+.PHONY: test emulator redis fmt vet staticcheck unit nested clients release clean-emulator
 
-test: emulator fmt vet staticcheck unit nested clients
+test: emulator fmt vet staticcheck unit nested clients release
 
 # Installs the pinned fauxqs + Node 22 when missing (package-lock.json pins both).
+# npm warns EBADENGINE when the npm that installs runs on an older Node
+# (20): fauxqs wants Node >= 22.5, and it gets it, since it runs on the
+# pinned node@22 package, whose install script package.json's allowScripts
+# approves. The check below fails if that Node did not install.
 emulator: $(EMULATOR)/node_modules/.installed
 
 $(EMULATOR)/node_modules/.installed: $(EMULATOR)/package.json $(EMULATOR)/package-lock.json
@@ -52,6 +56,14 @@ nested: redis
 # what it needs (npm, apt-get).
 clients: emulator
 	bash integration/clients/run.sh
+
+# The release check (docs/versioning.md): the committed tree tagged in a
+# clone, served as if published, each module installed with go get into a
+# fresh module, a program using all of them run against tempq emulator,
+# apidiff against the previous release. Network: the Go module proxy only,
+# for what this machine's module cache lacks.
+release:
+	timeout 900 bash integration/release/run.sh
 
 clean-emulator:
 	rm -rf $(EMULATOR)/node_modules

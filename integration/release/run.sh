@@ -30,6 +30,14 @@ fail() { printf 'release: %s\n' "$*" >&2; exit 1; }
 # bounded runs each command with a time limit, so that a hung fetch
 # cannot stall CI.
 bounded() { timeout 300 "$@"; }
+# quiet runs a bounded go command whose output goes to a log, shown when
+# it fails.
+quiet() {
+	if ! timeout 300 "$@" >"$work/cmd.log" 2>&1; then
+		tail -40 "$work/cmd.log" >&2
+		return 1
+	fi
+}
 
 mod=github.com/tempqueues/tempqueues
 nested=(redisstore oteltempq lambdatempq)
@@ -72,22 +80,22 @@ step "go get each module @$version in a fresh module"
 app="$work/app"
 mkdir -p "$app"
 cd "$app"
-bounded go mod init example.com/app >/dev/null 2>&1
+quiet go mod init example.com/app
 sums >go.sum
-bounded go get "$mod@$version" || fail "go get $mod@$version"
+quiet go get "$mod@$version" || fail "go get $mod@$version"
 for m in "${nested[@]}"; do
-	bounded go get "$mod/$m@$version" || fail "go get $mod/$m@$version"
+	quiet go get "$mod/$m@$version" || fail "go get $mod/$m@$version"
 done
 for m in "" "${nested[@]/#//}"; do
 	grep -Eq "^(require)?[[:space:]]*$mod$m $version( |\$)" go.mod || fail "go.mod does not require $mod$m $version: $(cat go.mod)"
 done
 
 step "go install $mod/cmd/tempq@$version"
-GOBIN="$work/bin" bounded go install "$mod/cmd/tempq@$version" || fail "go install tempq"
+GOBIN="$work/bin" quiet go install "$mod/cmd/tempq@$version" || fail "go install tempq"
 
 step "a program importing every module, against tempq emulator"
 cp "$here/app.go.txt" main.go
-bounded go build -o "$work/bin/app" . || fail "the program does not build"
+quiet go build -o "$work/bin/app" . || fail "the program does not build"
 mkfifo "$work/emulator.out"
 "$work/bin/tempq" emulator --addr 127.0.0.1:0 >"$work/emulator.out" 2>"$work/emulator.err" &
 pids+=($!)
@@ -103,7 +111,7 @@ step "go mod tidy in a module importing only redisstore"
 only="$work/only"
 mkdir -p "$only"
 cd "$only"
-bounded go mod init example.com/only >/dev/null 2>&1
+quiet go mod init example.com/only
 sums >go.sum
 cat >main.go <<'GO'
 package main
@@ -120,16 +128,16 @@ func main() {
 	fmt.Println(err)
 }
 GO
-bounded go get "$mod/redisstore@$version" || fail "go get redisstore"
-bounded go mod tidy || fail "go mod tidy with redisstore alone"
-bounded go build ./... || fail "build with redisstore alone"
+quiet go get "$mod/redisstore@$version" || fail "go get redisstore"
+quiet go mod tidy || fail "go mod tidy with redisstore alone"
+quiet go build ./... || fail "build with redisstore alone"
 
 if [ -z "$previous" ]; then
 	step "apidiff: no earlier release tag, nothing to compare"
 	exit 0
 fi
 step "apidiff against $previous"
-GOBIN="$work/bin" bounded go install golang.org/x/exp/cmd/apidiff@v0.0.0-20261113113407-e3970619a1a4 || fail "install apidiff"
+GOBIN="$work/bin" quiet go install golang.org/x/exp/cmd/apidiff@v0.0.0-20261113113407-e3970619a1a4 || fail "install apidiff"
 git -C "$clone" worktree add -q --detach "$work/old" "$previous"
 section=$(awk -v v="## $version" '$0 == v {on=1; next} on && /^## v/ {exit} on' "$clone/CHANGELOG.md")
 missing=""
