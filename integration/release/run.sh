@@ -148,16 +148,19 @@ for m in "" "${nested[@]}"; do
 		printf '%s: new since %s\n' "$path" "$previous"
 		continue
 	fi
-	(cd "$work/old/$dir" && bounded "$work/bin/apidiff" -m -w "$work/old.api" "$path") || fail "apidiff: export of $path at $previous"
-	report=$(cd "$clone/$dir" && bounded "$work/bin/apidiff" -m -incompatible "$work/old.api" "$path") || fail "apidiff: $path"
+	(cd "$work/old/$dir" && bounded "$work/bin/apidiff" -m -w "$work/old.api" "$path" 2>"$work/apidiff.log") || fail "apidiff: export of $path at $previous: $(cat "$work/apidiff.log")"
+	report=$(cd "$clone/$dir" && bounded "$work/bin/apidiff" -m -incompatible "$work/old.api" "$path" 2>"$work/apidiff.log") || fail "apidiff: $path: $(cat "$work/apidiff.log")"
 	[ -n "$report" ] && printf '%s\n' "$report"
-	# Each incompatible change is a line "- Name: what"; the CHANGELOG's
-	# section must name it (its last dotted part, in backquotes or not).
+	# Each incompatible change is a line "- ./pkg.Name: what" (or
+	# "- ./pkg.Type.Field: ...", "- ./pkg: removed"); the CHANGELOG's
+	# section must name its last part, in backquotes or not.
 	while IFS= read -r l; do
 		case $l in "- "*) ;; *) continue ;; esac
 		name=${l#- }
 		name=${name%%:*}
+		name=${name#./}
 		name=${name##*.}
+		name=${name##*/}
 		grep -qw -- "$name" <<<"$section" || missing+=$'\n'"  $path: ${l#- }"
 	done <<<"$report"
 done
