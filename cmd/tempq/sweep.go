@@ -91,7 +91,7 @@ func sweeperCommand(ctx context.Context, fs *flag.FlagSet, args []string, stderr
 	})
 	if err != nil {
 		env.Close()
-		return nil, nil, usageError("%v", err)
+		return nil, nil, flagError(err, map[string]string{"Prefix": "--prefix"})
 	}
 	return s, env.Close, nil
 }
