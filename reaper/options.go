@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tempqueues/tempqueues/internal/clock"
+	"github.com/tempqueues/tempqueues/internal/deflog"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -65,7 +66,9 @@ type Options struct {
 	DryRun bool
 
 	// Logger receives warnings (throttling, vanished queues, lease changes)
-	// and debug records. Nil means silent.
+	// and debug records; nil logs operational failures (Warn and above) through
+	// slog.Default(), each message at most once a minute;
+	// slog.New(slog.DiscardHandler) silences it.
 	Logger *slog.Logger
 
 	// OnQueueGone, if set, is called from the heartbeat goroutine when a
@@ -112,9 +115,7 @@ func buildOptions(op string, optFns []func(*Options)) (Options, error) {
 	if o.Period < minPeriod || o.Period > maxPeriod {
 		return o, wire.Invalid(op, "Period", "%v is outside [%v, %v]", o.Period, minPeriod, maxPeriod)
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.Logger = deflog.Or(o.Logger)
 	return o, nil
 }
 

@@ -42,6 +42,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/batch"
 	"github.com/tempqueues/tempqueues/internal/callback"
 	"github.com/tempqueues/tempqueues/internal/callcount"
+	"github.com/tempqueues/tempqueues/internal/deflog"
 	"github.com/tempqueues/tempqueues/internal/hostq"
 	"github.com/tempqueues/tempqueues/internal/httpbody"
 	"github.com/tempqueues/tempqueues/internal/wire"
@@ -138,7 +139,9 @@ type Options struct {
 	// instead of coalescing concurrent requests to one queue into
 	// SendMessageBatch calls.
 	DisableSendBatching bool
-	// Logger receives operational logs; nil discards them.
+	// Logger receives operational logs; nil logs operational failures (Warn and above) through
+	// slog.Default(), each message at most once a minute;
+	// slog.New(slog.DiscardHandler) silences it.
 	Logger *slog.Logger
 	// Reaper tunes heartbeats and sweeps (Prefix, Logger and
 	// DisableSweeping are set from the fields above first).
@@ -213,9 +216,7 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 	if opts.IdleQueueRetention == 0 {
 		opts.IdleQueueRetention = sqsapi.DefaultIdleQueueRetention
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
+	opts.Logger = deflog.Or(opts.Logger)
 	if opts.Timeout == 0 {
 		opts.Timeout = 30 * time.Second
 	}

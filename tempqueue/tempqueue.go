@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/awserr"
+	"github.com/tempqueues/tempqueues/internal/deflog"
 	"github.com/tempqueues/tempqueues/internal/hostq"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/reaper"
@@ -57,7 +58,9 @@ type Options struct {
 	// DisableSweeping stops this process from taking part in the fleet's
 	// sweeps of idle host queues; it still heartbeats its own.
 	DisableSweeping bool
-	// Logger receives operational logs; nil discards them.
+	// Logger receives operational logs; nil logs operational failures (Warn and above) through
+	// slog.Default(), each message at most once a minute;
+	// slog.New(slog.DiscardHandler) silences it.
 	Logger *slog.Logger
 	// VirtualQueue configures the virtual-queue layer. Linger is on by
 	// default: the host queues are the client's own.
@@ -93,6 +96,7 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Client, error) {
 	if opts.Prefix == "" {
 		opts.Prefix = sqsapi.DefaultQueuePrefix
 	}
+	opts.Logger = deflog.Or(opts.Logger)
 	if opts.IdleQueueRetention == 0 {
 		opts.IdleQueueRetention = sqsapi.DefaultIdleQueueRetention
 	}
