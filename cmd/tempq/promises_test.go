@@ -6,13 +6,17 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 // serveEcho starts `tempq serve-echo` with args and waits for its first
@@ -124,5 +128,35 @@ func TestBacklogWithoutWorkers(t *testing.T) {
 	out, errOut, code := tempq(t, noEnvEndpoint, append([]string{"backlog", "--queue", "idle-requests", "--workers", "0"}, ep...)...)
 	if code != 0 || !strings.Contains(out, "backlog/worker    - (no workers running)") {
 		t.Errorf("backlog --workers 0: code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
+
+// sweep --retire removes a retired fleet's lease queue, and keeps it
+// while a temporary queue of the prefix is live.
+func TestSweepRetireDeletesTheLeaseQueue(t *testing.T) {
+	client, ep, create := server(t)
+	const prefix = "tq-retire-"
+	lease := create(prefix+leaseSuffix, map[string]string{"FifoQueue": "true"})
+	live := create(prefix+"22222222-2222-2222-2222-222222222222-0", nil)
+	tags := map[string]string{sqsapi.RetentionTag: "300", sqsapi.HeartbeatTag: strconv.FormatInt(time.Now().UnixMilli(), 10)}
+	if _, err := client.TagQueue(context.Background(), &sqs.TagQueueInput{QueueUrl: aws.String(live), Tags: tags}); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"sweep", "--prefix", prefix, "--retire"}, ep...)
+	if _, errOut, code := tempq(t, noEnvEndpoint, args...); code != exitFailure || !strings.Contains(errOut, "1 temporary queues") {
+		t.Fatalf("retire with a live queue: code %d, stderr %q", code, errOut)
+	}
+	if _, err := client.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String(prefix + leaseSuffix)}); err != nil {
+		t.Fatalf("lease queue gone while the fleet lives: %v", err)
+	}
+	if _, err := client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(live)}); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := tempq(t, noEnvEndpoint, args...)
+	if code != 0 || !strings.Contains(out, "deleted the lease queue "+prefix+leaseSuffix) {
+		t.Fatalf("retire: code %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if _, err := client.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(lease)}); err == nil {
+		t.Error("the lease queue still exists")
 	}
 }
