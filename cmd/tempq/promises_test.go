@@ -160,3 +160,16 @@ func TestSweepRetireDeletesTheLeaseQueue(t *testing.T) {
 		t.Error("the lease queue still exists")
 	}
 }
+
+// The emulator has no authentication: listening beyond loopback, it says
+// so.
+func TestEmulatorWarnsBeyondLoopback(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:4566": true, "[::1]:4566": true, "localhost:0": true,
+		"0.0.0.0:4566": false, ":4566": false, "192.168.1.10:4566": false, "nonsense": false,
+	} {
+		if got := loopbackAddr(addr); got != want {
+			t.Errorf("loopbackAddr(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}
