@@ -627,6 +627,17 @@ func (r *Requester) closedErr(err error) error {
 // request to a virtual queue goes to its host queue with the routing
 // attribute.
 func (r *Requester) send(ctx context.Context, in *sqs.SendMessageInput, optFns []func(*sqs.Options)) error {
+	to := aws.ToString(in.QueueUrl)
+	err := r.sendOnce(ctx, in, optFns)
+	if awserr.IsQueueDoesNotExist(err) {
+		// Say what the caller sent to, not which batch call failed
+		// ("operation error SQS: SendMessageBatch").
+		return fmt.Errorf("requester: sending the request: queue %s does not exist: %w", to, err)
+	}
+	return err
+}
+
+func (r *Requester) sendOnce(ctx context.Context, in *sqs.SendMessageInput, optFns []func(*sqs.Options)) error {
 	if to := aws.ToString(in.QueueUrl); wire.IsVirtualQueueURL(to) {
 		hostURL, name, _ := wire.ParseVirtualQueueURL(to) // checked by checkRequest
 		in.QueueUrl = aws.String(hostURL)

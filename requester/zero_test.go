@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -53,5 +54,25 @@ func TestZeroOptionsMeanDefaults(t *testing.T) {
 	}
 	if !strings.Contains(hosts.QueueUrls[0], "/"+sqsapi.DefaultQueuePrefix) {
 		t.Errorf("host queue %s lacks the default prefix", hosts.QueueUrls[0])
+	}
+}
+
+// A request to a queue that does not exist fails naming that queue, not
+// only the batch call the requester made ("operation error SQS:
+// SendMessageBatch"), and still matches QueueDoesNotExist.
+func TestMissingRequestQueueIsNamed(t *testing.T) {
+	ctx := context.Background()
+	srv := sqstest.NewServer()
+	defer srv.Close(ctx)
+	r, err := requester.New(srv.Client(), func(o *requester.Options) { o.DisableSweeping = true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(ctx)
+	missing := srv.URL() + "/000000000000/no-such-queue"
+	_, err = r.SendMessageAndGetResponse(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(missing), MessageBody: aws.String("hi")})
+	var gone *types.QueueDoesNotExist
+	if !errors.As(err, &gone) || !strings.HasPrefix(err.Error(), "requester: sending the request: queue "+missing+" does not exist") {
+		t.Fatalf("err = %v", err)
 	}
 }
