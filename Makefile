@@ -7,11 +7,15 @@ EMULATOR    := integration/emulator
 # Packages whose tests need a running fauxqs get one from internal/sqstestenv.
 PKGS        := ./...
 
-.PHONY: test emulator redis fmt vet staticcheck unit nested clients clean-emulator
+.PHONY: test emulator redis fmt vet staticcheck unit nested clients release clean-emulator
 
-test: emulator fmt vet staticcheck unit nested clients
+test: emulator fmt vet staticcheck unit nested clients release
 
 # Installs the pinned fauxqs + Node 22 when missing (package-lock.json pins both).
+# npm warns EBADENGINE when the npm that installs runs on an older Node
+# (20): fauxqs wants Node >= 22.5, and it gets it, since it runs on the
+# pinned node@22 package, whose install script package.json's allowScripts
+# approves. The check below fails if that Node did not install.
 emulator: $(EMULATOR)/node_modules/.installed
 
 $(EMULATOR)/node_modules/.installed: $(EMULATOR)/package.json $(EMULATOR)/package-lock.json
@@ -40,18 +44,26 @@ unit:
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
 # Nested modules (own go.mod, so library users do not inherit their
-# dependencies): redisstore, lambda (and its example), otel.
+# dependencies): redisstore, lambdatempq (and its example, examples/lambda), oteltempq.
 nested: redis
 	cd redisstore && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
-	cd lambda && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
+	cd lambdatempq && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
 	cd examples/lambda && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
-	cd otel && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
+	cd oteltempq && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
 
 # Real SQS clients (JavaScript SDK v3, Debian's aws CLI 2.9 over the query
 # protocol, Go SDK) drive tempq emulator through one scenario; installs
 # what it needs (npm, apt-get).
 clients: emulator
 	bash integration/clients/run.sh
+
+# The release check (docs/versioning.md): the committed tree tagged in a
+# clone, served as if published, each module installed with go get into a
+# fresh module, a program using all of them run against tempq emulator,
+# apidiff against the previous release. Network: the Go module proxy only,
+# for what this machine's module cache lacks.
+release:
+	timeout 900 bash integration/release/run.sh
 
 clean-emulator:
 	rm -rf $(EMULATOR)/node_modules

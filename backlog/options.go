@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/tempqueues/tempqueues/internal/deflog"
 	"github.com/tempqueues/tempqueues/internal/wire"
 )
 
@@ -45,7 +46,9 @@ type Options struct {
 	// OnFigures, if set, receives each measurement, or its error, from the
 	// Monitor's goroutine. It must not block for long.
 	OnFigures func(Figures, error)
-	// Logger receives failed measurements at Warn; nil means silent.
+	// Logger receives failed measurements at Warn; nil logs operational failures (Warn and above) through
+	// slog.Default(), each message at most once a minute;
+	// slog.New(slog.DiscardHandler) silences it.
 	Logger *slog.Logger
 }
 
@@ -65,9 +68,7 @@ func buildOptions(op string, optFns []func(*Options)) (Options, error) {
 	if o.Period == 0 {
 		o.Period = DefaultPeriod
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.Logger = deflog.Or(o.Logger)
 	switch {
 	case o.Workers < 0:
 		return o, wire.Invalid(op, "Workers", "%d is negative", o.Workers)

@@ -99,3 +99,15 @@ func TestVisibilityRounding(t *testing.T) {
 		}
 	}
 }
+
+// Zero values mean the defaults: an empty Prefix is the default prefix,
+// never "every queue", and a zero Period the default period.
+func TestZeroOptionsMeanDefaults(t *testing.T) {
+	o, err := buildOptions("test", []func(*Options){func(o *Options) { o.Prefix, o.Period = "", 0 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.Prefix != sqsapi.DefaultQueuePrefix || o.Period != defaultPeriod || o.Logger == nil {
+		t.Errorf("zero options resolved to prefix %q, period %v, logger %v", o.Prefix, o.Period, o.Logger)
+	}
+}

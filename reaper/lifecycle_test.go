@@ -23,7 +23,6 @@ func TestOptionsValidatedBeforeAnyCall(t *testing.T) {
 		param string
 		fn    func(*reaper.Options)
 	}{
-		{"Prefix", func(o *reaper.Options) { o.Prefix = "" }},
 		{"Prefix", func(o *reaper.Options) { o.Prefix = "has space" }},
 		{"Prefix", func(o *reaper.Options) { o.Prefix = string(make([]byte, 80)) }},
 		{"Period", func(o *reaper.Options) { o.Period = time.Second }},

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/tempqueues/tempqueues/internal/clock"
+	"github.com/tempqueues/tempqueues/internal/deflog"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -35,21 +36,23 @@ const (
 )
 
 // Options configure a Reaper or a Sweeper; each uses the fields that
-// concern it. Constructors take functions that modify a copy of the
-// defaults:
+// concern it. Zero values mean the documented defaults. Constructors take
+// functions that set the fields they need:
 //
 //	r, err := reaper.New(client, func(o *reaper.Options) {
 //		o.Logger = slog.Default()
 //	})
 type Options struct {
 	// Prefix selects the queues swept: those whose name starts with it.
-	// The lease lives in the queue Prefix+"sweeper.fifo". Default
-	// sqsapi.DefaultQueuePrefix. Every process of a fleet must use the same.
+	// The lease lives in the queue Prefix+"sweeper.fifo". Default ("")
+	// sqsapi.DefaultQueuePrefix: an empty prefix is never used as such,
+	// since it would sweep every queue of the account. Every process of a
+	// fleet must use the same.
 	Prefix string
 
 	// Period is how often the fleet sweeps, and how often each process
-	// checks the lease (one ReceiveMessage). Default 5 minutes, as in the
-	// Java client; between 2 seconds and 12 hours. Every process of a
+	// checks the lease (one ReceiveMessage). Default (0) 5 minutes, as in
+	// the Java client; between 2 seconds and 12 hours. Every process of a
 	// fleet should use the same.
 	Period time.Duration
 
@@ -63,7 +66,9 @@ type Options struct {
 	DryRun bool
 
 	// Logger receives warnings (throttling, vanished queues, lease changes)
-	// and debug records. Nil means silent.
+	// and debug records; nil logs operational failures (Warn and above) through
+	// slog.Default(), each message at most once a minute;
+	// slog.New(slog.DiscardHandler) silences it.
 	Logger *slog.Logger
 
 	// OnQueueGone, if set, is called from the heartbeat goroutine when a
@@ -90,14 +95,19 @@ type Options struct {
 // buildOptions applies optFns to the defaults and validates the result. op
 // names the constructor in errors.
 func buildOptions(op string, optFns []func(*Options)) (Options, error) {
-	o := Options{Prefix: sqsapi.DefaultQueuePrefix, Period: defaultPeriod}
+	var o Options
 	for _, fn := range optFns {
 		if fn != nil {
 			fn(&o)
 		}
 	}
+	// Zero values mean the defaults. An empty prefix is never used as
+	// such: it would sweep every queue of the account.
 	if o.Prefix == "" {
-		return o, wire.Invalid(op, "Prefix", "must not be empty: an empty prefix would sweep every queue of the account")
+		o.Prefix = sqsapi.DefaultQueuePrefix
+	}
+	if o.Period == 0 {
+		o.Period = defaultPeriod
 	}
 	if len(o.Prefix)+len(coordinationSuffix) > sqsapi.MaxQueueNameLength || !wire.ValidQueueName(o.Prefix+coordinationSuffix) {
 		return o, wire.Invalid(op, "Prefix", "%q must be letters, digits, '-' or '_', at most %d characters", o.Prefix, sqsapi.MaxQueueNameLength-len(coordinationSuffix))
@@ -105,9 +115,7 @@ func buildOptions(op string, optFns []func(*Options)) (Options, error) {
 	if o.Period < minPeriod || o.Period > maxPeriod {
 		return o, wire.Invalid(op, "Period", "%v is outside [%v, %v]", o.Period, minPeriod, maxPeriod)
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.Logger = deflog.Or(o.Logger)
 	return o, nil
 }
 

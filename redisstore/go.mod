@@ -8,7 +8,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/credentials v1.20.15
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.52.10
 	github.com/redis/go-redis/v9 v9.22.0
-	github.com/tempqueues/tempqueues v0.0.0-00010101000000-000000000000
+	github.com/tempqueues/tempqueues v0.1.0
 )
 
 require (

@@ -23,7 +23,7 @@ const DefaultPrefix = "tempqueues:idem:"
 // returns it rather than run the handler a second time.
 var ErrBadRecord = errors.New("redisstore: unreadable record")
 
-// Options configure a Store.
+// Options configure a Store. Zero values mean the documented defaults.
 type Options struct {
 	// Prefix starts every key the Store writes; the request id follows it.
 	// Give each service its own, so that request ids cannot collide.

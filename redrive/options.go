@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/tempqueues/tempqueues/internal/clock"
+	"github.com/tempqueues/tempqueues/internal/deflog"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -81,7 +82,9 @@ type Options struct {
 	PollWaitTime time.Duration
 
 	// Logger receives a record per action at Debug and failures at Warn;
-	// nil means silent.
+	// nil logs operational failures (Warn and above) through
+	// slog.Default(), each message at most once a minute;
+	// slog.New(slog.DiscardHandler) silences it.
 	Logger *slog.Logger
 	// OnEvent, if set, is called for each message handled, in order, from
 	// the goroutine of Drain or Run. It must not block for long.
@@ -115,9 +118,7 @@ func buildOptions(dlqURL string, optFns []func(*Options)) (Options, error) {
 	if o.PollWaitTime == 0 {
 		o.PollWaitTime = DefaultPollWaitTime
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.Logger = deflog.Or(o.Logger)
 	switch {
 	case dlqURL == "" || wire.IsVirtualQueueURL(dlqURL):
 		return o, wire.Invalid(op, "dlqURL", "%q is not a queue URL", dlqURL)

@@ -42,6 +42,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/batch"
 	"github.com/tempqueues/tempqueues/internal/callback"
 	"github.com/tempqueues/tempqueues/internal/callcount"
+	"github.com/tempqueues/tempqueues/internal/deflog"
 	"github.com/tempqueues/tempqueues/internal/hostq"
 	"github.com/tempqueues/tempqueues/internal/httpbody"
 	"github.com/tempqueues/tempqueues/internal/wire"
@@ -88,14 +89,15 @@ func (e *TimeoutError) Is(target error) bool {
 	return target == ErrTimeout || target == context.DeadlineExceeded
 }
 
-// Options configure a Requester.
+// Options configure a Requester. Zero values mean the documented defaults.
 type Options struct {
-	// Prefix starts host queue names; default sqsapi.DefaultQueuePrefix.
-	// New rejects a prefix that would make host queue names exceed 80
-	// characters.
+	// Prefix starts host queue names; default ("")
+	// sqsapi.DefaultQueuePrefix. New rejects a prefix that would make host
+	// queue names exceed 80 characters.
 	Prefix string
 	// IdleQueueRetention is how long the host queue may miss heartbeats
-	// before a reaper deletes it; default 300s.
+	// before a reaper deletes it: whole seconds, at least 1 s; default (0)
+	// 300 s.
 	IdleQueueRetention time.Duration
 	// HostQueueAttributes are the attributes of the host queue that receives
 	// replies (VisibilityTimeout, MessageRetentionPeriod, KmsMasterKeyId, a
@@ -145,7 +147,9 @@ type Options struct {
 	// faster, and still makes fewer calls than a hand-written reply
 	// queue; docs/cost.md says what this changes.
 	PreferFewerCalls bool
-	// Logger receives operational logs; nil discards them.
+	// Logger receives operational logs; nil logs operational failures (Warn and above) through
+	// slog.Default(), each message at most once a minute;
+	// slog.New(slog.DiscardHandler) silences it.
 	Logger *slog.Logger
 	// Reaper tunes heartbeats and sweeps (Prefix, Logger and
 	// DisableSweeping are set from the fields above first).
@@ -216,13 +220,17 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 	if err := wire.CheckClient(op, "client", client); err != nil {
 		return nil, err
 	}
-	opts := Options{Prefix: sqsapi.DefaultQueuePrefix, IdleQueueRetention: sqsapi.DefaultIdleQueueRetention, Timeout: 30 * time.Second}
+	var opts Options
 	for _, fn := range optFns {
 		fn(&opts)
 	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
+	if opts.Prefix == "" {
+		opts.Prefix = sqsapi.DefaultQueuePrefix
 	}
+	if opts.IdleQueueRetention == 0 {
+		opts.IdleQueueRetention = sqsapi.DefaultIdleQueueRetention
+	}
+	opts.Logger = deflog.Or(opts.Logger)
 	if opts.Timeout == 0 {
 		opts.Timeout = 30 * time.Second
 	}
@@ -655,6 +663,17 @@ func (r *Requester) closedErr(err error) error {
 // request to a virtual queue goes to its host queue with the routing
 // attribute.
 func (r *Requester) send(ctx context.Context, in *sqs.SendMessageInput, optFns []func(*sqs.Options)) error {
+	to := aws.ToString(in.QueueUrl)
+	err := r.sendOnce(ctx, in, optFns)
+	if awserr.IsQueueDoesNotExist(err) {
+		// Say what the caller sent to, not which batch call failed
+		// ("operation error SQS: SendMessageBatch").
+		return fmt.Errorf("requester: sending the request: queue %s does not exist: %w", to, err)
+	}
+	return err
+}
+
+func (r *Requester) sendOnce(ctx context.Context, in *sqs.SendMessageInput, optFns []func(*sqs.Options)) error {
 	if to := aws.ToString(in.QueueUrl); wire.IsVirtualQueueURL(to) {
 		hostURL, name, _ := wire.ParseVirtualQueueURL(to) // checked by checkRequest
 		in.QueueUrl = aws.String(hostURL)

@@ -10,6 +10,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/backoff"
 	"github.com/tempqueues/tempqueues/internal/batch"
 	"github.com/tempqueues/tempqueues/internal/clock"
+	"github.com/tempqueues/tempqueues/internal/deflog"
 	"github.com/tempqueues/tempqueues/internal/httpbody"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -41,8 +42,11 @@ const (
 
 // Options configure a Responder. Zero values mean the documented defaults.
 type Options struct {
-	// Logger receives the responder's logs; nil means silent. Per-request
-	// events log at Debug, dropped replies and failures at Warn/Error.
+	// Logger receives the responder's logs; nil logs operational failures (Warn and above) through
+	// slog.Default(), each message at most once a minute;
+	// slog.New(slog.DiscardHandler) silences it.
+	// Per-request events log at Debug, dropped replies and failures at
+	// Warn/Error.
 	Logger *slog.Logger
 
 	// MaxConcurrency is the number of handlers Serve runs at once (handler
@@ -218,9 +222,7 @@ func New(client Client, optFns ...func(*Options)) (*Responder, error) {
 
 func resolveOptions(o *Options) error {
 	const op = "responder.New"
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.Logger = deflog.Or(o.Logger)
 	switch {
 	case o.MaxConcurrency < 0:
 		return wire.Invalid(op, "MaxConcurrency", "negative")

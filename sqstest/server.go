@@ -1,6 +1,7 @@
 package sqstest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,7 +21,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// Options configure a Server.
+// Options configure a Server. Zero values mean the documented defaults.
 type Options struct {
 	// Addr is the TCP address NewServer and Run listen on. The default,
 	// "127.0.0.1:0", picks a free loopback port.
@@ -198,10 +199,13 @@ func Run(ctx context.Context, w io.Writer, optFns ...func(*Options)) error {
 }
 
 func newServer(optFns []func(*Options)) *Server {
-	opts := Options{Addr: "127.0.0.1:0", Region: "us-east-1", AccountID: "000000000000"}
+	var opts Options
 	for _, fn := range optFns {
 		fn(&opts)
 	}
+	opts.Addr = cmp.Or(opts.Addr, "127.0.0.1:0")
+	opts.Region = cmp.Or(opts.Region, "us-east-1")
+	opts.AccountID = cmp.Or(opts.AccountID, "000000000000")
 	s := &Server{
 		opts:    opts,
 		clock:   opts.Clock,

@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/awserr"
+	"github.com/tempqueues/tempqueues/internal/deflog"
 	"github.com/tempqueues/tempqueues/internal/hostq"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/reaper"
@@ -34,9 +35,9 @@ import (
 // ErrClosed is returned by CreateQueue after Close. It is sqsapi.ErrClosed.
 var ErrClosed = sqsapi.ErrClosed
 
-// Options configure a Client.
+// Options configure a Client. Zero values mean the documented defaults.
 type Options struct {
-	// Prefix starts the name of every host queue; default
+	// Prefix starts the name of every host queue; default ("")
 	// sqsapi.DefaultQueuePrefix. Host queue names are the prefix, a UUID, '-'
 	// and a counter, at most 80 characters, so the prefix has at most 40
 	// (35 when FIFO host queues add ".fifo").
@@ -57,7 +58,9 @@ type Options struct {
 	// DisableSweeping stops this process from taking part in the fleet's
 	// sweeps of idle host queues; it still heartbeats its own.
 	DisableSweeping bool
-	// Logger receives operational logs; nil discards them.
+	// Logger receives operational logs; nil logs operational failures (Warn and above) through
+	// slog.Default(), each message at most once a minute;
+	// slog.New(slog.DiscardHandler) silences it.
 	Logger *slog.Logger
 	// VirtualQueue configures the virtual-queue layer. Linger is on by
 	// default: the host queues are the client's own.
@@ -86,9 +89,16 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Client, error) {
 	if err := wire.CheckClient(op, "client", client); err != nil {
 		return nil, err
 	}
-	opts := Options{Prefix: sqsapi.DefaultQueuePrefix, IdleQueueRetention: sqsapi.DefaultIdleQueueRetention}
+	var opts Options
 	for _, fn := range optFns {
 		fn(&opts)
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = sqsapi.DefaultQueuePrefix
+	}
+	opts.Logger = deflog.Or(opts.Logger)
+	if opts.IdleQueueRetention == 0 {
+		opts.IdleQueueRetention = sqsapi.DefaultIdleQueueRetention
 	}
 	c := &Client{raw: client, opts: opts}
 	if err := hostq.CheckOwner(op, opts.Prefix, opts.IdleQueueRetention); err != nil {

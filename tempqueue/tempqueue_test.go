@@ -159,7 +159,6 @@ func TestBadOptionsAndAttributes(t *testing.T) {
 	b := sqstestenv.SQSTest(t)
 	raw, counter := b.Client(t)
 	for _, fn := range []func(*tempqueue.Options){
-		func(o *tempqueue.Options) { o.Prefix = "" },
 		func(o *tempqueue.Options) { o.Prefix = strings.Repeat("p", 41) },
 		func(o *tempqueue.Options) { o.Prefix = "has space" },
 		func(o *tempqueue.Options) { o.IdleQueueRetention = 500 * time.Millisecond },

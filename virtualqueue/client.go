@@ -12,6 +12,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/batch"
 	"github.com/tempqueues/tempqueues/internal/callback"
 	"github.com/tempqueues/tempqueues/internal/callcount"
+	"github.com/tempqueues/tempqueues/internal/deflog"
 	"github.com/tempqueues/tempqueues/internal/hostq"
 	"github.com/tempqueues/tempqueues/internal/httpbody"
 	"github.com/tempqueues/tempqueues/internal/wire"
@@ -51,6 +52,7 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Client, error) {
 	for _, fn := range optFns {
 		fn(&opts)
 	}
+	opts.Logger = deflog.Or(opts.Logger)
 	calls := new(callcount.Counter)
 	wrapped := hostq.CountCalls(httpbody.Ensure(client), calls)
 	c := &Client{

@@ -28,7 +28,9 @@ const (
 // Options configure a Client. The zero value of every field selects the
 // documented default.
 type Options struct {
-	// Logger receives operational logs; nil discards them.
+	// Logger receives operational logs; nil logs operational failures (Warn and above) through
+	// slog.Default(), each message at most once a minute;
+	// slog.New(slog.DiscardHandler) silences it.
 	Logger *slog.Logger
 
 	// Orphans is the action taken on orphans; default DeleteOrphan.

@@ -42,8 +42,12 @@ func runBacklog(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			o.Period = *watch
 		}
 	}
+	backlogFlags := map[string]string{
+		"Workers": "--workers", "MaxConcurrency": "--concurrency", "AcceptableLatency/ProcessingTime": "--latency/--processing",
+		"MinWorkers/MaxWorkers": "--min/--max", "MinWorkers": "--min", "Period": "--watch",
+	}
 	if _, err := backlog.Compute(backlog.Counts{}, optFn); err != nil {
-		return usageError("%v", err)
+		return flagError(err, backlogFlags)
 	}
 	env, err := openSQS(ctx, server, stderr)
 	if err != nil {
@@ -67,8 +71,12 @@ func runBacklog(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		} else {
 			desired += " (no target: the running workers, at least 1 with a backlog)"
 		}
-		_, err := fmt.Fprintf(stdout, "queue             %s\nmessages          %d %s  (visible %d, in flight %d, delayed %d)\nworkers           %d\nbacklog/worker    %.1f\ntarget/worker     %s\ndesired workers   %s\n",
-			queueNameOf(queueURL), f.Messages, f.Counted, f.Visible, f.InFlight, f.Delayed, f.Workers, f.BacklogPerWorker, target, desired)
+		perWorker := fmt.Sprintf("%.1f", f.BacklogPerWorker)
+		if f.Workers == 0 {
+			perWorker = "- (no workers running)"
+		}
+		_, err := fmt.Fprintf(stdout, "queue             %s\nmessages          %d %s  (visible %d, in flight %d, delayed %d)\nworkers           %d\nbacklog/worker    %s\ntarget/worker     %s\ndesired workers   %s\n",
+			queueNameOf(queueURL), f.Messages, f.Counted, f.Visible, f.InFlight, f.Delayed, f.Workers, perWorker, target, desired)
 		return err
 	}
 	if *watch == 0 {
@@ -100,7 +108,7 @@ func runBacklog(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 	})
 	if err != nil {
-		return usageError("%v", err)
+		return flagError(err, backlogFlags)
 	}
 	if err := m.Run(ctx); err != nil {
 		return err

@@ -33,12 +33,13 @@ func (a attrFlags) Set(s string) error {
 }
 
 func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("call", "--queue NAME|URL [--timeout 10s] [--attr k=v]... [--json] BODY|-", stdout)
+	fs := newFlags("call", "--queue NAME|URL [--timeout 10s] [--attr k=v]... [--group-id ID] [--json] BODY|-", stdout)
 	queue := fs.String("queue", "", "request queue, by name or URL (required)")
 	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for the reply; exit code 3 when it does not come")
 	asJSON := fs.Bool("json", false, "print the reply as JSON: body, attributes, request id, round trip")
 	attrs := attrFlags{}
 	fs.Var(attrs, "attr", "String message attribute name=value (repeatable)")
+	groupID := fs.String("group-id", "", "MessageGroupId of the request, for a FIFO queue (default there: \"tempq\"); the deduplication id is the request's own")
 	server := serverFlags(fs)
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -68,6 +69,14 @@ func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	in := &sqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: aws.String(body)}
+	switch fifo := strings.HasSuffix(queueNameOf(queueURL), ".fifo"); {
+	case *groupID != "" && !fifo:
+		return usageError("--group-id is for FIFO queues; %s is not one", queueNameOf(queueURL))
+	case *groupID != "":
+		in.MessageGroupId = groupID
+	case fifo:
+		in.MessageGroupId = aws.String("tempq")
+	}
 	if len(attrs) > 0 {
 		in.MessageAttributes = make(map[string]types.MessageAttributeValue, len(attrs))
 		for k, v := range attrs {

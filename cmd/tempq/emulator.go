@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -87,6 +88,9 @@ func runEmulator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	if *region == "" {
 		return usageError("--region must not be empty")
+	}
+	if !loopbackAddr(*addr) {
+		fmt.Fprintf(stderr, "tempq emulator: warning: listening on %s, not loopback only: the emulator has no authentication, so anyone who can reach it can read, send and delete every message\n", *addr)
 	}
 	if *untilEOF {
 		var cancel context.CancelFunc
@@ -179,4 +183,18 @@ func createQueues(ctx context.Context, url, region string, queues []queueSpec) e
 		}
 	}
 	return nil
+}
+
+// loopbackAddr reports whether a listen address reaches this machine only:
+// a loopback IP or "localhost". An empty host listens on every interface.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

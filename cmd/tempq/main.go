@@ -31,6 +31,7 @@ import (
 	"syscall"
 
 	"github.com/tempqueues/tempqueues/internal/sqsenv"
+	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 // command is one subcommand. run gets the arguments after the command name.
@@ -113,14 +114,46 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		switch {
 		case errors.As(err, &ee):
 			code = ee.code
-		case errors.Is(err, sqsenv.ErrUsage):
+		case errors.Is(err, sqsenv.ErrUsage), errors.Is(err, sqsapi.ErrInvalidInput):
+			// Input the library rejected before any call is bad usage
+			// too: the body, attributes or queue the command line gave.
 			code = exitUsage
 		}
 		reportError(stderr, c.name, err, code, wantsJSON(args[1:]))
 		return code
 	}
-	reportError(stderr, "", fmt.Errorf("unknown command %q (tempq --help lists them)", args[0]), exitUsage, wantsJSON(args[1:]))
+	reportError(stderr, "", fmt.Errorf("unknown command %q%s (tempq --help lists them)", args[0], suggest(args[0])), exitUsage, wantsJSON(args[1:]))
 	return exitUsage
+}
+
+// flagError turns an option the library rejected into a usage error that
+// names the command's flag, not the Go field it set: flags maps an
+// *sqsapi.InvalidInputError's Param to the flag ("ParkingQueue" to
+// "parking"). Other errors are usage errors as they are.
+func flagError(err error, flags map[string]string) error {
+	var ie *sqsapi.InvalidInputError
+	if errors.As(err, &ie) {
+		if f, ok := flags[ie.Param]; ok {
+			return usageError("%s: %s", f, ie.Reason)
+		}
+		return usageError("%s: %s", ie.Param, ie.Reason)
+	}
+	return usageError("%v", err)
+}
+
+// suggest names the commands an unknown one may have meant: those it
+// starts, or that start it ("serve" for serve-echo), else "".
+func suggest(name string) string {
+	var near []string
+	for _, c := range commands {
+		if len(name) >= 2 && (strings.HasPrefix(c.name, name) || strings.HasPrefix(name, c.name)) {
+			near = append(near, c.name)
+		}
+	}
+	if len(near) == 0 {
+		return ""
+	}
+	return "; did you mean " + strings.Join(near, " or ") + "?"
 }
 
 // reportError writes err as "tempq cmd: err", or, for --json, as one JSON

@@ -176,7 +176,7 @@ func TestQueuesAndSweep(t *testing.T) {
 	}
 	out, errOut, code := tempq(t, noEnvEndpoint, append([]string{"queues", "--prefix", prefix}, ep...)...)
 	t.Logf("tempq queues:\n%s", out)
-	if code != 0 || !strings.Contains(out, "HEARTBEAT AGE") || !strings.Contains(out, "3 queues: 1 live, 1 idle, 1 not temporary") {
+	if code != 0 || !strings.Contains(out, "HEARTBEAT AGE") || !strings.Contains(out, `3 queues with prefix "tq-ops-": 1 live, 1 idle, 1 without heartbeat tags`) {
 		t.Fatalf("queues: code %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	out, _, code = tempq(t, noEnvEndpoint, append([]string{"queues", "--prefix", prefix, "--json"}, ep...)...)
@@ -269,7 +269,7 @@ func TestRedriveCommand(t *testing.T) {
 	}
 
 	_, errOut, code = tempq(t, noEnvEndpoint, append([]string{"redrive", "--dlq", "orders-dlq", "--parking", "orders-dlq"}, ep...)...)
-	if code != 2 || !strings.Contains(errOut, "ParkingQueue") {
+	if code != 2 || !strings.Contains(errOut, "--parking: must differ from the dead-letter queue") || strings.Contains(errOut, "ParkingQueue") {
 		t.Fatalf("parking = dlq: code %d, stderr %q", code, errOut)
 	}
 	_, errOut, code = tempq(t, noEnvEndpoint, append([]string{"redrive", "--dlq", "nope", "--parking", "orders-parking"}, ep...)...)
@@ -298,7 +298,7 @@ func TestBacklogCommand(t *testing.T) {
 		t.Fatalf("backlog --json: %v", f)
 	}
 	_, errOut, code = tempq(t, noEnvEndpoint, append(args, "--min", "5", "--max", "2")...)
-	if code != 2 || !strings.Contains(errOut, "MinWorkers") {
+	if code != 2 || !strings.Contains(errOut, "--min: 5 exceeds") || strings.Contains(errOut, "MinWorkers") {
 		t.Fatalf("min > max: code %d, stderr %q", code, errOut)
 	}
 }

@@ -13,6 +13,14 @@ import (
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
+// plural returns "1 queue" or "n queues".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
+
 func runQueues(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("queues", "[--prefix "+sqsapi.DefaultQueuePrefix+"] [--json]", stdout)
 	prefix := prefixFlag(fs)
@@ -74,8 +82,11 @@ func runQueues(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "%d queues: %d live, %d idle, %d not temporary, %d other\n", len(qs), counts[reaper.VerdictLive], counts[reaper.VerdictIdle],
-		counts[reaper.VerdictNotTemporary], len(qs)-counts[reaper.VerdictLive]-counts[reaper.VerdictIdle]-counts[reaper.VerdictNotTemporary])
+	// Only queues with the prefix are listed: the count says so, lest
+	// "0 not temporary" read as a statement on the account's other queues.
+	fmt.Fprintf(stdout, "%s with prefix %q: %d live, %d idle, %d without heartbeat tags, %d other\n", plural(len(qs), "queue"), *prefix,
+		counts[reaper.VerdictLive], counts[reaper.VerdictIdle], counts[reaper.VerdictNotTemporary],
+		len(qs)-counts[reaper.VerdictLive]-counts[reaper.VerdictIdle]-counts[reaper.VerdictNotTemporary])
 	if f := fleetFigures(qs, now); f.Temporary > 0 {
 		fmt.Fprintf(stdout, "heartbeat age p50 %.0fs, p99 %.0fs, max %.0fs (p99 %.0f%% of retention); tagging about %.1f calls/s of the account's %d (recommended retention %v)\n",
 			f.AgeSeconds.P50, f.AgeSeconds.P99, f.AgeSeconds.Max, 100*f.AgeOfRetention.P99, f.Tagging.Total, int(f.Tagging.Quota),

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/tempqueues/tempqueues/redrive"
@@ -68,12 +69,16 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 	})
 	if err != nil {
-		return usageError("%v", err)
+		return flagError(err, map[string]string{
+			"dlqURL": "--dlq", "ParkingQueue": "--parking", "Target": "--target",
+			"BackoffBase/BackoffCap": "--base/--cap", "MaxAttempts": "--max-attempts",
+			"RateLimit": "--rate", "VisibilityTimeout": "--visibility",
+		})
 	}
 	if !*asJSON {
 		t, err := r.Target(ctx)
 		if err != nil {
-			return err
+			return targetError(err)
 		}
 		mode := "draining"
 		switch {
@@ -96,6 +101,7 @@ func runRedrive(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err == nil {
 		err = evErr
 	}
+	err = targetError(err)
 	if errors.Is(err, context.Canceled) {
 		return nil // interrupted: the report says how far it got
 	}
@@ -178,4 +184,17 @@ func printReport(w io.Writer, rep redrive.Report, asJSON bool) error {
 	_, err := fmt.Fprintf(w, "%d messages: %sreplayed %d, scheduled %d, waiting %d, parked %d (%d without room for the attempt attribute), failed %d, in %v\n",
 		rep.Received, verb, rep.Replayed, rep.Scheduled, rep.Waiting, rep.Parked, rep.NoRoom, rep.Failed, rep.Duration.Round(time.Millisecond))
 	return err
+}
+
+// targetError words redrive's "set the target" for the command line: the
+// flag is --target.
+func targetError(err error) error {
+	var se *redrive.SourceError
+	if !errors.As(err, &se) {
+		return err
+	}
+	if len(se.Sources) == 0 {
+		return usageError("no queue names %s as its dead-letter queue: pass --target QUEUE", queueNameOf(se.DeadLetterQueue))
+	}
+	return usageError("%s is the dead-letter queue of %d queues (%s): pass --target QUEUE", queueNameOf(se.DeadLetterQueue), len(se.Sources), strings.Join(se.Sources, ", "))
 }

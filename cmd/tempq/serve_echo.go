@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/responder"
@@ -17,7 +20,7 @@ import (
 
 func runServeEcho(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("serve-echo", "--queue NAME|URL [--concurrency 10] [--json]", stdout)
-	queue := fs.String("queue", "", "request queue, by name (created if missing) or URL (required)")
+	queue := fs.String("queue", "", "request queue, by name (created if missing, FIFO when it ends in .fifo) or URL (required)")
 	concurrency := fs.Int("concurrency", 10, "requests handled at once")
 	asJSON := fs.Bool("json", false, "log each request as a line of JSON")
 	server := serverFlags(fs)
@@ -38,14 +41,20 @@ func runServeEcho(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	defer env.Close()
-	var queueURL string
-	if wire.ValidQueueName(*queue) {
-		out, err := env.Client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: queue})
-		if err != nil {
-			return fmt.Errorf("creating queue %q: %w", *queue, err)
+	queueURL, err := resolveQueue(ctx, env.Client, "queue", *queue)
+	if errors.Is(err, errNoQueue) && wire.ValidQueueName(*queue) {
+		// A name of a missing queue: create it, FIFO when the name says so.
+		in := &sqs.CreateQueueInput{QueueName: queue}
+		if strings.HasSuffix(*queue, ".fifo") {
+			in.Attributes = map[string]string{string(types.QueueAttributeNameFifoQueue): "true"}
 		}
-		queueURL = aws.ToString(out.QueueUrl)
-	} else if queueURL, err = resolveQueue(ctx, env.Client, "queue", *queue); err != nil {
+		out, cerr := env.Client.CreateQueue(ctx, in)
+		if cerr != nil {
+			return fmt.Errorf("creating queue %q: %w", *queue, cerr)
+		}
+		queueURL, err = aws.ToString(out.QueueUrl), nil
+	}
+	if err != nil {
 		return err
 	}
 

@@ -174,6 +174,10 @@ func checkConnect(ctx context.Context, endpoint string) error {
 // resolveQueue returns the URL of a queue given by URL or by name (one
 // GetQueueUrl call for a name, one GetQueueAttributes call for a URL), so
 // that a missing queue is reported the same way whichever was given.
+// errNoQueue is matched by resolveQueue's error for a queue that does not
+// exist.
+var errNoQueue = errors.New("does not exist")
+
 func resolveQueue(ctx context.Context, client *sqs.Client, flagName, q string) (string, error) {
 	if q == "" {
 		return "", usageError("--%s is required", flagName)
@@ -190,7 +194,7 @@ func resolveQueue(ctx context.Context, client *sqs.Client, flagName, q string) (
 		case err == nil:
 			return q, nil
 		case awserr.IsQueueDoesNotExist(err):
-			return "", fmt.Errorf("--%s: queue %q does not exist", flagName, q)
+			return "", fmt.Errorf("--%s: queue %q %w", flagName, q, errNoQueue)
 		case errors.As(err, &apiErr):
 			// A caller may send to a queue whose attributes it may not
 			// read (AccessDenied): the URL stands, and the command's own
@@ -206,7 +210,7 @@ func resolveQueue(ctx context.Context, client *sqs.Client, flagName, q string) (
 	out, err := client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(q)})
 	if err != nil {
 		if awserr.IsQueueDoesNotExist(err) {
-			return "", fmt.Errorf("--%s: queue %q does not exist", flagName, q)
+			return "", fmt.Errorf("--%s: queue %q %w", flagName, q, errNoQueue)
 		}
 		return "", fmt.Errorf("--%s: GetQueueUrl %q: %w", flagName, q, err)
 	}

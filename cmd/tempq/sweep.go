@@ -7,23 +7,37 @@ import (
 	"io"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/reaper"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("sweep", "[--prefix "+sqsapi.DefaultQueuePrefix+"] [--dry-run] [--json]", stdout)
+	fs := newFlags("sweep", "[--prefix "+sqsapi.DefaultQueuePrefix+"] [--dry-run] [--retire] [--json]", stdout)
 	prefix := prefixFlag(fs)
 	dryRun := fs.Bool("dry-run", false, "report the idle queues without deleting them")
+	retire := fs.Bool("retire", false, "after the sweep, delete the fleet's lease queue <prefix>"+leaseSuffix+" too, when no temporary queue of the prefix is left (the fleet is retired)")
 	asJSON := fs.Bool("json", false, "print the sweep report as JSON")
-	s, closeEnv, err := sweeperCommand(ctx, fs, args, stderr, prefix, func(o *reaper.Options) { o.DryRun = *dryRun })
+	var client *sqs.Client
+	s, closeEnv, err := sweeperCommand(ctx, fs, args, stderr, prefix, func(o *reaper.Options) { o.DryRun = *dryRun }, &client)
 	if err != nil {
 		return err
 	}
 	defer closeEnv()
+	if *retire && *dryRun {
+		return usageError("--retire deletes; it cannot be a --dry-run")
+	}
 	rep, err := s.Sweep(ctx)
 	if err != nil {
 		return err
+	}
+	if *retire && len(rep.Errors) == 0 {
+		if err := retireLease(ctx, s, client, *prefix, stdout); err != nil {
+			return err
+		}
 	}
 	if *asJSON {
 		errs := make([]string, len(rep.Errors))
@@ -72,7 +86,7 @@ func prefixFlag(fs *flag.FlagSet) *string {
 // sweeperCommand adds the server flags to fs, parses args (no positional
 // arguments), connects (-v logs to stderr) and returns a Sweeper for the prefix with opt
 // applied, and the function that closes the connection.
-func sweeperCommand(ctx context.Context, fs *flag.FlagSet, args []string, stderr io.Writer, prefix *string, opt func(*reaper.Options)) (*reaper.Sweeper, func(), error) {
+func sweeperCommand(ctx context.Context, fs *flag.FlagSet, args []string, stderr io.Writer, prefix *string, opt func(*reaper.Options), client ...**sqs.Client) (*reaper.Sweeper, func(), error) {
 	server := serverFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return nil, nil, err
@@ -84,6 +98,9 @@ func sweeperCommand(ctx context.Context, fs *flag.FlagSet, args []string, stderr
 	if err != nil {
 		return nil, nil, err
 	}
+	for _, c := range client {
+		*c = env.Client
+	}
 	s, err := reaper.NewSweeper(env.Client, func(o *reaper.Options) {
 		o.Prefix = *prefix
 		o.Logger = server.logger(stderr)
@@ -91,7 +108,43 @@ func sweeperCommand(ctx context.Context, fs *flag.FlagSet, args []string, stderr
 	})
 	if err != nil {
 		env.Close()
-		return nil, nil, usageError("%v", err)
+		return nil, nil, flagError(err, map[string]string{"Prefix": "--prefix"})
 	}
 	return s, env.Close, nil
+}
+
+// leaseSuffix names the queue that holds a fleet's sweeper lease:
+// <prefix>sweeper.fifo (reaper's coordination queue).
+const leaseSuffix = "sweeper.fifo"
+
+// retireLease deletes the fleet's lease queue once no temporary queue of
+// the prefix is left: a live process would only create it again.
+func retireLease(ctx context.Context, s *reaper.Sweeper, client *sqs.Client, prefix string, stdout io.Writer) error {
+	qs, err := s.Queues(ctx)
+	if err != nil {
+		return err
+	}
+	left := 0
+	for _, q := range qs {
+		if q.Verdict != reaper.VerdictNotTemporary && q.Name != prefix+leaseSuffix {
+			left++
+		}
+	}
+	if left > 0 {
+		return fmt.Errorf("--retire: %d temporary queues with prefix %q are left (tempq queues lists them); the lease queue stays while a fleet may use it", left, prefix)
+	}
+	name := prefix + leaseSuffix
+	out, err := client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
+	if awserr.IsQueueDoesNotExist(err) {
+		fmt.Fprintf(stdout, "no lease queue %s\n", name)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("--retire: GetQueueUrl %s: %w", name, err)
+	}
+	if _, err := client.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}); err != nil && !awserr.IsQueueDoesNotExist(err) {
+		return fmt.Errorf("--retire: DeleteQueue %s: %w", name, err)
+	}
+	fmt.Fprintf(stdout, "deleted the lease queue %s\n", name)
+	return nil
 }

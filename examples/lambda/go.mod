@@ -8,8 +8,8 @@ require (
 	github.com/aws/aws-sdk-go-v2/config v1.33.15
 	github.com/aws/aws-sdk-go-v2/credentials v1.20.15
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.52.10
-	github.com/tempqueues/tempqueues v0.0.0-00010101000000-000000000000
-	github.com/tempqueues/tempqueues/lambda v0.0.0-00010101000000-000000000000
+	github.com/tempqueues/tempqueues v0.1.0
+	github.com/tempqueues/tempqueues/lambdatempq v0.1.0
 )
 
 require (
@@ -30,5 +30,5 @@ require (
 
 replace (
 	github.com/tempqueues/tempqueues => ../..
-	github.com/tempqueues/tempqueues/lambda => ../../lambda
+	github.com/tempqueues/tempqueues/lambdatempq => ../../lambdatempq
 )

@@ -22,11 +22,11 @@ import (
 	"strings"
 	"time"
 
-	awslambda "github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/tempqueues/tempqueues/lambda"
+	"github.com/tempqueues/tempqueues/lambdatempq"
 	"github.com/tempqueues/tempqueues/redrive"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -46,14 +46,14 @@ func main() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		awslambda.Start(fn.HandleSQSEvent)
+		lambda.Start(fn.HandleSQSEvent)
 	case "redrive":
 		maxAttempts, _ := strconv.Atoi(os.Getenv("MAX_ATTEMPTS"))
 		fn, err := newRedrive(client, os.Getenv("DLQ_URL"), os.Getenv("TARGET_URL"), os.Getenv("PARKING_URL"), maxAttempts)
 		if err != nil {
 			log.Fatal(err)
 		}
-		awslambda.Start(fn.HandleSQSEvent)
+		lambda.Start(fn.HandleSQSEvent)
 	default:
 		log.Fatalf("FUNCTION is %q: want responder or redrive", f)
 	}
@@ -74,8 +74,8 @@ func login(ctx context.Context, req *responder.Request) (*responder.Reply, error
 
 // newResponder is the responder function's handler. queueURL maps the
 // event's queue ARN to its URL; nil derives the AWS URL from the ARN.
-func newResponder(client *sqs.Client, queueURL func(arn string) (string, error)) (*lambda.Responder, error) {
-	return lambda.NewResponder(client, responder.HandlerFunc(login), func(o *lambda.Options) {
+func newResponder(client *sqs.Client, queueURL func(arn string) (string, error)) (*lambdatempq.Responder, error) {
+	return lambdatempq.NewResponder(client, responder.HandlerFunc(login), func(o *lambdatempq.Options) {
 		if queueURL != nil {
 			o.QueueURL = queueURL
 		}
@@ -90,11 +90,11 @@ func newResponder(client *sqs.Client, queueURL func(arn string) (string, error))
 }
 
 // newRedrive is the dead-letter queue function's handler.
-func newRedrive(client *sqs.Client, dlqURL, targetURL, parkingURL string, maxAttempts int) (*lambda.Redrive, error) {
+func newRedrive(client *sqs.Client, dlqURL, targetURL, parkingURL string, maxAttempts int) (*lambdatempq.Redrive, error) {
 	if dlqURL == "" || parkingURL == "" {
 		return nil, fmt.Errorf("DLQ_URL and PARKING_URL are required")
 	}
-	return lambda.NewRedrive(client, dlqURL, func(o *redrive.Options) {
+	return lambdatempq.NewRedrive(client, dlqURL, func(o *redrive.Options) {
 		o.Target, o.ParkingQueue = targetURL, parkingURL
 		o.MaxAttempts = maxAttempts
 		o.BackoffBase, o.BackoffCap = 2*time.Second, time.Hour // beyond 900 s: scheduled on the DLQ

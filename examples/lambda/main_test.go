@@ -16,7 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/tempqueues/tempqueues/lambda"
+	"github.com/tempqueues/tempqueues/lambdatempq"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/sqsapi"
 	"github.com/tempqueues/tempqueues/sqstest"
@@ -100,7 +100,7 @@ func testFunctions(t *testing.T, client *sqs.Client) {
 	bad.Cancel() // nobody waits for the failing one
 
 	msgs := receive(requests, 2)
-	resp, err := fn.HandleSQSEvent(ctx, lambda.Event(requestsARN, msgs))
+	resp, err := fn.HandleSQSEvent(ctx, lambdatempq.Event(requestsARN, msgs))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func testFunctions(t *testing.T, client *sqs.Client) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp, err = rd.HandleSQSEvent(ctx, lambda.Event(dlqARN, receive(dlq, 1)))
+	resp, err = rd.HandleSQSEvent(ctx, lambdatempq.Event(dlqARN, receive(dlq, 1)))
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("redrive: %v %v", resp, err)
 	}

@@ -1,4 +1,4 @@
-package lambda
+package lambdatempq
 
 import (
 	"fmt"
@@ -87,7 +87,7 @@ func Event(queueARN string, msgs []types.Message) events.SQSEvent {
 func QueueURL(queueARN string) (string, error) {
 	parts := strings.Split(queueARN, ":")
 	if len(parts) != 6 || parts[0] != "arn" || parts[2] != "sqs" || parts[3] == "" || parts[4] == "" || parts[5] == "" {
-		return "", &sqsapi.InvalidInputError{Op: "lambda.QueueURL", Param: "queueARN", Reason: fmt.Sprintf("%q is not an SQS queue ARN", queueARN)}
+		return "", &sqsapi.InvalidInputError{Op: "lambdatempq.QueueURL", Param: "queueARN", Reason: fmt.Sprintf("%q is not an SQS queue ARN", queueARN)}
 	}
 	domain := "amazonaws.com"
 	switch parts[1] {

@@ -1,4 +1,4 @@
-package otel_test
+package oteltempq_test
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/child"
 	"github.com/tempqueues/tempqueues/internal/sqstestenv"
-	"github.com/tempqueues/tempqueues/otel"
+	"github.com/tempqueues/tempqueues/oteltempq"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
 )
@@ -40,7 +40,7 @@ func TestMain(m *testing.M) {
 func childResponder() error {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	inst, err := otel.New(func(o *otel.Options) { o.TracerProvider = tp })
+	inst, err := oteltempq.New(func(o *oteltempq.Options) { o.TracerProvider = tp })
 	if err != nil {
 		return err
 	}

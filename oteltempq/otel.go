@@ -1,4 +1,4 @@
-package otel
+package oteltempq
 
 import (
 	"context"
@@ -19,14 +19,13 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 // scope is the instrumentation scope of the spans and metrics.
-const scope = "github.com/tempqueues/tempqueues/otel"
+const scope = "github.com/tempqueues/tempqueues/oteltempq"
 
 // Wire names.
 const (
@@ -120,14 +119,10 @@ func (i *Instrumentation) Requester(o *requester.Options) {
 		if prev != nil {
 			prevDone = prev(ctx, in)
 		}
-		dest := queueName(aws.ToString(in.QueueUrl))
-		ctx, span := i.tracer.Start(ctx, dest+" send", trace.WithSpanKind(trace.SpanKindProducer),
-			trace.WithAttributes(
-				attribute.String("messaging.system", "aws_sqs"),
-				attribute.String("messaging.operation.type", "send"),
-				attribute.String("messaging.destination.name", dest),
-			))
-		i.inject(ctx, in.MessageAttributes, in.MessageSystemAttributes, requestRoom(in), wire.MessageSize(in.MessageBody, in.MessageAttributes))
+		dest := destinationOf(aws.ToString(in.QueueUrl), false)
+		ctx, span := i.tracer.Start(ctx, "send "+dest.name, trace.WithSpanKind(trace.SpanKindProducer),
+			trace.WithAttributes(dest.attributes("send", "send")...))
+		i.inject(ctx, in.MessageAttributes, in.MessageSystemAttributes, requestRoom(in), messageSize(in.MessageBody, in.MessageAttributes))
 		start := time.Now()
 		return func(reply *types.Message, err error) {
 			outcome := "ok"
@@ -141,14 +136,14 @@ func (i *Instrumentation) Requester(o *requester.Options) {
 				if v, ok := reply.MessageAttributes[sqsapi.CorrelationIDAttribute]; ok {
 					span.SetAttributes(attribute.String("messaging.message.conversation_id", aws.ToString(v.StringValue)))
 				}
-				i.receipt(span, dest, *reply)
+				i.receipt(span, *reply)
 			}
 			if err != nil {
 				span.RecordError(err)
 				span.SetStatus(codes.Error, outcome)
 			}
 			span.End()
-			attrs := metric.WithAttributes(attribute.String("outcome", outcome), attribute.String("messaging.destination.name", dest))
+			attrs := metric.WithAttributes(attribute.String("outcome", outcome), attribute.String("messaging.destination.name", dest.name))
 			i.clientRequests.Add(context.Background(), 1, attrs)
 			i.clientDuration.Record(context.Background(), time.Since(start).Seconds(), attrs)
 			if prevDone != nil {
@@ -158,26 +153,24 @@ func (i *Instrumentation) Requester(o *requester.Options) {
 	}
 }
 
-// receipt marks a reply's arrival with a consumer span "<request queue>
-// reply", child of the
-// reply's producer span in the responder, linked to the request's span,
-// which in turn gets a link to the reply's span. A reply that carries no
-// span context (an untraced responder, a server that drops
-// AWSTraceHeader without Options.TraceParent) gets neither.
-func (i *Instrumentation) receipt(request trace.Span, dest string, reply types.Message) {
+// receipt marks a reply's arrival with a consumer span "receive
+// (temporary)", child of the reply's producer span in the responder,
+// linked to the request's span, which in turn gets a link to the reply's
+// span. A reply that carries no span context (an untraced responder, a
+// server that drops AWSTraceHeader without Options.TraceParent) gets
+// neither.
+func (i *Instrumentation) receipt(request trace.Span, reply types.Message) {
 	sc := i.extract(reply)
 	if !sc.IsValid() {
 		return
 	}
 	request.AddLink(trace.Link{SpanContext: sc})
 	ctx := trace.ContextWithRemoteSpanContext(context.Background(), sc)
-	_, span := i.tracer.Start(ctx, dest+" reply", trace.WithSpanKind(trace.SpanKindConsumer),
+	dest := temporary
+	_, span := i.tracer.Start(ctx, "receive "+dest.name, trace.WithSpanKind(trace.SpanKindConsumer),
 		trace.WithLinks(trace.Link{SpanContext: request.SpanContext()}),
-		trace.WithAttributes(
-			attribute.String("messaging.system", "aws_sqs"),
-			attribute.String("messaging.operation.type", "receive"),
-			attribute.String("messaging.message.id", aws.ToString(reply.MessageId)),
-		))
+		trace.WithAttributes(append(dest.attributes("receive", "receive"),
+			attribute.String("messaging.message.id", aws.ToString(reply.MessageId)))...))
 	span.End()
 }
 
@@ -227,16 +220,12 @@ func (i *Instrumentation) Middleware(next responder.Handler) responder.Handler {
 		if parent.IsValid() {
 			ctx = trace.ContextWithRemoteSpanContext(ctx, parent)
 		}
-		src := queueName(req.QueueURL)
-		ctx, span := i.tracer.Start(ctx, src+" process", trace.WithSpanKind(trace.SpanKindConsumer),
-			trace.WithAttributes(
-				attribute.String("messaging.system", "aws_sqs"),
-				attribute.String("messaging.operation.type", "process"),
-				attribute.String("messaging.destination.name", src),
+		src := destinationOf(req.QueueURL, false)
+		ctx, span := i.tracer.Start(ctx, "process "+src.name, trace.WithSpanKind(trace.SpanKindConsumer),
+			trace.WithAttributes(append(src.attributes("process", "process"),
 				attribute.String("messaging.message.id", aws.ToString(req.Message.MessageId)),
 				attribute.String("messaging.message.conversation_id", req.ID),
-				attribute.Int("messaging.aws_sqs.receive_count", req.ReceiveCount),
-			))
+				attribute.Int("messaging.aws_sqs.receive_count", req.ReceiveCount))...))
 		start := time.Now()
 		outcome := "panic" // unless the handler returns
 		defer func() {
@@ -246,7 +235,7 @@ func (i *Instrumentation) Middleware(next responder.Handler) responder.Handler {
 				span.SetStatus(codes.Error, "handler panicked")
 			}
 			span.End()
-			attrs := metric.WithAttributes(attribute.String("outcome", outcome), attribute.String("messaging.destination.name", src))
+			attrs := metric.WithAttributes(attribute.String("outcome", outcome), attribute.String("messaging.destination.name", src.name))
 			i.serverRequests.Add(context.Background(), 1, attrs)
 			i.serverDuration.Record(context.Background(), time.Since(start).Seconds(), attrs)
 		}()
@@ -267,15 +256,11 @@ func (i *Instrumentation) Middleware(next responder.Handler) responder.Handler {
 // the function that ends the span with the send's result.
 func (i *Instrumentation) traceReply(ctx context.Context, req *responder.Request, reply *responder.Reply) func(error) {
 	to, _ := req.Attribute(sqsapi.ResponseQueueURLAttribute)
-	dest := queueName(to)
+	dest := destinationOf(to, true) // a reply queue is a requester's own
 	opts := []trace.SpanStartOption{
 		trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(
-			attribute.String("messaging.system", "aws_sqs"),
-			attribute.String("messaging.operation.type", "send"),
-			attribute.String("messaging.destination.name", dest),
-			attribute.String("messaging.message.conversation_id", req.ID),
-		),
+		trace.WithAttributes(append(dest.attributes("send", "send"),
+			attribute.String("messaging.message.conversation_id", req.ID))...),
 	}
 	if request := i.extract(req.Message); request.IsValid() {
 		opts = append(opts, trace.WithLinks(trace.Link{SpanContext: request}))
@@ -285,8 +270,8 @@ func (i *Instrumentation) traceReply(ctx context.Context, req *responder.Request
 			ctx = trace.ContextWithRemoteSpanContext(ctx, request)
 		}
 	}
-	ctx, span := i.tracer.Start(ctx, dest+" send", opts...)
-	i.inject(ctx, reply.Attributes, reply.SystemAttributes, replyRoom(req, reply), wire.MessageSize(&reply.Body, reply.Attributes))
+	ctx, span := i.tracer.Start(ctx, "send "+dest.name, opts...)
+	i.inject(ctx, reply.Attributes, reply.SystemAttributes, replyRoom(req, reply), messageSize(&reply.Body, reply.Attributes))
 	return func(err error) {
 		if err != nil {
 			span.RecordError(err)
@@ -379,7 +364,7 @@ func (i *Instrumentation) extract(m types.Message) trace.SpanContext {
 //	client := sqs.NewFromConfig(cfg, inst.SQS)
 func (i *Instrumentation) SQS(o *sqs.Options) {
 	o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
-		return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("tempqueues.otel.Calls",
+		return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("tempqueues.oteltempq.Calls",
 			func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
 				i.calls.Add(ctx, 1, metric.WithAttributes(attribute.String("rpc.method", awsmiddleware.GetOperationName(ctx))))
 				return next.HandleFinalize(ctx, in)
@@ -387,16 +372,76 @@ func (i *Instrumentation) SQS(o *sqs.Options) {
 	})
 }
 
-// queueName returns the last part of a queue URL: the queue's name, or for
-// a virtual queue URL "<host>#<name>" the host's name and the virtual one.
+// destination is what a span and a metric say of a queue, following
+// OpenTelemetry's messaging conventions: a low-cardinality name for span
+// names and metric attributes, and whether the queue is temporary.
+type destination struct {
+	name      string // the queue's name, or "(temporary)"
+	url       string // the queue's URL, virtual part included
+	temporary bool
+}
+
+// temporaryName stands for every temporary destination in span names and
+// metric attributes: reply queues (virtual or not) and host queues are
+// one per process or per request, so their names would make a span name
+// and a metric series each.
+const temporaryName = "(temporary)"
+
+// temporary is the destination of a reply whose queue is not known.
+var temporary = destination{name: temporaryName, temporary: true}
+
+// destinationOf describes the queue at u: temporary when reply says it is
+// a reply queue, when u is a virtual queue URL ("<host>#<name>"), or when
+// the queue's name has the default host queue prefix; otherwise named by
+// its queue name, which the application chose.
+func destinationOf(u string, reply bool) destination {
+	name := queueName(u)
+	if reply || strings.Contains(u, "#") || strings.HasPrefix(name, sqsapi.DefaultQueuePrefix) || name == "" {
+		return destination{name: temporaryName, url: u, temporary: true}
+	}
+	return destination{name: name, url: u}
+}
+
+// attributes are the span attributes of an operation on d: the full URL
+// goes in aws.sqs.queue.url (span attributes may vary per request; span
+// names and metric attributes may not).
+func (d destination) attributes(opName, opType string) []attribute.KeyValue {
+	kv := []attribute.KeyValue{
+		attribute.String("messaging.system", "aws_sqs"),
+		attribute.String("messaging.operation.name", opName),
+		attribute.String("messaging.operation.type", opType),
+		attribute.String("messaging.destination.name", d.name),
+	}
+	if d.temporary {
+		kv = append(kv, attribute.Bool("messaging.destination.temporary", true))
+	}
+	if d.url != "" {
+		kv = append(kv, attribute.String("aws.sqs.queue.url", d.url))
+	}
+	return kv
+}
+
+// messageSize is the size SQS counts against MaximumMessageSize: the body
+// plus each message attribute's name, data type and value. This module is
+// versioned apart from the core, so it keeps its own copy of the core's
+// internal rule (a test holds the two equal) rather than import it.
+func messageSize(body *string, attrs map[string]types.MessageAttributeValue) int {
+	n := 0
+	if body != nil {
+		n = len(*body)
+	}
+	for name, v := range attrs {
+		n += len(name) + len(aws.ToString(v.DataType)) + len(aws.ToString(v.StringValue)) + len(v.BinaryValue)
+	}
+	return n
+}
+
+// queueName returns the last part of a queue URL, the queue's name; for a
+// virtual queue URL "<host>#<name>", the host queue's name.
 func queueName(u string) string {
-	host, virtual, _ := strings.Cut(u, "#")
+	host, _, _ := strings.Cut(u, "#")
 	if p, err := url.Parse(host); err == nil && p.Path != "" {
 		host = p.Path
 	}
-	name := host[strings.LastIndex(host, "/")+1:]
-	if virtual != "" {
-		name += "#" + virtual
-	}
-	return name
+	return host[strings.LastIndex(host, "/")+1:]
 }

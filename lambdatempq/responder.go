@@ -1,4 +1,4 @@
-package lambda
+package lambdatempq
 
 import (
 	"context"
@@ -19,7 +19,8 @@ import (
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
-// Options configure a Responder.
+// Options configure a Responder. Zero values mean the documented
+// defaults.
 type Options struct {
 	// Responder configures the responder.Responder the requests go
 	// through: Store, StoreTTL, InProgressDelay, Middleware, OnReply,
@@ -61,7 +62,7 @@ type Responder struct {
 // replies through client. It validates the options (an
 // *sqsapi.InvalidInputError for bad ones) and makes no call.
 func NewResponder(client Client, h responder.Handler, optFns ...func(*Options)) (*Responder, error) {
-	const op = "lambda.NewResponder"
+	const op = "lambdatempq.NewResponder"
 	var o Options
 	for _, fn := range optFns {
 		if fn != nil {

@@ -1,4 +1,4 @@
-package otel
+package oteltempq
 
 import (
 	"encoding/hex"

@@ -1,4 +1,4 @@
-package lambda_test
+package lambdatempq_test
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/sqstestenv"
-	"github.com/tempqueues/tempqueues/lambda"
+	"github.com/tempqueues/tempqueues/lambdatempq"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -49,7 +49,7 @@ func TestResponderAnswersGoAndJavaRequests(t *testing.T) {
 			return &responder.Reply{Body: "re: " + req.Body()}, nil
 		})
 		var middlewareRuns atomic.Int32
-		fn, err := lambda.NewResponder(client, h, func(o *lambda.Options) {
+		fn, err := lambdatempq.NewResponder(client, h, func(o *lambdatempq.Options) {
 			o.QueueURL = qs.url
 			o.Responder = append(o.Responder, func(o *responder.Options) {
 				o.Store = responder.NewMemoryStore()
@@ -98,7 +98,7 @@ func TestResponderAnswersGoAndJavaRequests(t *testing.T) {
 		var redeliver types.Message
 		for start := 0; start < len(msgs); start += 10 {
 			batch := msgs[start:min(len(msgs), start+10)]
-			resp, err := fn.HandleSQSEvent(ctx, lambda.Event(reqARN, batch))
+			resp, err := fn.HandleSQSEvent(ctx, lambdatempq.Event(reqARN, batch))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -138,7 +138,7 @@ func TestResponderAnswersGoAndJavaRequests(t *testing.T) {
 		}
 
 		// The redelivered Java request: answered again, from the Store.
-		resp, err := fn.HandleSQSEvent(ctx, lambda.Event(reqARN, []types.Message{redeliver}))
+		resp, err := fn.HandleSQSEvent(ctx, lambdatempq.Event(reqARN, []types.Message{redeliver}))
 		if err != nil || len(resp.BatchItemFailures) != 0 {
 			t.Fatalf("redelivery: %v %v", resp, err)
 		}
@@ -187,12 +187,12 @@ func TestResponderReleasesAndFIFO(t *testing.T) {
 	client, _ := b.Client(t)
 	qs := newQueues(t, client)
 	reqURL, reqARN := qs.create("lrel")
-	fn, err := lambda.NewResponder(client, responder.HandlerFunc(func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+	fn, err := lambdatempq.NewResponder(client, responder.HandlerFunc(func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
 		if strings.HasPrefix(req.Body(), "fail") {
 			return nil, errors.New("no")
 		}
 		return nil, nil
-	}), func(o *lambda.Options) {
+	}), func(o *lambdatempq.Options) {
 		o.QueueURL = qs.url
 		o.Responder = append(o.Responder, func(o *responder.Options) { o.Retry = responder.RetryImmediately })
 	})
@@ -205,7 +205,7 @@ func TestResponderReleasesAndFIFO(t *testing.T) {
 		}
 	}
 	msgs := receive(t, client, reqURL, 2, 10*time.Second) // hidden for 60 s
-	resp, err := fn.HandleSQSEvent(ctx, lambda.Event(reqARN, msgs))
+	resp, err := fn.HandleSQSEvent(ctx, lambdatempq.Event(reqARN, msgs))
 	if err != nil || len(resp.BatchItemFailures) != 1 {
 		t.Fatalf("%v %v", resp, err)
 	}
@@ -220,7 +220,7 @@ func TestResponderReleasesAndFIFO(t *testing.T) {
 	for i, body := range []string{"a", "fail", "b"} {
 		ev.Records = append(ev.Records, events.SQSMessage{MessageId: fmt.Sprint("m", i), Body: body, EventSourceARN: "arn:aws:sqs:eu-west-1:123456789012:q.fifo"})
 	}
-	fifo, err := lambda.NewResponder(client, responder.HandlerFunc(func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+	fifo, err := lambdatempq.NewResponder(client, responder.HandlerFunc(func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
 		if req.Body() == "fail" {
 			return nil, errors.New("no")
 		}
@@ -243,11 +243,11 @@ func TestResponderReleasesAndFIFO(t *testing.T) {
 }
 
 func TestQueueURL(t *testing.T) {
-	u, err := lambda.QueueURL("arn:aws:sqs:eu-west-1:123456789012:orders")
+	u, err := lambdatempq.QueueURL("arn:aws:sqs:eu-west-1:123456789012:orders")
 	if err != nil || u != "https://sqs.eu-west-1.amazonaws.com/123456789012/orders" {
 		t.Errorf("QueueURL = %q, %v", u, err)
 	}
-	if _, err := lambda.QueueURL("arn:aws:sns:eu-west-1:123456789012:topic"); !errors.Is(err, sqsapi.ErrInvalidInput) {
+	if _, err := lambdatempq.QueueURL("arn:aws:sns:eu-west-1:123456789012:topic"); !errors.Is(err, sqsapi.ErrInvalidInput) {
 		t.Errorf("an SNS ARN: %v, want ErrInvalidInput", err)
 	}
 }

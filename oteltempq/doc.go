@@ -1,9 +1,9 @@
-// Package otel traces and measures tempqueues with OpenTelemetry: one trace
+// Package oteltempq traces and measures tempqueues with OpenTelemetry: one trace
 // from a requester's send, through the responder's handler, to the reply,
 // across processes; and metrics for requests, their latency, late replies
 // and SQS API calls by operation.
 //
-//	inst, err := otel.New() // the global tracer and meter providers
+//	inst, err := oteltempq.New() // the global tracer and meter providers
 //	client := sqs.NewFromConfig(cfg, inst.SQS)             // API calls
 //	req, err := requester.New(client, inst.Requester)      // producer spans
 //	resp, err := responder.New(client, inst.Responder)     // consumer spans
@@ -21,6 +21,6 @@
 // same way. The requester marks the reply's arrival with a consumer span,
 // child of the reply's span.
 //
-// The package lives in its own module, github.com/tempqueues/tempqueues/otel,
+// The package lives in its own module, github.com/tempqueues/tempqueues/oteltempq,
 // so that OpenTelemetry is not a dependency of the rest.
-package otel
+package oteltempq

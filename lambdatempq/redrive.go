@@ -1,4 +1,4 @@
-package lambda
+package lambdatempq
 
 import (
 	"context"
@@ -38,7 +38,7 @@ func NewRedrive(client redrive.Client, dlqURL string, optFns ...func(*redrive.Op
 		return nil, err
 	}
 	if dry {
-		return nil, invalid("lambda.NewRedrive", "DryRun", "a function cannot dry-run: use redrive.Drain")
+		return nil, invalid("lambdatempq.NewRedrive", "DryRun", "a function cannot dry-run: use redrive.Drain")
 	}
 	return &Redrive{rd: rd}, nil
 }

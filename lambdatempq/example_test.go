@@ -1,4 +1,4 @@
-package lambda_test
+package lambdatempq_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/tempqueues/tempqueues/lambda"
+	"github.com/tempqueues/tempqueues/lambdatempq"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/sqsapi"
 	"github.com/tempqueues/tempqueues/sqstest"
@@ -26,10 +26,10 @@ func ExampleResponder_HandleSQSEvent() {
 	reqQ, _ := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("greetings")})
 	replyQ, _ := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("replies")})
 
-	fn, err := lambda.NewResponder(client, responder.HandlerFunc(
+	fn, err := lambdatempq.NewResponder(client, responder.HandlerFunc(
 		func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
 			return &responder.Reply{Body: "hello, " + req.Body()}, nil
-		}), func(o *lambda.Options) {
+		}), func(o *lambdatempq.Options) {
 		o.QueueURL = func(string) (string, error) { return *reqQ.QueueUrl, nil } // AWS: derived from the ARN
 	})
 	if err != nil {
@@ -49,7 +49,7 @@ func ExampleResponder_HandleSQSEvent() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	resp, err := fn.HandleSQSEvent(ctx, lambda.Event("arn:aws:sqs:eu-west-1:123456789012:greetings", got.Messages))
+	resp, err := fn.HandleSQSEvent(ctx, lambdatempq.Event("arn:aws:sqs:eu-west-1:123456789012:greetings", got.Messages))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-// Package lambda serves tempqueues responders and dead-letter replay from
+// Package lambdatempq serves tempqueues responders and dead-letter replay from
 // AWS Lambda functions whose event source is an SQS queue.
 //
 // A Responder answers the requests of an events.SQSEvent with the same
@@ -25,6 +25,6 @@
 // invocation. Event builds the event the event source mapping would
 // deliver from received messages, to run functions locally and in tests.
 //
-// The package lives in its own module, github.com/tempqueues/tempqueues/lambda,
+// The package lives in its own module, github.com/tempqueues/tempqueues/lambdatempq,
 // so that github.com/aws/aws-lambda-go is not a dependency of the rest.
-package lambda
+package lambdatempq

@@ -1,4 +1,4 @@
-package lambda_test
+package lambdatempq_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/sqstestenv"
-	"github.com/tempqueues/tempqueues/lambda"
+	"github.com/tempqueues/tempqueues/lambdatempq"
 	"github.com/tempqueues/tempqueues/redrive"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -38,8 +38,8 @@ func TestRedriveMovesABatch(t *testing.T) {
 		}{
 			{"fresh", nil},
 			{"ours-1", map[string]types.MessageAttributeValue{sqsapi.RedriveAttemptAttribute: str("1")}},
-			{"aws-1", map[string]types.MessageAttributeValue{lambda.ReplayCountAttribute: {DataType: aws.String("Number"), StringValue: aws.String("1")}}},
-			{"aws-3", map[string]types.MessageAttributeValue{lambda.ReplayCountAttribute: {DataType: aws.String("Number"), StringValue: aws.String("3")}}},
+			{"aws-1", map[string]types.MessageAttributeValue{lambdatempq.ReplayCountAttribute: {DataType: aws.String("Number"), StringValue: aws.String("1")}}},
+			{"aws-3", map[string]types.MessageAttributeValue{lambdatempq.ReplayCountAttribute: {DataType: aws.String("Number"), StringValue: aws.String("3")}}},
 			{"scheduled", map[string]types.MessageAttributeValue{sqsapi.RedriveAttemptAttribute: str(fmt.Sprintf("2@%d", due))}},
 		}
 		for _, c := range cases {
@@ -48,7 +48,7 @@ func TestRedriveMovesABatch(t *testing.T) {
 			}
 		}
 		var events []redrive.Event
-		fn, err := lambda.NewRedrive(client, dlq, func(o *redrive.Options) {
+		fn, err := lambdatempq.NewRedrive(client, dlq, func(o *redrive.Options) {
 			o.Target, o.ParkingQueue = target, parking
 			o.MaxAttempts = 3
 			o.BackoffBase, o.BackoffCap = time.Second, 2*time.Second
@@ -61,7 +61,7 @@ func TestRedriveMovesABatch(t *testing.T) {
 		if len(msgs) != len(cases) {
 			t.Fatalf("received %d of %d", len(msgs), len(cases))
 		}
-		resp, err := fn.HandleSQSEvent(ctx, lambda.Event(dlqARN, msgs))
+		resp, err := fn.HandleSQSEvent(ctx, lambdatempq.Event(dlqARN, msgs))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,7 +98,7 @@ func TestRedriveMovesABatch(t *testing.T) {
 		replayed := receive(t, client, target, 3, 15*time.Second)
 		got := map[string]string{}
 		for _, m := range replayed {
-			got[aws.ToString(m.Body)] = attr(m, sqsapi.RedriveAttemptAttribute) + "/" + attr(m, lambda.ReplayCountAttribute)
+			got[aws.ToString(m.Body)] = attr(m, sqsapi.RedriveAttemptAttribute) + "/" + attr(m, lambdatempq.ReplayCountAttribute)
 		}
 		for body, n := range map[string]int{"fresh": 1, "ours-1": 2, "aws-1": 2} {
 			if got[body] != strconv.Itoa(n)+"/<none>" {
@@ -107,7 +107,7 @@ func TestRedriveMovesABatch(t *testing.T) {
 		}
 		parked := receive(t, client, parking, 1, 10*time.Second)
 		// Parked with its count, carried over into the attempt attribute.
-		if len(parked) != 1 || aws.ToString(parked[0].Body) != "aws-3" || attr(parked[0], sqsapi.RedriveAttemptAttribute) != "3" || attr(parked[0], lambda.ReplayCountAttribute) != "<none>" {
+		if len(parked) != 1 || aws.ToString(parked[0].Body) != "aws-3" || attr(parked[0], sqsapi.RedriveAttemptAttribute) != "3" || attr(parked[0], lambdatempq.ReplayCountAttribute) != "<none>" {
 			t.Errorf("parked %v, want aws-3 with attempt 3", parked)
 		}
 	})

@@ -1,4 +1,4 @@
-package otel_test
+package oteltempq_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/tempqueues/tempqueues/otel"
+	"github.com/tempqueues/tempqueues/oteltempq"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/sqstest"
@@ -22,7 +22,7 @@ import (
 func ExampleNew() {
 	ctx := context.Background()
 	exp := tracetest.NewInMemoryExporter()
-	inst, err := otel.New(func(o *otel.Options) { o.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)) })
+	inst, err := oteltempq.New(func(o *oteltempq.Options) { o.TracerProvider = sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)) })
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package otel_test
+package oteltempq_test
 
 import (
 	"context"
@@ -19,21 +19,21 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tempqueues/tempqueues/internal/sqstestenv"
-	"github.com/tempqueues/tempqueues/otel"
+	"github.com/tempqueues/tempqueues/oteltempq"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 // setup returns an Instrumentation recording into memory.
-func setup(t *testing.T, traceParent bool) (*otel.Instrumentation, *tracetest.InMemoryExporter, *sdkmetric.ManualReader) {
+func setup(t *testing.T, traceParent bool) (*oteltempq.Instrumentation, *tracetest.InMemoryExporter, *sdkmetric.ManualReader) {
 	t.Helper()
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()); _ = mp.Shutdown(context.Background()) })
-	inst, err := otel.New(func(o *otel.Options) {
+	inst, err := oteltempq.New(func(o *oteltempq.Options) {
 		o.TracerProvider, o.MeterProvider, o.TraceParent = tp, mp, traceParent
 	})
 	if err != nil {
@@ -58,6 +58,7 @@ func createQueue(t *testing.T, client *sqs.Client, base string) string {
 type span struct {
 	Name, Kind, Trace, ID, Parent string
 	ParentRemote                  bool
+	Attrs                         map[string]string
 	Links                         []string // span ids
 	Start, End                    time.Time
 }
@@ -66,7 +67,10 @@ func spans(stubs tracetest.SpanStubs) []span {
 	out := make([]span, len(stubs))
 	for i, s := range stubs {
 		out[i] = span{Name: s.Name, Kind: s.SpanKind.String(), Trace: s.SpanContext.TraceID().String(), ID: s.SpanContext.SpanID().String(),
-			ParentRemote: s.Parent.IsRemote(), Start: s.StartTime, End: s.EndTime}
+			ParentRemote: s.Parent.IsRemote(), Start: s.StartTime, End: s.EndTime, Attrs: map[string]string{}}
+		for _, kv := range s.Attributes {
+			out[i].Attrs[string(kv.Key)] = kv.Value.Emit()
+		}
 		if s.Parent.IsValid() {
 			out[i].Parent = s.Parent.SpanID().String()
 		}
@@ -90,12 +94,12 @@ func checkRoundTrip(t *testing.T, client, server []span) span {
 		switch {
 		case s.Kind == "producer" && s.Parent == "": // a reply's span has the handler's as parent
 			req = append(req, s)
-		case s.Kind == "consumer" && strings.HasSuffix(s.Name, " reply"):
+		case s.Kind == "consumer" && strings.HasPrefix(s.Name, "receive "):
 			receipt = append(receipt, s)
 		}
 	}
 	for _, s := range server {
-		if s.Kind == "consumer" && strings.HasSuffix(s.Name, " process") {
+		if s.Kind == "consumer" && strings.HasPrefix(s.Name, "process ") {
 			cons = append(cons, s)
 		}
 	}
@@ -110,6 +114,7 @@ func checkRoundTrip(t *testing.T, client, server []span) span {
 	if len(reply) != 1 || len(receipt) != 1 {
 		t.Fatalf("%d reply spans and %d receipt spans, want 1 each: %+v %+v", len(reply), len(receipt), client, server)
 	}
+	checkNames(t, req[0], cons[0], reply[0], receipt[0])
 	tid := req[0].Trace
 	if cons[0].Trace != tid || reply[0].Trace != tid || receipt[0].Trace != tid {
 		t.Errorf("trace ids: request %v, handler %v, reply %v, receipt %v: want one", tid, cons[0].Trace, reply[0].Trace, receipt[0].Trace)
@@ -130,18 +135,57 @@ func checkRoundTrip(t *testing.T, client, server []span) span {
 	return reply[0]
 }
 
+// checkNames checks the spans' names and destinations against
+// OpenTelemetry's messaging conventions: "<operation> <destination>",
+// where the destination of a reply, a temporary queue of one requester,
+// is "(temporary)" with messaging.destination.temporary set, so that a
+// span name stays the same from one request to the next.
+func checkNames(t *testing.T, req, cons, reply, receipt span) {
+	t.Helper()
+	queue := req.Attrs["messaging.destination.name"]
+	if queue == "" || strings.Contains(queue, "#") || strings.HasPrefix(queue, sqsapi.DefaultQueuePrefix) {
+		t.Errorf("request span's destination %q, want the request queue's name", queue)
+	}
+	for _, c := range []struct {
+		s         span
+		name, op  string
+		temporary bool
+	}{
+		{req, "send " + queue, "send", false},
+		{cons, "process " + queue, "process", false},
+		{reply, "send (temporary)", "send", true},
+		{receipt, "receive (temporary)", "receive", true},
+	} {
+		if c.s.Name != c.name {
+			t.Errorf("span %q, want %q", c.s.Name, c.name)
+		}
+		if got := c.s.Attrs["messaging.operation.name"]; got != c.op {
+			t.Errorf("span %q: messaging.operation.name %q, want %q", c.s.Name, got, c.op)
+		}
+		if got, want := c.s.Attrs["messaging.destination.temporary"], map[bool]string{true: "true"}[c.temporary]; got != want {
+			t.Errorf("span %q: messaging.destination.temporary %q, want %q", c.s.Name, got, want)
+		}
+		if dest := c.s.Attrs["messaging.destination.name"]; strings.Contains(dest, "-") && c.temporary {
+			t.Errorf("span %q: messaging.destination.name %q names one requester's queue", c.s.Name, dest)
+		}
+	}
+	if u := reply.Attrs["aws.sqs.queue.url"]; !strings.Contains(u, sqsapi.DefaultQueuePrefix) {
+		t.Errorf("reply span's aws.sqs.queue.url %q, want the requester's reply queue", u)
+	}
+}
+
 // checkReplyContext checks that the reply m the requester got carries the
 // context of the reply's span: in AWSTraceHeader, where the server keeps
 // it, and in traceparent when so configured.
 func checkReplyContext(t *testing.T, m *types.Message, reply span, header, traceParent bool) {
 	t.Helper()
 	if header {
-		h := m.Attributes[otel.TraceHeaderAttribute]
+		h := m.Attributes[oteltempq.TraceHeaderAttribute]
 		if want := "Root=1-" + reply.Trace[:8] + "-" + reply.Trace[8:] + ";Parent=" + reply.ID + ";Sampled=1"; h != want {
 			t.Errorf("reply's AWSTraceHeader %q, want %q", h, want)
 		}
 	}
-	tp := aws.ToString(m.MessageAttributes[otel.TraceParentAttribute].StringValue)
+	tp := aws.ToString(m.MessageAttributes[oteltempq.TraceParentAttribute].StringValue)
 	if want := "00-" + reply.Trace + "-" + reply.ID + "-01"; traceParent && tp != want {
 		t.Errorf("reply's traceparent %q, want %q", tp, want)
 	}
@@ -165,7 +209,7 @@ func (c *sendRecorder) SendMessageBatch(ctx context.Context, in *sqs.SendMessage
 	out, err := c.Client.SendMessageBatch(ctx, in, optFns...)
 	call.end = time.Now()
 	for _, e := range in.Entries {
-		call.headers = append(call.headers, aws.ToString(e.MessageSystemAttributes[otel.TraceHeaderAttribute].StringValue))
+		call.headers = append(call.headers, aws.ToString(e.MessageSystemAttributes[oteltempq.TraceHeaderAttribute].StringValue))
 	}
 	c.mu.Lock()
 	c.calls = append(c.calls, call)
@@ -232,7 +276,7 @@ func TestRoundTripIsOneTrace(t *testing.T) {
 				if err != nil || aws.ToString(m.Body) != "re: hi" {
 					t.Fatalf("round trip: %v %v", m, err)
 				}
-				if _, ok := m.MessageAttributes[otel.TraceParentAttribute]; ok != traceParent {
+				if _, ok := m.MessageAttributes[oteltempq.TraceParentAttribute]; ok != traceParent {
 					t.Errorf("reply carries traceparent: %v, want %v", ok, traceParent)
 				}
 				if err := resp.Shutdown(ctx); err != nil {
@@ -303,13 +347,13 @@ func TestTraceParentOnlyWhenThereIsRoom(t *testing.T) {
 		}
 		done := o.OnSend(context.Background(), in)
 		done(nil, nil)
-		if _, ok := in.MessageAttributes[otel.TraceParentAttribute]; ok != tc.want {
+		if _, ok := in.MessageAttributes[oteltempq.TraceParentAttribute]; ok != tc.want {
 			t.Errorf("%d own attributes, body of %d bytes: traceparent %v, want %v", tc.own, tc.body, ok, tc.want)
 		}
 		if len(in.MessageAttributes)+3 > sqsapi.MaxMessageAttributes {
 			t.Errorf("%d own attributes: %d with the requester's three", tc.own, len(in.MessageAttributes)+3)
 		}
-		if _, ok := in.MessageSystemAttributes[otel.TraceHeaderAttribute]; !ok {
+		if _, ok := in.MessageSystemAttributes[oteltempq.TraceHeaderAttribute]; !ok {
 			t.Errorf("%d own attributes, body of %d bytes: no AWSTraceHeader", tc.own, tc.body)
 		}
 	}
@@ -366,7 +410,7 @@ func TestStreamedRepliesCarryContext(t *testing.T) {
 		all := spans(exp.GetSpans())
 		var cons []span
 		for _, sp := range all {
-			if sp.Kind == "consumer" && strings.HasSuffix(sp.Name, " process") {
+			if sp.Kind == "consumer" && strings.HasPrefix(sp.Name, "process ") {
 				cons = append(cons, sp)
 			}
 		}
@@ -377,8 +421,8 @@ func TestStreamedRepliesCarryContext(t *testing.T) {
 		for _, m := range got {
 			var reply span
 			for _, sp := range all {
-				if sp.Kind == "producer" && sp.Parent == cons[0].ID && (strings.Contains(m.Attributes[otel.TraceHeaderAttribute], sp.ID) ||
-					strings.Contains(aws.ToString(m.MessageAttributes[otel.TraceParentAttribute].StringValue), sp.ID)) {
+				if sp.Kind == "producer" && sp.Parent == cons[0].ID && (strings.Contains(m.Attributes[oteltempq.TraceHeaderAttribute], sp.ID) ||
+					strings.Contains(aws.ToString(m.MessageAttributes[oteltempq.TraceParentAttribute].StringValue), sp.ID)) {
 					reply = sp
 				}
 			}

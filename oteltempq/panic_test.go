@@ -1,4 +1,4 @@
-package otel_test
+package oteltempq_test
 
 import (
 	"context"

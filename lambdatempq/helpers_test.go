@@ -1,4 +1,4 @@
-package lambda_test
+package lambdatempq_test
 
 import (
 	"context"
