@@ -39,7 +39,14 @@ func Example() {
 	}
 	served := make(chan error, 1)
 	go func() { served <- resp.Serve(ctx, *q.QueueUrl, gs.Handler()) }()
-	defer func() { hs.Shutdown(); _ = resp.Shutdown(ctx); <-served }()
+	defer func() {
+		// A Watch handler runs until its caller's deadline (a caller's
+		// cancellation does not reach it): a short grace period stops it.
+		sctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		_ = resp.Shutdown(sctx)
+		<-served
+	}()
 
 	// The caller.
 	r, err := requester.New(client)
