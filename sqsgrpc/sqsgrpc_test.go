@@ -3,6 +3,7 @@ package sqsgrpc_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -13,11 +14,14 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	testpb "google.golang.org/grpc/interop/grpc_testing"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/tempqueues/tempqueues/internal/leakcheck"
 	"github.com/tempqueues/tempqueues/internal/sqstestenv"
@@ -389,6 +393,41 @@ func TestTransportErrorsWrapTheLibrarysErrors(t *testing.T) {
 		}
 		if status.Code(err) != codes.Unavailable || !errors.Is(err, requester.ErrClosed) {
 			t.Fatalf("stream on a closed requester: %v", err)
+		}
+	})
+}
+
+// jsonCodec is a codec other than proto, registered under its name so
+// that the server finds it.
+type jsonCodec struct{}
+
+func (jsonCodec) Marshal(v any) ([]byte, error) { return protojson.Marshal(v.(proto.Message)) }
+func (jsonCodec) Unmarshal(data []byte, v any) error {
+	if !json.Valid(data) {
+		return errors.New("not JSON")
+	}
+	return protojson.Unmarshal(data, v.(proto.Message))
+}
+func (jsonCodec) Name() string { return "testjson" }
+
+func init() { encoding.RegisterCodec(jsonCodec{}) }
+
+func TestCallOptionsChooseTheCodec(t *testing.T) {
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		for name, opt := range map[string]grpc.CallOption{
+			"ForceCodec":         grpc.ForceCodec(jsonCodec{}),
+			"CallContentSubtype": grpc.CallContentSubtype("testjson"),
+		} {
+			resp, err := testpb.NewTestServiceClient(e.cc).UnaryCall(timeout(t, 20*time.Second),
+				&testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte("json")}}, opt)
+			if err != nil || string(resp.GetPayload().GetBody()) != "json" {
+				t.Errorf("%s: %v, %v", name, resp, err)
+			}
+		}
+		_, err := testpb.NewTestServiceClient(e.cc).UnaryCall(timeout(t, 20*time.Second), &testpb.SimpleRequest{}, grpc.CallContentSubtype("nosuch"))
+		if status.Code(err) != codes.Internal {
+			t.Errorf("unknown codec: %v", err)
 		}
 	})
 }

@@ -44,10 +44,14 @@ type HandlerOptions struct {
 // reply; one too large for a message is replaced by a 413 response saying
 // so. A request that is no sqshttp envelope gets a 400 response.
 //
-// A panic in h, or a failed send of a streamed part, fails the request
+// A nil h serves http.DefaultServeMux, as http.Server does. A panic in
+// h, or a failed send of a streamed part, fails the request
 // like any responder handler error: it is received again, or goes to the
 // dead-letter queue.
 func Handler(h http.Handler, optFns ...func(*HandlerOptions)) responder.Handler {
+	if h == nil {
+		h = http.DefaultServeMux // as http.Server does
+	}
 	o := HandlerOptions{}
 	for _, fn := range optFns {
 		fn(&o)
