@@ -346,3 +346,67 @@ func TestErrorsWrapTheLibrarysErrors(t *testing.T) {
 		}
 	})
 }
+
+// Responder middleware sees the adapter's requests as any others, and a
+// Store answers a redelivered request from the stored reply.
+func TestResponderMiddlewareAndStoreApply(t *testing.T) {
+	b := sqstestenv.SQSTest(t)
+	raw, _ := b.Client(t)
+	ctx := context.Background()
+	out, err := raw.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(sqstestenv.QueueName(t, "mw"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	resp, err := responder.New(raw, func(o *responder.Options) {
+		o.PollWaitTime = time.Second
+		o.Store = responder.NewMemoryStore()
+		o.Middleware = []func(responder.Handler) responder.Handler{func(next responder.Handler) responder.Handler {
+			return responder.HandlerFunc(func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+				seen = append(seen, req.ID) // sequential: each reply reaches the test after its handler
+				return next.HandleRequest(ctx, req)
+			})
+		}}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := 0
+	served := make(chan error, 1)
+	go func() {
+		served <- resp.Serve(ctx, *out.QueueUrl, sqshttp.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			runs++
+			fmt.Fprintf(w, "run %d", runs)
+		})))
+	}()
+	r, err := requester.New(raw, func(o *requester.Options) { o.DisableSweeping = true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = r.Close(ctx)
+		_ = resp.Shutdown(ctx)
+		<-served
+	}()
+	// Two sends of one request id, as a redelivery would bring it: the
+	// second is answered from the Store without running the handler.
+	hc := &http.Client{Transport: sqshttp.NewTransport(r, *out.QueueUrl, func(o *sqshttp.TransportOptions) {
+		o.MessageAttributes = func(*http.Request) map[string]types.MessageAttributeValue {
+			return map[string]types.MessageAttributeValue{sqsapi.RequestIDAttribute: {DataType: aws.String("String"), StringValue: aws.String("req-1")}}
+		}
+	})}
+	for range 2 {
+		res, err := hc.Get("http://x/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if string(body) != "run 1" {
+			t.Fatalf("body %q, want the first run's", body)
+		}
+	}
+	if runs != 1 || len(seen) != 1 || seen[0] != "req-1" {
+		t.Fatalf("handler ran %d times, middleware saw %v", runs, seen)
+	}
+}
