@@ -6,6 +6,7 @@ import (
 
 	"io"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -30,7 +31,18 @@ type ClientConnOptions struct {
 	StreamInterceptors []grpc.StreamClientInterceptor
 	// CallOptions apply to every call, before the call's own.
 	CallOptions []grpc.CallOption
+	// Timeout bounds calls whose context has no deadline, and is then the
+	// handler's deadline too; default 30 s (the requester's default),
+	// negative for none: the call then waits under the requester's
+	// Options.Timeout and the handler runs without a deadline (a
+	// server-streaming handler such as health's Watch until it returns on
+	// its own).
+	Timeout time.Duration
 }
+
+// defaultTimeout bounds calls without a deadline: the requester's own
+// default, which the handler then knows of.
+const defaultTimeout = 30 * time.Second
 
 // ClientConn is a grpc.ClientConnInterface that sends each RPC through a
 // requester.Requester to a request queue served by a Server: generated
@@ -55,11 +67,15 @@ func NewClientConn(r *requester.Requester, queueURL string, optFns ...func(*Clie
 	for _, fn := range optFns {
 		fn(&cc.opts)
 	}
+	if cc.opts.Timeout == 0 {
+		cc.opts.Timeout = defaultTimeout
+	}
 	return cc
 }
 
 // Invoke performs a unary RPC: one request message, one reply. The
-// context's deadline is the call's timeout and the handler's deadline; its
+// context's deadline (or ClientConnOptions.Timeout without one) is the
+// call's timeout and the handler's deadline; its
 // outgoing metadata is the request's. grpc.Header and grpc.Trailer receive
 // the response's metadata; grpc.ForceCodec, grpc.ForceCodecV2 and
 // grpc.CallContentSubtype choose the codec (proto by default).
@@ -93,7 +109,17 @@ func (cc *ClientConn) callOpts(opts []grpc.CallOption) []grpc.CallOption {
 	return append(append(make([]grpc.CallOption, 0, len(cc.opts.CallOptions)+len(opts)), cc.opts.CallOptions...), opts...)
 }
 
+// withTimeout applies the default timeout to a context without a deadline.
+func (cc *ClientConn) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok || cc.opts.Timeout < 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, cc.opts.Timeout)
+}
+
 func (cc *ClientConn) invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	ctx, cancel := cc.withTimeout(ctx)
+	defer cancel()
 	ci := callOptions(opts)
 	in, err := cc.request(ctx, method, ci, args)
 	if err != nil {
@@ -216,13 +242,16 @@ func (cc *ClientConn) newStream(ctx context.Context, desc *grpc.StreamDesc, meth
 	if desc != nil && desc.ClientStreams {
 		return nil, status.Error(codes.Unimplemented, ErrClientStreaming+" ("+method+")")
 	}
-	return &clientStream{cc: cc, ctx: ctx, method: method, ci: callOptions(opts)}, nil
+	sctx, cancel := cc.withTimeout(ctx)
+	return &clientStream{cc: cc, ctx: ctx, sctx: sctx, cancel: cancel, method: method, ci: callOptions(opts)}, nil
 }
 
 // clientStream is a server-streaming RPC's client side.
 type clientStream struct {
 	cc     *ClientConn
-	ctx    context.Context
+	ctx    context.Context    // the caller's, for Context
+	sctx   context.Context    // with the default timeout, for the call
+	cancel context.CancelFunc // releases sctx once the stream ended
 	method string
 	ci     *callInfo
 
@@ -235,7 +264,7 @@ type clientStream struct {
 	end      error // io.EOF or the status error, once the status arrived
 }
 
-func (cs *clientStream) Context() context.Context { return cs.ctx }
+func (cs *clientStream) Context() context.Context { return cs.sctx }
 
 // SendMsg sends the request; a stream takes one.
 func (cs *clientStream) SendMsg(m any) error {
@@ -244,12 +273,12 @@ func (cs *clientStream) SendMsg(m any) error {
 	if cs.s != nil {
 		return status.Error(codes.Unimplemented, ErrClientStreaming)
 	}
-	in, err := cs.cc.request(cs.ctx, cs.method, cs.ci, m)
+	in, err := cs.cc.request(cs.sctx, cs.method, cs.ci, m)
 	if err != nil {
 		cs.finish(nil, err)
 		return err
 	}
-	s, err := cs.cc.r.SendMessageAndStream(cs.ctx, in)
+	s, err := cs.cc.r.SendMessageAndStream(cs.sctx, in)
 	if err != nil {
 		err = transportError(err)
 		cs.finish(nil, err)
@@ -335,6 +364,7 @@ func (cs *clientStream) finish(header metadata.MD, end error) {
 	if cs.s != nil && !errors.Is(end, io.EOF) {
 		cs.s.Close()
 	}
+	cs.cancel()
 	if errors.Is(end, io.EOF) || status.Code(end) != codes.OK {
 		for _, p := range cs.ci.headers {
 			*p = cs.header

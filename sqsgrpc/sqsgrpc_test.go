@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -51,6 +52,10 @@ func (s *testService) UnaryCall(ctx context.Context, in *testpb.SimpleRequest) (
 		<-ctx.Done()
 		<-s.release
 		return nil, ctx.Err()
+	}
+	if string(in.GetPayload().GetBody()) == "deadline?" {
+		d, ok := ctx.Deadline()
+		return &testpb.SimpleResponse{Payload: &testpb.Payload{Body: []byte(fmt.Sprint(ok && time.Until(d) > 20*time.Second))}}, nil
 	}
 	if st := in.GetResponseStatus(); st != nil {
 		sts, _ := status.New(codes.Code(st.Code), st.Message).WithDetails(&testpb.Payload{Body: []byte("detail\x00")})
@@ -215,6 +220,13 @@ func TestUnaryCarriesMessagesMetadataAndInterceptors(t *testing.T) {
 			t.Fatalf("interceptors: %s", got)
 		}
 
+		// A call without a deadline gets the ClientConn's default timeout,
+		// and so does its handler.
+		resp, err = testpb.NewTestServiceClient(e.cc).UnaryCall(context.Background(), &testpb.SimpleRequest{Payload: &testpb.Payload{Body: []byte("deadline?")}})
+		if err != nil || string(resp.GetPayload().GetBody()) != "true" {
+			t.Fatalf("handler deadline without the caller's: %v, %v", resp, err)
+		}
+
 		check, err := healthpb.NewHealthClient(e.cc).Check(timeout(t, 20*time.Second), &healthpb.HealthCheckRequest{})
 		if err != nil || check.Status != healthpb.HealthCheckResponse_SERVING {
 			t.Fatalf("health check: %v, %v", check, err)
@@ -308,8 +320,17 @@ func TestHealthWatchStreams(t *testing.T) {
 		if err != nil || m.Status != healthpb.HealthCheckResponse_NOT_SERVING {
 			t.Fatalf("second: %v, %v", m, err)
 		}
-		_, err = w.Recv() // nothing more until the deadline
-		if status.Code(err) != codes.DeadlineExceeded || !errors.Is(err, requester.ErrTimeout) {
+		// Nothing more until the deadline, which ends both sides: the
+		// caller's own timeout, or the handler's status when it ends
+		// first (Watch answers Canceled then) and its reply comes in time.
+		_, err = w.Recv()
+		switch status.Code(err) {
+		case codes.DeadlineExceeded:
+			if !errors.Is(err, requester.ErrTimeout) {
+				t.Fatalf("end: %v does not wrap requester.ErrTimeout", err)
+			}
+		case codes.Canceled:
+		default:
 			t.Fatalf("end: %v", err)
 		}
 	})

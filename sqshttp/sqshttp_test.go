@@ -82,8 +82,9 @@ func TestRoundTripCarriesTheRequestAndTheResponse(t *testing.T) {
 			w.Header()["X-Multi"] = []string{"a", "b"}
 			w.Header().Set("Content-Type", "text/plain")
 			w.WriteHeader(http.StatusCreated)
-			fmt.Fprintf(w, "%s %s q=%s host=%s accept=%v len=%d body=%s", r.Method, r.URL.Path, r.URL.Query().Get("q"),
-				r.Host, r.Header.Values("Accept"), r.ContentLength, body)
+			d, ok := r.Context().Deadline() // the transport's default timeout: the caller set none
+			fmt.Fprintf(w, "%s %s q=%s host=%s accept=%v len=%d deadline=%v body=%s", r.Method, r.URL.Path, r.URL.Query().Get("q"),
+				r.Host, r.Header.Values("Accept"), r.ContentLength, ok && time.Until(d) > 20*time.Second, body)
 		})
 		e := newEnv(t, b, mux)
 		req, _ := http.NewRequest(http.MethodPost, "http://orders.internal/orders/42?q=a%20b", strings.NewReader("héllo\nworld"))
@@ -95,7 +96,7 @@ func TestRoundTripCarriesTheRequestAndTheResponse(t *testing.T) {
 		}
 		defer resp.Body.Close()
 		body, _ := io.ReadAll(resp.Body)
-		want := "POST /orders/42 q=a b host=orders.internal accept=[text/plain application/json] len=12 body=héllo\nworld"
+		want := "POST /orders/42 q=a b host=orders.internal accept=[text/plain application/json] len=12 deadline=true body=héllo\nworld"
 		if resp.StatusCode != http.StatusCreated || string(body) != want {
 			t.Fatalf("got %d %q, want 201 %q", resp.StatusCode, body, want)
 		}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -27,6 +28,12 @@ type TransportOptions struct {
 	// for responders that are not sqshttp handlers reading the envelope
 	// themselves, or to save the stream's attribute.
 	DisableStreaming bool
+	// Timeout bounds requests whose context has no deadline, and is then
+	// the handler's deadline too; default 30 s (the requester's default),
+	// negative for none: the call then waits under the requester's
+	// Options.Timeout, and the handler runs without a deadline (a
+	// streaming handler until it returns on its own).
+	Timeout time.Duration
 	// MessageAttributes, if set, returns message attributes to send with a
 	// request (routing or tenant information for middleware on the
 	// responder). They count against SQS's 10, with the requester's own.
@@ -48,19 +55,26 @@ var _ http.RoundTripper = (*Transport)(nil)
 // A nil requester or an empty queue URL makes every RoundTrip fail with an
 // *sqsapi.InvalidInputError, before any call.
 func NewTransport(r *requester.Requester, queueURL string, optFns ...func(*TransportOptions)) *Transport {
-	t := &Transport{r: r, queueURL: queueURL}
+	t := &Transport{r: r, queueURL: queueURL, opts: TransportOptions{Timeout: defaultTimeout}}
 	for _, fn := range optFns {
 		fn(&t.opts)
+	}
+	if t.opts.Timeout == 0 {
+		t.opts.Timeout = defaultTimeout
 	}
 	return t
 }
 
 const opRoundTrip = "sqshttp.Transport.RoundTrip"
 
+// defaultTimeout bounds requests without a deadline: the requester's own
+// default, which the handler then knows of.
+const defaultTimeout = 30 * time.Second
+
 // RoundTrip sends req's method, URL path and query, Host, headers and body
 // in one message and waits for the response under req's context: its
-// deadline is the call's timeout (the requester's Options.Timeout applies
-// without one) and the handler's deadline. The URL's scheme and host pick
+// deadline (or TransportOptions.Timeout without one) is the call's timeout
+// and the handler's deadline. The URL's scheme and host pick
 // nothing: every request goes to the Transport's queue.
 //
 // A response whose handler flushed (http.Flusher) arrives in parts: the
@@ -102,6 +116,22 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		return nil, &sqsapi.InvalidInputError{Op: opRoundTrip, Param: "URL", Reason: "nil"}
 	}
 	ctx := req.Context()
+	cancel := context.CancelFunc(func() {})
+	if _, ok := ctx.Deadline(); !ok && t.opts.Timeout > 0 {
+		ctx, cancel = context.WithTimeout(ctx, t.opts.Timeout)
+	}
+	resp, err := t.send(ctx, req, body)
+	if err != nil || resp.ContentLength >= 0 {
+		cancel() // the response is complete
+	} else {
+		resp.Body.(*streamBody).cancel = cancel
+	}
+	return resp, err
+}
+
+// send sends the request under ctx and returns the response once its first
+// part arrived.
+func (t *Transport) send(ctx context.Context, req *http.Request, body []byte) (*http.Response, error) {
 	deadline, _ := ctx.Deadline()
 	method := req.Method
 	if method == "" {
@@ -205,7 +235,8 @@ func newResponse(req *http.Request, head *response, body io.ReadCloser) *http.Re
 // streamBody is the body of a streamed response: the parts of a reply
 // stream, read as they arrive.
 type streamBody struct {
-	s *requester.Stream
+	s      *requester.Stream
+	cancel context.CancelFunc // ends the default timeout's context, once the stream ended
 
 	mu     sync.Mutex // one Read at a time; Close may come from anywhere
 	buf    []byte
@@ -226,13 +257,13 @@ func (b *streamBody) Read(p []byte) (int, error) {
 				err = errBodyClosed
 			}
 			b.err = err
-			b.s.Close()
+			b.end()
 			continue
 		}
 		part, err := decodePart(aws.ToString(m.Body))
 		if err != nil {
 			b.err = fmt.Errorf("%w: %v", ErrBadResponse, err)
-			b.s.Close()
+			b.end()
 			continue
 		}
 		b.buf = part
@@ -242,12 +273,20 @@ func (b *streamBody) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// end stops the stream and releases its context.
+func (b *streamBody) end() {
+	b.s.Close()
+	if b.cancel != nil {
+		b.cancel()
+	}
+}
+
 var errBodyClosed = errors.New("sqshttp: read on closed response body")
 
 // Close stops the stream: parts still on their way are deleted when they
 // arrive (the requester's late replies).
 func (b *streamBody) Close() error {
-	b.s.Close() // before the lock: it wakes a Read waiting in Next
+	b.end() // before the lock: it wakes a Read waiting in Next
 	b.mu.Lock()
 	b.closed = true
 	b.err = errBodyClosed
