@@ -213,7 +213,14 @@ func TestLargeResponsesStreamInParts(t *testing.T) {
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		big := bytes.Repeat([]byte("0123456789abcdef"), 3<<16) // 3 MiB: three messages at least
 		e := newEnv(t, b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(big) }))
-		resp, err := e.client().Get("http://x/big")
+		// Room for a redelivery: once in about 15 runs of the package under
+		// -race on a loaded machine, one part of the four did not arrive
+		// within the default 30 s; a redelivered request sends the stream
+		// again, and the stream drops the parts it has.
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://x/big", nil)
+		resp, err := e.client().Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
