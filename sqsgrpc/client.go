@@ -1,0 +1,398 @@
+package sqsgrpc
+
+import (
+	"context"
+	"errors"
+
+	"io"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/tempqueues/tempqueues/requester"
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// ClientConnOptions configure a ClientConn.
+type ClientConnOptions struct {
+	// UnaryInterceptors wrap every unary call, the first outermost, as
+	// grpc.WithChainUnaryInterceptor does. Their *grpc.ClientConn
+	// argument is nil: there is none.
+	UnaryInterceptors []grpc.UnaryClientInterceptor
+	// StreamInterceptors wrap every stream, the first outermost, as
+	// grpc.WithChainStreamInterceptor does. Their *grpc.ClientConn
+	// argument is nil.
+	StreamInterceptors []grpc.StreamClientInterceptor
+	// CallOptions apply to every call, before the call's own.
+	CallOptions []grpc.CallOption
+	// Timeout bounds calls whose context has no deadline, and is then the
+	// handler's deadline too; default 30 s (the requester's default),
+	// negative for none: the call then waits under the requester's
+	// Options.Timeout and the handler runs without a deadline (a
+	// server-streaming handler such as health's Watch until it returns on
+	// its own).
+	Timeout time.Duration
+}
+
+// defaultTimeout bounds calls without a deadline: the requester's own
+// default, which the handler then knows of.
+const defaultTimeout = 30 * time.Second
+
+// ClientConn is a grpc.ClientConnInterface that sends each RPC through a
+// requester.Requester to a request queue served by a Server: generated
+// clients take it in place of a *grpc.ClientConn. Unary and
+// server-streaming RPCs are supported; client-streaming and bidirectional
+// ones fail with codes.Unimplemented, since a request is one SQS message
+// sent before any reply. It is safe for concurrent use and holds nothing
+// to close: close the requester.
+type ClientConn struct {
+	r        *requester.Requester
+	queueURL string
+	opts     ClientConnOptions
+}
+
+var _ grpc.ClientConnInterface = (*ClientConn)(nil)
+
+// NewClientConn returns a ClientConn that sends RPCs to queueURL with r. A
+// nil requester or an empty queue URL makes every call fail with
+// codes.InvalidArgument, before any API call.
+func NewClientConn(r *requester.Requester, queueURL string, optFns ...func(*ClientConnOptions)) *ClientConn {
+	cc := &ClientConn{r: r, queueURL: queueURL}
+	for _, fn := range optFns {
+		fn(&cc.opts)
+	}
+	if cc.opts.Timeout == 0 {
+		cc.opts.Timeout = defaultTimeout
+	}
+	return cc
+}
+
+// Invoke performs a unary RPC: one request message, one reply. The
+// context's deadline (or ClientConnOptions.Timeout without one) is the
+// call's timeout and the handler's deadline; its
+// outgoing metadata is the request's. grpc.Header and grpc.Trailer receive
+// the response's metadata; grpc.ForceCodec, grpc.ForceCodecV2 and
+// grpc.CallContentSubtype choose the codec (proto by default).
+//
+// Errors are status errors (status.FromError, status.Code): the handler's
+// status with its details, or for a failure of the transport one that also
+// wraps the requester's error (errors.Is(err, requester.ErrTimeout) with
+// codes.DeadlineExceeded, requester.ErrClosed with codes.Unavailable, an
+// *sqsapi.InvalidInputError with codes.InvalidArgument or, for a message
+// too large, codes.ResourceExhausted).
+func (cc *ClientConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	opts = cc.callOpts(opts)
+	// Interceptors take a *grpc.ClientConn, which this is not: they get
+	// nil, and must not use it.
+	call := grpc.UnaryInvoker(func(ctx context.Context, method string, args, reply any, _ *grpc.ClientConn, opts ...grpc.CallOption) error {
+		return cc.invoke(ctx, method, args, reply, opts...)
+	})
+	for i := len(cc.opts.UnaryInterceptors) - 1; i >= 0; i-- {
+		ic, next := cc.opts.UnaryInterceptors[i], call
+		call = func(ctx context.Context, method string, args, reply any, _ *grpc.ClientConn, opts ...grpc.CallOption) error {
+			return ic(ctx, method, args, reply, nil, next, opts...)
+		}
+	}
+	return call(ctx, method, args, reply, nil, opts...)
+}
+
+func (cc *ClientConn) callOpts(opts []grpc.CallOption) []grpc.CallOption {
+	if len(cc.opts.CallOptions) == 0 {
+		return opts
+	}
+	return append(append(make([]grpc.CallOption, 0, len(cc.opts.CallOptions)+len(opts)), cc.opts.CallOptions...), opts...)
+}
+
+// withTimeout applies the default timeout to a context without a deadline.
+func (cc *ClientConn) withTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok || cc.opts.Timeout < 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, cc.opts.Timeout)
+}
+
+func (cc *ClientConn) invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
+	ctx, cancel := cc.withTimeout(ctx)
+	defer cancel()
+	ci := callOptions(opts)
+	in, err := cc.request(ctx, method, ci, args)
+	if err != nil {
+		return err
+	}
+	m, err := cc.r.SendMessageAndGetResponse(ctx, in)
+	if err != nil {
+		return transportError(err)
+	}
+	f, err := decodeFrames(aws.ToString(m.Body))
+	if err != nil || f.status == nil {
+		return badReply(err)
+	}
+	for _, p := range ci.headers {
+		*p = f.header
+	}
+	for _, p := range ci.trailers {
+		*p = f.trailer
+	}
+	if f.status.Code() != codes.OK {
+		return f.status.Err()
+	}
+	if len(f.msgs) != 1 {
+		return status.Errorf(codes.Internal, "sqsgrpc: unary reply with %d messages", len(f.msgs))
+	}
+	if err := ci.codec.unmarshal(f.msgs[0], reply); err != nil {
+		return status.Errorf(codes.Internal, "sqsgrpc: decoding the response: %v", err)
+	}
+	return nil
+}
+
+// request checks the call and encodes its request, before any API call.
+func (cc *ClientConn) request(ctx context.Context, method string, ci *callInfo, args any) (*sqs.SendMessageInput, error) {
+	switch {
+	case cc.r == nil:
+		return nil, invalid("requester", "nil")
+	case cc.queueURL == "":
+		return nil, invalid("queueURL", "empty")
+	case ci.codecErr != nil:
+		return nil, status.Errorf(codes.Internal, "sqsgrpc: %v", ci.codecErr)
+	}
+	msg, err := ci.codec.marshal(args)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "sqsgrpc: encoding the request: %v", err)
+	}
+	md, _ := metadata.FromOutgoingContext(ctx)
+	deadline, _ := ctx.Deadline()
+	body, err := encodeRequest(method, deadline, ci.codec.name, md, msg)
+	if err != nil {
+		return nil, invalid("request", err.Error())
+	}
+	if len(body) > maxEnvelope {
+		return nil, &callError{st: status.New(codes.ResourceExhausted, errTooLarge("request", len(body)).Error()),
+			err: &sqsapi.InvalidInputError{Op: "sqsgrpc", Param: "request", Reason: "too large for one SQS message"}}
+	}
+	return &sqs.SendMessageInput{QueueUrl: aws.String(cc.queueURL), MessageBody: aws.String(body)}, nil
+}
+
+// callError is a status error that wraps the library error it stands for.
+type callError struct {
+	st  *status.Status
+	err error
+}
+
+func (e *callError) Error() string              { return e.st.Err().Error() }
+func (e *callError) Unwrap() error              { return e.err }
+func (e *callError) GRPCStatus() *status.Status { return e.st }
+
+func invalid(param, reason string) error {
+	err := &sqsapi.InvalidInputError{Op: "sqsgrpc", Param: param, Reason: reason}
+	return &callError{st: status.New(codes.InvalidArgument, err.Error()), err: err}
+}
+
+// transportError maps a requester's error to a status.
+func transportError(err error) error {
+	code := codes.Unavailable
+	var ie *sqsapi.InvalidInputError
+	switch {
+	case errors.Is(err, requester.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		code = codes.DeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		code = codes.Canceled
+	case errors.As(err, &ie):
+		code = codes.InvalidArgument
+	}
+	return &callError{st: status.New(code, "sqsgrpc: "+err.Error()), err: err}
+}
+
+func badReply(err error) error {
+	if err == nil {
+		err = errors.New("no status")
+	}
+	return status.Errorf(codes.Internal, "sqsgrpc: the reply is not an sqsgrpc response: %v", err)
+}
+
+// NewStream begins a streaming RPC. Server-streaming RPCs (and unary ones
+// made through a stream) are supported: the request goes out with SendMsg,
+// and RecvMsg returns the responses as they arrive; the stream ends with
+// the context. Client-streaming and bidirectional RPCs fail with
+// codes.Unimplemented.
+func (cc *ClientConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	opts = cc.callOpts(opts)
+	open := grpc.Streamer(func(ctx context.Context, desc *grpc.StreamDesc, _ *grpc.ClientConn, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		return cc.newStream(ctx, desc, method, opts...)
+	})
+	for i := len(cc.opts.StreamInterceptors) - 1; i >= 0; i-- {
+		ic, next := cc.opts.StreamInterceptors[i], open
+		open = func(ctx context.Context, desc *grpc.StreamDesc, _ *grpc.ClientConn, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+			return ic(ctx, desc, nil, method, next, opts...)
+		}
+	}
+	return open(ctx, desc, nil, method, opts...)
+}
+
+// ErrClientStreaming is the message of the codes.Unimplemented status of a
+// client-streaming or bidirectional RPC.
+const ErrClientStreaming = "sqsgrpc: client-streaming and bidirectional RPCs are not supported over SQS: a request is one message, sent before any reply"
+
+func (cc *ClientConn) newStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	if desc != nil && desc.ClientStreams {
+		return nil, status.Error(codes.Unimplemented, ErrClientStreaming+" ("+method+")")
+	}
+	sctx, cancel := cc.withTimeout(ctx)
+	return &clientStream{cc: cc, ctx: ctx, sctx: sctx, cancel: cancel, method: method, ci: callOptions(opts)}, nil
+}
+
+// clientStream is a server-streaming RPC's client side.
+type clientStream struct {
+	cc     *ClientConn
+	ctx    context.Context    // the caller's, for Context
+	sctx   context.Context    // with the default timeout, for the call
+	cancel context.CancelFunc // releases sctx once the stream ended
+	method string
+	ci     *callInfo
+
+	mu       sync.Mutex
+	s        *requester.Stream // once SendMsg sent the request
+	header   metadata.MD
+	headerOK bool // the header arrived (or the end)
+	msgs     [][]byte
+	trailer  metadata.MD
+	end      error // io.EOF or the status error, once the status arrived
+}
+
+func (cs *clientStream) Context() context.Context { return cs.sctx }
+
+// SendMsg sends the request; a stream takes one.
+func (cs *clientStream) SendMsg(m any) error {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.s != nil {
+		return status.Error(codes.Unimplemented, ErrClientStreaming)
+	}
+	in, err := cs.cc.request(cs.sctx, cs.method, cs.ci, m)
+	if err != nil {
+		cs.finish(nil, err)
+		return err
+	}
+	s, err := cs.cc.r.SendMessageAndStream(cs.sctx, in)
+	if err != nil {
+		err = transportError(err)
+		cs.finish(nil, err)
+		return err
+	}
+	cs.s = s
+	return nil
+}
+
+func (cs *clientStream) CloseSend() error { return nil }
+
+// RecvMsg returns the next response, io.EOF after the last one with an OK
+// status, or the status error.
+func (cs *clientStream) RecvMsg(m any) error {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	for len(cs.msgs) == 0 {
+		if cs.end != nil {
+			return cs.end
+		}
+		if err := cs.fill(); err != nil {
+			return err
+		}
+	}
+	msg := cs.msgs[0]
+	cs.msgs = cs.msgs[1:]
+	if err := cs.ci.codec.unmarshal(msg, m); err != nil {
+		return status.Errorf(codes.Internal, "sqsgrpc: decoding a response: %v", err)
+	}
+	return nil
+}
+
+// fill takes the stream's next message.
+func (cs *clientStream) fill() error {
+	if cs.s == nil {
+		return status.Error(codes.Internal, "sqsgrpc: RecvMsg before SendMsg")
+	}
+	// The stream ends with its context; Next needs no deadline of its own.
+	m, err := cs.s.Next(context.Background())
+	if err != nil {
+		if errors.Is(err, io.EOF) {
+			err = badReply(errors.New("the stream ended without a status"))
+		} else {
+			err = transportError(err)
+		}
+		cs.finish(nil, err)
+		return nil
+	}
+	f, err := decodeFrames(aws.ToString(m.Body))
+	if err != nil {
+		cs.s.Close()
+		cs.finish(nil, badReply(err))
+		return nil
+	}
+	if f.header != nil && !cs.headerOK {
+		cs.header, cs.headerOK = f.header, true
+	}
+	cs.msgs = append(cs.msgs, f.msgs...)
+	if f.status != nil {
+		cs.trailer = f.trailer
+		end := io.EOF
+		if f.status.Code() != codes.OK {
+			end = f.status.Err()
+		}
+		// The status is the stream's last message: Next now returns io.EOF
+		// at once, which releases the stream.
+		if _, err := cs.s.Next(context.Background()); !errors.Is(err, io.EOF) {
+			cs.s.Close()
+		}
+		cs.finish(f.header, end)
+	}
+	return nil
+}
+
+// finish ends the stream with end.
+func (cs *clientStream) finish(header metadata.MD, end error) {
+	if !cs.headerOK {
+		cs.header, cs.headerOK = header, true
+	}
+	if cs.end == nil {
+		cs.end = end
+	}
+	if cs.s != nil && !errors.Is(end, io.EOF) {
+		cs.s.Close()
+	}
+	cs.cancel()
+	if errors.Is(end, io.EOF) || status.Code(end) != codes.OK {
+		for _, p := range cs.ci.headers {
+			*p = cs.header
+		}
+		for _, p := range cs.ci.trailers {
+			*p = cs.trailer
+		}
+	}
+}
+
+// Header waits for the response header, reading ahead when needed.
+func (cs *clientStream) Header() (metadata.MD, error) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	for !cs.headerOK && cs.end == nil {
+		if err := cs.fill(); err != nil {
+			return nil, err
+		}
+	}
+	if !cs.headerOK && cs.end != nil && !errors.Is(cs.end, io.EOF) {
+		return nil, cs.end
+	}
+	return cs.header, nil
+}
+
+// Trailer returns the trailer, once RecvMsg returned an error or io.EOF.
+func (cs *clientStream) Trailer() metadata.MD {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	return cs.trailer
+}

@@ -1,0 +1,41 @@
+// Package sqsgrpc carries gRPC over SQS request/response: services
+// registered on a Server answer from a request queue with
+// responder.Serve, and generated clients call them through a ClientConn,
+// unchanged:
+//
+//	// the service
+//	srv := sqsgrpc.NewServer()
+//	healthpb.RegisterHealthServer(srv, health.NewServer())
+//	err := resp.Serve(ctx, queueURL, srv.Handler())
+//	// the caller
+//	client := healthpb.NewHealthClient(sqsgrpc.NewClientConn(r, queueURL))
+//
+// Unary and server-streaming RPCs are supported: a unary call is one
+// request and one reply (requester.SendMessageAndGetResponse), a
+// server-streaming call a request and a reply stream
+// (requester.SendMessageAndStream) whose messages the client receives as
+// the handler sends them. Client-streaming and bidirectional RPCs fail
+// with codes.Unimplemented: a request is one SQS message, sent before any
+// reply.
+//
+// The method, the outgoing metadata, the caller's deadline, the codec's
+// name and the request message travel in one message body; the header,
+// the responses, the trailer and the status (with its details) come back
+// (docs/grpc.md, docs/wire.md). The context's deadline is the call's
+// timeout and the handler's deadline; a request that expired before it
+// was received is deleted unhandled. Client and server interceptors
+// (unary and stream) run as under grpc. Messages use the codec the call
+// options name (grpc.ForceCodec, grpc.ForceCodecV2,
+// grpc.CallContentSubtype), proto by default; the server looks the
+// codec up by its name in grpc's registry.
+//
+// Errors are status errors. A failure of the transport maps to a code and
+// wraps the library's error: errors.Is(err, requester.ErrTimeout) holds
+// for codes.DeadlineExceeded, requester.ErrClosed for codes.Unavailable,
+// and sqsapi.ErrInvalidInput for bad input refused before any call
+// (codes.InvalidArgument, or codes.ResourceExhausted for a message too
+// large for SQS).
+//
+// This module uses only the public API of github.com/tempqueues/tempqueues
+// and lives in its own module so that grpc is no dependency of the rest.
+package sqsgrpc

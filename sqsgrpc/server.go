@@ -1,0 +1,410 @@
+package sqsgrpc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/tempqueues/tempqueues/responder"
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// ServerOptions configure a Server.
+type ServerOptions struct {
+	// UnaryInterceptors wrap every unary handler, the first outermost, as
+	// grpc.ChainUnaryInterceptor does.
+	UnaryInterceptors []grpc.UnaryServerInterceptor
+	// StreamInterceptors wrap every streaming handler, the first
+	// outermost, as grpc.ChainStreamInterceptor does.
+	StreamInterceptors []grpc.StreamServerInterceptor
+	// Logger receives the server's logs (malformed and expired requests);
+	// nil discards them.
+	Logger *slog.Logger
+	// Now returns the current time, for the expiry of requests; nil means
+	// time.Now. For tests.
+	Now func() time.Time
+}
+
+// Server runs gRPC services registered on it (it is a
+// grpc.ServiceRegistrar, so generated RegisterXxxServer functions take it)
+// as a responder.Handler for responder.Serve. Register services before
+// serving.
+type Server struct {
+	opts ServerOptions
+
+	mu       sync.RWMutex
+	services map[string]*service // by service name
+}
+
+type service struct {
+	impl    any
+	methods map[string]*grpc.MethodDesc
+	streams map[string]*grpc.StreamDesc
+	meta    any
+}
+
+var _ grpc.ServiceRegistrar = (*Server)(nil)
+
+// NewServer returns a Server with no service.
+func NewServer(optFns ...func(*ServerOptions)) *Server {
+	s := &Server{services: make(map[string]*service)}
+	for _, fn := range optFns {
+		fn(&s.opts)
+	}
+	if s.opts.Logger == nil {
+		s.opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if s.opts.Now == nil {
+		s.opts.Now = time.Now
+	}
+	return s
+}
+
+// RegisterService registers a service and its implementation, as
+// (*grpc.Server).RegisterService does; like it, it panics when impl does
+// not implement desc's HandlerType or the service is registered twice.
+func (s *Server) RegisterService(desc *grpc.ServiceDesc, impl any) {
+	if impl != nil && desc.HandlerType != nil {
+		ht := reflect.TypeOf(desc.HandlerType).Elem()
+		if st := reflect.TypeOf(impl); !st.Implements(ht) {
+			panic(fmt.Sprintf("sqsgrpc: RegisterService found the handler of type %v that does not satisfy %v", st, ht))
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, dup := s.services[desc.ServiceName]; dup {
+		panic(fmt.Sprintf("sqsgrpc: RegisterService found duplicate service registration for %q", desc.ServiceName))
+	}
+	svc := &service{impl: impl, methods: make(map[string]*grpc.MethodDesc), streams: make(map[string]*grpc.StreamDesc), meta: desc.Metadata}
+	for i := range desc.Methods {
+		svc.methods[desc.Methods[i].MethodName] = &desc.Methods[i]
+	}
+	for i := range desc.Streams {
+		svc.streams[desc.Streams[i].StreamName] = &desc.Streams[i]
+	}
+	s.services[desc.ServiceName] = svc
+}
+
+// GetServiceInfo returns the registered services, as
+// (*grpc.Server).GetServiceInfo does.
+func (s *Server) GetServiceInfo() map[string]grpc.ServiceInfo {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make(map[string]grpc.ServiceInfo, len(s.services))
+	for name, svc := range s.services {
+		var ms []grpc.MethodInfo
+		for m := range svc.methods {
+			ms = append(ms, grpc.MethodInfo{Name: m})
+		}
+		for m, d := range svc.streams {
+			ms = append(ms, grpc.MethodInfo{Name: m, IsClientStream: d.ClientStreams, IsServerStream: d.ServerStreams})
+		}
+		out[name] = grpc.ServiceInfo{Methods: ms, Metadata: svc.meta}
+	}
+	return out
+}
+
+// Handler returns the responder.Handler that serves the registered
+// services: run it with responder.Serve on the request queue the clients'
+// ClientConn sends to.
+//
+// The caller's deadline is the handler context's deadline; a request that
+// expired before it was received is deleted unhandled (logged at Info),
+// assuming the two hosts' clocks agree to within the margin callers leave.
+// The incoming metadata (metadata.FromIncomingContext), grpc.SetHeader,
+// grpc.SendHeader and grpc.SetTrailer work as under a *grpc.Server. A
+// server-streaming handler's messages go out as they are sent, each in a
+// message of the reply stream; the status and the trailer end it. A
+// message too large for one SQS message fails its SendMsg (or the unary
+// call) with codes.ResourceExhausted, and nothing is sent. An unknown
+// method gets codes.Unimplemented, a malformed request codes.Internal. A
+// failed send of a streamed message fails the request, which is then
+// received again or reaches the dead-letter queue; so does a panic.
+func (s *Server) Handler() responder.Handler { return responder.HandlerFunc(s.handle) }
+
+func (s *Server) handle(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+	r, err := decodeRequest(req.Body())
+	if err != nil {
+		s.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "sqsgrpc: malformed request", slog.String("request_id", req.ID), slog.Any("error", err))
+		return statusReply(status.New(codes.Internal, "sqsgrpc: "+err.Error())), nil
+	}
+	if !r.deadline.IsZero() {
+		if now := s.opts.Now(); !now.Before(r.deadline) {
+			s.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "sqsgrpc: request expired before it was handled; deleted",
+				slog.String("request_id", req.ID), slog.String("method", r.method), slog.Duration("late_by", now.Sub(r.deadline)))
+			return nil, nil
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, r.deadline)
+		defer cancel()
+	}
+	c, err := codecFor(r.subtype)
+	if err != nil {
+		return statusReply(status.New(codes.Internal, "sqsgrpc: "+err.Error())), nil
+	}
+	_, streaming := req.Attribute(sqsapi.StreamAttribute)
+	ss := &serverStream{req: req, method: r.method, codec: c, msg: r.msg, stream: streaming && req.ResponseRequested()}
+	ctx = metadata.NewIncomingContext(ctx, r.md)
+	ctx = grpc.NewContextWithServerTransportStream(ctx, ss)
+	ss.ctx = ctx
+
+	svcName, methodName, ok := splitMethod(r.method)
+	s.mu.RLock()
+	svc := s.services[svcName]
+	s.mu.RUnlock()
+	if !ok || svc == nil {
+		return ss.end(status.Newf(codes.Unimplemented, "unknown service %s", svcName))
+	}
+	if md, ok := svc.methods[methodName]; ok {
+		resp, err := md.Handler(svc.impl, ctx, func(v any) error { return ss.RecvMsg(v) }, s.unaryInterceptor())
+		if err != nil {
+			return ss.end(errStatus(err))
+		}
+		if err := ss.SendMsg(resp); err != nil {
+			return ss.end(errStatus(err))
+		}
+		return ss.end(status.New(codes.OK, ""))
+	}
+	sd, ok := svc.streams[methodName]
+	if !ok {
+		return ss.end(status.Newf(codes.Unimplemented, "unknown method %s for service %s", methodName, svcName))
+	}
+	if sd.ClientStreams {
+		return ss.end(status.New(codes.Unimplemented, ErrClientStreaming))
+	}
+	info := &grpc.StreamServerInfo{FullMethod: r.method, IsClientStream: sd.ClientStreams, IsServerStream: sd.ServerStreams}
+	err = s.streamHandler(sd.Handler)(svc.impl, handlerStream{ss}, info)
+	if ss.sendErr != nil {
+		return nil, ss.sendErr // fail the request: it is received again
+	}
+	return ss.end(errStatus(err))
+}
+
+// errStatus is the status of a handler's error.
+func errStatus(err error) *status.Status {
+	if err == nil {
+		return status.New(codes.OK, "")
+	}
+	if st, ok := status.FromError(err); ok {
+		return st
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return status.FromContextError(err)
+	}
+	return status.New(codes.Unknown, err.Error())
+}
+
+func splitMethod(m string) (svc, method string, ok bool) {
+	m = strings.TrimPrefix(m, "/")
+	i := strings.LastIndexByte(m, '/')
+	if i <= 0 || i == len(m)-1 {
+		return "", "", false
+	}
+	return m[:i], m[i+1:], true
+}
+
+// unaryInterceptor chains the unary interceptors into one, or nil.
+func (s *Server) unaryInterceptor() grpc.UnaryServerInterceptor {
+	ics := s.opts.UnaryInterceptors
+	if len(ics) == 0 {
+		return nil
+	}
+	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		next := handler
+		for i := len(ics) - 1; i >= 0; i-- {
+			ic, inner := ics[i], next
+			next = func(ctx context.Context, req any) (any, error) { return ic(ctx, req, info, inner) }
+		}
+		return next(ctx, req)
+	}
+}
+
+// streamHandler wraps h in the stream interceptors.
+func (s *Server) streamHandler(h grpc.StreamHandler) func(any, grpc.ServerStream, *grpc.StreamServerInfo) error {
+	return func(impl any, ss grpc.ServerStream, info *grpc.StreamServerInfo) error {
+		next := func(srv any, ss grpc.ServerStream) error { return h(srv, ss) }
+		for i := len(s.opts.StreamInterceptors) - 1; i >= 0; i-- {
+			ic, inner := s.opts.StreamInterceptors[i], next
+			next = func(srv any, ss grpc.ServerStream) error { return ic(srv, ss, info, inner) }
+		}
+		return next(impl, ss)
+	}
+}
+
+func statusReply(st *status.Status) *responder.Reply {
+	b, err := appendEnd(nil, nil, st)
+	if err != nil {
+		b, _ = appendEnd(nil, nil, status.New(codes.Internal, "sqsgrpc: encoding the status"))
+	}
+	return &responder.Reply{Body: string(b)}
+}
+
+// serverStream is an RPC's server side: the grpc.ServerStream of a
+// streaming handler, and the grpc.ServerTransportStream behind
+// grpc.SetHeader and friends. It runs on the handler's goroutine (a
+// streaming handler that sends from others must serialise its sends, as
+// under grpc).
+type serverStream struct {
+	ctx    context.Context
+	req    *responder.Request
+	method string
+	codec  codec
+	msg    []byte // the request message, until RecvMsg takes it
+	read   bool
+	stream bool // the caller takes a stream
+
+	mu         sync.Mutex
+	header     metadata.MD
+	headerSent bool
+	trailer    metadata.MD
+	pending    []byte // frames for the final reply (a one-reply caller)
+	sent       bool   // a message of the stream went out
+	sendErr    error
+}
+
+// handlerStream is the grpc.ServerStream a streaming handler gets, whose
+// SetTrailer returns nothing.
+type handlerStream struct{ *serverStream }
+
+func (hs handlerStream) SetTrailer(md metadata.MD) { _ = hs.serverStream.SetTrailer(md) }
+
+var (
+	_ grpc.ServerStream          = handlerStream{}
+	_ grpc.ServerTransportStream = (*serverStream)(nil)
+)
+
+func (ss *serverStream) Method() string           { return ss.method }
+func (ss *serverStream) Context() context.Context { return ss.ctx }
+
+func (ss *serverStream) SetHeader(md metadata.MD) error {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.headerSent {
+		return status.Error(codes.Internal, "sqsgrpc: SetHeader after the header was sent")
+	}
+	ss.header = metadata.Join(ss.header, md)
+	return nil
+}
+
+func (ss *serverStream) SendHeader(md metadata.MD) error {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.headerSent {
+		return status.Error(codes.Internal, "sqsgrpc: the header was sent already")
+	}
+	ss.header = metadata.Join(ss.header, md)
+	b, err := ss.headerFramesLocked(nil)
+	if err != nil {
+		return err
+	}
+	return ss.emitLocked(b)
+}
+
+func (ss *serverStream) SetTrailer(md metadata.MD) error {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.trailer = metadata.Join(ss.trailer, md)
+	return nil
+}
+
+// RecvMsg returns the request once, then io.EOF.
+func (ss *serverStream) RecvMsg(m any) error {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.read {
+		return io.EOF
+	}
+	ss.read = true
+	if err := ss.codec.unmarshal(ss.msg, m); err != nil {
+		return status.Errorf(codes.Internal, "sqsgrpc: decoding the request: %v", err)
+	}
+	ss.msg = nil
+	return nil
+}
+
+// SendMsg sends a response: at once as the stream's next message when the
+// caller takes a stream, otherwise in the final reply.
+func (ss *serverStream) SendMsg(m any) error {
+	msg, err := ss.codec.marshal(m)
+	if err != nil {
+		return status.Errorf(codes.Internal, "sqsgrpc: encoding a response: %v", err)
+	}
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.sendErr != nil {
+		return ss.sendErr
+	}
+	b, err := ss.headerFramesLocked(nil)
+	if err != nil {
+		return err
+	}
+	b = appendMessageFrame(b, msg)
+	if n := len(b) + len(ss.pending); n > maxEnvelope && (!ss.stream || len(b) > maxEnvelope) {
+		return status.Error(codes.ResourceExhausted, errTooLarge("response", n).Error())
+	}
+	return ss.emitLocked(b)
+}
+
+// headerFramesLocked appends the header frames unless they were sent.
+func (ss *serverStream) headerFramesLocked(b []byte) ([]byte, error) {
+	if ss.headerSent {
+		return b, nil
+	}
+	b, err := appendHeaderFrames(b, ss.header)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "sqsgrpc: %v", err)
+	}
+	ss.headerSent = true
+	return b, nil
+}
+
+// emitLocked sends frames as the stream's next message, or keeps them for
+// the final reply.
+func (ss *serverStream) emitLocked(b []byte) error {
+	if !ss.stream {
+		ss.pending = append(ss.pending, b...)
+		return nil
+	}
+	if err := ss.req.Send(ss.ctx, &responder.Reply{Body: string(b)}); err != nil {
+		ss.sendErr = status.Errorf(codes.Unavailable, "sqsgrpc: sending a response: %v", err)
+		return ss.sendErr
+	}
+	ss.sent = true
+	return nil
+}
+
+// end returns the final reply: what is pending, the trailer and st.
+func (ss *serverStream) end(st *status.Status) (*responder.Reply, error) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.sendErr != nil {
+		return nil, ss.sendErr
+	}
+	b := ss.pending
+	if st.Code() != codes.OK && !ss.sent {
+		b = nil // a failed unary call carries no response, as under grpc
+		ss.headerSent = false
+	}
+	b, err := ss.headerFramesLocked(b)
+	if err == nil {
+		b, err = appendEnd(b, ss.trailer, st)
+	}
+	if err != nil {
+		return statusReply(status.New(codes.Internal, err.Error())), nil
+	}
+	if len(b) > maxEnvelope {
+		return statusReply(status.New(codes.ResourceExhausted, errTooLarge("response", len(b)).Error())), nil
+	}
+	return &responder.Reply{Body: string(b)}, nil
+}

@@ -1,0 +1,103 @@
+package sqshttp
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/responder"
+)
+
+func FuzzRequestEnvelope(f *testing.F) {
+	f.Add("POST", "/a?b=c", "X-A", "v", []byte("body"), int64(0))
+	f.Add("GET", "/", "X-B", "caf\xe9", []byte{0, 1, 2, 0xff}, int64(1700000000123))
+	f.Add("PUT", "/x", "X-C", "", []byte("line\n\nTQH/1 200 t\n"), int64(-5))
+	f.Fuzz(func(t *testing.T, method, uri, name, value string, body []byte, ms int64) {
+		h := http.Header{}
+		if validName(name) && !strings.ContainsAny(value, "\r\n") {
+			h[http.CanonicalHeaderKey(name)] = []string{value}
+		}
+		var deadline time.Time
+		if ms != 0 {
+			deadline = time.UnixMilli(ms)
+		}
+		env, err := encodeRequest(method, uri, deadline, h, "", body)
+		if err != nil {
+			return
+		}
+		if !isText(env) {
+			t.Fatalf("envelope is not SQS text: %q", env)
+		}
+		got, err := decodeRequest(env)
+		if err != nil {
+			t.Fatalf("decode %q: %v", env, err)
+		}
+		if got.method != method || got.uri != uri || !got.deadline.Equal(deadline) || !bytes.Equal(got.body, body) {
+			t.Fatalf("round trip: %+v", got)
+		}
+		for k, v := range h {
+			if got.header.Get(k) != v[0] && k != "Host" {
+				t.Fatalf("header %s: %q, want %q", k, got.header.Get(k), v[0])
+			}
+		}
+	})
+}
+
+func TestResponseEnvelopeRoundTrips(t *testing.T) {
+	for _, body := range [][]byte{nil, []byte("ok"), {0, 0xfe, 0xff}} {
+		mark := bodyMark(body)
+		b, err := appendResponseHead(nil, 418, mark, false, http.Header{"X-A": {"1", "2"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := decodeResponse(string(appendEncoded(b, mark, body)))
+		if err != nil || r.status != 418 || r.more || !bytes.Equal(r.body, body) || len(r.header["X-A"]) != 2 {
+			t.Fatalf("%q: %+v, %v", body, r, err)
+		}
+	}
+	for _, bad := range []string{"", "TQH/1 200\n\n", "TQH/1 abc t\n\n", "TQH/1 200 t\nX-A 1\n\n", "TQH/1 200 t\n", "HTTP/1.1 200 OK\n\n", "TQH/1 200 x\n\n"} {
+		if _, err := decodeResponse(bad); err == nil {
+			t.Errorf("%q decoded", bad)
+		}
+	}
+}
+
+func sqsRequest(body string) *responder.Request {
+	return &responder.Request{Message: types.Message{Body: aws.String(body)}, ID: "id-1"}
+}
+
+func TestExpiredRequestsAreNotHandled(t *testing.T) {
+	ran := false
+	h := Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran = true }), func(o *HandlerOptions) {
+		o.Now = func() time.Time { return time.UnixMilli(2000) }
+	})
+	env, _ := encodeRequest("GET", "/", time.UnixMilli(2000), nil, "", nil)
+	reply, err := h.HandleRequest(context.Background(), sqsRequest(env))
+	if ran || reply != nil || err != nil {
+		t.Fatalf("expired request: ran %v, reply %v, err %v", ran, reply, err)
+	}
+	env, _ = encodeRequest("GET", "/", time.UnixMilli(2001), nil, "", nil)
+	if _, err := h.HandleRequest(context.Background(), sqsRequest(env)); err != nil || !ran {
+		t.Fatalf("live request: ran %v, err %v", ran, err)
+	}
+}
+
+func TestMalformedRequestsGet400(t *testing.T) {
+	h := Handler(http.NotFoundHandler())
+	for _, body := range []string{"hello", "TQH/1 GET / - t\nno header end", "TQH/1 GET / - b\n\n!!!", "TQH/1 GET / soon t\n\n"} {
+		reply, err := h.HandleRequest(context.Background(), sqsRequest(body))
+		if err != nil || reply == nil {
+			t.Fatalf("%q: %v, %v", body, reply, err)
+		}
+		r, err := decodeResponse(reply.Body)
+		if err != nil || r.status != http.StatusBadRequest {
+			t.Fatalf("%q: %+v, %v", body, r, err)
+		}
+	}
+}

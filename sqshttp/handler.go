@@ -1,0 +1,239 @@
+package sqshttp
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/tempqueues/tempqueues/responder"
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// HandlerOptions configure Handler.
+type HandlerOptions struct {
+	// Logger receives the handler's logs (malformed and expired
+	// requests); nil discards them.
+	Logger *slog.Logger
+	// Now returns the current time, for the expiry of requests; nil
+	// means time.Now. For tests.
+	Now func() time.Time
+}
+
+// Handler returns a responder.Handler that serves h: each request's
+// envelope becomes an *http.Request (method, URL path and query, Host,
+// headers, body; RemoteAddr "sqs", RequestURI set, as a server sets them),
+// and what h writes becomes the reply.
+//
+// The caller's deadline, carried in the envelope, is the request
+// context's deadline. A request whose deadline passed before it was
+// received is not handled: nobody waits for it, so it is acknowledged
+// (deleted) without a reply and logged at Info. The assumption is that the
+// clocks of the caller's and the handler's hosts agree to within the
+// margin callers leave (NTP keeps them within milliseconds): a clock
+// running ahead expires requests early by its skew.
+//
+// When h calls Flush (http.Flusher) and the caller takes a stream (a
+// Transport does unless DisableStreaming), the status, the header and
+// what was written so far go out as the stream's first message, and each
+// later Flush sends what was written since; a response larger than one
+// message is streamed in parts even without Flush. When the caller takes
+// one reply, Flush does nothing and the whole response goes in the final
+// reply; one too large for a message is replaced by a 413 response saying
+// so. A request that is no sqshttp envelope gets a 400 response.
+//
+// A nil h serves http.DefaultServeMux, as http.Server does. A panic in
+// h, or a failed send of a streamed part, fails the request
+// like any responder handler error: it is received again, or goes to the
+// dead-letter queue.
+func Handler(h http.Handler, optFns ...func(*HandlerOptions)) responder.Handler {
+	if h == nil {
+		h = http.DefaultServeMux // as http.Server does
+	}
+	o := HandlerOptions{}
+	for _, fn := range optFns {
+		fn(&o)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &handler{h: h, opts: o}
+}
+
+type handler struct {
+	h    http.Handler
+	opts HandlerOptions
+}
+
+func (h *handler) HandleRequest(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+	env, err := decodeRequest(req.Body())
+	if err != nil {
+		h.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "sqshttp: malformed request", slog.String("request_id", req.ID), slog.Any("error", err))
+		return errorReply(http.StatusBadRequest, "sqshttp: "+err.Error()), nil
+	}
+	if !env.deadline.IsZero() {
+		if now := h.opts.Now(); !now.Before(env.deadline) {
+			h.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "sqshttp: request expired before it was handled; deleted",
+				slog.String("request_id", req.ID), slog.String("method", env.method), slog.String("uri", env.uri),
+				slog.Duration("late_by", now.Sub(env.deadline)))
+			return nil, nil
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, env.deadline)
+		defer cancel()
+	}
+	hr, err := http.NewRequestWithContext(ctx, env.method, env.uri, bytes.NewReader(env.body))
+	if err != nil {
+		return errorReply(http.StatusBadRequest, "sqshttp: "+err.Error()), nil
+	}
+	hr.RequestURI = env.uri
+	hr.Host = env.host
+	hr.Header = env.header
+	hr.ContentLength = int64(len(env.body))
+	hr.RemoteAddr = "sqs"
+	_, stream := req.Attribute(sqsapi.StreamAttribute)
+	w := &responseWriter{ctx: ctx, req: req, header: make(http.Header), stream: stream && req.ResponseRequested()}
+	h.h.ServeHTTP(w, hr)
+	return w.finish()
+}
+
+// errorReply is a plain-text response of the adapter's own.
+func errorReply(status int, msg string) *responder.Reply {
+	b, _ := appendResponseHead(nil, status, encText, false, http.Header{"Content-Type": {"text/plain; charset=utf-8"}})
+	return &responder.Reply{Body: string(appendEncoded(b, bodyMark([]byte(msg)), []byte(msg)))}
+}
+
+// responseWriter collects a handler's response; it sends the streamed
+// parts on the handler's goroutine, in Flush and Write.
+type responseWriter struct {
+	ctx    context.Context
+	req    *responder.Request
+	header http.Header
+	stream bool // the caller takes a stream
+
+	status  int         // 0 until WriteHeader
+	sent    http.Header // the header as of WriteHeader
+	buf     []byte      // written, not sent
+	started bool        // the first part went out
+	err     error       // a failed send
+}
+
+var _ http.Flusher = (*responseWriter)(nil)
+
+func (w *responseWriter) Header() http.Header { return w.header }
+
+func (w *responseWriter) WriteHeader(code int) {
+	if w.status != 0 {
+		return
+	}
+	if code < 100 || code > 999 {
+		panic(fmt.Sprintf("sqshttp: invalid WriteHeader code %v", code))
+	}
+	if code < 200 {
+		return // informational responses do not travel
+	}
+	w.status = code
+	w.sent = w.header.Clone()
+}
+
+func (w *responseWriter) Write(p []byte) (int, error) {
+	if w.err != nil {
+		return 0, w.err
+	}
+	if w.status == 0 {
+		if w.header.Get("Content-Type") == "" && len(p) > 0 {
+			w.header.Set("Content-Type", http.DetectContentType(p))
+		}
+		w.WriteHeader(http.StatusOK)
+	}
+	w.buf = append(w.buf, p...)
+	if w.stream && len(w.buf) > w.room() {
+		// Too large for one message: stream it in parts, all full but the
+		// last, which stays for the next Flush or the final reply.
+		for len(w.buf) > w.room() && w.err == nil {
+			w.sendPart(w.room())
+		}
+		if w.err != nil {
+			return 0, w.err
+		}
+	}
+	return len(p), nil
+}
+
+// room is how many raw bytes the next message can carry, encoded as
+// base64 at worst.
+func (w *responseWriter) room() int {
+	n := maxEnvelope - 1
+	if !w.started {
+		b, _ := appendResponseHead(nil, w.status, encB64, true, w.sent)
+		n -= len(b)
+	}
+	return max(n/4*3, 1)
+}
+
+// Flush sends what was written since the last one as the stream's next
+// part, when the caller takes a stream.
+func (w *responseWriter) Flush() {
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	if !w.stream || w.err != nil || w.started && len(w.buf) == 0 {
+		return
+	}
+	w.sendPart(len(w.buf))
+}
+
+// sendPart sends the first n bytes written as the stream's next message.
+func (w *responseWriter) sendPart(n int) {
+	part := w.buf[:n]
+	var b []byte
+	if w.started {
+		b = appendPart(nil, part)
+	} else {
+		mark := bodyMark(part)
+		var err error
+		if b, err = appendResponseHead(nil, w.status, mark, true, w.sent); err != nil {
+			w.err = err
+			return
+		}
+		b = appendEncoded(b, mark, part)
+	}
+	if err := w.req.Send(w.ctx, &responder.Reply{Body: string(b)}); err != nil {
+		w.err = err
+		return
+	}
+	w.started = true
+	w.buf = w.buf[n:]
+}
+
+// finish returns the reply that ends the response.
+func (w *responseWriter) finish() (*responder.Reply, error) {
+	if w.err != nil {
+		return nil, w.err
+	}
+	if w.status == 0 {
+		w.WriteHeader(http.StatusOK)
+	}
+	if w.started {
+		if len(w.buf) == 0 {
+			return nil, nil // the stream's end mark ends the body
+		}
+		return &responder.Reply{Body: string(appendPart(nil, w.buf))}, nil
+	}
+	mark := bodyMark(w.buf)
+	b, err := appendResponseHead(make([]byte, 0, 256+encodedLen(mark, w.buf)), w.status, mark, false, w.sent)
+	if err != nil {
+		return errorReply(http.StatusInternalServerError, "sqshttp: "+err.Error()), nil
+	}
+	b = appendEncoded(b, mark, w.buf)
+	if len(b) > maxEnvelope {
+		return errorReply(http.StatusRequestEntityTooLarge, fmt.Sprintf(
+			"sqshttp: the response of %d bytes encoded does not fit in one SQS message (%d at most) and the caller takes one reply", len(b), maxEnvelope)), nil
+	}
+	return &responder.Reply{Body: string(b)}, nil
+}
