@@ -7,7 +7,7 @@ replace github.com/tempqueues/tempqueues => ../
 require (
 	github.com/aws/aws-sdk-go-v2 v1.47.7
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.52.10
-	github.com/tempqueues/tempqueues v0.0.0-00010101000000-000000000000
+	github.com/tempqueues/tempqueues v0.1.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260120221211-b8f7ae30c516
 	google.golang.org/grpc v1.80.0
 	google.golang.org/protobuf v1.36.11

@@ -12,8 +12,8 @@ require (
 	github.com/aws/aws-sdk-go-v2/config v1.33.15
 	github.com/aws/aws-sdk-go-v2/credentials v1.20.15
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.52.10
-	github.com/tempqueues/tempqueues v0.0.0-00010101000000-000000000000
-	github.com/tempqueues/tempqueues/sqsgrpc v0.0.0-00010101000000-000000000000
+	github.com/tempqueues/tempqueues v0.1.0
+	github.com/tempqueues/tempqueues/sqsgrpc v0.1.0
 	google.golang.org/grpc v1.80.0
 )
 

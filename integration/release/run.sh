@@ -40,7 +40,7 @@ quiet() {
 }
 
 mod=github.com/tempqueues/tempqueues
-nested=(redisstore oteltempq lambdatempq)
+nested=(redisstore oteltempq lambdatempq sqsgrpc)
 version=$(sed -n 's/^## \(v[0-9][0-9]*\.[0-9][0-9]*\.[0-9][0-9]*\)$/\1/p' "$root/CHANGELOG.md" | head -1)
 [ -n "$version" ] || fail "CHANGELOG.md has no '## vX.Y.Z' heading"
 
