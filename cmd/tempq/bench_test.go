@@ -223,7 +223,7 @@ func TestBenchSweepSmoke(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit code %d\nstderr:\n%s", code, stderr)
 	}
-	for _, want := range []string{"tempq bench --sweep: 2 settings x 2 concurrency levels x 4 contenders x 1 rounds", "[setting 2/2: 1ms/4ms] [8/8] round 1"} {
+	for _, want := range []string{"tempq bench --sweep: 2 settings x 2 concurrency levels x 5 contenders x 1 rounds", "[setting 2/2: 1ms/4ms] [10/10] round 1"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}
@@ -273,8 +273,8 @@ func TestBenchSweepSmoke(t *testing.T) {
 		if !strings.Contains(s.Report.Server, "sqstest in its own process") {
 			t.Errorf("setting %s ran on %q", s.Name, s.Report.Server)
 		}
-		if len(s.Report.Results) != 8 || len(s.Front) != 2 {
-			t.Fatalf("setting %s: %d results and %d front points, want 4 contenders x 2 levels and 2", s.Name, len(s.Report.Results), len(s.Front))
+		if len(s.Report.Results) != 10 || len(s.Front) != 2 {
+			t.Fatalf("setting %s: %d results and %d front points, want 5 contenders x 2 levels and 2", s.Name, len(s.Report.Results), len(s.Front))
 		}
 		for _, r := range s.Report.Results {
 			if r.RPCs < 1 || r.Errors != 0 || r.P50 <= 0 || r.Calls < 0.1 || r.Calls > 12 {

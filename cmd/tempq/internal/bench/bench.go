@@ -99,6 +99,12 @@ var AllContenders = append(slices.Clone(Contenders), TempQueuesFewerCalls)
 // ours reports whether name is tempqueues in one of its configurations.
 func ours(name string) bool { return name == TempQueues || name == TempQueuesFewerCalls }
 
+// DefaultServerConcurrency is the responders' concurrency unless a run
+// has more callers: a service sized for 256 concurrent requests, the
+// largest load the sweep puts on it. A responder run at its limit keeps
+// fewer requests per receive (its parked polls hold the free slots).
+const DefaultServerConcurrency = 256
+
 // Config describes a run.
 type Config struct {
 	// NewClient returns a new SQS client whose calls counter counts (every
@@ -138,8 +144,9 @@ type Config struct {
 	// ServerPollers is the number of long-poll loops of the hand-written
 	// worker, and MaxPollers of the tempqueues responder; default 4.
 	ServerPollers int
-	// ServerConcurrency is the responder's MaxConcurrency; default the
-	// largest concurrency.
+	// ServerConcurrency is the responder's MaxConcurrency (and the
+	// hand-written workers' handlers); default DefaultServerConcurrency,
+	// or the largest concurrency when that is larger.
 	ServerConcurrency int
 	// Idle configures the idle-cost measurement; a zero Window skips it.
 	Idle IdleConfig
@@ -186,7 +193,7 @@ func (c *Config) setDefaults() {
 		c.ServerPollers = 4
 	}
 	if c.ServerConcurrency <= 0 {
-		c.ServerConcurrency = slices.Max(c.Concurrency)
+		c.ServerConcurrency = max(DefaultServerConcurrency, slices.Max(c.Concurrency))
 	}
 	if c.Idle.Scale <= 0 {
 		c.Idle.Scale = 20

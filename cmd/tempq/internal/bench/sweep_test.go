@@ -100,7 +100,7 @@ func TestRunSweep(t *testing.T) {
 	if !slices.Equal(opened, settings) || !slices.Equal(stopped, settings) || !slices.Equal(saved, []int{1, 2}) {
 		t.Errorf("opened %v, stopped %v, saved after %v settings", opened, stopped, saved)
 	}
-	if len(rep.Settings) != 2 || rep.WarmUp != 10*time.Millisecond || rep.ServerConcurrency != 2 || !slices.Equal(rep.Concurrency, []int{1, 2}) {
+	if len(rep.Settings) != 2 || rep.WarmUp != 10*time.Millisecond || rep.ServerConcurrency != DefaultServerConcurrency || !slices.Equal(rep.Concurrency, []int{1, 2}) {
 		t.Fatalf("report %+v", rep)
 	}
 	for i, s := range rep.Settings {
