@@ -195,10 +195,12 @@ func New(client Client, optFns ...func(*Options)) (*Responder, error) {
 	}
 	client = httpbody.Ensure(client)
 	inFlight := max(2, o.MaxConcurrency/10)
-	// Only full batches start a call while another is in flight, so more
-	// send calls in flight cost no call per message: they let the
-	// streams of many handlers go out at once.
-	sendsInFlight := max(inFlight, o.MaxConcurrency/4)
+	// Reply sends in flight: full batches, and replies that internal/batch's
+	// policy lets overtake a call in flight (sparse traffic, where each
+	// would otherwise wait a call's latency), start calls while others
+	// run; so the streams of many handlers go out at once, and at least 4
+	// lone replies do.
+	sendsInFlight := max(inFlight, o.MaxConcurrency/4, 4)
 	r := &Responder{
 		client:        client,
 		opts:          o,

@@ -492,7 +492,7 @@ func (c *Coalescer[E, R]) settle(key string, ks *keyState[E, R], batch []item[E,
 		it.done(v, e)
 		answered = append(answered, it)
 	}
-	c.finish(key, ks, answered, retry, start)
+	c.finish(key, ks, answered, retry, start, err == nil)
 }
 
 // retries reports whether it, whose attempt failed with err, is tried
@@ -573,12 +573,15 @@ func (c *Coalescer[E, R]) closeOpenLocked(epoch uint64) {
 
 // finish accounts for the end of a call on key, started at start, that
 // answered the entries answered and is to retry those of retry, and starts
-// the calls of the entries pending meanwhile.
-func (c *Coalescer[E, R]) finish(key string, ks *keyState[E, R], answered, retry []item[E, R], start time.Time) {
+// the calls of the entries pending meanwhile. A call that succeeded
+// (sampled) is a sample of the latency; a failed one may have ended early.
+func (c *Coalescer[E, R]) finish(key string, ks *keyState[E, R], answered, retry []item[E, R], start time.Time, sampled bool) {
 	c.mu.Lock()
 	now := c.opts.Clock.Now()
-	c.lat.add(now.Sub(start))
-	c.latNow.Store(int64(c.lat.d))
+	if sampled {
+		c.lat.add(now.Sub(start))
+		c.latNow.Store(int64(c.lat.d))
+	}
 	if i := slices.Index(ks.starts, start); i >= 0 {
 		ks.starts = slices.Delete(ks.starts, i, i+1)
 	}
