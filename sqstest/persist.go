@@ -263,7 +263,7 @@ func (s *Server) writeSnapshot(path string) error {
 	}
 	for _, n := range names {
 		q := s.queues[n]
-		for m := q.head; m != nil; m = m.next {
+		for _, m := range q.all() {
 			add(&journalRecord{T: "m", Q: n, M: toMsgRecord(m)})
 		}
 	}
@@ -368,8 +368,7 @@ func (s *Server) applyRecord(r *journalRecord) {
 	case "dq":
 		delete(s.queues, r.Q)
 	case "pq":
-		q.head, q.tail = nil, nil
-		q.byID = make(map[string]*message)
+		q.clear()
 	case "m":
 		if r.M == nil {
 			return
@@ -378,7 +377,7 @@ func (s *Server) applyRecord(r *journalRecord) {
 		if old := q.byID[m.id]; old != nil {
 			q.remove(old)
 		}
-		q.push(m)
+		q.insert(m, s.clock.Now())
 		if n, err := strconv.ParseUint(m.seqNum, 10, 64); err == nil {
 			q.seq = max(q.seq, n)
 		}
@@ -391,12 +390,10 @@ func (s *Server) applyRecord(r *journalRecord) {
 		case "r":
 			m.receives, m.visibleAt, m.firstReceive, m.receivedAt, m.handle =
 				r.RC, fromNanos(r.Vis), fromNanos(r.First), fromNanos(r.Recv), r.H
-			if !q.fifo {
-				q.unlink(m)
-				q.push(m)
-			}
+			q.reposition(m, s.clock.Now())
 		case "v":
 			m.visibleAt = fromNanos(r.Vis)
+			q.reposition(m, s.clock.Now())
 		case "d":
 			q.remove(m)
 		}

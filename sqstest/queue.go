@@ -28,6 +28,8 @@ type queue struct {
 	// standard queues move a message to the tail when it is received, which
 	// keeps visible messages near the head so a receive scans little.
 	head, tail *message
+	hidden     hiddenHeap // standard queues' hidden messages; see store.go
+	order      uint64     // placements, for message.order
 	byID       map[string]*message
 	seq        uint64 // last SequenceNumber (FIFO) or send counter
 
@@ -421,8 +423,7 @@ func (s *Server) purgeQueue(_ context.Context, in *queueInput) (*empty, error) {
 	if err != nil {
 		return nil, err
 	}
-	q.head, q.tail = nil, nil
-	q.byID = make(map[string]*message)
+	q.clear()
 	s.journalAdd(&journalRecord{T: "pq", Q: q.name})
 	return &empty{}, nil
 }

@@ -172,11 +172,9 @@ func (s *Server) Messages(queue string) ([]Message, error) {
 	}
 	now := s.clock.Now()
 	var out []Message
-	for m := q.head; m != nil; {
-		next := m.next
+	for _, m := range q.all() {
 		if q.expired(m, now) {
 			q.remove(m)
-			m = next
 			continue
 		}
 		st := Delayed
@@ -191,7 +189,6 @@ func (s *Server) Messages(queue string) ([]Message, error) {
 			SentAt: m.sentAt, ReceiveCount: m.receives, VisibleAt: m.visibleAt,
 			ID: m.id, SequenceNumber: m.seqNum, ReceiptHandle: m.handle, State: st,
 		})
-		m = next
 	}
 	return out, nil
 }

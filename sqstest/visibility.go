@@ -55,6 +55,7 @@ func (s *Server) changeOne(q *queue, handle string, vtp *int, now time.Time) *ap
 		return errInvalidParameter("Value %d for parameter VisibilityTimeout is invalid. Reason: Total VisibilityTimeout for the message is beyond the limit [43200 seconds]", vt)
 	}
 	m.visibleAt = at
+	q.reposition(m, now)
 	s.journalAdd(&journalRecord{T: "v", Q: q.name, ID: m.id, Vis: nanos(at)})
 	if vt == 0 {
 		q.wake(1)
