@@ -245,7 +245,7 @@ func (s *Server) newMessage(q *queue, in *sendMessageInput, now time.Time) (*mes
 // the original. Callers hold s.mu and wake waiters afterwards.
 func (s *Server) enqueue(q *queue, m *message, now time.Time) *sendMessageOutput {
 	if q.fifo {
-		if orig, dup := q.deduplicate(m, now); dup {
+		if orig, dup := s.deduplicate(q, m, now); dup {
 			return &sendMessageOutput{MessageID: orig.messageID, MD5OfMessageBody: m.md5Body,
 				MD5OfMessageAttributes: md5OfAttributes(m.attrs), SequenceNumber: orig.seqNum}
 		}
