@@ -220,7 +220,7 @@ func (s *Server) newMessage(q *queue, in *sendMessageInput, now time.Time) (*mes
 	}
 	if in.MessageGroupID != nil {
 		if !dedupIDRE.MatchString(*in.MessageGroupID) {
-			return nil, errInvalidParameter("Value %s for parameter MessageGroupId is invalid.", *in.MessageGroupID)
+			return nil, errInvalidParameter("Value %s for parameter MessageGroupId is invalid. Reason: MessageGroupId can only include alphanumeric and punctuation characters. 1 to 128 in length.", *in.MessageGroupID)
 		}
 		m.group = *in.MessageGroupID
 	}
@@ -229,7 +229,7 @@ func (s *Server) newMessage(q *queue, in *sendMessageInput, now time.Time) (*mes
 			return nil, errInvalidParameter("Value %s for parameter MessageDeduplicationId is invalid. Reason: %s.", *in.MessageDeduplicationID, errNotValid)
 		}
 		if !dedupIDRE.MatchString(*in.MessageDeduplicationID) {
-			return nil, errInvalidParameter("Value %s for parameter MessageDeduplicationId is invalid.", *in.MessageDeduplicationID)
+			return nil, errInvalidParameter("Value %s for parameter MessageDeduplicationId is invalid. Reason: MessageDeduplicationId can only include alphanumeric and punctuation characters. 1 to 128 in length.", *in.MessageDeduplicationID)
 		}
 		m.dedupID = *in.MessageDeduplicationID
 	}
