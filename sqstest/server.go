@@ -487,6 +487,7 @@ func (s *Server) sleep(ctx context.Context, d time.Duration) bool {
 type decoder func(in any) error
 
 func jsonDecoder(body []byte) decoder {
+	body = markLoneSurrogates(body)
 	return func(in any) error {
 		if len(body) > 0 {
 			if err := json.Unmarshal(body, in); err != nil {
