@@ -43,6 +43,8 @@ type queue struct {
 	timer   Timer
 	timerAt time.Time
 	deleted bool
+
+	moveTasks []*moveTask // StartMessageMoveTask's, with this queue as source; oldest first
 }
 
 func (q *queue) intAttr(name string) int {

@@ -553,7 +553,13 @@ func (s *Server) dispatch(ctx context.Context, base, op string, body decoder) (a
 		return call(ctx, body, s.changeMessageVisibility)
 	case "ChangeMessageVisibilityBatch":
 		return call(ctx, body, s.changeMessageVisibilityBatch)
-	case "AddPermission", "RemovePermission", "StartMessageMoveTask", "CancelMessageMoveTask", "ListMessageMoveTasks":
+	case "StartMessageMoveTask":
+		return call(ctx, body, s.startMessageMoveTask)
+	case "CancelMessageMoveTask":
+		return call(ctx, body, s.cancelMessageMoveTask)
+	case "ListMessageMoveTasks":
+		return call(ctx, body, s.listMessageMoveTasks)
+	case "AddPermission", "RemovePermission":
 		return nil, senderError("UnsupportedOperation", "sqstest does not implement %s", op)
 	default:
 		return nil, senderError("InvalidAction", "the action %s is not valid for this endpoint", op)
