@@ -29,7 +29,11 @@ func TestDataDirLockedByOneServer(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	err = sqstest.Run(ctx, nil, opts)
+	// Run returns at once with a done context, once it has started (or
+	// failed to start) a server.
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	err = sqstest.Run(done, nil, opts)
 	if err == nil {
 		t.Fatal("a second server on the same directory started")
 	}
