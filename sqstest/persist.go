@@ -315,7 +315,8 @@ func lockDir(dir string) (*os.File, error) {
 		}
 		return nil, fmt.Errorf("sqstest: data directory %s is in use by another server (pid %s); one server per directory", dir, pid)
 	}
-	if err := f.Truncate(0); err == nil {
+	err = f.Truncate(0)
+	if err == nil {
 		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
 	if err != nil {

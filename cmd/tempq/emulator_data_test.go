@@ -379,11 +379,6 @@ func TestEmulatorDataDirOneServer(t *testing.T) {
 	}
 }
 
-func atoi(s string) int {
-	n, _ := strconv.Atoi(s)
-	return n
-}
-
 // With --data, a --queue that exists from a previous run gets the
 // attributes the flags give now, and keeps its messages.
 func TestEmulatorQueueFlagUpdatesKeptQueue(t *testing.T) {
