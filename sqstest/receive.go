@@ -81,6 +81,7 @@ func (s *Server) noteFuture(q *queue, t, now time.Time) {
 		}
 		q.timer = nil
 		now := s.clock.Now()
+		q.promote(now) // so that armTimer below looks past them
 		c := s.count(q, now)
 		q.wake(max(c.visible, 1))
 		s.armTimer(q, now)

@@ -110,7 +110,9 @@ func (q *queue) all() []*message {
 }
 
 // nextVisible returns the earliest time after now at which a message
-// becomes visible, or the zero time.
+// becomes visible, or the zero time. A hidden message whose time has come
+// but that no receive has promoted yet gives a time not after now: a timer
+// armed for it fires at once and wakes a parked receive to take it.
 func (q *queue) nextVisible(now time.Time) time.Time {
 	var next time.Time
 	if len(q.hidden) > 0 {
