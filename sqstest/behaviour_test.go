@@ -3,6 +3,7 @@ package sqstest_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -87,8 +88,13 @@ func TestStaleReceiptHandleDoesNotDelete(t *testing.T) {
 	if attrs.Attributes["ApproximateNumberOfMessagesNotVisible"] != "1" {
 		t.Fatalf("stale handle deleted the message: %v", attrs.Attributes)
 	}
+	// SQS answers a stale handle with InvalidParameterValue, not
+	// MessageNotInflight: the message is in flight, under another handle.
 	_, err := c.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: &url, ReceiptHandle: &old, VisibilityTimeout: 5})
-	wantTyped[*types.MessageNotInflight](t, err)
+	wantAPIError(t, err, "InvalidParameterValue")
+	if !strings.Contains(err.Error(), "Reason: Message does not exist or is not available for visibility timeout change.") {
+		t.Fatalf("stale handle: %v, want SQS's reason", err)
+	}
 	if _, err := c.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: &url, ReceiptHandle: &current}); err != nil {
 		t.Fatal(err)
 	}

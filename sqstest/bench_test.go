@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -105,4 +107,91 @@ func BenchmarkDataDir(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkReceiveInFlight compares a receive on an empty standard queue
+// with one on a queue holding 100,000 messages in flight and one visible:
+// in-flight messages wait in a heap a receive does not walk, so the two
+// cost about the same:
+//
+//	go test -run '^$' -bench ReceiveInFlight ./sqstest/
+func BenchmarkReceiveInFlight(b *testing.B) {
+	for _, inFlight := range []int{0, 100_000} {
+		b.Run(fmt.Sprintf("inflight=%d", inFlight), func(b *testing.B) {
+			srv := sqstest.Start(b)
+			c := srv.Client()
+			ctx := context.Background()
+			q, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("busy"),
+				Attributes: map[string]string{"VisibilityTimeout": "0"}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			seedInFlight(b, srv, "busy", inFlight)
+			if err := srv.Seed("busy", sqstest.Message{Body: "visible"}); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				// The queue's VisibilityTimeout 0 leaves the message
+				// visible for the next round.
+				out, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl})
+				if err != nil || len(out.Messages) != 1 {
+					b.Fatalf("receive: %v, %d messages", err, len(out.Messages))
+				}
+			}
+		})
+	}
+}
+
+func seedInFlight(b *testing.B, srv *sqstest.Server, queue string, n int) {
+	b.Helper()
+	body := strings.Repeat("m", 200)
+	batch := make([]sqstest.Message, 0, 1000)
+	until := srv.Clock().Now().Add(time.Hour)
+	for i := 0; i < n; i++ {
+		batch = append(batch, sqstest.Message{Body: body, ReceiveCount: 1, VisibleAt: until})
+		if len(batch) == cap(batch) || i == n-1 {
+			if err := srv.Seed(queue, batch...); err != nil {
+				b.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+}
+
+// BenchmarkCompactionPause measures what an online compaction of the
+// journal (Options.DataDir, tempq emulator --data) costs the requests that
+// arrive while it runs: the time it holds the server's lock to copy the
+// state of 100,000 live messages of 200 bytes (it encodes and writes them
+// after releasing it):
+//
+//	go test -run '^$' -bench CompactionPause -benchtime 20x ./sqstest/
+//
+// ns/op is the pause; "full-ms" is a whole compaction in the background,
+// from the copy to the renamed, synced file.
+func BenchmarkCompactionPause(b *testing.B) {
+	const live = 100_000
+	srv := sqstest.Start(b, func(o *sqstest.Options) { o.DataDir = b.TempDir() })
+	if _, err := srv.Client().CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String("live")}); err != nil {
+		b.Fatal(err)
+	}
+	seedInFlight(b, srv, "live", live/2)
+	body := strings.Repeat("v", 200)
+	for i := 0; i < live/2; i += 1000 {
+		batch := make([]sqstest.Message, 1000)
+		for j := range batch {
+			batch[j].Body = body
+		}
+		if err := srv.Seed("live", batch...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for b.Loop() {
+		if n := sqstest.CaptureForCompaction(srv); n < live {
+			b.Fatalf("captured %d records", n)
+		}
+	}
+	b.StopTimer()
+	start := time.Now()
+	sqstest.Compact(srv)
+	b.ReportMetric(float64(time.Since(start).Milliseconds()), "full-ms")
 }

@@ -35,14 +35,17 @@ const (
 	devDLQSources = "fauxqs does not implement ListDeadLetterSourceQueues (InvalidAction)"
 
 	// Found by this suite.
-	devNameRules  = "fauxqs accepts queue names with invalid characters or over 80 characters"
-	devDelayRange = "fauxqs accepts DelaySeconds above 900"
-	devAttrRules  = "fauxqs does not validate message attribute names, data types, Number values or the limit of 10"
-	devAttrFilter = "fauxqs returns every message attribute when MessageAttributeNames is absent"
-	devFifoAttrs  = "fauxqs accepts ContentBasedDeduplication on a standard queue and knows no DeduplicationScope"
-	devFifoScope  = "fauxqs does not implement DeduplicationScope (InvalidAttributeName)"
-	devFifoIDs    = "fauxqs accepts a MessageDeduplicationId on a standard queue, group ids with spaces and ids over 128 characters"
-	devFifoGroups = "fauxqs returns a FIFO queue's groups interleaved in send order, not one group's messages together"
+	devNameRules     = "fauxqs accepts queue names with invalid characters or over 80 characters"
+	devDelayRange    = "fauxqs accepts DelaySeconds above 900"
+	devAttrRules     = "fauxqs does not validate message attribute names, data types, Number values or the limit of 10"
+	devAttrFilter    = "fauxqs returns every message attribute when MessageAttributeNames is absent"
+	devFifoAttrs     = "fauxqs accepts ContentBasedDeduplication on a standard queue and knows no DeduplicationScope"
+	devFifoScope     = "fauxqs does not implement DeduplicationScope (InvalidAttributeName)"
+	devFifoIDs       = "fauxqs accepts a MessageDeduplicationId on a standard queue, group ids with spaces and ids over 128 characters"
+	devFifoGroups    = "fauxqs returns a FIFO queue's groups interleaved in send order, not one group's messages together"
+	devBareQueueName = "fauxqs accepts a bare queue name as QueueUrl"
+	devStaleCMV      = "fauxqs answers ChangeMessageVisibility with an earlier receive's handle with MessageNotInflight, not SQS's InvalidParameterValue"
+	devMoveTasks     = "fauxqs does not implement message move tasks (InvalidAction)"
 )
 
 // TestConformance runs every check on sqstest, on sqstest over the query
@@ -72,6 +75,14 @@ func TestConformance(t *testing.T) {
 func (x *target) deviation(dev string) {
 	if !x.emulated() && x.name == "fauxqs" {
 		x.t.Skip("known fauxqs deviation: " + dev)
+	}
+}
+
+// deviationIf is deviation when fauxqs has answered as dev says: the rest
+// of the check must then hold everywhere else.
+func (x *target) deviationIf(happened bool, dev string) {
+	if happened {
+		x.deviation(dev)
 	}
 }
 
@@ -1018,6 +1029,31 @@ var checks = []check{
 		_, err := x.c.SendMessage(x.ctx, &sqs.SendMessageInput{QueueUrl: &url, MessageBody: aws.String("m"), MessageGroupId: aws.String("g"),
 			MessageDeduplicationId: aws.String("d"), DelaySeconds: 5})
 		wantAPIError(x.t, err, "InvalidParameterValue")
+	}},
+
+	{name: "QueueUrlMustBeAURL", fn: func(x *target) {
+		url := x.createQueue("q", nil)
+		name := url[strings.LastIndexByte(url, '/')+1:]
+		_, err := x.c.SendMessage(x.ctx, &sqs.SendMessageInput{QueueUrl: &name, MessageBody: aws.String("m")})
+		x.deviationIf(err == nil, devBareQueueName)
+		wantAPIError(x.t, err, "InvalidAddress")
+	}},
+	{name: "ChangeVisibilityWithStaleHandle", fn: func(x *target) {
+		url := x.createQueue("q", map[string]string{"VisibilityTimeout": "1"})
+		x.send(url, "m")
+		first := x.receive(url, 1)
+		x.sleep(1200 * time.Millisecond)
+		again := x.receive(url, 1)
+		if len(first) != 1 || len(again) != 1 {
+			x.t.Fatalf("receives: %d, %d messages", len(first), len(again))
+		}
+		_, err := x.c.ChangeMessageVisibility(x.ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: &url,
+			ReceiptHandle: first[0].ReceiptHandle, VisibilityTimeout: 30})
+		x.deviationIf(err == nil || strings.Contains(err.Error(), "MessageNotInflight"), devStaleCMV)
+		wantAPIError(x.t, err, "InvalidParameterValue")
+		if !strings.Contains(err.Error(), "Message does not exist or is not available for visibility timeout change") {
+			x.t.Fatalf("stale handle: %v", err)
+		}
 	}},
 
 	// Load.

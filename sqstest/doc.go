@@ -71,7 +71,10 @@
 // directory and synced to disk before its request is answered; a server
 // started on the same directory, even after a crash, has every queue and
 // message (attributes, tags, delays, visibility, receive counts, receipt
-// handles) the last one acknowledged. FIFO deduplication ids are not kept.
+// handles, FIFO deduplication ids within their five minutes) the last one
+// acknowledged. The journal is compacted in the background as it grows, and
+// the directory is locked: a second server on it fails to start, naming the
+// process that holds it.
 //
 // # Test controls
 //
@@ -111,11 +114,11 @@
 //     Code must still tolerate duplicates on AWS.
 //   - Throughput quotas and throttling (inject them with faults), the 120,000
 //     in-flight message limit of standard queues (and FIFO's).
-//   - Encryption (KMS and SSE attributes are stored only), message move tasks
-//     (StartMessageMoveTask and friends), RedriveAllowPolicy enforcement,
+//   - Encryption (KMS and SSE attributes are stored only), RedriveAllowPolicy
+//     enforcement, message move tasks across a restart (a running one ends),
 //     high-throughput FIFO partitioning, ReceiveRequestAttemptId retries, and
 //     list-typed message attribute values.
 //   - Multiple accounts and regions: the account id and region are fixed per
-//     server (Options.AccountID, Options.Region); the host of a queue URL is
-//     ignored, only its last path segment names the queue.
+//     server (Options.AccountID, Options.Region); a QueueUrl must be a URL,
+//     but its host is ignored: only its last path segment names the queue.
 package sqstest

@@ -29,3 +29,64 @@ func SeedLatency(s *Server, seed uint64) {
 
 // Delay draws the wait that f gives one call, from the server's source.
 func Delay(s *Server, f Fault) time.Duration { return s.delay(&f) }
+
+// SetCompactSlack sets the journal growth that starts an online compaction
+// and returns a function that restores the default.
+func SetCompactSlack(n int64) (restore func()) {
+	old := compactSlack
+	compactSlack = n
+	return func() { compactSlack = old }
+}
+
+// JournalStats waits for a compaction in progress, then returns the
+// journal's size in bytes, the compactions done since the server started
+// and the longest time one held the server's lock.
+func JournalStats(s *Server) (size int64, compactions int, pause time.Duration) {
+	j := s.journal
+	j.done.Wait()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.size, j.compacted, j.pauseMax
+}
+
+// CaptureForCompaction does what an online compaction does under the
+// server's lock: the pause requests see.
+func CaptureForCompaction(s *Server) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.capture()
+	n := len(c.queues)
+	for _, m := range c.msgs {
+		n += len(m)
+	}
+	return n
+}
+
+// Compact runs an online compaction of the journal and returns when it is
+// done.
+func Compact(s *Server) {
+	j := s.journal
+	j.mu.Lock()
+	if j.compacting {
+		j.mu.Unlock()
+		j.done.Wait()
+		j.mu.Lock()
+	}
+	j.compacting = true
+	j.done.Add(1)
+	j.mu.Unlock()
+	s.compact()
+}
+
+// ListedMessages returns how many of a queue's messages a receive would
+// walk: those in its list, not in the heap of hidden ones.
+func ListedMessages(s *Server, queue string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q := s.queues[queue]
+	n := 0
+	for m := q.head; m != nil; m = m.next {
+		n++
+	}
+	return n
+}

@@ -36,8 +36,9 @@ func (q *queue) fifoCheck(m *message) *apiError {
 }
 
 // deduplicate reports whether m repeats a message sent within the window
-// and, if not, records it.
-func (q *queue) deduplicate(m *message, now time.Time) (dedupEntry, bool) {
+// and, if not, records it (in the journal too, so that the window holds
+// across a restart). Callers hold s.mu.
+func (s *Server) deduplicate(q *queue, m *message, now time.Time) (dedupEntry, bool) {
 	if now.Sub(q.lastPrune) > time.Minute {
 		for k, e := range q.dedup {
 			if now.Sub(e.at) >= dedupWindow {
@@ -55,7 +56,11 @@ func (q *queue) deduplicate(m *message, now time.Time) (dedupEntry, bool) {
 	}
 	// The sequence number is assigned by enqueue right after; predict it
 	// so the entry can answer duplicates with the original.
-	q.dedup[key] = dedupEntry{messageID: m.id, seqNum: seqString(q.seq + 1), at: now}
+	e := dedupEntry{messageID: m.id, seqNum: seqString(q.seq + 1), at: now}
+	q.dedup[key] = e
+	if s.journal != nil {
+		s.journalAdd(dedupRecord(q, key, e))
+	}
 	return dedupEntry{}, false
 }
 

@@ -33,6 +33,8 @@ type message struct {
 	dlqSourceARN           string // set when moved to a dead-letter queue
 
 	prev, next *message
+	hidx       int    // index + 1 in the queue's hidden heap; 0 in the list
+	order      uint64 // when placed in the queue, for Messages' order
 }
 
 func (m *message) visible(now time.Time) bool  { return !m.visibleAt.After(now) }
@@ -66,7 +68,7 @@ func (q *queue) unlink(m *message) {
 }
 
 func (q *queue) remove(m *message) {
-	q.unlink(m)
+	q.detach(m)
 	delete(q.byID, m.id)
 }
 
@@ -80,11 +82,11 @@ type counts struct{ visible, inflight, delayed int }
 // count computes the exact approximate counts, dropping expired messages.
 func (s *Server) count(q *queue, now time.Time) counts {
 	var c counts
-	for m := q.head; m != nil; {
-		next := m.next
+	var expired []*message
+	q.each(func(m *message) {
 		switch {
 		case q.expired(m, now):
-			q.remove(m)
+			expired = append(expired, m)
 		case m.visible(now):
 			c.visible++
 		case m.receives > 0:
@@ -92,7 +94,9 @@ func (s *Server) count(q *queue, now time.Time) counts {
 		default:
 			c.delayed++
 		}
-		m = next
+	})
+	for _, m := range expired {
+		q.remove(m)
 	}
 	return c
 }
@@ -216,7 +220,7 @@ func (s *Server) newMessage(q *queue, in *sendMessageInput, now time.Time) (*mes
 	}
 	if in.MessageGroupID != nil {
 		if !dedupIDRE.MatchString(*in.MessageGroupID) {
-			return nil, errInvalidParameter("Value %s for parameter MessageGroupId is invalid.", *in.MessageGroupID)
+			return nil, errInvalidParameter("Value %s for parameter MessageGroupId is invalid. Reason: MessageGroupId can only include alphanumeric and punctuation characters. 1 to 128 in length.", *in.MessageGroupID)
 		}
 		m.group = *in.MessageGroupID
 	}
@@ -225,7 +229,7 @@ func (s *Server) newMessage(q *queue, in *sendMessageInput, now time.Time) (*mes
 			return nil, errInvalidParameter("Value %s for parameter MessageDeduplicationId is invalid. Reason: %s.", *in.MessageDeduplicationID, errNotValid)
 		}
 		if !dedupIDRE.MatchString(*in.MessageDeduplicationID) {
-			return nil, errInvalidParameter("Value %s for parameter MessageDeduplicationId is invalid.", *in.MessageDeduplicationID)
+			return nil, errInvalidParameter("Value %s for parameter MessageDeduplicationId is invalid. Reason: MessageDeduplicationId can only include alphanumeric and punctuation characters. 1 to 128 in length.", *in.MessageDeduplicationID)
 		}
 		m.dedupID = *in.MessageDeduplicationID
 	}
@@ -241,7 +245,7 @@ func (s *Server) newMessage(q *queue, in *sendMessageInput, now time.Time) (*mes
 // the original. Callers hold s.mu and wake waiters afterwards.
 func (s *Server) enqueue(q *queue, m *message, now time.Time) *sendMessageOutput {
 	if q.fifo {
-		if orig, dup := q.deduplicate(m, now); dup {
+		if orig, dup := s.deduplicate(q, m, now); dup {
 			return &sendMessageOutput{MessageID: orig.messageID, MD5OfMessageBody: m.md5Body,
 				MD5OfMessageAttributes: md5OfAttributes(m.attrs), SequenceNumber: orig.seqNum}
 		}
@@ -250,7 +254,7 @@ func (s *Server) enqueue(q *queue, m *message, now time.Time) *sendMessageOutput
 	if q.fifo {
 		m.seqNum = seqString(q.seq)
 	}
-	q.push(m)
+	q.insert(m, now)
 	s.journalMessage(q, m)
 	if m.visibleAt.After(now) {
 		s.noteFuture(q, m.visibleAt, now)

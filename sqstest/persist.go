@@ -9,10 +9,12 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -28,10 +30,24 @@ import (
 //
 // On start the journal is replayed (a torn last record, from a crash in
 // mid-write, is dropped: its request was never answered) and compacted:
-// the state is written to a new file as one record per queue and message,
-// synced, and renamed over the old one.
+// the state is written to a new file as one record per queue, message and
+// live deduplication id, synced, and renamed over the old one. While the
+// server runs, the same compaction starts in the background whenever the
+// journal has grown past twice the last snapshot plus compactSlack (see
+// compact): the journal stays within a small multiple of the live data.
+//
+// The directory is locked (flock on sqstest.lock, which holds the pid of
+// the server that has it) for as long as the server runs: a second server
+// on it would compact the journal under the first one's feet.
 
-const journalFile = "sqstest.journal"
+const (
+	journalFile = "sqstest.journal"
+	lockFile    = "sqstest.lock"
+)
+
+// compactSlack is the growth beyond twice the last snapshot that starts an
+// online compaction. Tests lower it.
+var compactSlack int64 = 4 << 20
 
 // journalRecord is one journal line. T says what changed:
 //
@@ -42,6 +58,7 @@ const journalFile = "sqstest.journal"
 //	r   a message received (moves to the tail on standard queues)
 //	v   a message's visibility changed
 //	d   a message deleted
+//	dd  a FIFO deduplication id accepted (kept for SQS's 5-minute window)
 type journalRecord struct {
 	T string `json:"t"`
 	Q string `json:"q"`
@@ -61,6 +78,12 @@ type journalRecord struct {
 	First int64  `json:"fr,omitempty"`
 	Recv  int64  `json:"ra,omitempty"`
 	H     string `json:"h,omitempty"`
+
+	// dd: the deduplication key (group + id under messageGroup scope), the
+	// original's sequence number and when it was accepted.
+	Key string `json:"k,omitempty"`
+	SN  string `json:"sn,omitempty"`
+	At  int64  `json:"at,omitempty"`
 }
 
 // msgRecord is a message's whole state.
@@ -96,7 +119,14 @@ func fromNanos(n int64) time.Time {
 }
 
 func toMsgRecord(m *message) *msgRecord {
-	return &msgRecord{ID: m.id, Body: m.body, Attrs: m.attrs, Trace: m.traceHdr, Sent: nanos(m.sentAt),
+	r := new(msgRecord)
+	m.record(r)
+	return r
+}
+
+// record fills r with m's state.
+func (m *message) record(r *msgRecord) {
+	*r = msgRecord{ID: m.id, Body: m.body, Attrs: m.attrs, Trace: m.traceHdr, Sent: nanos(m.sentAt),
 		Vis: nanos(m.visibleAt), RC: m.receives, First: nanos(m.firstReceive), Recv: nanos(m.receivedAt),
 		H: m.handle, Group: m.group, Dedup: m.dedupID, Seq: m.seqNum, DLQ: m.dlqSourceARN}
 }
@@ -109,28 +139,52 @@ func (r *msgRecord) message() *message {
 
 // journal is the open journal file with its group commit state.
 type journal struct {
-	f *os.File
+	f    *os.File
+	lock *os.File // holds the directory's flock while open
+	path string
 
 	mu      sync.Mutex
 	cond    *sync.Cond
 	buf     []byte // appended, not yet written
 	seq     uint64 // records appended
 	synced  uint64 // records on disk
-	syncing bool   // a handler is writing and syncing
+	syncing bool   // a handler (or the compaction) is writing and syncing
 	err     error  // the first write or sync failure; later waits report it
+
+	size       int64  // bytes in the file and in buf
+	base       int64  // bytes of the last snapshot
+	compacting bool   // a compaction is running
+	tailing    bool   // records appended go to tail too
+	tail       []byte // records appended since the running compaction's snapshot
+	compacted  int    // compactions done while running
+	pauseMax   time.Duration
+	closed     bool // no compaction starts once set
+	done       sync.WaitGroup
 }
 
 // add appends r; callers hold s.mu, so the journal's order is the order of
-// the changes.
-func (j *journal) add(r *journalRecord) {
+// the changes. It reports whether the journal has grown enough that a
+// compaction should start; the caller starts it.
+func (j *journal) add(r *journalRecord) bool {
 	b, err := json.Marshal(r)
 	if err != nil {
 		panic("sqstest: journal record: " + err.Error()) // every field is plain data
 	}
 	j.mu.Lock()
+	defer j.mu.Unlock()
+	n := len(j.buf)
 	j.buf = appendLine(j.buf, b)
+	if j.tailing {
+		j.tail = append(j.tail, j.buf[n:]...)
+	}
+	j.size += int64(len(j.buf) - n)
 	j.seq++
-	j.mu.Unlock()
+	if !j.compacting && !j.closed && j.err == nil && j.size > 2*j.base+compactSlack {
+		j.compacting = true
+		j.done.Add(1)
+		return true
+	}
+	return false
 }
 
 func appendLine(buf, b []byte) []byte {
@@ -151,12 +205,12 @@ func (j *journal) wait() error {
 			continue
 		}
 		j.syncing = true
-		buf, upto := j.buf, j.seq
+		f, buf, upto := j.f, j.buf, j.seq
 		j.buf = nil
 		j.mu.Unlock()
-		_, err := j.f.Write(buf)
+		_, err := f.Write(buf)
 		if err == nil {
-			err = j.f.Sync()
+			err = f.Sync()
 		}
 		j.mu.Lock()
 		j.syncing = false
@@ -171,21 +225,23 @@ func (j *journal) wait() error {
 }
 
 func (j *journal) close() error {
+	j.mu.Lock()
+	j.closed = true
+	j.mu.Unlock()
+	j.done.Wait() // a compaction in progress
 	err := j.wait()
-	return errors.Join(err, j.f.Close())
+	return errors.Join(err, j.f.Close(), j.lock.Close())
 }
 
 // journalAdd journals r if the server persists; callers hold s.mu.
 func (s *Server) journalAdd(r *journalRecord) {
-	if s.journal != nil {
-		s.journal.add(r)
+	if s.journal != nil && s.journal.add(r) {
+		go s.compact()
 	}
 }
 
 func (s *Server) journalQueue(q *queue) {
-	if s.journal != nil {
-		s.journal.add(queueRecord(q))
-	}
+	s.journalAdd(queueRecord(q))
 }
 
 func queueRecord(q *queue) *journalRecord {
@@ -195,8 +251,12 @@ func queueRecord(q *queue) *journalRecord {
 
 func (s *Server) journalMessage(q *queue, m *message) {
 	if s.journal != nil {
-		s.journal.add(&journalRecord{T: "m", Q: q.name, M: toMsgRecord(m)})
+		s.journalAdd(&journalRecord{T: "m", Q: q.name, M: toMsgRecord(m)})
 	}
+}
+
+func dedupRecord(q *queue, key string, e dedupEntry) *journalRecord {
+	return &journalRecord{T: "dd", Q: q.name, Key: key, ID: e.messageID, SN: e.seqNum, At: nanos(e.at)}
 }
 
 // durable returns once every change so far is on disk (nil if the server
@@ -208,80 +268,269 @@ func (s *Server) durable() error {
 	return s.journal.wait()
 }
 
-// openJournal replays dir's journal into s, compacts it and opens it for
-// appending. It runs before the server serves anything.
+// openJournal locks dir, replays its journal into s, compacts it and opens
+// it for appending. It runs before the server serves anything.
 func (s *Server) openJournal(dir string) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("sqstest: data directory: %w", err)
 	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return err
+	}
 	path := filepath.Join(dir, journalFile)
 	if err := s.replay(path); err != nil {
+		_ = lock.Close()
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := s.writeSnapshot(tmp); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("sqstest: compacting the journal: %w", err)
-	}
-	if d, err := os.Open(dir); err == nil {
-		err = d.Sync() // the rename is durable too
-		_ = d.Close()
-		if err != nil {
-			return fmt.Errorf("sqstest: syncing %s: %w", dir, err)
-		}
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0o644)
+	buf := encodeSnapshot(s.capture().records())
+	f, err := installSnapshot(path, buf)
 	if err != nil {
-		return fmt.Errorf("sqstest: opening the journal: %w", err)
+		_ = lock.Close()
+		return err
 	}
-	s.journal = &journal{f: f}
+	s.journal = &journal{f: f, lock: lock, path: path, size: int64(len(buf)), base: int64(len(buf))}
 	s.journal.cond = sync.NewCond(&s.journal.mu)
 	return nil
 }
 
-// writeSnapshot writes the current state as a journal to path and syncs it.
-func (s *Server) writeSnapshot(path string) error {
-	var buf []byte
+// lockDir takes the data directory's lock, or says which process has it.
+func lockDir(dir string) (*os.File, error) {
+	path := filepath.Join(dir, lockFile)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("sqstest: locking the data directory: %w", err)
+	}
+	ok, err := tryLock(f)
+	if err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("sqstest: locking the data directory %s: %w", dir, err)
+	}
+	if !ok {
+		holder, _ := io.ReadAll(io.LimitReader(f, 32))
+		_ = f.Close()
+		pid := strings.TrimSpace(string(holder))
+		if pid == "" {
+			pid = "unknown"
+		}
+		return nil, fmt.Errorf("sqstest: data directory %s is in use by another server (pid %s); one server per directory", dir, pid)
+	}
+	err = f.Truncate(0)
+	if err == nil {
+		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("sqstest: locking the data directory: %w", err)
+	}
+	return f, nil
+}
+
+// stateCopy is the state a snapshot holds, copied under s.mu so that it
+// can be encoded after s.mu is released: queues (their maps cloned),
+// messages by value (their attribute maps are never changed once sent) and
+// the deduplication ids still in their window.
+type stateCopy struct {
+	queues []*journalRecord
+	msgs   [][]msgRecord // per queue, as queues
+	order  [][]uint64    // each message's message.order
+	dedup  []*journalRecord
+}
+
+// capture copies the state for a snapshot. Callers hold s.mu (or own s
+// alone): this is the pause an online compaction costs requests.
+func (s *Server) capture() *stateCopy {
 	names := make([]string, 0, len(s.queues))
-	for n := range s.queues {
-		names = append(names, n)
+	for name := range s.queues {
+		names = append(names, name)
 	}
 	sort.Strings(names)
-	add := func(r *journalRecord) {
+	c := &stateCopy{queues: make([]*journalRecord, len(names)), msgs: make([][]msgRecord, len(names)), order: make([][]uint64, len(names))}
+	now := s.clock.Now()
+	for i, name := range names {
+		q := s.queues[name]
+		r := queueRecord(q)
+		r.Attrs, r.Tags = maps.Clone(r.Attrs), maps.Clone(r.Tags)
+		c.queues[i] = r
+		msgs := make([]msgRecord, 0, len(q.byID))
+		order := make([]uint64, 0, len(q.byID))
+		q.each(func(m *message) {
+			msgs = append(msgs, msgRecord{})
+			m.record(&msgs[len(msgs)-1])
+			order = append(order, m.order)
+		})
+		c.msgs[i], c.order[i] = msgs, order
+		for k, e := range q.dedup {
+			if now.Sub(e.at) < dedupWindow {
+				c.dedup = append(c.dedup, dedupRecord(q, k, e))
+			}
+		}
+	}
+	return c
+}
+
+// records returns the snapshot's journal records: queues first, so that
+// every redrive target exists before messages refer to it; each queue's
+// messages in the order they were placed (a standard queue's hidden ones
+// are copied in heap order), so that a replay rebuilds the same order.
+func (c *stateCopy) records() []*journalRecord {
+	recs := append([]*journalRecord(nil), c.queues...)
+	for i, msgs := range c.msgs {
+		idx := make([]int, len(msgs))
+		for j := range idx {
+			idx[j] = j
+		}
+		order := c.order[i]
+		sort.Slice(idx, func(a, b int) bool { return order[idx[a]] < order[idx[b]] })
+		for _, j := range idx {
+			recs = append(recs, &journalRecord{T: "m", Q: c.queues[i].Q, M: &msgs[j]})
+		}
+	}
+	return append(recs, c.dedup...)
+}
+
+// encodeSnapshot encodes a snapshot's records.
+func encodeSnapshot(recs []*journalRecord) []byte {
+	var buf []byte
+	for _, r := range recs {
 		b, err := json.Marshal(r)
 		if err != nil {
 			panic("sqstest: journal record: " + err.Error())
 		}
 		buf = appendLine(buf, b)
 	}
-	// Queues first, so that every redrive target exists before messages
-	// refer to it.
-	for _, n := range names {
-		add(queueRecord(s.queues[n]))
-	}
-	for _, n := range names {
-		q := s.queues[n]
-		for m := q.head; m != nil; m = m.next {
-			add(&journalRecord{T: "m", Q: n, M: toMsgRecord(m)})
-		}
-	}
-	f, err := os.Create(path)
+	return buf
+}
+
+// installSnapshot writes buf to a new file beside path, syncs it and
+// renames it over path, returning the new file open for appending.
+func installSnapshot(path string, buf []byte) (*os.File, error) {
+	f, err := createSnapshot(path)
 	if err != nil {
-		return fmt.Errorf("sqstest: compacting the journal: %w", err)
+		return nil, err
 	}
-	_, err = f.Write(buf)
+	if _, err := f.Write(buf); err != nil {
+		return nil, abandonSnapshot(f, path, err)
+	}
+	return f, finishSnapshot(f, path)
+}
+
+func createSnapshot(path string) (*os.File, error) {
+	f, err := os.OpenFile(path+".tmp", os.O_WRONLY|os.O_CREATE|os.O_TRUNC|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("sqstest: compacting the journal: %w", err)
+	}
+	return f, nil
+}
+
+func abandonSnapshot(f *os.File, path string, err error) error {
+	_ = f.Close()
+	_ = os.Remove(path + ".tmp")
+	return fmt.Errorf("sqstest: compacting the journal: %w", err)
+}
+
+// finishSnapshot syncs f, written as path+".tmp", and renames it over
+// path; on failure it closes and removes it.
+func finishSnapshot(f *os.File, path string) error {
+	if err := f.Sync(); err != nil {
+		return abandonSnapshot(f, path, err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		return abandonSnapshot(f, path, err)
+	}
+	dir := filepath.Dir(path)
+	d, err := os.Open(dir)
 	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
+		err = d.Sync() // the rename is durable too
+		_ = d.Close()
 	}
 	if err != nil {
-		return fmt.Errorf("sqstest: compacting the journal: %w", err)
+		_ = f.Close()
+		return fmt.Errorf("sqstest: syncing %s: %w", dir, err)
 	}
 	return nil
+}
+
+// compact rewrites the journal as a snapshot while the server runs. It
+// holds s.mu only to copy the state (the pause requests see; see
+// BenchmarkCompactionPause). The records appended meanwhile go on to the
+// old file, which stays the one a crash would replay, and are copied after
+// the snapshot into the new one; most of them without a lock, the last
+// ones while the journal's lock keeps new records out, for the sync and
+// the rename.
+func (s *Server) compact() {
+	j := s.journal
+	defer j.done.Done()
+	t0 := time.Now()
+	s.mu.Lock()
+	state := s.capture()
+	j.mu.Lock()
+	j.tailing, j.tail = true, nil
+	j.mu.Unlock()
+	s.mu.Unlock()
+	pause := time.Since(t0)
+
+	buf := encodeSnapshot(state.records())
+	f, err := createSnapshot(j.path)
+	if err == nil {
+		if _, werr := f.Write(buf); werr != nil {
+			err = abandonSnapshot(f, j.path, werr)
+		}
+	}
+	copied := 0
+	for err == nil {
+		j.mu.Lock()
+		chunk := j.tail[copied:]
+		j.mu.Unlock()
+		if len(chunk) < 64<<10 {
+			break
+		}
+		if _, werr := f.Write(chunk); werr != nil {
+			err = abandonSnapshot(f, j.path, werr)
+		}
+		copied += len(chunk)
+	}
+	if err == nil {
+		if serr := f.Sync(); serr != nil { // most of it, before the lock
+			err = abandonSnapshot(f, j.path, serr)
+		}
+	}
+
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for j.syncing {
+		j.cond.Wait()
+	}
+	// Nothing writes the old file now; everything appended since the
+	// snapshot is in j.tail, and j.buf holds none of what came before it
+	// that a waiting request needs: the snapshot has it.
+	if err == nil && j.err != nil {
+		err = abandonSnapshot(f, j.path, j.err)
+	}
+	if err == nil {
+		if _, werr := f.Write(j.tail[copied:]); werr != nil {
+			err = abandonSnapshot(f, j.path, werr)
+		}
+	}
+	if err == nil {
+		err = finishSnapshot(f, j.path)
+	}
+	if err == nil {
+		_ = j.f.Close()
+		j.f = f
+		j.buf = nil
+		j.synced = j.seq
+		j.size = int64(len(buf) + len(j.tail))
+		j.base = int64(len(buf))
+		j.compacted++
+		j.pauseMax = max(j.pauseMax, pause)
+	} else {
+		j.base = j.size // try again only after as much growth again
+		s.log.Error("sqstest: compacting the journal", "err", err)
+	}
+	j.tailing, j.tail = false, nil
+	j.compacting = false
+	j.cond.Broadcast()
 }
 
 // replay applies the journal at path, if any, to s. A bad record is an
@@ -367,9 +616,12 @@ func (s *Server) applyRecord(r *journalRecord) {
 		}
 	case "dq":
 		delete(s.queues, r.Q)
+	case "dd":
+		if q.dedup != nil {
+			q.dedup[r.Key] = dedupEntry{messageID: r.ID, seqNum: r.SN, at: fromNanos(r.At)}
+		}
 	case "pq":
-		q.head, q.tail = nil, nil
-		q.byID = make(map[string]*message)
+		q.clear()
 	case "m":
 		if r.M == nil {
 			return
@@ -378,7 +630,7 @@ func (s *Server) applyRecord(r *journalRecord) {
 		if old := q.byID[m.id]; old != nil {
 			q.remove(old)
 		}
-		q.push(m)
+		q.insert(m, s.clock.Now())
 		if n, err := strconv.ParseUint(m.seqNum, 10, 64); err == nil {
 			q.seq = max(q.seq, n)
 		}
@@ -391,12 +643,10 @@ func (s *Server) applyRecord(r *journalRecord) {
 		case "r":
 			m.receives, m.visibleAt, m.firstReceive, m.receivedAt, m.handle =
 				r.RC, fromNanos(r.Vis), fromNanos(r.First), fromNanos(r.Recv), r.H
-			if !q.fifo {
-				q.unlink(m)
-				q.push(m)
-			}
+			q.reposition(m, s.clock.Now())
 		case "v":
 			m.visibleAt = fromNanos(r.Vis)
+			q.reposition(m, s.clock.Now())
 		case "d":
 			q.remove(m)
 		}

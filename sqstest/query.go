@@ -261,6 +261,15 @@ func decodeQuery(op string, vals url.Values, in any) *apiError {
 			}
 			in.Entries = append(in.Entries, e)
 		}
+	case *startMoveTaskInput:
+		in.SourceArn = f.str("SourceArn")
+		in.DestinationArn = f.str("DestinationArn")
+		in.MaxNumberOfMessagesPerSecond, err = f.intp("MaxNumberOfMessagesPerSecond")
+	case *cancelMoveTaskInput:
+		in.TaskHandle = f.str("TaskHandle")
+	case *listMoveTasksInput:
+		in.SourceArn = f.str("SourceArn")
+		in.MaxResults, err = f.intp("MaxResults")
 	default:
 		return newError(http.StatusInternalServerError, "InternalFailure", "sqstest: no query decoder for %T", in)
 	}
@@ -395,6 +404,28 @@ func encodeQuery(op, reqID string, out any) []byte {
 		case *receiveMessageOutput:
 			for i := range o.Messages {
 				b.message(&o.Messages[i])
+			}
+		case *startMoveTaskOutput:
+			b.elem("TaskHandle", o.TaskHandle)
+		case *cancelMoveTaskOutput:
+			b.elem("ApproximateNumberOfMessagesMoved", strconv.FormatInt(o.ApproximateNumberOfMessagesMoved, 10))
+		case *listMoveTasksOutput:
+			for _, e := range o.Results {
+				b.WriteString("<ListMessageMoveTasksResultEntry>")
+				b.opt("TaskHandle", e.TaskHandle)
+				b.elem("Status", e.Status)
+				b.elem("SourceArn", e.SourceArn)
+				b.opt("DestinationArn", e.DestinationArn)
+				if e.MaxNumberOfMessagesPerSecond != nil {
+					b.elem("MaxNumberOfMessagesPerSecond", strconv.Itoa(*e.MaxNumberOfMessagesPerSecond))
+				}
+				b.elem("ApproximateNumberOfMessagesMoved", strconv.FormatInt(e.ApproximateNumberOfMessagesMoved, 10))
+				if e.ApproximateNumberOfMessagesToMove != nil {
+					b.elem("ApproximateNumberOfMessagesToMove", strconv.FormatInt(*e.ApproximateNumberOfMessagesToMove, 10))
+				}
+				b.opt("FailureReason", e.FailureReason)
+				b.elem("StartedTimestamp", strconv.FormatInt(e.StartedTimestamp, 10))
+				b.WriteString("</ListMessageMoveTasksResultEntry>")
 			}
 		case *handleBatchOutput:
 			for _, id := range o.Successful {

@@ -263,11 +263,27 @@ func resultJSON(op string, root *node) ([]byte, error) {
 				return nil, fmt.Errorf("<%s> in %s", k.name, op)
 			}
 			out["Successful"] = append(asList(out["Successful"]), leaves(k))
+		case "ListMessageMoveTasksResultEntry":
+			out["Results"] = append(asList(out["Results"]), leaves(k))
 		default:
-			out[k.name] = k.text
+			out[k.name] = scalar(k)
 		}
 	}
 	return json.Marshal(out)
+}
+
+// numberMembers are the integer members of SQS's outputs outside
+// messages, which JSON carries as numbers.
+var numberMembers = map[string]bool{
+	"ApproximateNumberOfMessagesMoved": true, "ApproximateNumberOfMessagesToMove": true,
+	"MaxNumberOfMessagesPerSecond": true, "StartedTimestamp": true,
+}
+
+func scalar(k *node) any {
+	if numberMembers[k.name] {
+		return json.Number(k.text)
+	}
+	return k.text
 }
 
 func asList(x any) []any {
@@ -306,7 +322,7 @@ func leaves(n *node) map[string]any {
 			out[k.name] = k.text == "true"
 			continue
 		}
-		out[k.name] = k.text
+		out[k.name] = scalar(k)
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package sqstest
 import (
 	"context"
 	"encoding/base64"
+	"net/http"
 	"net/url"
 	"sort"
 	"strconv"
@@ -28,6 +29,8 @@ type queue struct {
 	// standard queues move a message to the tail when it is received, which
 	// keeps visible messages near the head so a receive scans little.
 	head, tail *message
+	hidden     hiddenHeap // standard queues' hidden messages; see store.go
+	order      uint64     // placements, for message.order
 	byID       map[string]*message
 	seq        uint64 // last SequenceNumber (FIFO) or send counter
 
@@ -40,6 +43,8 @@ type queue struct {
 	timer   Timer
 	timerAt time.Time
 	deleted bool
+
+	moveTasks []*moveTask // StartMessageMoveTask's, with this queue as source; oldest first
 }
 
 func (q *queue) intAttr(name string) int {
@@ -57,16 +62,25 @@ func (s *Server) queueARN(name string) string {
 	return "arn:aws:sqs:" + s.opts.Region + ":" + s.opts.AccountID + ":" + name
 }
 
-// lookup returns the live queue a QueueUrl names. Only the last path
-// segment matters: the host differs between clients (and the SDK always
-// posts to its BaseEndpoint), as does the account id in tests. Callers hold
-// s.mu.
+// lookup returns the live queue a QueueUrl names. It must be a URL,
+// http(s)://host/<account>/<name>, as SQS requires (a bare queue name is
+// InvalidAddress there too), but only the name is compared: the host
+// differs between clients (and the SDK always posts to its BaseEndpoint),
+// as does the account id in tests. Callers hold s.mu.
 func (s *Server) lookup(rawURL string) (*queue, *apiError) {
 	if rawURL == "" {
 		return nil, errMissingParameter("QueueUrl")
 	}
 	u, err := url.Parse(rawURL)
-	if err != nil || u.Fragment != "" {
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, newError(http.StatusNotFound, "InvalidAddress", "The address %s is not valid for this endpoint.", rawURL)
+	}
+	return s.lookupPath(u)
+}
+
+// lookupPath finds the queue a URL's path names: /<account>/<name>.
+func (s *Server) lookupPath(u *url.URL) (*queue, *apiError) {
+	if u.Fragment != "" {
 		// A virtual queue URL (host#name) reaching the server is a bug in
 		// the caller, and AWS would not find such a queue either.
 		return nil, errQueueDoesNotExist()
@@ -77,6 +91,27 @@ func (s *Server) lookup(rawURL string) (*queue, *apiError) {
 		return nil, errQueueDoesNotExist()
 	}
 	return q, nil
+}
+
+// lookupState is lookup for the state API, which also takes a queue's
+// name or a URL's path. Callers hold s.mu.
+func (s *Server) lookupState(queue string) (*queue, *apiError) {
+	if strings.Contains(queue, "://") {
+		return s.lookup(queue)
+	}
+	if queue == "" {
+		return nil, errMissingParameter("QueueUrl")
+	}
+	return s.lookupPath(&url.URL{Path: queue})
+}
+
+// stateURL turns what the state API takes (a URL, a path or a name) into
+// a QueueUrl the API accepts.
+func stateURL(queue string) string {
+	if queue == "" || strings.Contains(queue, "://") {
+		return queue
+	}
+	return "http://sqstest/000000000000/" + queue[strings.LastIndexByte(queue, '/')+1:]
 }
 
 // queueByARN returns the live queue with that ARN, or nil.
@@ -421,8 +456,7 @@ func (s *Server) purgeQueue(_ context.Context, in *queueInput) (*empty, error) {
 	if err != nil {
 		return nil, err
 	}
-	q.head, q.tail = nil, nil
-	q.byID = make(map[string]*message)
+	q.clear()
 	s.journalAdd(&journalRecord{T: "pq", Q: q.name})
 	return &empty{}, nil
 }

@@ -81,6 +81,7 @@ func (s *Server) noteFuture(q *queue, t, now time.Time) {
 		}
 		q.timer = nil
 		now := s.clock.Now()
+		q.promote(now) // so that armTimer below looks past them
 		c := s.count(q, now)
 		q.wake(max(c.visible, 1))
 		s.armTimer(q, now)
@@ -94,13 +95,7 @@ func (s *Server) armTimer(q *queue, now time.Time) {
 	if len(q.waiters) == 0 || q.timer != nil {
 		return
 	}
-	var next time.Time
-	for m := q.head; m != nil; m = m.next {
-		if m.visibleAt.After(now) && (next.IsZero() || m.visibleAt.Before(next)) {
-			next = m.visibleAt
-		}
-	}
-	if !next.IsZero() {
+	if next := q.nextVisible(now); !next.IsZero() {
 		s.noteFuture(q, next, now)
 	}
 }
@@ -237,6 +232,8 @@ func (s *Server) take(q *queue, now time.Time, n int, vt time.Duration, sel *sel
 	var got []*message
 	if q.fifo {
 		got = s.takeFIFO(q, now, n)
+	} else {
+		q.promote(now)
 	}
 	for m := q.head; !q.fifo && m != nil && len(got) < n; {
 		next := m.next
@@ -262,12 +259,9 @@ func (s *Server) take(q *queue, now time.Time, n int, vt time.Duration, sel *sel
 		m.receivedAt = now
 		m.visibleAt = now.Add(vt)
 		m.handle = newReceiptHandle(q, m)
-		if !q.fifo {
-			// Received messages go to the back, keeping visible ones at
-			// the front for the next receive.
-			q.unlink(m)
-			q.push(m)
-		}
+		// Received messages leave a standard queue's list for its heap
+		// (or its tail, with no visibility timeout).
+		q.reposition(m, now)
 		s.journalAdd(&journalRecord{T: "r", Q: q.name, ID: m.id, RC: m.receives, Vis: nanos(m.visibleAt),
 			First: nanos(m.firstReceive), Recv: nanos(m.receivedAt), H: m.handle})
 		out[i] = s.render(q, m, sel)

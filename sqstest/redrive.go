@@ -15,7 +15,6 @@ func (s *Server) moveToDLQ(q *queue, m *message, now time.Time) bool {
 		return false
 	}
 	q.remove(m)
-	s.journalAdd(&journalRecord{T: "d", Q: q.name, ID: m.id})
 	m.visibleAt = now
 	m.handle = ""
 	m.dlqSourceARN = q.arn
@@ -23,8 +22,11 @@ func (s *Server) moveToDLQ(q *queue, m *message, now time.Time) bool {
 		dlq.seq++
 		m.seqNum = seqString(dlq.seq)
 	}
-	dlq.push(m)
+	dlq.insert(m, now)
+	// The copy first: a crash between the two records leaves the message
+	// in both queues, not in neither.
 	s.journalMessage(dlq, m)
+	s.journalAdd(&journalRecord{T: "d", Q: q.name, ID: m.id})
 	dlq.wake(1)
 	return true
 }

@@ -505,6 +505,7 @@ func (s *Server) sleep(ctx context.Context, d time.Duration) bool {
 type decoder func(in any) error
 
 func jsonDecoder(body []byte) decoder {
+	body = markLoneSurrogates(body)
 	return func(in any) error {
 		if len(body) > 0 {
 			if err := json.Unmarshal(body, in); err != nil {
@@ -570,7 +571,13 @@ func (s *Server) dispatch(ctx context.Context, base, op string, body decoder) (a
 		return call(ctx, body, s.changeMessageVisibility)
 	case "ChangeMessageVisibilityBatch":
 		return call(ctx, body, s.changeMessageVisibilityBatch)
-	case "AddPermission", "RemovePermission", "StartMessageMoveTask", "CancelMessageMoveTask", "ListMessageMoveTasks":
+	case "StartMessageMoveTask":
+		return call(ctx, body, s.startMessageMoveTask)
+	case "CancelMessageMoveTask":
+		return call(ctx, body, s.cancelMessageMoveTask)
+	case "ListMessageMoveTasks":
+		return call(ctx, body, s.listMessageMoveTasks)
+	case "AddPermission", "RemovePermission":
 		return nil, senderError("UnsupportedOperation", "sqstest does not implement %s", op)
 	default:
 		return nil, senderError("InvalidAction", "the action %s is not valid for this endpoint", op)

@@ -89,7 +89,7 @@ type Message struct {
 func (s *Server) Seed(queue string, msgs ...Message) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	q, aerr := s.lookup(queue)
+	q, aerr := s.lookupState(queue)
 	if aerr != nil {
 		return fmt.Errorf("sqstest: Seed %q: %w", queue, aerr)
 	}
@@ -166,17 +166,15 @@ const maxDelay = 900 * time.Second
 func (s *Server) Messages(queue string) ([]Message, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	q, aerr := s.lookup(queue)
+	q, aerr := s.lookupState(queue)
 	if aerr != nil {
 		return nil, fmt.Errorf("sqstest: Messages %q: %w", queue, aerr)
 	}
 	now := s.clock.Now()
 	var out []Message
-	for m := q.head; m != nil; {
-		next := m.next
+	for _, m := range q.all() {
 		if q.expired(m, now) {
 			q.remove(m)
-			m = next
 			continue
 		}
 		st := Delayed
@@ -191,7 +189,6 @@ func (s *Server) Messages(queue string) ([]Message, error) {
 			SentAt: m.sentAt, ReceiveCount: m.receives, VisibleAt: m.visibleAt,
 			ID: m.id, SequenceNumber: m.seqNum, ReceiptHandle: m.handle, State: st,
 		})
-		m = next
 	}
 	return out, nil
 }
@@ -216,7 +213,7 @@ func (s *Server) QueueURLs() []string {
 // QueueAttributes returns every attribute of a queue, named by its URL or
 // its name, as GetQueueAttributes with "All" does.
 func (s *Server) QueueAttributes(queue string) (map[string]string, error) {
-	out, err := s.getQueueAttributes(context.Background(), &getQueueAttributesInput{QueueURL: queue, AttributeNames: []string{"All"}})
+	out, err := s.getQueueAttributes(context.Background(), &getQueueAttributesInput{QueueURL: stateURL(queue), AttributeNames: []string{"All"}})
 	if err != nil {
 		return nil, fmt.Errorf("sqstest: QueueAttributes %q: %w", queue, err)
 	}
@@ -225,7 +222,7 @@ func (s *Server) QueueAttributes(queue string) (map[string]string, error) {
 
 // QueueTags returns the tags of a queue, named by its URL or its name.
 func (s *Server) QueueTags(queue string) (map[string]string, error) {
-	out, err := s.listQueueTags(context.Background(), &queueInput{QueueURL: queue})
+	out, err := s.listQueueTags(context.Background(), &queueInput{QueueURL: stateURL(queue)})
 	if err != nil {
 		return nil, fmt.Errorf("sqstest: QueueTags %q: %w", queue, err)
 	}

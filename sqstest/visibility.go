@@ -47,7 +47,11 @@ func (s *Server) changeOne(q *queue, handle string, vtp *int, now time.Time) *ap
 		return errReceiptHandleInvalid(handle)
 	}
 	m := q.byID[id]
-	if m == nil || m.handle != handle || !m.inFlight(now) {
+	if m == nil || m.handle != handle {
+		// Deleted, or received again since: SQS's answer to both.
+		return errInvalidParameter("Value %s for parameter ReceiptHandle is invalid. Reason: Message does not exist or is not available for visibility timeout change.", handle)
+	}
+	if !m.inFlight(now) {
 		return senderError("MessageNotInflight", "The message referred to is not in flight.")
 	}
 	at := now.Add(time.Duration(vt) * time.Second)
@@ -55,6 +59,7 @@ func (s *Server) changeOne(q *queue, handle string, vtp *int, now time.Time) *ap
 		return errInvalidParameter("Value %d for parameter VisibilityTimeout is invalid. Reason: Total VisibilityTimeout for the message is beyond the limit [43200 seconds]", vt)
 	}
 	m.visibleAt = at
+	q.reposition(m, now)
 	s.journalAdd(&journalRecord{T: "v", Q: q.name, ID: m.id, Vis: nanos(at)})
 	if vt == 0 {
 		q.wake(1)

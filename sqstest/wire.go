@@ -184,3 +184,42 @@ type handleBatchOutput struct {
 }
 
 type empty struct{}
+
+type startMoveTaskInput struct {
+	SourceArn                    string `json:"SourceArn"`
+	DestinationArn               string `json:"DestinationArn"`
+	MaxNumberOfMessagesPerSecond *int   `json:"MaxNumberOfMessagesPerSecond"`
+}
+
+type startMoveTaskOutput struct {
+	TaskHandle string `json:"TaskHandle"`
+}
+
+type cancelMoveTaskInput struct {
+	TaskHandle string `json:"TaskHandle"`
+}
+
+type cancelMoveTaskOutput struct {
+	ApproximateNumberOfMessagesMoved int64 `json:"ApproximateNumberOfMessagesMoved"`
+}
+
+type listMoveTasksInput struct {
+	SourceArn  string `json:"SourceArn"`
+	MaxResults *int   `json:"MaxResults"`
+}
+
+type moveTaskEntry struct {
+	TaskHandle                        string `json:"TaskHandle,omitempty"`
+	Status                            string `json:"Status"`
+	SourceArn                         string `json:"SourceArn"`
+	DestinationArn                    string `json:"DestinationArn,omitempty"`
+	MaxNumberOfMessagesPerSecond      *int   `json:"MaxNumberOfMessagesPerSecond,omitempty"`
+	ApproximateNumberOfMessagesMoved  int64  `json:"ApproximateNumberOfMessagesMoved"`
+	ApproximateNumberOfMessagesToMove *int64 `json:"ApproximateNumberOfMessagesToMove,omitempty"`
+	FailureReason                     string `json:"FailureReason,omitempty"`
+	StartedTimestamp                  int64  `json:"StartedTimestamp"`
+}
+
+type listMoveTasksOutput struct {
+	Results []moveTaskEntry `json:"Results"`
+}

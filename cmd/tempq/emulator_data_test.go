@@ -4,7 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -124,141 +127,256 @@ func startDataEmulator(t *testing.T, dir string) (*exec.Cmd, string, func()) {
 	}
 }
 
-// TestEmulatorDataSurvivesKill is the crash test of --data: concurrent
-// senders and deleters load the emulator, it is killed with SIGKILL in the
-// middle, and a restart on the same directory must hold every message
-// whose send was acknowledged and none whose delete was.
+// killLedger is what the clients of a killed emulator were told, across
+// the rounds of TestEmulatorDataSurvivesKill.
+type killLedger struct {
+	mu       sync.Mutex
+	tried    map[string]bool   // every body a send was attempted for
+	acked    map[string]bool   // sends the server acknowledged
+	deleting map[string]bool   // every body a delete was attempted for
+	deleted  map[string]bool   // deletes the server acknowledged
+	dedup    map[string]string // FIFO deduplication id (or body) -> MessageId acknowledged
+}
+
+// TestEmulatorDataSurvivesKill is the crash test of --data: in several
+// rounds, concurrent senders, receivers and deleters load the emulator
+// (a standard queue, a FIFO queue with explicit deduplication ids, one with
+// content-based deduplication), it is killed with SIGKILL at a random point
+// in the load, and restarted on the same directory. Every round checks the
+// whole history: every message whose send was acknowledged is there unless
+// a delete was attempted, none whose delete was acknowledged is, and a
+// resend of any FIFO message acknowledged in the last five minutes (all of
+// them) is recognized as a duplicate with the original MessageId.
 func TestEmulatorDataSurvivesKill(t *testing.T) {
 	dir := t.TempDir()
-	cmd, url, stop := startDataEmulator(t, dir)
-	defer stop()
-	client := sqstestenv.NewClient(url, nil)
 	ctx := context.Background()
-	q, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("crash")})
-	if err != nil {
-		t.Fatal(err)
-	}
 	one := func(o *sqs.Options) { o.RetryMaxAttempts = 1 } // a retry could reach no server
-
-	var mu sync.Mutex
-	tried := map[string]bool{}    // every body a send was attempted for
-	acked := map[string]bool{}    // sends the server acknowledged
-	deleting := map[string]bool{} // every body a delete was attempted for
-	deleted := map[string]bool{}  // deletes the server acknowledged
-	var wg sync.WaitGroup
-	loadCtx, stopLoad := context.WithCancel(ctx)
-	defer stopLoad()
-	for w := range 6 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; loadCtx.Err() == nil; i++ {
-				body := fmt.Sprintf("w%d-%d", w, i)
-				mu.Lock()
-				tried[body] = true
-				mu.Unlock()
-				if _, err := client.SendMessage(loadCtx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: &body}, one); err != nil {
-					return // the server is gone
-				}
-				mu.Lock()
-				acked[body] = true
-				mu.Unlock()
-				if i%3 != 2 {
-					continue
-				}
-				out, err := client.ReceiveMessage(loadCtx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl,
-					MaxNumberOfMessages: 2, VisibilityTimeout: 3600}, one)
-				if err != nil {
-					return
-				}
-				for _, m := range out.Messages {
-					mu.Lock()
-					deleting[*m.Body] = true
-					mu.Unlock()
-					if _, err := client.DeleteMessage(loadCtx, &sqs.DeleteMessageInput{QueueUrl: q.QueueUrl, ReceiptHandle: m.ReceiptHandle}, one); err != nil {
-						return
-					}
-					mu.Lock()
-					deleted[*m.Body] = true
-					mu.Unlock()
+	led := &killLedger{tried: map[string]bool{}, acked: map[string]bool{}, deleting: map[string]bool{},
+		deleted: map[string]bool{}, dedup: map[string]string{}}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 26))
+	pad := strings.Repeat(".", 16<<10)
+	for round := range 3 {
+		cmd, url, stop := startDataEmulator(t, dir)
+		client := sqstestenv.NewClient(url, nil)
+		qurl := func(name string) *string { return aws.String(url + "/000000000000/" + name) }
+		if round == 0 {
+			for name, attrs := range map[string]map[string]string{"crash": nil,
+				"dedup.fifo":   {"FifoQueue": "true"},
+				"content.fifo": {"FifoQueue": "true", "ContentBasedDeduplication": "true"}} {
+				if _, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs}); err != nil {
+					t.Fatal(err)
 				}
 			}
-		}()
-	}
-	// Kill once the load is well under way.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		mu.Lock()
-		n, d := len(acked), len(deleted)
-		mu.Unlock()
-		if n >= 300 && d >= 50 {
-			break
+		} else {
+			// Every FIFO send so far is within its five minutes: a resend
+			// must get the original MessageId and add nothing.
+			led.mu.Lock()
+			for key, id := range led.dedup {
+				in := &sqs.SendMessageInput{MessageGroupId: aws.String("g")}
+				if q, b, ok := strings.Cut(key, "/"); ok && q == "content.fifo" {
+					in.QueueUrl, in.MessageBody = qurl(q), aws.String(b)
+				} else {
+					in.QueueUrl, in.MessageBody, in.MessageDeduplicationId = qurl("dedup.fifo"), aws.String("resent "+key), aws.String(key)
+				}
+				out, err := client.SendMessage(ctx, in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if *out.MessageId != id {
+					t.Errorf("round %d: a resend of %s after a kill got MessageId %s, the original %s", round, key, *out.MessageId, id)
+				}
+			}
+			led.mu.Unlock()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d sends and %d deletes acknowledged in 20 s", n, d)
+
+		var wg sync.WaitGroup
+		loadCtx, stopLoad := context.WithCancel(ctx)
+		for w := range 6 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				queue, fifo := "crash", ""
+				switch w {
+				case 4:
+					queue, fifo = "dedup.fifo", "explicit"
+				case 5:
+					queue, fifo = "content.fifo", "content"
+				}
+				for i := 0; loadCtx.Err() == nil; i++ {
+					body := fmt.Sprintf("r%d-w%d-%d", round, w, i)
+					if fifo == "" {
+						// Big enough that the journal passes its 4 MiB of
+						// slack each round: kills land in compactions too.
+						body += pad
+					}
+					in := &sqs.SendMessageInput{QueueUrl: qurl(queue), MessageBody: &body}
+					key := queue + "/" + body
+					if fifo != "" {
+						in.MessageGroupId = aws.String("g")
+					}
+					if fifo == "explicit" {
+						key = "id-" + body
+						in.MessageDeduplicationId = &key
+					}
+					led.mu.Lock()
+					led.tried[body] = true
+					led.mu.Unlock()
+					out, err := client.SendMessage(loadCtx, in, one)
+					if err != nil {
+						return // the server is gone
+					}
+					led.mu.Lock()
+					led.acked[body] = true
+					if fifo != "" {
+						led.dedup[key] = *out.MessageId
+					}
+					led.mu.Unlock()
+					if i%3 != 2 {
+						continue
+					}
+					got, err := client.ReceiveMessage(loadCtx, &sqs.ReceiveMessageInput{QueueUrl: qurl(queue),
+						MaxNumberOfMessages: 2, VisibilityTimeout: 3600}, one)
+					if err != nil {
+						return
+					}
+					for _, m := range got.Messages {
+						led.mu.Lock()
+						led.deleting[*m.Body] = true
+						led.mu.Unlock()
+						if _, err := client.DeleteMessage(loadCtx, &sqs.DeleteMessageInput{QueueUrl: qurl(queue), ReceiptHandle: m.ReceiptHandle}, one); err != nil {
+							return
+						}
+						led.mu.Lock()
+						led.deleted[*m.Body] = true
+						led.mu.Unlock()
+					}
+				}
+			}()
 		}
-		time.Sleep(10 * time.Millisecond)
+		// Kill at a random point once the load is under way.
+		sends := 100 + rng.IntN(400)
+		base := func() (int, int) {
+			led.mu.Lock()
+			defer led.mu.Unlock()
+			return len(led.acked), len(led.deleted)
+		}
+		n0, d0 := base()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			n, d := base()
+			if n-n0 >= sends && d-d0 >= sends/6 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: only %d sends and %d deletes acknowledged in 30 s", round, n-n0, d-d0)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		if err := cmd.Process.Kill(); err != nil { // SIGKILL
+			t.Fatal(err)
+		}
+		wg.Wait()
+		stopLoad()
+		stop()
+		n, d := base()
+		fi, err := os.Stat(filepath.Join(dir, "sqstest.journal"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("round %d: killed after %d acknowledged sends and %d deletes (%d and %d in all); journal %d KiB",
+			round, n-n0, d-d0, n, d, fi.Size()>>10)
+		checkKilledData(t, dir, led)
 	}
-	if err := cmd.Process.Kill(); err != nil { // SIGKILL
-		t.Fatal(err)
-	}
-	wg.Wait()
-	stopLoad()
+}
 
-	// The command starts on the journal the killed one left and serves it.
-	_, url2, stop2 := startDataEmulator(t, dir)
-	c2 := sqstestenv.NewClient(url2, nil)
-	attrs, err := c2.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url2 + "/000000000000/crash"),
-		AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameAll}})
-	if err != nil {
-		t.Fatalf("queue after restart: %v", err)
-	}
-	stop2()
-
-	// Read the state itself, in flight messages included.
-	srv := sqstest.Start(t, func(o *sqstest.Options) { o.DataDir = dir })
-	msgs, err := srv.Messages("crash")
-	if err != nil {
-		t.Fatal(err)
-	}
+// checkKilledData reads the directory's state, in-flight messages
+// included, and checks it against everything the clients were told.
+func checkKilledData(t *testing.T, dir string, led *killLedger) {
+	t.Helper()
+	srv := sqstest.NewServer(func(o *sqstest.Options) { o.DataDir = dir })
+	defer srv.Close(context.Background())
 	present := map[string]bool{}
-	for _, m := range msgs {
-		present[m.Body] = true
+	for _, q := range []string{"crash", "dedup.fifo", "content.fifo"} {
+		msgs, err := srv.Messages(q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range msgs {
+			if present[m.Body] {
+				t.Errorf("%s holds %q twice", q, m.Body)
+			}
+			present[m.Body] = true
+		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
+	led.mu.Lock()
+	defer led.mu.Unlock()
 	lost, resurrected, unknown := 0, 0, 0
-	for b := range acked {
+	for b := range led.acked {
 		// A delete the crash left unanswered may or may not have been
 		// done: only a message nobody tried to delete must be there.
-		if !deleting[b] && !present[b] {
+		if !led.deleting[b] && !present[b] {
 			lost++
 		}
 	}
-	for b := range deleted {
+	for b := range led.deleted {
 		if present[b] {
 			resurrected++
 		}
 	}
 	for b := range present {
-		if !tried[b] {
+		if !led.tried[b] {
 			unknown++
 		}
 	}
-	t.Logf("killed after %d acknowledged sends and %d acknowledged deletes; %d messages after restart (ApproximateNumberOfMessages %s + NotVisible %s); lost %d, resurrected %d",
-		len(acked), len(deleted), len(msgs), attrs.Attributes["ApproximateNumberOfMessages"], attrs.Attributes["ApproximateNumberOfMessagesNotVisible"], lost, resurrected)
 	if lost != 0 || resurrected != 0 || unknown != 0 {
 		t.Fatalf("lost %d acknowledged sends, resurrected %d acknowledged deletes, %d messages nobody sent", lost, resurrected, unknown)
 	}
-	if got := fmt.Sprint(len(msgs)); fmt.Sprint(atoi(attrs.Attributes["ApproximateNumberOfMessages"])+atoi(attrs.Attributes["ApproximateNumberOfMessagesNotVisible"])) != got {
-		t.Fatalf("the restarted command counts %s + %s messages, the journal holds %s", attrs.Attributes["ApproximateNumberOfMessages"],
-			attrs.Attributes["ApproximateNumberOfMessagesNotVisible"], got)
-	}
 }
 
-func atoi(s string) int {
-	n, _ := strconv.Atoi(s)
-	return n
+// A second emulator on a directory in use refuses to start, exits non-zero
+// and names the directory and the pid of the one that has it; the first
+// keeps serving, and its data is intact.
+func TestEmulatorDataDirOneServer(t *testing.T) {
+	dir := t.TempDir()
+	first, url, stop := startDataEmulator(t, dir)
+	defer stop()
+	client := sqstestenv.NewClient(url, nil)
+	ctx := context.Background()
+	q, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("jobs")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := tempqBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	second := exec.Command(bin, "emulator", "--addr", "127.0.0.1:0", "--data", dir)
+	var out strings.Builder
+	second.Stdout, second.Stderr = &out, &out
+	err = second.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() == 0 {
+		t.Fatalf("the second emulator: %v, want a non-zero exit\n%s", err, out.String())
+	}
+	for _, want := range []string{dir, "pid " + strconv.Itoa(first.Process.Pid)} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the second emulator said %q, without %q", out.String(), want)
+		}
+	}
+	if strings.Contains(out.String(), "listening") {
+		t.Errorf("the second emulator said it was ready: %q", out.String())
+	}
+	for i := range 10 {
+		if _, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String(strconv.Itoa(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop()
+	srv := sqstest.NewServer(func(o *sqstest.Options) { o.DataDir = dir })
+	defer srv.Close(ctx)
+	if msgs, err := srv.Messages("jobs"); err != nil || len(msgs) != 10 {
+		t.Fatalf("after a restart: %d messages, %v; want the 10 sent after the second emulator was refused", len(msgs), err)
+	}
 }
 
 // With --data, a --queue that exists from a previous run gets the
