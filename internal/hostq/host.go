@@ -194,7 +194,9 @@ func (h *Host) wantPollersLocked() int {
 	if h.deletes != nil {
 		lat = h.deletes.Latency()
 	}
-	paced := min(h.sizer.Want(h.opts.Clock.Now(), lat), h.demand, h.opts.MaxPollers)
+	// One more than the waiters: a spare parked for the next reply costs a
+	// call only when it comes, or an empty long poll.
+	paced := min(h.sizer.Want(h.opts.Clock.Now(), lat), h.demand+1, h.opts.MaxPollers)
 	return max(want, paced)
 }
 

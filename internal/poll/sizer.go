@@ -20,9 +20,10 @@ import (
 // replies of one batch) then finds a poller parked on the server only if
 // there is one to spare, and it costs nothing until the burst comes, so
 // the Sizer adds it: that spare spares a lone burst a poller's round trip.
-// While receives bring one message each, no spare: messages that find no
-// poller parked wait a little and merge into bursts, which then share
-// calls on their way round (a spare would keep them apart for good).
+// While receives bring one message each and the next tends to come while
+// a poller is away, no spare: messages that find no poller parked wait a
+// little and merge into bursts, which then share calls on their way round
+// (a spare would keep them apart for good).
 //
 // A Sizer is safe for concurrent use; its zero value is ready.
 type Sizer struct {
@@ -46,6 +47,11 @@ const sparseBelow = sqsapi.MaxReceiveMessages / 2
 // would take each alone where, waiting a little, they would merge into
 // bursts.
 const burstAbove = 1.5
+
+// mergeAbove: lone messages merge into bursts when a call's latency is at
+// least this many gaps between receives (the next message likely comes
+// while the poller that took the last is away).
+const mergeAbove = 0.6
 
 // Note records that a receive brought n messages at now.
 func (s *Sizer) Note(now time.Time, n int) {
@@ -79,7 +85,11 @@ func (s *Sizer) Want(now time.Time, lat time.Duration) int {
 	}
 	gap = max(gap, now.Sub(last))
 	want := int(math.Ceil(float64(lat) * msgs / (sqsapi.MaxReceiveMessages * float64(gap))))
-	if !s.NoSpare && msgs >= burstAbove && msgs < sparseBelow {
+	// Lone messages merge only when the next tends to come while the
+	// poller is away: with fewer (a caller or two a round trip) there is
+	// nothing to merge, and the spare only spares the wait.
+	lone := msgs < burstAbove && float64(lat) >= mergeAbove*float64(gap)
+	if !s.NoSpare && !lone && msgs < sparseBelow {
 		want++
 	}
 	return max(want, 1)

@@ -73,3 +73,18 @@ func TestSizerNoSpare(t *testing.T) {
 		t.Errorf("Want = %d, want 1: no spare", got)
 	}
 }
+
+func TestSizerSpareForOneCaller(t *testing.T) {
+	t0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	var s Sizer
+	at := t0
+	for range 40 { // one caller: a message every 21 ms round trip
+		s.Note(at, 1)
+		at = at.Add(21 * time.Millisecond)
+	}
+	// Nothing to merge with: a spare parked keeps the next from waiting
+	// for the poller's round trip.
+	if got := s.Want(at, 10*time.Millisecond); got != 2 {
+		t.Errorf("Want = %d, want 2", got)
+	}
+}
