@@ -175,9 +175,9 @@ func (h *Host) releaseMargin() time.Duration {
 
 // wantPollersLocked is the number of concurrent receives the demand
 // justifies: one per 10 waiting receivers, at least one while anyone waits,
-// and while replies come faster than a call's round trip the pollers that
-// keep one parked for the next (poll.Sizer, with the latency the host's
-// delete calls measure), but no more than receivers wait.
+// or, when more, those the pace of the messages asks for (poll.Sizer, with
+// the latency the host's delete calls measure), but no more than one past
+// the receivers waiting.
 func (h *Host) wantPollersLocked() int {
 	if h.demand == 0 {
 		if h.kick {
