@@ -148,3 +148,22 @@ func TestFrontIgnoresTheCostOption(t *testing.T) {
 		}
 	}
 }
+
+// TestPlotsShowEveryContender checks that every contender of a report is
+// drawn, the sweep's tempqueues-fewer-calls among them.
+func TestPlotsShowEveryContender(t *testing.T) {
+	r := frontReport(8,
+		fr{name: TempQueues, p50: 20, rps: 400, p99: 40, calls: 1.5, cpu: 400},
+		fr{name: TempQueuesFewerCalls, p50: 21, rps: 390, p99: 41, calls: 1.2, cpu: 380},
+		fr{name: StaticReplyQueue, p50: 25, rps: 320, p99: 40, calls: 3, cpu: 800},
+	)
+	got := contendersIn(r)
+	if want := []string{TempQueues, TempQueuesFewerCalls, StaticReplyQueue}; !slices.Equal(got, want) {
+		t.Fatalf("plotted %v, want %v", got, want)
+	}
+	for _, name := range AllContenders {
+		if !slices.Contains(plotOrder, name) {
+			t.Errorf("%s is in no plot", name)
+		}
+	}
+}

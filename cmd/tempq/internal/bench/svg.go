@@ -101,9 +101,13 @@ func WriteCPUSVG(w io.Writer, r *Report) error {
 	return c.write(w)
 }
 
+// plotOrder is the order of the contenders in the plots: tempqueues and
+// its option for cost first, then the others as in Contenders.
+var plotOrder = append([]string{TempQueues, TempQueuesFewerCalls}, Contenders[1:]...)
+
 func contendersIn(r *Report) []string {
 	var names []string
-	for _, n := range Contenders {
+	for _, n := range plotOrder {
 		for _, res := range r.Results {
 			if res.Contender == n {
 				names = append(names, n)
