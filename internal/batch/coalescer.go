@@ -23,7 +23,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -135,14 +134,13 @@ type keyState[E, R any] struct {
 	// The send policy's state (policy.go). urgent counts the pending
 	// entries a caller waits for; gatherFirst and gatherLast are the first
 	// and the latest arrival of those still gathering company (zero when
-	// none); starts holds the start of each call in flight; arr estimates
+	// none); arr estimates
 	// the arrivals; exp is the company announced by Expect. A key's state
 	// stays after it goes idle, so that the estimates span quiet moments,
 	// and is pruned after idleKeyTTL unused.
 	urgent      int
 	gatherFirst time.Time
 	gatherLast  time.Time
-	starts      []time.Time
 	arr         arrivals
 	exp         expectation
 	used        time.Time // the latest use, for pruning
@@ -372,7 +370,7 @@ func (c *Coalescer[E, R]) Do(ctx context.Context, key string, entry E) (R, error
 		done:   func(v R, err error) { ch <- Result[R]{v, err} },
 		failed: func(err error) { last.Store(&err) },
 	}
-	if ks := c.arrive(key, it); ks != nil {
+	if ks := c.arrive(key, &it); ks != nil {
 		c.callInline(ctx, key, ks, it)
 	}
 	select {
@@ -416,7 +414,7 @@ func gaveUp(ctx context.Context, last *error) error {
 // send policy and either queues it (returning nil) or, when it goes alone
 // at once, counts its call as started and returns the key's state for
 // callInline. After Close, it.done gets ErrClosed at once.
-func (c *Coalescer[E, R]) arrive(key string, it item[E, R]) *keyState[E, R] {
+func (c *Coalescer[E, R]) arrive(key string, it *item[E, R]) *keyState[E, R] {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -429,12 +427,11 @@ func (c *Coalescer[E, R]) arrive(key string, it item[E, R]) *keyState[E, R] {
 	ks.arr.note(now, c.lat.d)
 	ks.exp.arrived(now)
 	if len(ks.pending) == 0 && ks.inFlight < c.opts.MaxInFlight &&
-		(ks.inFlight == 0 || !c.waitForCallLocked(now, ks, 1)) &&
+		(ks.inFlight == 0 || !c.waitForCallLocked(ks, 1)) &&
 		!gatherUntil(now, now, now, c.lat.d, &ks.arr, &ks.exp).After(now) {
 		it.epoch = c.epoch
 		c.open[it.epoch]++
 		ks.inFlight++
-		ks.starts = append(ks.starts, now)
 		c.calls.Add(1)
 		return ks
 	}
@@ -442,20 +439,20 @@ func (c *Coalescer[E, R]) arrive(key string, it item[E, R]) *keyState[E, R] {
 		ks.gatherFirst = now
 	}
 	ks.gatherLast = now
-	ks = c.addLocked(key, it, 0)
+	ks = c.addLocked(key, *it, 0)
 	c.maybeStartLocked(key, ks)
 	return nil
 }
 
 // waitForCallLocked reports whether pending urgent entries of key wait
-// for the earliest of its calls in flight (policy.go's waitForCall, or
-// always with Options.FewerCalls).
-func (c *Coalescer[E, R]) waitForCallLocked(now time.Time, ks *keyState[E, R], pending int) bool {
-	return c.opts.FewerCalls || waitForCall(now, ks.starts[0], c.lat.d, ks.arr.gap, pending, c.opts.MaxEntries)
+// for a call of its in flight to end (policy.go's waitForCall, or always
+// with Options.FewerCalls).
+func (c *Coalescer[E, R]) waitForCallLocked(ks *keyState[E, R], pending int) bool {
+	return c.opts.FewerCalls || waitForCall(c.lat.d, ks.arr.gap, pending, c.opts.MaxEntries)
 }
 
-// callInline makes the call arrive started for it, on the caller's
-// goroutine.
+// callInline makes the call arrive started for it (whose epoch arrive
+// set), on the caller's goroutine.
 func (c *Coalescer[E, R]) callInline(ctx context.Context, key string, ks *keyState[E, R], it item[E, R]) {
 	defer c.calls.Done()
 	start := c.opts.Clock.Now()
@@ -582,9 +579,6 @@ func (c *Coalescer[E, R]) finish(key string, ks *keyState[E, R], answered, retry
 		c.lat.add(now.Sub(start))
 		c.latNow.Store(int64(c.lat.d))
 	}
-	if i := slices.Index(ks.starts, start); i >= 0 {
-		ks.starts = slices.Delete(ks.starts, i, i+1)
-	}
 	for _, it := range answered {
 		c.closeOpenLocked(it.epoch)
 	}
@@ -622,7 +616,7 @@ func (c *Coalescer[E, R]) maybeStartLocked(key string, ks *keyState[E, R]) {
 		case ks.urgent > 0:
 			// Waiting for a call in flight comes first: entries that
 			// wait for it gather company meanwhile.
-			if ks.inFlight > 0 && (ks.inFlight >= c.opts.MaxInFlight || c.waitForCallLocked(now, ks, len(ks.pending))) {
+			if ks.inFlight > 0 && (ks.inFlight >= c.opts.MaxInFlight || c.waitForCallLocked(ks, len(ks.pending))) {
 				c.disarmLocked(ks) // the call's end starts them
 				return
 			}
@@ -717,7 +711,6 @@ func (c *Coalescer[E, R]) startLocked(key string, ks *keyState[E, R], now time.T
 		ks.due = time.Time{}
 	}
 	ks.inFlight++
-	ks.starts = append(ks.starts, now)
 	c.calls.Add(1)
 	c.pool.Go(func() { c.run(key, ks, batch, now) })
 }

@@ -20,11 +20,11 @@ import "time"
 //   - Wait or overtake: when a call of the key is in flight, do the
 //     pending entries wait for its end and ride on the next call, or start
 //     a call of their own? By Little's law the entries that arrive before
-//     the earliest call in flight ends are its remaining time times the
-//     arrival rate: when they would fill half a batch, waiting costs a
-//     little latency and saves calls, and the entries wait; otherwise
-//     waiting costs up to a whole call's latency for a batch that stays
-//     small, and they go at once.
+//     a call in flight ends are its remaining time (taken as a quarter of a
+//     call) times the arrival rate: when they would fill half a batch,
+//     waiting costs a little latency and saves calls, and the entries
+//     wait; otherwise waiting costs up to a whole call's latency for a
+//     batch that stays small, and they go at once.
 //
 // Entries nobody waits for (Submit) keep their linger and never overtake a
 // call in flight.
@@ -197,30 +197,21 @@ func gatherUntil(now, first, last time.Time, lat time.Duration, a *arrivals, e *
 	return end
 }
 
-// waitForCall reports whether pending urgent entries wait for the call in
-// flight that started at oldest (the earliest, so the first to end) to
-// end, rather than start a call of their own: when it is due to end within
-// a gather maximum, which is no dearer than gathering, or when pending
-// plus the entries expected before it ends (its remaining time, from the
-// latency estimate lat, over the mean gap between arrivals) make at least
-// half of maxEntries. A call past its expected end is taken to end within
-// a quarter of a call more, without the cheap wait: when it ends is
-// anybody's guess.
-func waitForCall(now, oldest time.Time, lat, gap time.Duration, pending, maxEntries int) bool {
-	left := oldest.Add(lat).Sub(now)
-	switch {
-	case left <= 0:
-		left = lat / overdueDiv
-	case left <= lat/GatherMaxDiv:
-		return true
-	}
+// waitForCall reports whether pending urgent entries wait for a call of
+// their key in flight to end, rather than start a call of their own: when
+// pending plus the entries expected in a quarter of a call's latency lat
+// (over the mean gap between arrivals, gap) make at least half of
+// maxEntries. A quarter of a call is what is left of the one in flight
+// that ends first, with a few in flight and when calls run long (when
+// each ends is anybody's guess under a jittered latency).
+func waitForCall(lat, gap time.Duration, pending, maxEntries int) bool {
 	expected := float64(pending)
 	if gap > 0 {
-		expected += float64(left) / float64(gap)
+		expected += float64(lat/waitDiv) / float64(gap)
 	}
 	return 2*expected >= float64(maxEntries)
 }
 
-// overdueDiv: a call past its expected end is taken to end within the
-// latency divided by this.
-const overdueDiv = 4
+// waitDiv: a call in flight is taken to end within the latency divided
+// by this.
+const waitDiv = 4

@@ -102,25 +102,21 @@ func TestWaitForCall(t *testing.T) {
 	lat := ms(10)
 	for _, tc := range []struct {
 		name    string
-		elapsed time.Duration // of the oldest call in flight
 		gap     time.Duration // mean gap between arrivals
 		pending int
 		want    bool
 	}{
-		// 8 callers at 10 ms: about 3 sends per call's time. Waiting 9 ms
-		// for 4 entries is dear: go.
-		{"sparse, call just started", ms(1), ms(3), 1, false},
-		{"sparse, call about to end: waiting is cheap", ms(9), ms(3), 1, true},
-		// 64 callers: half a batch arrives before the call ends: wait.
-		{"dense", ms(2), ms(0.5), 1, true},
-		{"half a batch pending already", ms(1), 0, 5, true},
-		{"gap unknown, few pending", ms(1), 0, 2, false},
-		// Overdue: taken to end within a quarter of a call more.
-		{"overdue, sparse", ms(14), ms(3), 1, false},
-		{"overdue, dense", ms(14), ms(0.4), 1, true},
+		// 8 callers at 10 ms: about one send per 3 ms. A quarter of a
+		// call brings one more: waiting is dear for a batch of two. Go.
+		{"sparse", ms(3), 1, false},
+		// 64 callers: half a batch arrives within a quarter of a call.
+		{"dense", ms(0.5), 1, true},
+		{"half a batch pending already", 0, 5, true},
+		{"gap unknown, few pending", 0, 2, false},
+		{"just under half a batch", ms(2.5/3.1), 1, false},
+		{"just half a batch", ms(2.5/4), 1, true},
 	} {
-		got := waitForCall(t0.Add(tc.elapsed), t0, lat, tc.gap, tc.pending, 10)
-		if got != tc.want {
+		if got := waitForCall(lat, tc.gap, tc.pending, 10); got != tc.want {
 			t.Errorf("%s: waitForCall = %v, want %v", tc.name, got, tc.want)
 		}
 	}
@@ -289,5 +285,25 @@ func TestExpectationTrust(t *testing.T) {
 	e.arrived(at)
 	if e.expecting(at) || !e.made {
 		t.Fatal("all announced entries came: the batch must go at once")
+	}
+}
+
+// TestFlushAfterALoneDoAfterAFlush is the regression test of an accounting
+// bug: a lone Do after a Flush counted its entry in the new epoch and
+// answered it in epoch 0, so the next Flush (and Close) waited for ever.
+func TestFlushAfterALoneDoAfterAFlush(t *testing.T) {
+	r := &recorder{}
+	c := New(r.fn, Options[int]{})
+	ctx := context.Background()
+	if err := c.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := c.Do(ctx, "q", 21); err != nil || v != 42 {
+		t.Fatalf("Do = %v, %v", v, err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := c.Close(cctx); err != nil {
+		t.Fatalf("Close after a lone Do after a Flush: %v", err)
 	}
 }

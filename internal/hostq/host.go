@@ -674,11 +674,14 @@ func (h *Host) Gone() {
 	}
 	h.held = ledger{}
 	h.mu.Unlock()
-	f.fail(awserr.NewQueueDoesNotExist("host queue " + h.url + " was deleted"))
 	h.log.LogAttrs(context.Background(), slog.LevelWarn, "hostq: host queue was deleted", slog.String("queue_url", h.url))
+	// The owner forgets the host before its callers hear of it: a caller
+	// told at once sends again, and must get a new host queue, not this
+	// one a second time.
 	if h.opts.OnGone != nil {
 		h.opts.OnGone(h)
 	}
+	f.fail(awserr.NewQueueDoesNotExist("host queue " + h.url + " was deleted"))
 }
 
 // Close stops the pollers, fails waiting receivers and expectations with
