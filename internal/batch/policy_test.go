@@ -113,8 +113,8 @@ func TestWaitForCall(t *testing.T) {
 		{"dense", ms(0.5), 1, true},
 		{"half a batch pending already", 0, 5, true},
 		{"gap unknown, few pending", 0, 2, false},
-		{"just under half a batch", ms(2.5/3.1), 1, false},
-		{"just half a batch", ms(2.5/4), 1, true},
+		{"just under half a batch", ms(2.5 / 3.1), 1, false},
+		{"just half a batch", ms(2.5 / 4), 1, true},
 	} {
 		if got := waitForCall(lat, tc.gap, tc.pending, 10); got != tc.want {
 			t.Errorf("%s: waitForCall = %v, want %v", tc.name, got, tc.want)
