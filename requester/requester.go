@@ -620,12 +620,7 @@ func (r *Requester) expect(ctx context.Context, call *Call) (*hostq.Host, error)
 // call instead of racing each other out (internal/batch's Expect, which
 // stops heeding a queue's announcements when they go unfulfilled, as for
 // callers that send no next request).
-func (r *Requester) answering(tags []hostq.TagCount) {
-	within := r.sends.Latency() / batch.GatherMaxDiv
-	for _, t := range tags {
-		r.sends.Expect(t.Tag, t.N, within)
-	}
-}
+func (r *Requester) answering(counts []batch.Count) { r.sends.ExpectAll(counts) }
 
 // expectWith is expect for any registration on the host.
 func (r *Requester) expectWith(ctx context.Context, register func(*hostq.Host) error) (*hostq.Host, error) {

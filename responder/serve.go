@@ -369,36 +369,16 @@ func (p poller) Handle(res poll.Result) bool {
 // then share one call instead of racing each other out (internal/batch's
 // Expect), which the receive at the requester's end also takes in one.
 func (s *server) expectReplies(msgs []types.Message) {
-	var one [sqsapi.MaxReceiveMessages]struct {
-		target string
-		n      int
-	}
+	var one [sqsapi.MaxReceiveMessages]batch.Count
 	targets := one[:0]
-next:
 	for _, m := range msgs {
-		u, ok := stringAttribute(m, sqsapi.ResponseQueueURLAttribute)
-		if !ok {
-			continue
-		}
-		target, _, err := responseTarget(u)
-		if err != nil {
-			continue
-		}
-		for i := range targets {
-			if targets[i].target == target {
-				targets[i].n++
-				continue next
+		if u, ok := stringAttribute(m, sqsapi.ResponseQueueURLAttribute); ok {
+			if target, _, err := responseTarget(u); err == nil {
+				targets = batch.AddCount(targets, target)
 			}
 		}
-		targets = append(targets, struct {
-			target string
-			n      int
-		}{target, 1})
 	}
-	lat := s.r.callLatency()
-	for _, t := range targets {
-		s.r.sends.Expect(t.target, t.n, lat/batch.GatherMaxDiv)
-	}
+	s.r.sends.ExpectAll(targets)
 }
 
 // action is what happens to a request after processing.

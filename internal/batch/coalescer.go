@@ -818,6 +818,32 @@ func (c *Coalescer[E, R]) Close(ctx context.Context) error {
 	return err
 }
 
+// Count is a number of entries announced for one key (ExpectAll).
+type Count struct {
+	Key string
+	N   int
+}
+
+// AddCount adds one entry for key to counts.
+func AddCount(counts []Count, key string) []Count {
+	for i := range counts {
+		if counts[i].Key == key {
+			counts[i].N++
+			return counts
+		}
+	}
+	return append(counts, Count{Key: key, N: 1})
+}
+
+// ExpectAll is Expect for each of counts, within a gather maximum (an
+// eighth of the measured call latency).
+func (c *Coalescer[E, R]) ExpectAll(counts []Count) {
+	within := c.Latency() / GatherMaxDiv
+	for _, n := range counts {
+		c.Expect(n.Key, n.N, within)
+	}
+}
+
 // Expect announces n entries for key that callers will Do within the next
 // within: entries of key gathering company wait for them (at most an eighth
 // of a call's latency) and go the moment the last arrives, instead of

@@ -395,23 +395,6 @@ type answer struct {
 	m  types.Message
 }
 
-// TagCount is how many expectations with one tag a receive answers
-// (Options.Answering).
-type TagCount struct {
-	Tag string
-	N   int
-}
-
-func addTag(tags []TagCount, tag string) []TagCount {
-	for i := range tags {
-		if tags[i].Tag == tag {
-			tags[i].N++
-			return tags
-		}
-	}
-	return append(tags, TagCount{Tag: tag, N: 1})
-}
-
 // route hands received messages to expectations and waiting receivers,
 // holds the rest in their queues' buffers, and settles orphans. It reports
 // whether it woke anyone.
@@ -426,7 +409,7 @@ func (h *Host) route(msgs []types.Message) bool {
 		orphans   []types.Message
 		overflow  []types.Message
 		toRelease []types.Message
-		tags      []TagCount
+		tags      []batch.Count
 	)
 	h.mu.Lock()
 	now := h.opts.Clock.Now()
@@ -445,7 +428,7 @@ func (h *Host) route(msgs []types.Message) bool {
 			}
 			answers = append(answers, answer{fn: c.fn, m: m})
 			if c.tag != "" && h.opts.Answering != nil {
-				tags = addTag(tags, c.tag)
+				tags = batch.AddCount(tags, c.tag)
 			}
 			continue
 		}

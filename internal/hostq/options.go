@@ -8,6 +8,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/batch"
 	"github.com/tempqueues/tempqueues/internal/clock"
 )
 
@@ -76,7 +77,7 @@ type Options struct {
 	// Answering, if set, is told the tags of the tagged expectations
 	// (ExpectTagged) a receive answers, counted, on the poller's
 	// goroutine before any of them gets its message.
-	Answering func([]TagCount)
+	Answering func([]batch.Count)
 }
 
 // Counters count what hosts did, for their owners' Stats.
