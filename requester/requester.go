@@ -517,6 +517,7 @@ func (r *Requester) sendRequest(ctx context.Context, in *sqs.SendMessageInput, o
 
 	attrs[sqsapi.ResponseQueueURLAttribute] = wire.StringAttribute(wire.VirtualQueueURL(call.host.URL(), replyName))
 	attrs[sqsapi.RequestIDAttribute] = wire.StringAttribute(requestID)
+	stampDeadline(waitCtx, in, attrs)
 	req := *in
 	req.MessageAttributes = attrs
 	req.MessageGroupId, req.MessageDeduplicationId = fifoRequestIDs(&req, requestID)
@@ -710,7 +711,7 @@ func checkRequest(op string, in *sqs.SendMessageInput, own ...string) (string, m
 	if aws.ToString(in.MessageBody) == "" {
 		return "", nil, wire.Invalid(op, "MessageBody", "empty (SQS requires a body)")
 	}
-	for _, name := range append([]string{sqsapi.ResponseQueueURLAttribute}, own...) {
+	for _, name := range append([]string{sqsapi.ResponseQueueURLAttribute, sqsapi.DeadlineAttribute}, own...) {
 		if _, ok := in.MessageAttributes[name]; ok {
 			return "", nil, wire.Invalid(op, "MessageAttributes", "%s is set by the requester", name)
 		}
@@ -803,4 +804,13 @@ func (r *Requester) Close(ctx context.Context) error {
 		// closes after it.
 		return errors.Join(r.sends.Close(ctx), r.owner.Close(ctx), r.reaper.Close(ctx))
 	})
+}
+
+// stampDeadline puts ctx's deadline on the request in (whose attributes
+// are attrs) when the message has room for it, so that a responder drops
+// the request unhandled once its caller has given up.
+func stampDeadline(ctx context.Context, in *sqs.SendMessageInput, attrs map[string]types.MessageAttributeValue) {
+	if d, ok := ctx.Deadline(); ok {
+		wire.StampDeadline(attrs, in.MessageBody, aws.ToString(in.QueueUrl), d)
+	}
 }

@@ -118,6 +118,7 @@ func (s *Stream) open(ctx context.Context, in *sqs.SendMessageInput, attrs map[s
 	}
 	attrs[sqsapi.ResponseQueueURLAttribute] = wire.StringAttribute(wire.VirtualQueueURL(s.host.URL(), s.replyName))
 	attrs[sqsapi.RequestIDAttribute] = wire.StringAttribute(s.requestID)
+	stampDeadline(s.ctx, in, attrs)
 	req := *in
 	req.MessageAttributes = attrs
 	req.MessageGroupId, req.MessageDeduplicationId = fifoRequestIDs(&req, s.requestID)

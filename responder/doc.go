@@ -51,6 +51,18 @@
 // visibility at 12 hours after receipt: a handler still running then is
 // cancelled with the cause ErrVisibilityLimit.
 //
+// # Deadlines
+//
+// A tempqueues requester stamps each request with its caller's deadline
+// (sqsapi.DeadlineAttribute, Unix milliseconds) when the message has room
+// for it. A request whose deadline has passed, by more than
+// wire.DeadlineClockSkew, when it reaches Serve or Process is deleted
+// without running the handler (nobody waits for its reply), counted in
+// Stats.Expired and logged; any other runs its handler under that deadline
+// plus the skew, besides Options.HandlerTimeout. The check trusts the two
+// hosts' clocks to agree within that skew. A Java requester's requests
+// carry no deadline and run as before.
+//
 // A failed handler (an error or a recovered panic) leaves its request to
 // be received again (Options.Retry); with a RedrivePolicy on the request
 // queue, a request that keeps failing ends in the dead-letter queue after

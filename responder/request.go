@@ -29,8 +29,9 @@ type Request struct {
 	// ReceivedAt is when this process received the message.
 	ReceivedAt time.Time
 
-	stream *replyStream // set by Serve when the requester takes a stream
-	inner  *innerCtx    // with Options.OnReply: the handler's context
+	deadline time.Time    // the caller's, plus the clock skew allowed; zero when none
+	stream   *replyStream // set by Serve when the requester takes a stream
+	inner    *innerCtx    // with Options.OnReply: the handler's context
 }
 
 // innerCtx keeps the context the handler ran under, inside all

@@ -490,6 +490,9 @@ func (s *server) process(ctx context.Context, f *inflight) action {
 	cctx, cancel := s.callCtx()
 	defer cancel()
 
+	if r.expired(req, log) {
+		return action{kind: actDelete}
+	}
 	requested := IsResponseMessageRequested(req.Message)
 	if requested {
 		// A reply that can never be delivered makes a poison request: fail
@@ -635,6 +638,11 @@ func (s *server) run(ctx context.Context, req *Request) (reply *Reply, d time.Du
 	if t := s.r.opts.HandlerTimeout; t > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, t)
+		defer cancel()
+	}
+	if !req.deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, req.deadline)
 		defer cancel()
 	}
 	start := s.r.clk.Now()

@@ -27,6 +27,10 @@ type Stats struct {
 	Deleted        int64 // requests deleted
 	DeleteErrors   int64 // deletes that failed (the request will be redelivered)
 
+	// Expired counts requests deleted without running the handler because
+	// their caller's deadline (sqsapi.DeadlineAttribute) had passed.
+	Expired int64
+
 	Deduplicated int64 // redeliveries answered from the Store without running the handler
 	Deferred     int64 // redeliveries put back because another consumer holds the request
 	StoreErrors  int64 // Store calls that failed
@@ -50,7 +54,7 @@ type Stats struct {
 type counters struct {
 	receives, emptyReceives, receiveErrors                                       atomic.Int64
 	received, handled, failed, panics, replied, replyErrors, repliesDropped      atomic.Int64
-	deleted, deleteErrors, deduplicated, deferred, storeErrors                   atomic.Int64
+	deleted, deleteErrors, deduplicated, deferred, storeErrors, expired          atomic.Int64
 	extended, extendErrors, visibilityLimits, released, inFlight, processingNano atomic.Int64
 	pollers                                                                      atomic.Int64
 
@@ -81,7 +85,7 @@ func (r *Responder) Stats() Stats {
 		Receives: c.receives.Load(), EmptyReceives: c.emptyReceives.Load(), ReceiveErrors: c.receiveErrors.Load(),
 		Received: c.received.Load(), Handled: c.handled.Load(), Failed: c.failed.Load(), Panics: c.panics.Load(),
 		Replied: c.replied.Load(), ReplyErrors: c.replyErrors.Load(), RepliesDropped: c.repliesDropped.Load(),
-		Deleted: c.deleted.Load(), DeleteErrors: c.deleteErrors.Load(),
+		Deleted: c.deleted.Load(), DeleteErrors: c.deleteErrors.Load(), Expired: c.expired.Load(),
 		Deduplicated: c.deduplicated.Load(), Deferred: c.deferred.Load(), StoreErrors: c.storeErrors.Load(),
 		Extended: c.extended.Load(), ExtendErrors: c.extendErrors.Load(), VisibilityLimits: c.visibilityLimits.Load(),
 		Released: c.released.Load(), InFlight: c.inFlight.Load(), Pollers: c.pollers.Load(),

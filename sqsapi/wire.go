@@ -67,6 +67,16 @@ const (
 	// stream, from "0", and marks the last one: "<n>;final".
 	StreamAttribute = "TempQueues.Stream"
 
+	// DeadlineAttribute is the String message attribute on a request that
+	// holds its caller's deadline in Unix milliseconds. The requester adds
+	// it when the message has room (it counts against SQS's 10 attributes
+	// and is left off, not an error, when there is none). A responder
+	// deletes a request whose deadline has passed without running the
+	// handler, and runs the handler of one that has not under that
+	// deadline, allowing the two hosts' clocks to differ by up to a second
+	// (docs/wire.md, "Deadlines").
+	DeadlineAttribute = "TempQueues.Deadline"
+
 	// OriginAttribute is the String message attribute of scatter-gather
 	// through a topic. On a request (any value) it asks the responder to
 	// say where the request reached it; on the reply it holds the URL of

@@ -18,9 +18,10 @@ var library = []string{
 
 // limits are the surface budgets the project holds itself to. They go
 // down, or up only for a feature that cannot live elsewhere (reaper's
-// Reaper.Tags, which tags new queues with the fleet's fitted retention);
-// the target for both is 50.
-var limits = map[string]int{"sqsapi": 53, "reaper": 50}
+// Reaper.Tags, which tags new queues with the fleet's fitted retention;
+// sqsapi's DeadlineAttribute, a wire name peers must share); the target for
+// both is 50.
+var limits = map[string]int{"sqsapi": 54, "reaper": 50}
 
 // TestSurface reports each library package's non-test lines, exported
 // identifiers and module-local imports (go test -v shows the table), and

@@ -1,0 +1,59 @@
+package integration_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/tempqueues/tempqueues/internal/sqstestenv"
+	"github.com/tempqueues/tempqueues/requester"
+	"github.com/tempqueues/tempqueues/responder"
+	"github.com/tempqueues/tempqueues/internal/wire"
+)
+
+// TestRequestOutlivedByItsCallerIsNotHandled is the case a new user met:
+// the caller times out before any responder runs, and the responder that
+// starts later deletes the request without running its handler, while a
+// request sent after it, whose caller still waits, is answered.
+func TestRequestOutlivedByItsCallerIsNotHandled(t *testing.T) {
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		q := e.queue(t, "rpc", nil)
+		r := e.requester(t)
+
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		_, err := r.SendMessageAndGetResponse(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(q), MessageBody: aws.String("given up")})
+		cancel()
+		if !errors.Is(err, requester.ErrTimeout) {
+			t.Fatalf("err = %v, want a timeout", err)
+		}
+		// Past the deadline and the clock skew the responder allows.
+		time.Sleep(wire.DeadlineClockSkew + 200*time.Millisecond)
+
+		var ran atomic.Int64
+		res := serve(t, e.raw, q, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+			ran.Add(1)
+			if req.Body() == "given up" {
+				t.Errorf("the handler ran for a request whose caller had given up")
+			}
+			return echo(ctx, req)
+		})
+		ctx, cancel = context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		m, err := r.SendMessageAndGetResponse(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(q), MessageBody: aws.String("waiting")})
+		if err != nil || aws.ToString(m.Body) != "echo waiting" {
+			t.Fatalf("live request: %v, %v", m, err)
+		}
+		for res.Stats().Expired < 1 && ctx.Err() == nil {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if s := res.Stats(); s.Expired != 1 || ran.Load() != 1 {
+			t.Fatalf("Expired %d, handler runs %d; want 1 and 1", s.Expired, ran.Load())
+		}
+	})
+}

@@ -1,0 +1,32 @@
+package responder
+
+import (
+	"log/slog"
+
+	"github.com/tempqueues/tempqueues/internal/wire"
+)
+
+// expired reports whether req's caller gave up before the request reached
+// the handler: its sqsapi.DeadlineAttribute, plus the clock skew allowed,
+// has passed. Such a request is deleted unhandled, counted in
+// Stats.Expired and logged. Otherwise it notes the deadline in req, for
+// the handler's context. A request without the attribute (a Java
+// requester's) or with a malformed one runs with no deadline of its own.
+func (r *Responder) expired(req *Request, log *slog.Logger) bool {
+	d, ok, err := wire.Deadline(req.Message)
+	if err != nil {
+		log.Warn("responder: ignoring a malformed request deadline", slog.Any("error", err))
+		return false
+	}
+	if !ok {
+		return false
+	}
+	d = d.Add(wire.DeadlineClockSkew)
+	if now := r.clk.Now(); !now.Before(d) {
+		r.stats.expired.Add(1)
+		log.Warn("responder: request deleted unhandled: its caller's deadline had passed", slog.Duration("late_by", now.Sub(d)))
+		return true
+	}
+	req.deadline = d
+	return false
+}

@@ -1,0 +1,121 @@
+package responder
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/internal/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/wire"
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// syncBuffer is a bytes.Buffer a logger may write from several goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestRequestsPastTheirDeadlineAreDeletedUnhandled sends requests whose
+// callers gave up long ago, have time left, carry no deadline (a Java
+// requester's) or a malformed one. Only the first kind is deleted without
+// running the handler, counted and logged once; the handler of a request
+// with time left runs under its deadline plus the clock skew allowed.
+func TestRequestsPastTheirDeadlineAreDeletedUnhandled(t *testing.T) {
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		q := e.queue("req", nil)
+		replies := e.queue("rep", nil)
+		left := time.Now().Add(time.Minute).Truncate(time.Millisecond)
+		send := func(body, deadline string) {
+			t.Helper()
+			attrs := map[string]types.MessageAttributeValue{
+				sqsapi.ResponseQueueURLAttribute: wire.StringAttribute(replies),
+				sqsapi.RequestIDAttribute:        wire.StringAttribute(body),
+			}
+			if deadline != "" {
+				attrs[sqsapi.DeadlineAttribute] = wire.StringAttribute(deadline)
+			}
+			if _, err := e.client.SendMessage(context.Background(), &sqs.SendMessageInput{
+				QueueUrl: &q, MessageBody: aws.String(body), MessageAttributes: attrs,
+			}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ms := func(at time.Time) string { return strconv.FormatInt(at.UnixMilli(), 10) }
+		send("gone", ms(time.Now().Add(-wire.DeadlineClockSkew-time.Second)))
+		send("left", ms(left))
+		send("java", "")
+		send("odd", "tomorrow")
+
+		var mu sync.Mutex
+		ran := map[string]time.Time{} // body: the handler context's deadline
+		var logs syncBuffer
+		r := newResponder(t, e.client, func(o *Options) {
+			o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		})
+		serve(t, r, q, HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
+			d, _ := ctx.Deadline()
+			mu.Lock()
+			ran[req.Body()] = d
+			mu.Unlock()
+			return &Reply{Body: "re:" + req.Body()}, nil
+		}))
+		got := e.replies(replies, 3, 20*time.Second)
+		if len(got) != 3 {
+			t.Fatalf("%d replies, want 3", len(got))
+		}
+		// The expired request is deleted once the others were handled.
+		deadline := time.Now().Add(10 * time.Second)
+		for r.Stats().Deleted < 4 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		s := r.Stats()
+		if s.Expired != 1 || s.Deleted != 4 || s.Handled != 3 {
+			t.Errorf("stats: Expired %d, Deleted %d, Handled %d; want 1, 4, 3", s.Expired, s.Deleted, s.Handled)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if _, ok := ran["gone"]; ok {
+			t.Error("the handler ran for a request whose caller had given up")
+		}
+		if d := ran["left"]; !d.Equal(left.Add(wire.DeadlineClockSkew)) {
+			t.Errorf("handler deadline %v, want the caller's %v plus %v", d, left, wire.DeadlineClockSkew)
+		}
+		for _, body := range []string{"java", "odd"} {
+			if d, ok := ran[body]; !ok || !d.IsZero() {
+				t.Errorf("request %q: ran %v with deadline %v; want it run with none", body, ok, d)
+			}
+		}
+		if n := strings.Count(logs.String(), "caller's deadline had passed"); n != 1 {
+			t.Errorf("the expired request was logged %d times, want once:\n%s", n, logs.String())
+		}
+		if !strings.Contains(logs.String(), "malformed request deadline") {
+			t.Errorf("the malformed deadline was not logged:\n%s", logs.String())
+		}
+		if v, f := e.depth(q); v != "0" || f != "0" {
+			t.Errorf("request queue holds %s visible, %s in flight; want none", v, f)
+		}
+	})
+}
