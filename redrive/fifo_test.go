@@ -22,15 +22,7 @@ func createFIFO(t testing.TB, client *sqs.Client, base string, contentDedup bool
 	if contentDedup {
 		attrs["ContentBasedDeduplication"] = "true"
 	}
-	out, err := client.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String(sqstestenv.QueueName(t, base) + ".fifo"), Attributes: attrs})
-	if err != nil {
-		t.Fatalf("CreateQueue %s: %v", base, err)
-	}
-	u := aws.ToString(out.QueueUrl)
-	t.Cleanup(func() {
-		_, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(u)})
-	})
-	return u
+	return createQueue(t, client, base+".fifo", attrs)
 }
 
 func sendFIFO(t testing.TB, client *sqs.Client, u, body, group, dedup string) {
