@@ -8,6 +8,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-lambda-go/events"
@@ -56,6 +57,9 @@ type Responder struct {
 	client Client
 	h      responder.Handler
 	opts   Options
+	// released counts the requests release made visible again, which
+	// Stats adds to the responder's Released.
+	released atomic.Int64
 }
 
 // NewResponder returns a Responder that answers requests with h and sends
@@ -90,9 +94,18 @@ func NewResponder(client Client, h responder.Handler, optFns ...func(*Options)) 
 	return &Responder{r: r, client: client, h: h, opts: o}, nil
 }
 
-// Responder returns the responder.Responder the requests go through, for
-// its Stats, and to send replies of your own.
+// Responder returns the responder.Responder the requests go through, to
+// send replies of your own. Read the counters with Stats.
 func (l *Responder) Responder() *responder.Responder { return l.r }
+
+// Stats returns the counters of the requests handled: the
+// responder.Responder's Stats, with the requests this adapter released
+// for a retry counted in Released, as Serve counts its own.
+func (l *Responder) Stats() responder.Stats {
+	st := l.r.Stats()
+	st.Released += l.released.Load()
+	return st
+}
 
 // HandleSQSEvent answers the requests of ev and returns the records that
 // are to be retried: those whose handler failed or panicked, whose reply
@@ -195,8 +208,12 @@ func (l *Responder) release(ctx context.Context, recs []events.SQSMessage, urls 
 		for start := 0; start < len(entries); start += sqsapi.MaxBatchEntries {
 			chunk := entries[start:min(len(entries), start+sqsapi.MaxBatchEntries)]
 			out, err := l.client.ChangeMessageVisibilityBatch(cctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(u), Entries: chunk})
-			if err == nil && len(out.Failed) > 0 {
-				err = fmt.Errorf("%d of %d entries failed, first: %s", len(out.Failed), len(chunk), aws.ToString(out.Failed[0].Message))
+			if err == nil {
+				// Counted as the responder counts its releases: once made.
+				l.released.Add(int64(len(out.Successful)))
+				if len(out.Failed) > 0 {
+					err = fmt.Errorf("%d of %d entries failed, first: %s", len(out.Failed), len(chunk), aws.ToString(out.Failed[0].Message))
+				}
 			}
 			if err != nil {
 				l.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "lambda: releasing requests for retry failed; they reappear after their visibility timeout",

@@ -214,6 +214,9 @@ func TestResponderReleasesAndFIFO(t *testing.T) {
 	if len(again) != 1 || aws.ToString(again[0].Body) != "fail" || aws.ToString(again[0].MessageId) != resp.BatchItemFailures[0].ItemIdentifier {
 		t.Fatalf("after the release received %v", again)
 	}
+	if st := fn.Stats(); st.Released != 1 || st.Failed != 1 || st.Handled != 1 {
+		t.Errorf("Stats: Released %d, Failed %d, Handled %d; want 1, 1, 1", st.Released, st.Failed, st.Handled)
+	}
 
 	// A FIFO event: the records after a failure are reported too.
 	ev := events.SQSEvent{}

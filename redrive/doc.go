@@ -89,9 +89,20 @@
 //
 // # FIFO queues
 //
-// Not supported: SQS refuses per-message DelaySeconds on FIFO queues, and
-// replaying out of order breaks their guarantee. New rejects a FIFO
-// dead-letter queue.
+// A FIFO dead-letter queue is replayed to its FIFO source queue (a FIFO
+// Options.Target; a FIFO parking queue needs a FIFO dead-letter queue).
+// Each replay, scheduled copy and parked message keeps the dead letter's
+// MessageGroupId, so receive it with that system attribute when you call
+// Process. Its MessageDeduplicationId is made from the dead letter's
+// MessageId, never the original's id or the body: a request replayed,
+// failed and dead-lettered again within SQS's five-minute deduplication
+// window is a new message with a new MessageId and is replayed again,
+// while the same dead letter sent twice (a retried send, a replay whose
+// delete failed) is deduplicated. SQS refuses per-message DelaySeconds on
+// FIFO queues, so every non-zero delay takes the long-delay path above
+// with the whole delay waiting on the dead-letter queue: the copy is sent
+// undelayed and hidden until due (which holds back its group there, as
+// FIFO order wants), then replayed with no delay.
 //
 // # IAM
 //

@@ -3,6 +3,7 @@ package redrive_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,9 +14,15 @@ import (
 	"github.com/tempqueues/tempqueues/internal/sqstestenv"
 )
 
+// createQueue creates a queue, deleted when the test ends; a base ending
+// in ".fifo" makes a FIFO queue's name (the caller sets FifoQueue).
 func createQueue(t testing.TB, client *sqs.Client, base string, attrs map[string]string) string {
 	t.Helper()
-	out, err := client.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String(sqstestenv.QueueName(t, base)), Attributes: attrs})
+	name := sqstestenv.QueueName(t, strings.TrimSuffix(base, ".fifo"))
+	if strings.HasSuffix(base, ".fifo") {
+		name += ".fifo"
+	}
+	out, err := client.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String(name), Attributes: attrs})
 	if err != nil {
 		t.Fatalf("CreateQueue %s: %v", base, err)
 	}

@@ -45,7 +45,8 @@ type Options struct {
 	// dead-letter queue's source queue, found with
 	// ListDeadLetterSourceQueues on first use; it must be exactly one
 	// queue (a *SourceError otherwise). Some emulators lack that call:
-	// name the target there.
+	// name the target there. A FIFO dead-letter queue needs a FIFO
+	// target, a standard one a standard target.
 	Target string
 	// ParkingQueue is the URL of the queue that receives messages past
 	// MaxAttempts, and those with no room left for the attempt attribute,
@@ -122,8 +123,6 @@ func buildOptions(dlqURL string, optFns []func(*Options)) (Options, error) {
 	switch {
 	case dlqURL == "" || wire.IsVirtualQueueURL(dlqURL):
 		return o, wire.Invalid(op, "dlqURL", "%q is not a queue URL", dlqURL)
-	case isFIFO(dlqURL):
-		return o, wire.Invalid(op, "dlqURL", "%q is a FIFO queue: SQS refuses per-message delays on FIFO queues, which replay needs", dlqURL)
 	case o.ParkingQueue == "":
 		return o, wire.Invalid(op, "ParkingQueue", "required: messages past MaxAttempts go there")
 	case o.ParkingQueue == dlqURL:
@@ -132,8 +131,12 @@ func buildOptions(dlqURL string, optFns []func(*Options)) (Options, error) {
 		return o, wire.Invalid(op, "ParkingQueue", "%q is a virtual queue URL", o.ParkingQueue)
 	case o.Target != "" && (o.Target == dlqURL || o.Target == o.ParkingQueue):
 		return o, wire.Invalid(op, "Target", "must differ from the dead-letter and parking queues")
-	case o.Target != "" && (wire.IsVirtualQueueURL(o.Target) || isFIFO(o.Target)):
-		return o, wire.Invalid(op, "Target", "%q: virtual and FIFO queues are not supported as targets", o.Target)
+	case o.Target != "" && wire.IsVirtualQueueURL(o.Target):
+		return o, wire.Invalid(op, "Target", "%q: virtual queues are not supported as targets", o.Target)
+	case o.Target != "" && isFIFO(o.Target) != isFIFO(dlqURL):
+		return o, wire.Invalid(op, "Target", "%q: a FIFO queue's dead-letter queue is FIFO, and a standard queue's standard", o.Target)
+	case isFIFO(o.ParkingQueue) && !isFIFO(dlqURL):
+		return o, wire.Invalid(op, "ParkingQueue", "%q is FIFO: a standard dead-letter queue's messages have no message group", o.ParkingQueue)
 	case o.BackoffBase < 0 || o.BackoffCap < o.BackoffBase || o.BackoffCap > MaxBackoffCap:
 		return o, wire.Invalid(op, "BackoffBase/BackoffCap", "want 0 < BackoffBase <= BackoffCap <= %v, got %v and %v", MaxBackoffCap, o.BackoffBase, o.BackoffCap)
 	case o.MaxAttempts < 0:

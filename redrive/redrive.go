@@ -160,8 +160,8 @@ func (r *Redriver) Target(ctx context.Context) (string, error) {
 		return "", &SourceError{DeadLetterQueue: r.dlq, Sources: out.QueueUrls}
 	}
 	t := out.QueueUrls[0]
-	if isFIFO(t) || t == r.opts.ParkingQueue {
-		return "", wire.Invalid("redrive", "Target", "source queue %q is FIFO or the parking queue", t)
+	if isFIFO(t) != isFIFO(r.dlq) || t == r.opts.ParkingQueue {
+		return "", wire.Invalid("redrive", "Target", "source queue %q is the parking queue, or not of the dead-letter queue's type (FIFO or standard)", t)
 	}
 	r.target = t
 	return t, nil
@@ -305,7 +305,7 @@ func (p *pass) newLoop(ctx context.Context) *poll.Loop {
 			WaitTimeSeconds:             int32(wait / time.Second),
 			VisibilityTimeout:           int32(visibility / time.Second),
 			MessageAttributeNames:       []string{"All"},
-			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAWSTraceHeader},
+			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAWSTraceHeader, types.MessageSystemAttributeNameMessageGroupId},
 		},
 		Backoff: p.r.retry,
 		Clock:   o.clock,
@@ -435,6 +435,7 @@ type plan struct {
 // decide chooses the action for m at now.
 func (p *pass) decide(m types.Message, now time.Time) *plan {
 	o := p.r.opts
+	fifo := isFIFO(p.r.dlq)
 	pl := &plan{m: m, ev: Event{MessageID: aws.ToString(m.MessageId), DryRun: o.DryRun}}
 	if v, ok := m.MessageAttributes[sqsapi.RequestIDAttribute]; ok {
 		pl.ev.RequestID = aws.ToString(v.StringValue)
@@ -456,8 +457,14 @@ func (p *pass) decide(m types.Message, now time.Time) *plan {
 	case !a.due.IsZero(): // a scheduled copy
 		pl.ev.Attempt, pl.ev.Due = a.n, a.due
 		left := a.due.Sub(now)
-		if left > maxDelay {
-			hop := int32(math.Ceil((left - maxDelay).Seconds()))
+		// The part of the delay the target's DelaySeconds takes; on FIFO
+		// queues none, so the copy waits here until due.
+		onTarget := maxDelay
+		if fifo {
+			onTarget = 0
+		}
+		if left > onTarget {
+			hop := int32(math.Ceil((left - onTarget).Seconds()))
 			pl.ev.Action, pl.ev.Delay = ActionWait, left
 			// Counted from the receipt just made; leave a minute for the
 			// 12-hour cap since receipt.
@@ -484,16 +491,40 @@ func (p *pass) decide(m types.Message, now time.Time) *plan {
 	d := p.r.policy.Delay(a.n)
 	if d <= maxDelay {
 		secs := wholeSeconds(d, p.r.policy.Ceiling(a.n))
-		pl.ev.Action, pl.ev.Queue, pl.ev.Delay = ActionReplay, p.target, time.Duration(secs)*time.Second
-		pl.entry.MessageAttributes = withAttempt(m.MessageAttributes, next)
-		pl.entry.DelaySeconds = secs
-		return pl
+		if !fifo || secs == 0 {
+			pl.ev.Action, pl.ev.Queue, pl.ev.Delay = ActionReplay, p.target, time.Duration(secs)*time.Second
+			pl.entry.MessageAttributes = withAttempt(m.MessageAttributes, next)
+			pl.entry.DelaySeconds = secs
+			return pl
+		}
+		// FIFO queues take no per-message delay: any delay is scheduled.
+		d = time.Duration(secs) * time.Second
 	}
 	next.due = now.Add(d)
 	pl.ev.Action, pl.ev.Queue, pl.ev.Delay, pl.ev.Due = ActionSchedule, p.r.dlq, d, next.due
 	pl.entry.MessageAttributes = withAttempt(m.MessageAttributes, next)
-	pl.entry.DelaySeconds = int32(min(maxDelay, d-maxDelay) / time.Second)
+	if !fifo {
+		pl.entry.DelaySeconds = int32(min(maxDelay, d-maxDelay) / time.Second)
+	}
 	return pl
+}
+
+// withFIFOIDs gives an entry for the FIFO queue the ids SQS requires: the
+// dead letter's own MessageGroupId, so a replay keeps its group, and a
+// MessageDeduplicationId made from the dead letter's MessageId (scoped to
+// the dead-letter queue). Neither the original's deduplication id nor the
+// body (content-based deduplication) will do: a message replayed, failed
+// and dead-lettered again within SQS's five-minute window would be taken
+// for a duplicate of its first replay and silently dropped. A MessageId is
+// new on every send, so each replay of a request is a new message, while
+// the same dead letter sent twice (a retried send, or a replay whose
+// delete failed, received again) is deduplicated within the window.
+func withFIFOIDs(e types.SendMessageBatchRequestEntry, m types.Message, dlq string) types.SendMessageBatchRequestEntry {
+	if g := m.Attributes[string(types.MessageSystemAttributeNameMessageGroupId)]; g != "" {
+		e.MessageGroupId = aws.String(g)
+	}
+	e.MessageDeduplicationId = aws.String(wire.ScopedID(dlq, "redrive", aws.ToString(m.MessageId)))
+	return e
 }
 
 // wholeSeconds maps a delay d drawn uniformly from [0, ceiling] to whole
@@ -558,6 +589,9 @@ func (p *pass) execute(ctx context.Context, plans []*plan) {
 		entries := make([]types.SendMessageBatchRequestEntry, len(group))
 		for i, pl := range group {
 			entries[i] = pl.entry
+			if isFIFO(q) {
+				entries[i] = withFIFOIDs(pl.entry, pl.m, p.r.dlq)
+			}
 		}
 		for i, res := range p.sends.DoAll(ctx, q, entries) {
 			if res.Err != nil {

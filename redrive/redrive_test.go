@@ -367,7 +367,6 @@ func TestInvalidOptions(t *testing.T) {
 		fn  func(*redrive.Options)
 	}{
 		"no dlq":         {"", func(o *redrive.Options) { o.ParkingQueue = q + "p" }},
-		"fifo dlq":       {q + ".fifo", func(o *redrive.Options) { o.ParkingQueue = q + "p" }},
 		"no parking":     {q, func(o *redrive.Options) {}},
 		"parking is dlq": {q, func(o *redrive.Options) { o.ParkingQueue = q }},
 		"target is dlq":  {q, func(o *redrive.Options) { o.ParkingQueue, o.Target = q+"p", q }},

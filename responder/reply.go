@@ -68,8 +68,9 @@ const opSendResponse = "SendResponseMessage"
 //
 // Sends go through a coalescer: a lone reply is sent at once with
 // SendMessageBatch, and concurrent replies to the same host queue share
-// calls. If ctx ends first, SendResponseMessage returns ctx.Err() but the
-// reply may still be sent.
+// calls. The send is bounded by Options.ReplyTimeout as well as ctx. If
+// either ends first, SendResponseMessage returns context.DeadlineExceeded
+// or ctx.Err(), but the reply may still be sent.
 func (r *Responder) SendResponseMessage(ctx context.Context, request types.Message, reply *Reply) error {
 	target, entry, err := buildReply(request, reply)
 	if err != nil {
@@ -78,7 +79,11 @@ func (r *Responder) SendResponseMessage(ctx context.Context, request types.Messa
 	return r.send(ctx, request, target, entry)
 }
 
+// send sends a reply under Options.ReplyTimeout, its own deadline, within
+// ctx's.
 func (r *Responder) send(ctx context.Context, request types.Message, target string, entry types.SendMessageBatchRequestEntry) error {
+	ctx, cancel := context.WithTimeout(ctx, r.opts.ReplyTimeout)
+	defer cancel()
 	_, err := r.sends.Do(ctx, target, entry)
 	return r.replyResult(ctx, request, target, err)
 }

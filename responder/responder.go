@@ -84,6 +84,12 @@ type Options struct {
 	// cancelled: that Serve stops as Shutdown stops the responder, with a
 	// context whose deadline is DrainTimeout away. Default 30 s.
 	DrainTimeout time.Duration
+	// ReplyTimeout bounds each reply send (a handler's reply, a stored one
+	// replayed, SendResponseMessage), whatever context it is given, so a
+	// stuck send cannot hold a worker slot: past it the send fails with
+	// context.DeadlineExceeded and the request is left for redelivery.
+	// Default 30 s.
+	ReplyTimeout time.Duration
 
 	// Retry says when a failed request becomes visible again. Default
 	// RetryAfterVisibilityTimeout.
@@ -137,6 +143,7 @@ const (
 	defaultMaxConcurrency = 10
 	defaultVisibility     = 30 * time.Second
 	defaultDrainTimeout   = 30 * time.Second
+	defaultReplyTimeout   = 30 * time.Second
 	defaultStoreTTL       = time.Hour
 	maxPollersCap         = 16
 	// finalTimeout bounds the calls made after a stop's grace period has
@@ -259,6 +266,12 @@ func resolveOptions(o *Options) error {
 		return wire.Invalid(op, "DrainTimeout", "negative")
 	case o.DrainTimeout == 0:
 		o.DrainTimeout = defaultDrainTimeout
+	}
+	switch {
+	case o.ReplyTimeout < 0:
+		return wire.Invalid(op, "ReplyTimeout", "negative")
+	case o.ReplyTimeout == 0:
+		o.ReplyTimeout = defaultReplyTimeout
 	}
 	if o.Retry < RetryAfterVisibilityTimeout || o.Retry > RetryWithBackoff {
 		return wire.Invalid(op, "Retry", "unknown policy %d", o.Retry)

@@ -520,7 +520,10 @@ func (s *server) process(ctx context.Context, f *inflight) action {
 			r.stats.deduplicated.Add(1)
 			log.Debug("responder: request answered before; replaying the stored reply")
 			if requested && e.Reply != nil {
-				rep, done := r.onReply(ctx, req, e.Reply)
+				rep, done := e.Reply, noDone
+				if !isStoredEnd(req, rep) {
+					rep, done = r.onReply(ctx, req, rep)
+				}
 				err := r.SendResponseMessage(cctx, req.Message, rep)
 				done(err)
 				if err != nil && !errors.Is(err, ErrResponseQueueGone) {
@@ -606,7 +609,11 @@ func (s *server) process(ctx context.Context, f *inflight) action {
 	}
 	r.stats.handled.Add(1)
 	if lease != "" {
-		if err := r.opts.Store.Complete(cctx, req.ID, lease, reply, r.opts.StoreTTL); err != nil {
+		stored := reply
+		if requested && reply == nil && final != nil {
+			stored = storedEnd(final, more) // a stream's end mark
+		}
+		if err := r.opts.Store.Complete(cctx, req.ID, lease, stored, r.opts.StoreTTL); err != nil {
 			r.stats.storeErrors.Add(1)
 			log.Warn("responder: storing the reply failed", slog.Any("error", err))
 		}

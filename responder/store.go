@@ -18,7 +18,8 @@ const (
 	// the handler.
 	InProgress
 	// Done: the request was answered; Entry.Reply is the stored reply (nil
-	// when the handler returned none).
+	// when the handler returned none; for a request with a reply stream,
+	// the end mark that ended the stream, which a replay sends again).
 	Done
 )
 

@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/wire"
@@ -269,6 +271,31 @@ func (s *replyStream) end(reply *Reply) (*Reply, map[string]string) {
 		return &Reply{Body: endBody}, s.attributes(s.seq, endMark)
 	}
 	return reply, s.attributes(s.seq, finalMark)
+}
+
+// storedEnd returns what the Store keeps as the answer of a stream whose
+// handler returned no reply: the end mark end built, its attributes
+// included, so that a replay from the Store sends the requester the same
+// end mark (with the same sequence number) as the first run. A nil stored
+// reply would send nothing, and the requester's stream would wait for its
+// deadline.
+func storedEnd(final *Reply, more map[string]string) *Reply {
+	attrs := make(map[string]types.MessageAttributeValue, len(more))
+	for name, v := range more {
+		attrs[name] = wire.StringAttribute(v)
+	}
+	return &Reply{Body: final.Body, Attributes: attrs}
+}
+
+// isStoredEnd reports whether reply, stored as the answer of req, is a
+// stream's end mark (storedEnd): the replay sends it as it is, as the first
+// run sent it, and not through Options.OnReply.
+func isStoredEnd(req *Request, reply *Reply) bool {
+	if req.stream == nil || reply == nil || reply.Body != endBody {
+		return false
+	}
+	v, ok := reply.Attributes[sqsapi.StreamAttribute]
+	return ok && strings.HasSuffix(aws.ToString(v.StringValue), endMark)
 }
 
 // wait waits for the stream's messages to be sent and returns the first

@@ -82,7 +82,9 @@ type Options struct {
 
 	// DisableSendBatching sends each SendMessage to a virtual queue with its
 	// own SendMessage call instead of coalescing concurrent sends to one host
-	// into SendMessageBatch calls.
+	// into SendMessageBatch calls. Such a send is retried as a batched one
+	// is: after throttling, and after a transient failure until ctx's
+	// deadline.
 	DisableSendBatching bool
 	// MaxBatchCalls bounds the concurrent batch calls (send, delete,
 	// visibility) per host queue; default 4.

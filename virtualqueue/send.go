@@ -96,7 +96,14 @@ func (c *Client) SendMessage(ctx context.Context, in *sqs.SendMessageInput, optF
 	cp.QueueUrl = aws.String(hostURL)
 	cp.MessageAttributes = attrs
 	if c.opts.DisableSendBatching || len(optFns) > 0 || c.isClosed() {
-		return c.sqs.SendMessage(ctx, &cp, optFns...)
+		// A lone send is retried as the batcher retries an entry
+		// (throttling, and transient failures under a deadline).
+		var out *sqs.SendMessageOutput
+		err := batch.Call(ctx, func() (err error) {
+			out, err = c.sqs.SendMessage(ctx, &cp, optFns...)
+			return err
+		})
+		return out, err
 	}
 	res, err := c.sends.Do(ctx, hostURL, batch.SendEntry(&cp))
 	if err != nil {

@@ -1,0 +1,93 @@
+package responder
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// stuckSends is a Client whose SendMessageBatch hangs until its context
+// ends, as an SDK call to an unresponsive endpoint does, or the test
+// releases it. It records how far away the deadline of each call was. Any
+// other call panics (the embedded Client is nil): a reply makes none.
+type stuckSends struct {
+	Client
+	release chan struct{}
+
+	mu    sync.Mutex
+	lead  []time.Duration // deadline - call time; -1 for none
+	calls int
+}
+
+func (c *stuckSends) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, o ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	lead := time.Duration(-1)
+	if dl, ok := ctx.Deadline(); ok {
+		lead = time.Until(dl)
+	}
+	c.mu.Lock()
+	c.calls++
+	c.lead = append(c.lead, lead)
+	c.mu.Unlock()
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-c.release:
+		return nil, errors.New("released by the test")
+	}
+}
+
+// TestReplyHasItsOwnDeadline: a reply whose send hangs gives up after
+// Options.ReplyTimeout, though its caller's context has no deadline, and
+// the request is left for redelivery; the worker is free again.
+func TestReplyHasItsOwnDeadline(t *testing.T) {
+	const timeout = 50 * time.Millisecond
+	c := &stuckSends{release: make(chan struct{})}
+	r := newResponder(t, c, func(o *Options) {
+		o.ReplyTimeout = timeout
+		o.Logger = slog.New(slog.DiscardHandler)
+	})
+	t.Cleanup(func() { close(c.release) }) // before the Shutdown newResponder registered
+	m := msgWith(map[string]string{
+		sqsapi.ResponseQueueURLAttribute: "https://sqs.us-east-1.amazonaws.com/1/replies",
+		sqsapi.RequestIDAttribute:        "id-1",
+	})
+	err := r.Process(context.Background(), "https://sqs.us-east-1.amazonaws.com/1/requests", m, echo)
+	var re *RetryError
+	if !errors.As(err, &re) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Process with a hanging reply send = %v, want a *RetryError for context.DeadlineExceeded", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.calls == 0 {
+		t.Fatal("no reply send was made")
+	}
+	for i, lead := range c.lead {
+		if lead < 0 || lead > timeout {
+			t.Errorf("send %d ran under a deadline %v away, want at most ReplyTimeout (%v)", i, lead, timeout)
+		}
+	}
+	if st := r.Stats(); st.ReplyErrors != 1 || st.Handled != 1 {
+		t.Errorf("Stats: ReplyErrors %d, Handled %d; want 1 and 1", st.ReplyErrors, st.Handled)
+	}
+}
+
+func TestReplyTimeoutOption(t *testing.T) {
+	if _, err := New(&faultClient{}, func(o *Options) { o.ReplyTimeout = -time.Second }); !errors.Is(err, sqsapi.ErrInvalidInput) {
+		t.Errorf("negative ReplyTimeout: %v, want ErrInvalidInput", err)
+	}
+	r, err := New(&faultClient{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Shutdown(context.Background())
+	if r.opts.ReplyTimeout != defaultReplyTimeout {
+		t.Errorf("default ReplyTimeout %v, want %v", r.opts.ReplyTimeout, defaultReplyTimeout)
+	}
+}

@@ -1,0 +1,43 @@
+package virtualqueue_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/tempqueues/tempqueues/internal/sqstestenv"
+	"github.com/tempqueues/tempqueues/sqstest"
+	"github.com/tempqueues/tempqueues/virtualqueue"
+)
+
+// A throttled send to a virtual queue with DisableSendBatching is retried
+// as a batched one is: SQS did nothing with a throttled call, so the send
+// goes through once the throttling ends. The SDK's own retries are off,
+// so every throttle reaches the client.
+func TestThrottledUnbatchedSendIsRetried(t *testing.T) {
+	b := sqstestenv.SQSTest(t)
+	e := newEnv(t, b, 30)
+	e.raw = sqs.New(e.raw.Options(), func(o *sqs.Options) { o.RetryMaxAttempts = 1 })
+	c := e.client(func(o *virtualqueue.Options) { o.DisableSendBatching = true })
+	u := e.createVQ(c, "v")
+
+	b.Server.ResetCalls()
+	b.Server.InjectFault(sqstest.Fault{Op: "SendMessage", Code: sqstest.CodeThrottled, Count: 3})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(u), MessageBody: aws.String("burst")}); err != nil {
+		t.Fatalf("SendMessage through 3 throttled calls: %v", err)
+	}
+	if n := b.Server.Calls("SendMessage"); n != 4 {
+		t.Errorf("%d SendMessage calls, want 3 throttled and 1 through", n)
+	}
+	if n := b.Server.Calls("SendMessageBatch"); n != 0 {
+		t.Errorf("%d SendMessageBatch calls with DisableSendBatching", n)
+	}
+	if got := receiveN(t, c, u, 1, 5*time.Second); aws.ToString(got[0].Body) != "burst" {
+		t.Errorf("received %q", aws.ToString(got[0].Body))
+	}
+}
