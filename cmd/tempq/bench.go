@@ -24,8 +24,8 @@ import (
 
 	"github.com/tempqueues/tempqueues/cmd/tempq/internal/bench"
 	"github.com/tempqueues/tempqueues/internal/callcount"
-	"github.com/tempqueues/tempqueues/internal/child"
-	"github.com/tempqueues/tempqueues/internal/sqsenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/child"
+	"github.com/tempqueues/tempqueues/internal/testkit/sqsenv"
 	"github.com/tempqueues/tempqueues/sqsapi"
 	"github.com/tempqueues/tempqueues/sqstest"
 )

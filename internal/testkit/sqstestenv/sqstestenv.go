@@ -32,7 +32,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/tempqueues/tempqueues/internal/callcount"
-	"github.com/tempqueues/tempqueues/internal/child"
+	"github.com/tempqueues/tempqueues/internal/testkit/child"
 	"github.com/tempqueues/tempqueues/sqsapi"
 	"github.com/tempqueues/tempqueues/sqstest"
 )
@@ -121,7 +121,7 @@ func Fauxqs(tb testing.TB) *Backend {
 // EmulatorDir is the directory of the pinned fauxqs install.
 func EmulatorDir() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "integration", "emulator")
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", "integration", "emulator")
 }
 
 func startFauxqs() (*Backend, error) {
