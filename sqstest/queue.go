@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tempqueues/tempqueues/internal/wire"
+	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 // queue is one SQS queue. Every field is guarded by Server.mu.
@@ -128,7 +128,7 @@ func (s *Server) createQueue(base string, in *createQueueInput) (*queueURLOutput
 	if name == "" {
 		return nil, errMissingParameter("QueueName")
 	}
-	if !wire.ValidQueueName(name) {
+	if !sqsapi.ValidQueueName(name) {
 		return nil, errInvalidParameter("Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length")
 	}
 	fifo := strings.HasSuffix(name, ".fifo")
