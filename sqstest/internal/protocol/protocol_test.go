@@ -86,6 +86,6 @@ func TestLoneSurrogateMarked(t *testing.T) {
 		t.Fatal(err)
 	}
 	if in.MessageBody == nil || *in.MessageBody != "a\uffffb" {
-		t.Errorf("body %q", *in.MessageBody)
+		t.Errorf("body %v, want %q", in.MessageBody, "a\uffffb")
 	}
 }
