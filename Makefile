@@ -4,7 +4,8 @@
 GO          ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 EMULATOR    := integration/emulator
-# Packages whose tests need a running fauxqs get one from internal/sqstestenv.
+# Packages whose tests need a running fauxqs get one from
+# internal/testkit/sqstestenv.
 PKGS        := ./...
 
 .PHONY: test emulator redis fmt vet staticcheck unit nested clients release clean-emulator

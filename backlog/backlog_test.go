@@ -13,7 +13,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/backlog"
 	"github.com/tempqueues/tempqueues/internal/awserr"
-	"github.com/tempqueues/tempqueues/internal/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 

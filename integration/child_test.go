@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tempqueues/tempqueues/internal/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
 	"github.com/tempqueues/tempqueues/responder"
 )
 

@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/tempqueues/tempqueues/internal/leakcheck"
+	"github.com/tempqueues/tempqueues/internal/testkit/leakcheck"
 	"github.com/tempqueues/tempqueues/reaper"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )

@@ -109,7 +109,7 @@ func buildOptions(op string, optFns []func(*Options)) (Options, error) {
 	if o.Period == 0 {
 		o.Period = defaultPeriod
 	}
-	if len(o.Prefix)+len(coordinationSuffix) > sqsapi.MaxQueueNameLength || !wire.ValidQueueName(o.Prefix+coordinationSuffix) {
+	if len(o.Prefix)+len(coordinationSuffix) > sqsapi.MaxQueueNameLength || !sqsapi.ValidQueueName(o.Prefix+coordinationSuffix) {
 		return o, wire.Invalid(op, "Prefix", "%q must be letters, digits, '-' or '_', at most %d characters", o.Prefix, sqsapi.MaxQueueNameLength-len(coordinationSuffix))
 	}
 	if o.Period < minPeriod || o.Period > maxPeriod {

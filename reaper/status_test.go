@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tempqueues/tempqueues/internal/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
 	"github.com/tempqueues/tempqueues/reaper"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )

@@ -118,7 +118,7 @@ type Redriver struct {
 
 // New returns a Redriver of the dead-letter queue dlqURL. It validates the
 // options (an *sqsapi.InvalidInputError for bad ones) and makes no call. An
-// *sqs.Client without sqsapi.BufferRequestBodies is used through a copy
+// *sqs.Client without sqsclient.BufferRequestBodies is used through a copy
 // with it installed.
 func New(client Client, dlqURL string, optFns ...func(*Options)) (*Redriver, error) {
 	if err := wire.CheckClient("redrive.New", "client", client); err != nil {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/clock"
-	"github.com/tempqueues/tempqueues/internal/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
 	"github.com/tempqueues/tempqueues/redrive"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/sqsapi"

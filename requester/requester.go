@@ -214,7 +214,7 @@ func (r *Requester) isClosed() bool {
 // New returns a Requester over client. It validates the options and starts
 // the reaper (heartbeats and, unless disabled, sweeps); the host queue is
 // created on the first request. An *sqs.Client is used through a copy
-// with sqsapi.BufferRequestBodies installed.
+// with sqsclient.BufferRequestBodies installed.
 func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 	const op = "requester.New"
 	if err := wire.CheckClient(op, "client", client); err != nil {

@@ -15,8 +15,8 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/callcount"
-	"github.com/tempqueues/tempqueues/internal/leakcheck"
-	"github.com/tempqueues/tempqueues/internal/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/leakcheck"
+	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/sqsapi"

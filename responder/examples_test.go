@@ -18,7 +18,7 @@ import (
 // A login server. Serve blocks, so it runs in its own goroutine here,
 // beside the requester that calls it; Shutdown stops it gracefully (in a
 // service, on SIGTERM: see signal.NotifyContext). On AWS, build the client
-// with sqs.NewFromConfig(cfg, sqsapi.BufferRequestBodies) instead of the
+// with sqs.NewFromConfig(cfg, sqsclient.BufferRequestBodies) instead of the
 // embedded server's.
 func ExampleResponder_Serve() {
 	ctx := context.Background()

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tempqueues/tempqueues/internal/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
 )
 
 // TestIdleStop: an idle Serve with default options stops promptly, with a

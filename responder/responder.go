@@ -186,7 +186,7 @@ type Responder struct {
 }
 
 // New returns a Responder that calls SQS through client (an *sqs.Client
-// without sqsapi.BufferRequestBodies through a copy with it installed). It
+// without sqsclient.BufferRequestBodies through a copy with it installed). It
 // validates the options and returns an *sqsapi.InvalidInputError for bad
 // ones.
 func New(client Client, optFns ...func(*Options)) (*Responder, error) {

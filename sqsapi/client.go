@@ -1,11 +1,12 @@
 // Package sqsapi is the contract every tempqueues package shares: Client,
 // the SQS operations the library calls with the exact method signatures of
 // *sqs.Client; the wire constants of the AWS Java Temporary Queue Client and
-// the attributes tempqueues adds; SQS's hard limits; the typed input errors
-// (ErrInvalidInput, *InvalidInputError) and ErrClosed; CallCounter, an SDK
-// middleware that counts API calls; and BufferRequestBodies, the client
-// option that keeps the SDK from losing responses (every *sqs.Client given
-// to tempqueues should have it).
+// the attributes tempqueues adds; SQS's hard limits and its queue naming
+// rule; the typed input errors (ErrInvalidInput, *InvalidInputError) and
+// ErrClosed. It imports no other tempqueues package. The options for the
+// *sqs.Client given to tempqueues (BufferRequestBodies, which every such
+// client should have, and the call-counting CallCounter) are in package
+// sqsclient.
 //
 // Every tempqueues wrapper accepts a Client and most also implement it, so
 // they stack: a *virtualqueue.Client wraps an *sqs.Client, a requester wraps

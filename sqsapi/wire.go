@@ -1,6 +1,9 @@
 package sqsapi
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // Wire constants shared with AWS's Java Temporary Queue Client
 // (amazon-sqs-java-temporary-queues-client). Go and Java requesters,
@@ -95,3 +98,22 @@ const (
 	MaxQueueNameLength   = 80           // characters, ".fifo" included
 	MaxMessageSize       = 1 << 20      // bytes of body plus attributes
 )
+
+// ValidQueueName reports whether name follows SQS's queue naming rules: 1 to
+// 80 characters of A-Z, a-z, 0-9, '-' and '_'; a FIFO queue name ends in
+// ".fifo", which counts towards the 80.
+func ValidQueueName(name string) bool {
+	if len(name) > MaxQueueNameLength {
+		return false
+	}
+	name = strings.TrimSuffix(name, ".fifo")
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+
+	"github.com/tempqueues/tempqueues/sqstest/internal/api"
 )
 
 // Queue attribute names.
@@ -67,40 +69,40 @@ type redrivePolicy struct {
 // kind) and returns them in the canonical form GetQueueAttributes reports,
 // so that CreateQueue can compare them with an existing queue's. The
 // redrive target is checked by the caller, which holds the queue registry.
-func normalizeAttributes(attrs map[string]string, fifo, creating bool) (map[string]string, *apiError) {
+func normalizeAttributes(attrs map[string]string, fifo, creating bool) (map[string]string, *api.Error) {
 	out := make(map[string]string, len(attrs))
 	for name, v := range attrs {
 		switch {
 		case readOnlyAttributes[name]:
-			return nil, senderError("InvalidAttributeName", "Unknown Attribute %s.", name)
+			return nil, api.SenderError("InvalidAttributeName", "Unknown Attribute %s.", name)
 		case name == attrFifo:
 			if !creating {
-				return nil, senderError("InvalidAttributeName", "Attribute FifoQueue can only be set on queue creation.")
+				return nil, api.SenderError("InvalidAttributeName", "Attribute FifoQueue can only be set on queue creation.")
 			}
 			b, ok := parseBool(v)
 			if !ok {
-				return nil, errInvalidAttributeValue("Invalid value for the parameter FifoQueue.")
+				return nil, api.InvalidAttributeValue("Invalid value for the parameter FifoQueue.")
 			}
 			if b != fifo {
-				return nil, errInvalidParameter("The name of a FIFO queue must end with the .fifo suffix, and only FIFO queues may have FifoQueue=true.")
+				return nil, api.InvalidParameter("The name of a FIFO queue must end with the .fifo suffix, and only FIFO queues may have FifoQueue=true.")
 			}
 			out[name] = strconv.FormatBool(b)
 		case fifoOnlyAttributes[name] && !fifo:
-			return nil, senderError("InvalidAttributeName", "Unknown Attribute %s.", name)
+			return nil, api.SenderError("InvalidAttributeName", "Unknown Attribute %s.", name)
 		case name == attrContentDedup || name == attrSSE:
 			b, ok := parseBool(v)
 			if !ok {
-				return nil, errInvalidAttributeValue("Invalid value for the parameter %s.", name)
+				return nil, api.InvalidAttributeValue("Invalid value for the parameter %s.", name)
 			}
 			out[name] = strconv.FormatBool(b)
 		case name == attrDedupScope:
 			if v != "messageGroup" && v != "queue" {
-				return nil, errInvalidAttributeValue("Invalid value for the parameter DeduplicationScope.")
+				return nil, api.InvalidAttributeValue("Invalid value for the parameter DeduplicationScope.")
 			}
 			out[name] = v
 		case name == attrThroughput:
 			if v != "perQueue" && v != "perMessageGroupId" {
-				return nil, errInvalidAttributeValue("Invalid value for the parameter FifoThroughputLimit.")
+				return nil, api.InvalidAttributeValue("Invalid value for the parameter FifoThroughputLimit.")
 			}
 			out[name] = v
 		case name == attrRedrive:
@@ -115,7 +117,7 @@ func normalizeAttributes(attrs map[string]string, fifo, creating bool) (map[stri
 			out[name] = p.String()
 		case name == attrRedriveAllow || name == attrPolicy:
 			if v != "" && !json.Valid([]byte(v)) {
-				return nil, errInvalidAttributeValue("Invalid value for the parameter %s: not a JSON document.", name)
+				return nil, api.InvalidAttributeValue("Invalid value for the parameter %s: not a JSON document.", name)
 			}
 			out[name] = v
 		case name == attrKmsKey:
@@ -123,11 +125,11 @@ func normalizeAttributes(attrs map[string]string, fifo, creating bool) (map[stri
 		default:
 			r, ok := intAttributes[name]
 			if !ok {
-				return nil, senderError("InvalidAttributeName", "Unknown Attribute %s.", name)
+				return nil, api.SenderError("InvalidAttributeName", "Unknown Attribute %s.", name)
 			}
 			n, err := strconv.Atoi(strings.TrimSpace(v))
 			if err != nil || n < r.min || n > r.max {
-				return nil, errInvalidAttributeValue("Invalid value for the parameter %s: must be an integer from %d to %d.", name, r.min, r.max)
+				return nil, api.InvalidAttributeValue("Invalid value for the parameter %s: must be an integer from %d to %d.", name, r.min, r.max)
 			}
 			out[name] = strconv.Itoa(n)
 		}
@@ -147,13 +149,13 @@ func parseBool(v string) (bool, bool) {
 
 // parseRedrivePolicy accepts maxReceiveCount as a JSON number or string, as
 // AWS does.
-func parseRedrivePolicy(v string) (*redrivePolicy, *apiError) {
+func parseRedrivePolicy(v string) (*redrivePolicy, *api.Error) {
 	var raw struct {
 		DeadLetterTargetArn string          `json:"deadLetterTargetArn"`
 		MaxReceiveCount     json.RawMessage `json:"maxReceiveCount"`
 	}
-	bad := func(reason string) *apiError {
-		return errInvalidParameter("Value %s for parameter RedrivePolicy is invalid. Reason: %s", v, reason)
+	bad := func(reason string) *api.Error {
+		return api.InvalidParameter("Value %s for parameter RedrivePolicy is invalid. Reason: %s", v, reason)
 	}
 	if err := json.Unmarshal([]byte(v), &raw); err != nil {
 		return nil, bad("Redrive policy is not a valid JSON map.")

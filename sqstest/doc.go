@@ -122,3 +122,5 @@
 //     server (Options.AccountID, Options.Region); a QueueUrl must be a URL,
 //     but its host is ignored: only its last path segment names the queue.
 package sqstest
+
+import ()

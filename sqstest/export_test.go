@@ -42,11 +42,7 @@ func SetCompactSlack(n int64) (restore func()) {
 // journal's size in bytes, the compactions done since the server started
 // and the longest time one held the server's lock.
 func JournalStats(s *Server) (size int64, compactions int, pause time.Duration) {
-	j := s.journal
-	j.done.Wait()
-	j.mu.Lock()
-	defer j.mu.Unlock()
-	return j.size, j.compacted, j.pauseMax
+	return s.journal.Stats()
 }
 
 // CaptureForCompaction does what an online compaction does under the
@@ -65,16 +61,7 @@ func CaptureForCompaction(s *Server) int {
 // Compact runs an online compaction of the journal and returns when it is
 // done.
 func Compact(s *Server) {
-	j := s.journal
-	j.mu.Lock()
-	if j.compacting {
-		j.mu.Unlock()
-		j.done.Wait()
-		j.mu.Lock()
-	}
-	j.compacting = true
-	j.done.Add(1)
-	j.mu.Unlock()
+	s.journal.Start()
 	s.compact()
 }
 

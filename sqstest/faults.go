@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/tempqueues/tempqueues/sqstest/internal/api"
 )
 
 // Error codes for Fault.Code that the SDK treats specially.
@@ -87,7 +89,7 @@ func (f *Fault) delay(r *rand.Rand) time.Duration {
 	return time.Duration(d)
 }
 
-func (f *Fault) err() *apiError {
+func (f *Fault) err() *api.Error {
 	if f.Code == "" {
 		return nil
 	}
@@ -106,7 +108,7 @@ func (f *Fault) err() *apiError {
 	if msg == "" {
 		msg = "injected fault: " + f.Code
 	}
-	return newError(status, f.Code, "%s", msg)
+	return api.NewError(status, f.Code, "%s", msg)
 }
 
 // faults holds the installed faults and the per-operation call counts.

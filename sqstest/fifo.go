@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"time"
+
+	"github.com/tempqueues/tempqueues/sqstest/internal/api"
 )
 
 // dedupWindow is SQS's FIFO deduplication interval.
@@ -21,13 +23,13 @@ type dedupEntry struct {
 // fifoCheck applies the FIFO send rules: a group id is required, and a
 // deduplication id unless content-based deduplication is on, in which case
 // it defaults to the SHA-256 of the body.
-func (q *queue) fifoCheck(m *message) *apiError {
+func (q *queue) fifoCheck(m *message) *api.Error {
 	if m.group == "" {
-		return errMissingParameter("MessageGroupId")
+		return api.MissingParameter("MessageGroupId")
 	}
 	if m.dedupID == "" {
 		if !q.boolAttr(attrContentDedup) {
-			return errInvalidParameter("The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly")
+			return api.InvalidParameter("The queue should either have ContentBasedDeduplication enabled or MessageDeduplicationId provided explicitly")
 		}
 		sum := sha256.Sum256([]byte(m.body))
 		m.dedupID = hex.EncodeToString(sum[:])

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"sort"
 	"strings"
+
+	"github.com/tempqueues/tempqueues/sqstest/internal/api"
 )
 
 // md5Hex is MD5OfMessageBody: the hex MD5 of the body's UTF-8 bytes.
@@ -19,7 +21,7 @@ func md5Hex(s string) string {
 // endian) name, length-prefixed data type, one transport byte (1 for String
 // and Number, 2 for Binary) and the length-prefixed value. Empty for no
 // attributes, which the response then omits.
-func md5OfAttributes(attrs map[string]attrValue) string {
+func md5OfAttributes(attrs map[string]api.AttrValue) string {
 	if len(attrs) == 0 {
 		return ""
 	}

@@ -8,6 +8,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+
+	"github.com/tempqueues/tempqueues/sqstest/internal/api"
 )
 
 // message is one message in a queue. Fields are guarded by Server.mu.
@@ -19,7 +21,7 @@ type message struct {
 	id        string
 	body      string
 	md5Body   string
-	attrs     map[string]attrValue
+	attrs     map[string]api.AttrValue
 	traceHdr  string // AWSTraceHeader system attribute
 	sentAt    time.Time
 	visibleAt time.Time
@@ -133,46 +135,46 @@ func validChars(s string) bool {
 
 // validateAttributes checks message attributes and returns their size as
 // SQS counts it (name + data type + value).
-func validateAttributes(attrs map[string]attrValue) (int, *apiError) {
+func validateAttributes(attrs map[string]api.AttrValue) (int, *api.Error) {
 	if len(attrs) > 10 {
-		return 0, errInvalidParameter("Number of message attributes [%d] exceeds the allowed maximum [10].", len(attrs))
+		return 0, api.InvalidParameter("Number of message attributes [%d] exceeds the allowed maximum [10].", len(attrs))
 	}
 	size := 0
 	for name, v := range attrs {
 		lower := strings.ToLower(name)
 		if !attrNameRE.MatchString(name) || strings.HasPrefix(lower, "aws.") || strings.HasPrefix(lower, "amazon.") ||
 			strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".") || strings.Contains(name, "..") {
-			return 0, errInvalidParameter("Message attribute name '%s' is invalid.", name)
+			return 0, api.InvalidParameter("Message attribute name '%s' is invalid.", name)
 		}
 		base, custom, _ := strings.Cut(v.DataType, ".")
 		if v.DataType == "" {
-			return 0, errInvalidParameter("The message attribute '%s' must contain non-empty message attribute type.", name)
+			return 0, api.InvalidParameter("The message attribute '%s' must contain non-empty message attribute type.", name)
 		}
 		if len(v.DataType) > 256 || (strings.Contains(v.DataType, ".") && custom == "") {
-			return 0, errInvalidParameter("The message attribute '%s' has an invalid message attribute type.", name)
+			return 0, api.InvalidParameter("The message attribute '%s' has an invalid message attribute type.", name)
 		}
 		switch base {
 		case "String", "Number":
 			if v.StringValue == nil || *v.StringValue == "" {
-				return 0, errInvalidParameter("The message attribute '%s' must contain non-empty message attribute value for message attribute type '%s'.", name, v.DataType)
+				return 0, api.InvalidParameter("The message attribute '%s' must contain non-empty message attribute value for message attribute type '%s'.", name, v.DataType)
 			}
 			if !validChars(*v.StringValue) {
-				return 0, senderError("InvalidMessageContents", "Invalid characters found in the value of message attribute '%s'.", name)
+				return 0, api.SenderError("InvalidMessageContents", "Invalid characters found in the value of message attribute '%s'.", name)
 			}
 			if base == "Number" && !numberRE.MatchString(*v.StringValue) {
-				return 0, errInvalidParameter("Can't cast the value of message (user) attribute '%s' to a number.", name)
+				return 0, api.InvalidParameter("Can't cast the value of message (user) attribute '%s' to a number.", name)
 			}
 			size += len(*v.StringValue)
 		case "Binary":
 			if len(v.BinaryValue) == 0 {
-				return 0, errInvalidParameter("The message attribute '%s' must contain non-empty message attribute value for message attribute type '%s'.", name, v.DataType)
+				return 0, api.InvalidParameter("The message attribute '%s' must contain non-empty message attribute value for message attribute type '%s'.", name, v.DataType)
 			}
 			size += len(v.BinaryValue)
 		default:
-			return 0, errInvalidParameter("The type of message (user) attribute '%s' is invalid. You must use only the following supported type prefixes: Binary, Number, String.", name)
+			return 0, api.InvalidParameter("The type of message (user) attribute '%s' is invalid. You must use only the following supported type prefixes: Binary, Number, String.", name)
 		}
 		if len(v.StringListValues) > 0 || len(v.BinaryListValues) > 0 {
-			return 0, errInvalidParameter("Message attribute list values in SendMessage operation are not supported.")
+			return 0, api.InvalidParameter("Message attribute list values in SendMessage operation are not supported.")
 		}
 		size += len(name) + len(v.DataType)
 	}
@@ -181,29 +183,29 @@ func validateAttributes(attrs map[string]attrValue) (int, *apiError) {
 
 // newMessage validates a send for q and builds the message. It does not
 // enqueue it. Callers hold s.mu.
-func (s *Server) newMessage(q *queue, in *sendMessageInput, now time.Time) (*message, *apiError) {
+func (s *Server) newMessage(q *queue, in *api.SendMessageInput, now time.Time) (*message, *api.Error) {
 	if in.MessageBody == nil || *in.MessageBody == "" {
-		return nil, errMissingParameter("MessageBody")
+		return nil, api.MissingParameter("MessageBody")
 	}
 	body := *in.MessageBody
 	if !validChars(body) {
-		return nil, senderError("InvalidMessageContents", "Invalid binary character in the message body; see the allowed characters in the SQS documentation.")
+		return nil, api.SenderError("InvalidMessageContents", "Invalid binary character in the message body; see the allowed characters in the SQS documentation.")
 	}
 	attrSize, err := validateAttributes(in.MessageAttributes)
 	if err != nil {
 		return nil, err
 	}
 	if max := q.intAttr(attrMaxSize); len(body)+attrSize > max {
-		return nil, errInvalidParameter("One or more parameters are invalid. Reason: Message must be shorter than %d bytes.", max)
+		return nil, api.InvalidParameter("One or more parameters are invalid. Reason: Message must be shorter than %d bytes.", max)
 	}
 	delay := q.intAttr(attrDelay)
 	if in.DelaySeconds != nil {
 		d := *in.DelaySeconds
 		if d < 0 || d > 900 {
-			return nil, errInvalidParameter("Value %d for parameter DelaySeconds is invalid. Reason: must be between 0 and 900, if provided.", d)
+			return nil, api.InvalidParameter("Value %d for parameter DelaySeconds is invalid. Reason: must be between 0 and 900, if provided.", d)
 		}
 		if q.fifo && d != 0 {
-			return nil, errInvalidParameter("Value %d for parameter DelaySeconds is invalid. Reason: %s.", d, errNotValid)
+			return nil, api.InvalidParameter("Value %d for parameter DelaySeconds is invalid. Reason: %s.", d, errNotValid)
 		}
 		delay = d
 	}
@@ -220,16 +222,16 @@ func (s *Server) newMessage(q *queue, in *sendMessageInput, now time.Time) (*mes
 	}
 	if in.MessageGroupID != nil {
 		if !dedupIDRE.MatchString(*in.MessageGroupID) {
-			return nil, errInvalidParameter("Value %s for parameter MessageGroupId is invalid. Reason: MessageGroupId can only include alphanumeric and punctuation characters. 1 to 128 in length.", *in.MessageGroupID)
+			return nil, api.InvalidParameter("Value %s for parameter MessageGroupId is invalid. Reason: MessageGroupId can only include alphanumeric and punctuation characters. 1 to 128 in length.", *in.MessageGroupID)
 		}
 		m.group = *in.MessageGroupID
 	}
 	if in.MessageDeduplicationID != nil {
 		if !q.fifo {
-			return nil, errInvalidParameter("Value %s for parameter MessageDeduplicationId is invalid. Reason: %s.", *in.MessageDeduplicationID, errNotValid)
+			return nil, api.InvalidParameter("Value %s for parameter MessageDeduplicationId is invalid. Reason: %s.", *in.MessageDeduplicationID, errNotValid)
 		}
 		if !dedupIDRE.MatchString(*in.MessageDeduplicationID) {
-			return nil, errInvalidParameter("Value %s for parameter MessageDeduplicationId is invalid. Reason: MessageDeduplicationId can only include alphanumeric and punctuation characters. 1 to 128 in length.", *in.MessageDeduplicationID)
+			return nil, api.InvalidParameter("Value %s for parameter MessageDeduplicationId is invalid. Reason: MessageDeduplicationId can only include alphanumeric and punctuation characters. 1 to 128 in length.", *in.MessageDeduplicationID)
 		}
 		m.dedupID = *in.MessageDeduplicationID
 	}
@@ -243,10 +245,10 @@ func (s *Server) newMessage(q *queue, in *sendMessageInput, now time.Time) (*mes
 
 // enqueue adds a validated message to q, or, for a FIFO duplicate, returns
 // the original. Callers hold s.mu and wake waiters afterwards.
-func (s *Server) enqueue(q *queue, m *message, now time.Time) *sendMessageOutput {
+func (s *Server) enqueue(q *queue, m *message, now time.Time) *api.SendMessageOutput {
 	if q.fifo {
 		if orig, dup := s.deduplicate(q, m, now); dup {
-			return &sendMessageOutput{MessageID: orig.messageID, MD5OfMessageBody: m.md5Body,
+			return &api.SendMessageOutput{MessageID: orig.messageID, MD5OfMessageBody: m.md5Body,
 				MD5OfMessageAttributes: md5OfAttributes(m.attrs), SequenceNumber: orig.seqNum}
 		}
 	}
@@ -259,16 +261,16 @@ func (s *Server) enqueue(q *queue, m *message, now time.Time) *sendMessageOutput
 	if m.visibleAt.After(now) {
 		s.noteFuture(q, m.visibleAt, now)
 	}
-	out := &sendMessageOutput{MessageID: m.id, MD5OfMessageBody: m.md5Body,
+	out := &api.SendMessageOutput{MessageID: m.id, MD5OfMessageBody: m.md5Body,
 		MD5OfMessageAttributes: md5OfAttributes(m.attrs), SequenceNumber: m.seqNum}
 	if m.traceHdr != "" {
-		out.MD5OfMessageSystemAttributes = md5OfAttributes(map[string]attrValue{
+		out.MD5OfMessageSystemAttributes = md5OfAttributes(map[string]api.AttrValue{
 			"AWSTraceHeader": {DataType: "String", StringValue: &m.traceHdr}})
 	}
 	return out
 }
 
-func (s *Server) sendMessage(_ context.Context, in *sendMessageInput) (*sendMessageOutput, error) {
+func (s *Server) sendMessage(_ context.Context, in *api.SendMessageInput) (*api.SendMessageOutput, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	q, err := s.lookup(in.QueueURL)
@@ -288,31 +290,31 @@ func (s *Server) sendMessage(_ context.Context, in *sendMessageInput) (*sendMess
 }
 
 // checkBatch applies the whole-request rules shared by the batch calls.
-func checkBatch(ids []string) *apiError {
+func checkBatch(ids []string) *api.Error {
 	if len(ids) == 0 {
-		return senderError("EmptyBatchRequest", "There should be at least one entry in the request.")
+		return api.SenderError("EmptyBatchRequest", "There should be at least one entry in the request.")
 	}
 	if len(ids) > 10 {
-		return senderError("TooManyEntriesInBatchRequest", "Maximum number of entries per request are 10. You have sent %d.", len(ids))
+		return api.SenderError("TooManyEntriesInBatchRequest", "Maximum number of entries per request are 10. You have sent %d.", len(ids))
 	}
 	seen := make(map[string]bool, len(ids))
 	for _, id := range ids {
 		if !batchIDRE.MatchString(id) {
-			return senderError("InvalidBatchEntryId", "A batch entry id can only contain alphanumeric characters, hyphens and underscores. It can be at most 80 letters long.")
+			return api.SenderError("InvalidBatchEntryId", "A batch entry id can only contain alphanumeric characters, hyphens and underscores. It can be at most 80 letters long.")
 		}
 		if seen[id] {
-			return senderError("BatchEntryIdsNotDistinct", "Id %s repeated.", id)
+			return api.SenderError("BatchEntryIdsNotDistinct", "Id %s repeated.", id)
 		}
 		seen[id] = true
 	}
 	return nil
 }
 
-func failed(id string, e *apiError) batchError {
-	return batchError{ID: id, Code: e.code, Message: e.msg, SenderFault: e.sender}
+func failed(id string, e *api.Error) api.BatchError {
+	return api.BatchError{ID: id, Code: e.Code, Message: e.Msg, SenderFault: e.Sender}
 }
 
-func (s *Server) sendMessageBatch(_ context.Context, in *sendMessageBatchInput) (*sendMessageBatchOutput, error) {
+func (s *Server) sendMessageBatch(_ context.Context, in *api.SendMessageBatchInput) (*api.SendMessageBatchOutput, error) {
 	ids := make([]string, len(in.Entries))
 	total := 0
 	for i, e := range in.Entries {
@@ -337,21 +339,21 @@ func (s *Server) sendMessageBatch(_ context.Context, in *sendMessageBatchInput) 
 		return nil, err
 	}
 	if total > defaultMaxSize {
-		return nil, senderError("BatchRequestTooLong", "Batch requests cannot be longer than %d bytes. You have sent %d bytes.", defaultMaxSize, total)
+		return nil, api.SenderError("BatchRequestTooLong", "Batch requests cannot be longer than %d bytes. You have sent %d bytes.", defaultMaxSize, total)
 	}
 	now := s.clock.Now()
-	out := &sendMessageBatchOutput{Successful: []sendBatchResult{}, Failed: []batchError{}}
+	out := &api.SendMessageBatchOutput{Successful: []api.SendBatchResult{}, Failed: []api.BatchError{}}
 	woken := 0
 	for i := range in.Entries {
 		e := &in.Entries[i]
 		e.QueueURL = in.QueueURL
-		m, err := s.newMessage(q, &e.sendMessageInput, now)
+		m, err := s.newMessage(q, &e.SendMessageInput, now)
 		if err != nil {
 			out.Failed = append(out.Failed, failed(e.ID, err))
 			continue
 		}
 		res := s.enqueue(q, m, now)
-		out.Successful = append(out.Successful, sendBatchResult{ID: e.ID, sendMessageOutput: *res})
+		out.Successful = append(out.Successful, api.SendBatchResult{ID: e.ID, SendMessageOutput: *res})
 		if m.visible(now) {
 			woken++
 		}

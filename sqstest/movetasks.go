@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/tempqueues/tempqueues/sqstest/internal/api"
+	"github.com/tempqueues/tempqueues/sqstest/internal/journal"
 )
 
 // Message move tasks (StartMessageMoveTask, ListMessageMoveTasks,
@@ -67,11 +70,11 @@ func (t *moveTask) handle() string {
 	return base64.RawURLEncoding.EncodeToString([]byte(t.id + "\x00" + t.source.arn))
 }
 
-func errResourceNotFound(msg string) *apiError {
-	return newError(http.StatusNotFound, "ResourceNotFoundException", "%s", msg)
+func errResourceNotFound(msg string) *api.Error {
+	return api.NewError(http.StatusNotFound, "ResourceNotFoundException", "%s", msg)
 }
 
-func errNoSuchARN(param string) *apiError {
+func errNoSuchARN(param string) *api.Error {
 	return errResourceNotFound("The resource that you specified for the " + param + " parameter doesn't exist.")
 }
 
@@ -86,15 +89,15 @@ func (s *Server) isDeadLetterQueue(q *queue) bool {
 	return false
 }
 
-func (s *Server) startMessageMoveTask(_ context.Context, in *startMoveTaskInput) (*startMoveTaskOutput, error) {
+func (s *Server) startMessageMoveTask(_ context.Context, in *api.StartMoveTaskInput) (*api.StartMoveTaskOutput, error) {
 	if in.SourceArn == "" {
-		return nil, errMissingParameter("SourceArn")
+		return nil, api.MissingParameter("SourceArn")
 	}
 	rate := 0
 	if in.MaxNumberOfMessagesPerSecond != nil {
 		rate = *in.MaxNumberOfMessagesPerSecond
 		if rate < 1 || rate > maxMoveRate {
-			return nil, errInvalidParameter("Value %d for parameter MaxNumberOfMessagesPerSecond is invalid. Reason: must be between 1 and %d.", rate, maxMoveRate)
+			return nil, api.InvalidParameter("Value %d for parameter MaxNumberOfMessagesPerSecond is invalid. Reason: must be between 1 and %d.", rate, maxMoveRate)
 		}
 	}
 	s.mu.Lock()
@@ -104,7 +107,7 @@ func (s *Server) startMessageMoveTask(_ context.Context, in *startMoveTaskInput)
 		return nil, errNoSuchARN("SourceArn")
 	}
 	if !s.isDeadLetterQueue(src) {
-		return nil, errInvalidParameter("Source queue must be configured as a Dead Letter Queue.")
+		return nil, api.InvalidParameter("Source queue must be configured as a Dead Letter Queue.")
 	}
 	if in.DestinationArn != "" {
 		dst := s.queueByARN(in.DestinationArn)
@@ -112,15 +115,15 @@ func (s *Server) startMessageMoveTask(_ context.Context, in *startMoveTaskInput)
 			return nil, errNoSuchARN("DestinationArn")
 		}
 		if dst == src {
-			return nil, errInvalidParameter("Source queue and destination queue must be different.")
+			return nil, api.InvalidParameter("Source queue and destination queue must be different.")
 		}
 		if dst.fifo != src.fifo {
-			return nil, errInvalidParameter("Source queue and destination queue must be of the same type.")
+			return nil, api.InvalidParameter("Source queue and destination queue must be of the same type.")
 		}
 	}
 	for _, t := range src.moveTasks {
 		if t.active() {
-			return nil, errInvalidParameter("There is already a task running. Only one active task is allowed for a source queue arn at a given time.")
+			return nil, api.InvalidParameter("There is already a task running. Only one active task is allowed for a source queue arn at a given time.")
 		}
 	}
 	now := s.clock.Now()
@@ -131,7 +134,7 @@ func (s *Server) startMessageMoveTask(_ context.Context, in *startMoveTaskInput)
 		src.moveTasks = append(src.moveTasks[:0], src.moveTasks[n-moveTasksKept:]...)
 	}
 	s.moveStep(t)
-	return &startMoveTaskOutput{TaskHandle: t.handle()}, nil
+	return &api.StartMoveTaskOutput{TaskHandle: t.handle()}, nil
 }
 
 // moveStep moves one second's share of t's messages and schedules the next
@@ -147,7 +150,7 @@ func (s *Server) moveStep(t *moveTask) {
 	}
 	src := t.source
 	if s.queues[src.name] != src {
-		t.status, t.failure = taskFailed, errQueueDoesNotExist().queryCode
+		t.status, t.failure = taskFailed, api.QueueDoesNotExist().QueryCode
 		return
 	}
 	now := s.clock.Now()
@@ -174,7 +177,7 @@ func (s *Server) moveStep(t *moveTask) {
 			if dst == nil || dst.fifo != src.fifo {
 				// Deleted meanwhile, or (without a destination) the message
 				// was sent to the dead-letter queue directly.
-				t.status, t.failure = taskFailed, errQueueDoesNotExist().queryCode
+				t.status, t.failure = taskFailed, api.QueueDoesNotExist().QueryCode
 				return
 			}
 			s.moveMessage(src, dst, m, now)
@@ -219,18 +222,18 @@ func (s *Server) moveMessage(src, dst *queue, m *message, now time.Time) {
 	}
 	dst.insert(m, now)
 	s.journalMessage(dst, m)
-	s.journalAdd(&journalRecord{T: "d", Q: src.name, ID: m.id})
+	s.journalAdd(&journal.Record{T: "d", Q: src.name, ID: m.id})
 	dst.wake(1)
 }
 
-func (s *Server) cancelMessageMoveTask(_ context.Context, in *cancelMoveTaskInput) (*cancelMoveTaskOutput, error) {
+func (s *Server) cancelMessageMoveTask(_ context.Context, in *api.CancelMoveTaskInput) (*api.CancelMoveTaskOutput, error) {
 	if in.TaskHandle == "" {
-		return nil, errMissingParameter("TaskHandle")
+		return nil, api.MissingParameter("TaskHandle")
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(in.TaskHandle)
 	id, arn, ok := strings.Cut(string(raw), "\x00")
 	if err != nil || !ok || id == "" || !strings.HasPrefix(arn, "arn:") {
-		return nil, errInvalidParameter("Value for parameter TaskHandle is invalid.")
+		return nil, api.InvalidParameter("Value for parameter TaskHandle is invalid.")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -244,21 +247,21 @@ func (s *Server) cancelMessageMoveTask(_ context.Context, in *cancelMoveTaskInpu
 			if t.timer == nil {
 				t.status = taskCancelled
 			}
-			return &cancelMoveTaskOutput{ApproximateNumberOfMessagesMoved: t.moved}, nil
+			return &api.CancelMoveTaskOutput{ApproximateNumberOfMessagesMoved: t.moved}, nil
 		}
 	}
 	return nil, errResourceNotFound("Task does not exist.")
 }
 
-func (s *Server) listMessageMoveTasks(_ context.Context, in *listMoveTasksInput) (*listMoveTasksOutput, error) {
+func (s *Server) listMessageMoveTasks(_ context.Context, in *api.ListMoveTasksInput) (*api.ListMoveTasksOutput, error) {
 	if in.SourceArn == "" {
-		return nil, errMissingParameter("SourceArn")
+		return nil, api.MissingParameter("SourceArn")
 	}
 	limit := 1
 	if in.MaxResults != nil {
 		limit = *in.MaxResults
 		if limit < 1 || limit > moveTasksKept {
-			return nil, errInvalidParameter("Value %d for parameter MaxResults is invalid. Reason: must be between 1 and %d.", limit, moveTasksKept)
+			return nil, api.InvalidParameter("Value %d for parameter MaxResults is invalid. Reason: must be between 1 and %d.", limit, moveTasksKept)
 		}
 	}
 	s.mu.Lock()
@@ -267,10 +270,10 @@ func (s *Server) listMessageMoveTasks(_ context.Context, in *listMoveTasksInput)
 	if src == nil {
 		return nil, errNoSuchARN("SourceArn")
 	}
-	out := &listMoveTasksOutput{Results: []moveTaskEntry{}}
+	out := &api.ListMoveTasksOutput{Results: []api.MoveTaskEntry{}}
 	for i := len(src.moveTasks) - 1; i >= 0 && len(out.Results) < limit; i-- {
 		t := src.moveTasks[i]
-		e := moveTaskEntry{Status: t.status, SourceArn: src.arn, DestinationArn: t.destARN,
+		e := api.MoveTaskEntry{Status: t.status, SourceArn: src.arn, DestinationArn: t.destARN,
 			ApproximateNumberOfMessagesMoved: t.moved, ApproximateNumberOfMessagesToMove: &t.toMove,
 			FailureReason: t.failure, StartedTimestamp: t.started.UnixMilli()}
 		if t.rate > 0 {

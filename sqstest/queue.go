@@ -10,7 +10,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tempqueues/tempqueues/internal/wire"
+	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/sqstest/internal/api"
+	"github.com/tempqueues/tempqueues/sqstest/internal/journal"
 )
 
 // queue is one SQS queue. Every field is guarded by Server.mu.
@@ -67,40 +69,40 @@ func (s *Server) queueARN(name string) string {
 // InvalidAddress there too), but only the name is compared: the host
 // differs between clients (and the SDK always posts to its BaseEndpoint),
 // as does the account id in tests. Callers hold s.mu.
-func (s *Server) lookup(rawURL string) (*queue, *apiError) {
+func (s *Server) lookup(rawURL string) (*queue, *api.Error) {
 	if rawURL == "" {
-		return nil, errMissingParameter("QueueUrl")
+		return nil, api.MissingParameter("QueueUrl")
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, newError(http.StatusNotFound, "InvalidAddress", "The address %s is not valid for this endpoint.", rawURL)
+		return nil, api.NewError(http.StatusNotFound, "InvalidAddress", "The address %s is not valid for this endpoint.", rawURL)
 	}
 	return s.lookupPath(u)
 }
 
 // lookupPath finds the queue a URL's path names: /<account>/<name>.
-func (s *Server) lookupPath(u *url.URL) (*queue, *apiError) {
+func (s *Server) lookupPath(u *url.URL) (*queue, *api.Error) {
 	if u.Fragment != "" {
 		// A virtual queue URL (host#name) reaching the server is a bug in
 		// the caller, and AWS would not find such a queue either.
-		return nil, errQueueDoesNotExist()
+		return nil, api.QueueDoesNotExist()
 	}
 	name := u.Path[strings.LastIndexByte(u.Path, '/')+1:]
 	q := s.queues[name]
 	if q == nil {
-		return nil, errQueueDoesNotExist()
+		return nil, api.QueueDoesNotExist()
 	}
 	return q, nil
 }
 
 // lookupState is lookup for the state API, which also takes a queue's
 // name or a URL's path. Callers hold s.mu.
-func (s *Server) lookupState(queue string) (*queue, *apiError) {
+func (s *Server) lookupState(queue string) (*queue, *api.Error) {
 	if strings.Contains(queue, "://") {
 		return s.lookup(queue)
 	}
 	if queue == "" {
-		return nil, errMissingParameter("QueueUrl")
+		return nil, api.MissingParameter("QueueUrl")
 	}
 	return s.lookupPath(&url.URL{Path: queue})
 }
@@ -123,21 +125,21 @@ func (s *Server) queueByARN(arn string) *queue {
 	return nil
 }
 
-func (s *Server) createQueue(base string, in *createQueueInput) (*queueURLOutput, error) {
+func (s *Server) createQueue(base string, in *api.CreateQueueInput) (*api.QueueURLOutput, error) {
 	name := in.QueueName
 	if name == "" {
-		return nil, errMissingParameter("QueueName")
+		return nil, api.MissingParameter("QueueName")
 	}
-	if !wire.ValidQueueName(name) {
-		return nil, errInvalidParameter("Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length")
+	if !sqsapi.ValidQueueName(name) {
+		return nil, api.InvalidParameter("Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length")
 	}
 	fifo := strings.HasSuffix(name, ".fifo")
 	if v, ok := in.Attributes[attrFifo]; ok {
 		if b, _ := parseBool(v); b && !fifo {
-			return nil, errInvalidParameter("The name of a FIFO queue can only include alphanumeric characters, hyphens, or underscores, must end with .fifo suffix and be 1 to 80 in length.")
+			return nil, api.InvalidParameter("The name of a FIFO queue can only include alphanumeric characters, hyphens, or underscores, must end with .fifo suffix and be 1 to 80 in length.")
 		}
 	} else if fifo {
-		return nil, errInvalidParameter("The name of a non-FIFO queue must not end with .fifo; set the attribute FifoQueue=true for a FIFO queue.")
+		return nil, api.InvalidParameter("The name of a non-FIFO queue must not end with .fifo; set the attribute FifoQueue=true for a FIFO queue.")
 	}
 	attrs, aerr := normalizeAttributes(in.Attributes, fifo, true)
 	if aerr != nil {
@@ -154,10 +156,10 @@ func (s *Server) createQueue(base string, in *createQueueInput) (*queueURLOutput
 		// matches; tags are not compared.
 		for k, v := range attrs {
 			if q.attrs[k] != v {
-				return nil, senderError("QueueNameExists", "A queue already exists with the same name and a different value for attribute %s", k)
+				return nil, api.SenderError("QueueNameExists", "A queue already exists with the same name and a different value for attribute %s", k)
 			}
 		}
-		return &queueURLOutput{QueueURL: s.queueURL(base, name)}, nil
+		return &api.QueueURLOutput{QueueURL: s.queueURL(base, name)}, nil
 	}
 	redrive, aerr := s.checkRedrive(attrs[attrRedrive], fifo)
 	if aerr != nil {
@@ -200,12 +202,12 @@ func (s *Server) createQueue(base string, in *createQueueInput) (*queueURLOutput
 	}
 	s.queues[name] = q
 	s.journalQueue(q)
-	return &queueURLOutput{QueueURL: s.queueURL(base, name)}, nil
+	return &api.QueueURLOutput{QueueURL: s.queueURL(base, name)}, nil
 }
 
 // checkRedrive parses a canonical RedrivePolicy and checks that its target
 // exists and is of the same kind. Callers hold s.mu.
-func (s *Server) checkRedrive(v string, fifo bool) (*redrivePolicy, *apiError) {
+func (s *Server) checkRedrive(v string, fifo bool) (*redrivePolicy, *api.Error) {
 	if v == "" {
 		return nil, nil
 	}
@@ -215,46 +217,46 @@ func (s *Server) checkRedrive(v string, fifo bool) (*redrivePolicy, *apiError) {
 	}
 	dlq := s.queueByARN(p.targetARN)
 	if dlq == nil {
-		return nil, errInvalidParameter("Value %s for parameter RedrivePolicy is invalid. Reason: Dead letter target does not exist.", v)
+		return nil, api.InvalidParameter("Value %s for parameter RedrivePolicy is invalid. Reason: Dead letter target does not exist.", v)
 	}
 	if dlq.fifo != fifo {
-		return nil, errInvalidParameter("Value %s for parameter RedrivePolicy is invalid. Reason: Dead-letter queue must be the same type of queue as the source.", v)
+		return nil, api.InvalidParameter("Value %s for parameter RedrivePolicy is invalid. Reason: Dead-letter queue must be the same type of queue as the source.", v)
 	}
 	return p, nil
 }
 
-func validateTags(tags map[string]string) *apiError {
+func validateTags(tags map[string]string) *api.Error {
 	if len(tags) > 50 {
-		return errInvalidParameter("Too many tags: at most 50 are allowed.")
+		return api.InvalidParameter("Too many tags: at most 50 are allowed.")
 	}
 	for k, v := range tags {
 		if k == "" || len(k) > 128 || len(v) > 256 {
-			return errInvalidParameter("Tag keys must have 1 to 128 characters and values at most 256.")
+			return api.InvalidParameter("Tag keys must have 1 to 128 characters and values at most 256.")
 		}
 	}
 	return nil
 }
 
-func (s *Server) getQueueURL(base string, in *getQueueURLInput) (*queueURLOutput, error) {
+func (s *Server) getQueueURL(base string, in *api.GetQueueURLInput) (*api.QueueURLOutput, error) {
 	if in.QueueName == "" {
-		return nil, errMissingParameter("QueueName")
+		return nil, api.MissingParameter("QueueName")
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.queues[in.QueueName] == nil {
-		return nil, errQueueDoesNotExist()
+		return nil, api.QueueDoesNotExist()
 	}
-	return &queueURLOutput{QueueURL: s.queueURL(base, in.QueueName)}, nil
+	return &api.QueueURLOutput{QueueURL: s.queueURL(base, in.QueueName)}, nil
 }
 
 // page applies MaxResults/NextToken to sorted names. NextToken is the
 // last name of the previous page, so pages stay consistent when queues come
 // and go between calls.
-func page(names []string, nextToken string, maxResults *int) ([]string, string, *apiError) {
+func page(names []string, nextToken string, maxResults *int) ([]string, string, *api.Error) {
 	limit := 1000
 	if maxResults != nil {
 		if *maxResults < 1 || *maxResults > 1000 {
-			return nil, "", errInvalidParameter("Value %d for parameter MaxResults is invalid. Reason: must be between 1 and 1000.", *maxResults)
+			return nil, "", api.InvalidParameter("Value %d for parameter MaxResults is invalid. Reason: must be between 1 and 1000.", *maxResults)
 		}
 		limit = *maxResults
 	}
@@ -262,7 +264,7 @@ func page(names []string, nextToken string, maxResults *int) ([]string, string, 
 	if nextToken != "" {
 		after, err := base64.RawURLEncoding.DecodeString(nextToken)
 		if err != nil {
-			return nil, "", errInvalidParameter("Invalid NextToken value.")
+			return nil, "", api.InvalidParameter("Invalid NextToken value.")
 		}
 		start = sort.SearchStrings(names, string(after)+"\x00")
 	}
@@ -277,7 +279,7 @@ func page(names []string, nextToken string, maxResults *int) ([]string, string, 
 	return names, base64.RawURLEncoding.EncodeToString([]byte(names[len(names)-1])), nil
 }
 
-func (s *Server) listQueues(base string, in *listQueuesInput) (*listQueuesOutput, error) {
+func (s *Server) listQueues(base string, in *api.ListQueuesInput) (*api.ListQueuesOutput, error) {
 	s.mu.Lock()
 	var names []string
 	for name := range s.queues {
@@ -291,14 +293,14 @@ func (s *Server) listQueues(base string, in *listQueuesInput) (*listQueuesOutput
 	if err != nil {
 		return nil, err
 	}
-	out := &listQueuesOutput{NextToken: next}
+	out := &api.ListQueuesOutput{NextToken: next}
 	for _, n := range names {
 		out.QueueURLs = append(out.QueueURLs, s.queueURL(base, n))
 	}
 	return out, nil
 }
 
-func (s *Server) deleteQueue(_ context.Context, in *queueInput) (*empty, error) {
+func (s *Server) deleteQueue(_ context.Context, in *api.QueueInput) (*api.Empty, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	q, err := s.lookup(in.QueueURL)
@@ -306,14 +308,14 @@ func (s *Server) deleteQueue(_ context.Context, in *queueInput) (*empty, error) 
 		return nil, err
 	}
 	delete(s.queues, q.name)
-	s.journalAdd(&journalRecord{T: "dq", Q: q.name})
+	s.journalAdd(&journal.Record{T: "dq", Q: q.name})
 	q.deleted = true
 	q.wake(len(q.waiters)) // they answer QueueDoesNotExist
 	q.stopTimer()
-	return &empty{}, nil
+	return &api.Empty{}, nil
 }
 
-func (s *Server) getQueueAttributes(_ context.Context, in *getQueueAttributesInput) (*attributesOutput, error) {
+func (s *Server) getQueueAttributes(_ context.Context, in *api.GetQueueAttributesInput) (*api.AttributesOutput, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	q, err := s.lookup(in.QueueURL)
@@ -330,7 +332,7 @@ func (s *Server) getQueueAttributes(_ context.Context, in *getQueueAttributesInp
 		case knownAttribute(n):
 			want[n] = true
 		default:
-			return nil, senderError("InvalidAttributeName", "Unknown Attribute %s.", n)
+			return nil, api.SenderError("InvalidAttributeName", "Unknown Attribute %s.", n)
 		}
 	}
 	out := make(map[string]string)
@@ -356,10 +358,10 @@ func (s *Server) getQueueAttributes(_ context.Context, in *getQueueAttributesInp
 			}
 		}
 	}
-	return &attributesOutput{Attributes: out}, nil
+	return &api.AttributesOutput{Attributes: out}, nil
 }
 
-func (s *Server) setQueueAttributes(_ context.Context, in *setQueueAttributesInput) (*empty, error) {
+func (s *Server) setQueueAttributes(_ context.Context, in *api.SetQueueAttributesInput) (*api.Empty, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	q, err := s.lookup(in.QueueURL)
@@ -388,10 +390,10 @@ func (s *Server) setQueueAttributes(_ context.Context, in *setQueueAttributesInp
 	s.journalQueue(q)
 	// A shorter ReceiveMessageWaitTimeSeconds does not affect parked polls,
 	// as on AWS; other changes take effect at the next receive.
-	return &empty{}, nil
+	return &api.Empty{}, nil
 }
 
-func (s *Server) tagQueue(_ context.Context, in *tagQueueInput) (*empty, error) {
+func (s *Server) tagQueue(_ context.Context, in *api.TagQueueInput) (*api.Empty, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	q, err := s.lookup(in.QueueURL)
@@ -399,7 +401,7 @@ func (s *Server) tagQueue(_ context.Context, in *tagQueueInput) (*empty, error) 
 		return nil, err
 	}
 	if len(in.Tags) == 0 {
-		return nil, errMissingParameter("Tags")
+		return nil, api.MissingParameter("Tags")
 	}
 	merged := make(map[string]string, len(q.tags)+len(in.Tags))
 	for k, v := range q.tags {
@@ -413,10 +415,10 @@ func (s *Server) tagQueue(_ context.Context, in *tagQueueInput) (*empty, error) 
 	}
 	q.tags = merged
 	s.journalQueue(q)
-	return &empty{}, nil
+	return &api.Empty{}, nil
 }
 
-func (s *Server) untagQueue(_ context.Context, in *untagQueueInput) (*empty, error) {
+func (s *Server) untagQueue(_ context.Context, in *api.UntagQueueInput) (*api.Empty, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	q, err := s.lookup(in.QueueURL)
@@ -424,23 +426,23 @@ func (s *Server) untagQueue(_ context.Context, in *untagQueueInput) (*empty, err
 		return nil, err
 	}
 	if len(in.TagKeys) == 0 {
-		return nil, errMissingParameter("TagKeys")
+		return nil, api.MissingParameter("TagKeys")
 	}
 	for _, k := range in.TagKeys {
 		delete(q.tags, k)
 	}
 	s.journalQueue(q)
-	return &empty{}, nil
+	return &api.Empty{}, nil
 }
 
-func (s *Server) listQueueTags(_ context.Context, in *queueInput) (*listQueueTagsOutput, error) {
+func (s *Server) listQueueTags(_ context.Context, in *api.QueueInput) (*api.ListQueueTagsOutput, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	q, err := s.lookup(in.QueueURL)
 	if err != nil {
 		return nil, err
 	}
-	out := &listQueueTagsOutput{Tags: make(map[string]string, len(q.tags))}
+	out := &api.ListQueueTagsOutput{Tags: make(map[string]string, len(q.tags))}
 	for k, v := range q.tags {
 		out.Tags[k] = v
 	}
@@ -449,7 +451,7 @@ func (s *Server) listQueueTags(_ context.Context, in *queueInput) (*listQueueTag
 
 // purgeQueue empties the queue at once, in-flight messages included. AWS
 // allows one purge per 60 s and may take that long; see the package doc.
-func (s *Server) purgeQueue(_ context.Context, in *queueInput) (*empty, error) {
+func (s *Server) purgeQueue(_ context.Context, in *api.QueueInput) (*api.Empty, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	q, err := s.lookup(in.QueueURL)
@@ -457,11 +459,11 @@ func (s *Server) purgeQueue(_ context.Context, in *queueInput) (*empty, error) {
 		return nil, err
 	}
 	q.clear()
-	s.journalAdd(&journalRecord{T: "pq", Q: q.name})
-	return &empty{}, nil
+	s.journalAdd(&journal.Record{T: "pq", Q: q.name})
+	return &api.Empty{}, nil
 }
 
-func (s *Server) listDeadLetterSourceQueues(base string, in *listDLQSourcesInput) (*listDLQSourcesOutput, error) {
+func (s *Server) listDeadLetterSourceQueues(base string, in *api.ListDLQSourcesInput) (*api.ListDLQSourcesOutput, error) {
 	s.mu.Lock()
 	q, err := s.lookup(in.QueueURL)
 	if err != nil {
@@ -480,7 +482,7 @@ func (s *Server) listDeadLetterSourceQueues(base string, in *listDLQSourcesInput
 	if err != nil {
 		return nil, err
 	}
-	out := &listDLQSourcesOutput{QueueURLs: []string{}, NextToken: next}
+	out := &api.ListDLQSourcesOutput{QueueURLs: []string{}, NextToken: next}
 	for _, n := range names {
 		out.QueueURLs = append(out.QueueURLs, s.queueURL(base, n))
 	}

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/tempqueues/tempqueues/sqstest/internal/api"
 )
 
 // DefaultTaggingRate is the rate, in calls per second for the whole
@@ -115,7 +117,7 @@ func newQuotas(qs []Quota) *quotas {
 
 // take charges a call of op at now. It returns the throttling error when a
 // quota of op is spent, and nil when the call may run (or no quota applies).
-func (q *quotas) take(op string, now time.Time) *apiError {
+func (q *quotas) take(op string, now time.Time) *api.Error {
 	if q == nil {
 		return nil
 	}
@@ -132,7 +134,7 @@ func (q *quotas) take(op string, now time.Time) *apiError {
 	}
 	if !ok {
 		q.counts[op].Throttled++
-		return senderError(CodeThrottled, "Rate exceeded for %s.", op)
+		return api.SenderError(CodeThrottled, "Rate exceeded for %s.", op)
 	}
 	for _, b := range bs {
 		b.tokens--

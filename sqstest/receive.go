@@ -6,6 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/tempqueues/tempqueues/sqstest/internal/api"
+	"github.com/tempqueues/tempqueues/sqstest/internal/journal"
 )
 
 // waiter is a parked long poll. A send signals waiters one per new visible
@@ -100,21 +103,21 @@ func (s *Server) armTimer(q *queue, now time.Time) {
 	}
 }
 
-var errClosed = newError(http.StatusServiceUnavailable, CodeUnavailable, "sqstest server closed")
+var errClosed = api.NewError(http.StatusServiceUnavailable, CodeUnavailable, "sqstest server closed")
 
-func (s *Server) receiveMessage(ctx context.Context, in *receiveMessageInput) (*receiveMessageOutput, error) {
+func (s *Server) receiveMessage(ctx context.Context, in *api.ReceiveMessageInput) (*api.ReceiveMessageOutput, error) {
 	maxN := 1
 	if in.MaxNumberOfMessages != nil {
 		maxN = *in.MaxNumberOfMessages
 		if maxN < 1 || maxN > 10 {
-			return nil, errInvalidParameter("Value %d for parameter MaxNumberOfMessages is invalid. Reason: Must be between 1 and 10, if provided.", maxN)
+			return nil, api.InvalidParameter("Value %d for parameter MaxNumberOfMessages is invalid. Reason: Must be between 1 and 10, if provided.", maxN)
 		}
 	}
 	if in.WaitTimeSeconds != nil && (*in.WaitTimeSeconds < 0 || *in.WaitTimeSeconds > 20) {
-		return nil, errInvalidParameter("Value %d for parameter WaitTimeSeconds is invalid. Reason: Must be >= 0 and <= 20, if provided.", *in.WaitTimeSeconds)
+		return nil, api.InvalidParameter("Value %d for parameter WaitTimeSeconds is invalid. Reason: Must be >= 0 and <= 20, if provided.", *in.WaitTimeSeconds)
 	}
 	if in.VisibilityTimeout != nil && (*in.VisibilityTimeout < 0 || *in.VisibilityTimeout > maxVisibilitySeconds) {
-		return nil, errInvalidParameter("Value %d for parameter VisibilityTimeout is invalid. Reason: Must be >= 0 and <= 43200, if provided.", *in.VisibilityTimeout)
+		return nil, api.InvalidParameter("Value %d for parameter VisibilityTimeout is invalid. Reason: Must be >= 0 and <= 43200, if provided.", *in.VisibilityTimeout)
 	}
 	sel := newSelection(in)
 
@@ -133,7 +136,7 @@ func (s *Server) receiveMessage(ctx context.Context, in *receiveMessageInput) (*
 	deadline := now.Add(time.Duration(wait) * time.Second)
 	for {
 		if q.deleted {
-			return nil, errQueueDoesNotExist()
+			return nil, api.QueueDoesNotExist()
 		}
 		vt := q.intAttr(attrVisibility)
 		if in.VisibilityTimeout != nil {
@@ -141,7 +144,7 @@ func (s *Server) receiveMessage(ctx context.Context, in *receiveMessageInput) (*
 		}
 		msgs := s.take(q, now, maxN, time.Duration(vt)*time.Second, sel)
 		if len(msgs) > 0 || !now.Before(deadline) {
-			return &receiveMessageOutput{Messages: msgs}, nil
+			return &api.ReceiveMessageOutput{Messages: msgs}, nil
 		}
 		if err := s.park(ctx, q, deadline.Sub(now)); err != nil {
 			return nil, err
@@ -190,7 +193,7 @@ type selection struct {
 	prefixes  []string
 }
 
-func newSelection(in *receiveMessageInput) *selection {
+func newSelection(in *api.ReceiveMessageInput) *selection {
 	sel := &selection{system: make(map[string]bool), attrs: make(map[string]bool)}
 	for _, n := range append(append([]string(nil), in.AttributeNames...), in.MessageSystemAttributeNames...) {
 		if n == "All" {
@@ -228,7 +231,7 @@ func (sel *selection) wantAttr(n string) bool {
 // take receives up to n visible messages from q, moving those past the
 // redrive policy's maxReceiveCount to the dead-letter queue instead.
 // Callers hold s.mu.
-func (s *Server) take(q *queue, now time.Time, n int, vt time.Duration, sel *selection) []messageOutput {
+func (s *Server) take(q *queue, now time.Time, n int, vt time.Duration, sel *selection) []api.MessageOutput {
 	var got []*message
 	if q.fifo {
 		got = s.takeFIFO(q, now, n)
@@ -250,7 +253,7 @@ func (s *Server) take(q *queue, now time.Time, n int, vt time.Duration, sel *sel
 	if len(got) == 0 {
 		return nil
 	}
-	out := make([]messageOutput, len(got))
+	out := make([]api.MessageOutput, len(got))
 	for i, m := range got {
 		m.receives++
 		if m.receives == 1 {
@@ -262,7 +265,7 @@ func (s *Server) take(q *queue, now time.Time, n int, vt time.Duration, sel *sel
 		// Received messages leave a standard queue's list for its heap
 		// (or its tail, with no visibility timeout).
 		q.reposition(m, now)
-		s.journalAdd(&journalRecord{T: "r", Q: q.name, ID: m.id, RC: m.receives, Vis: nanos(m.visibleAt),
+		s.journalAdd(&journal.Record{T: "r", Q: q.name, ID: m.id, RC: m.receives, Vis: nanos(m.visibleAt),
 			First: nanos(m.firstReceive), Recv: nanos(m.receivedAt), H: m.handle})
 		out[i] = s.render(q, m, sel)
 	}
@@ -276,8 +279,8 @@ func millis(t time.Time) string { return strconv.FormatInt(t.UnixMilli(), 10) }
 
 // render builds the wire form of a received message with the system and
 // message attributes the receive asked for.
-func (s *Server) render(q *queue, m *message, sel *selection) messageOutput {
-	out := messageOutput{MessageID: m.id, ReceiptHandle: m.handle, Body: m.body, MD5OfBody: m.md5Body}
+func (s *Server) render(q *queue, m *message, sel *selection) api.MessageOutput {
+	out := api.MessageOutput{MessageID: m.id, ReceiptHandle: m.handle, Body: m.body, MD5OfBody: m.md5Body}
 	sys := map[string]string{}
 	add := func(name, v string) {
 		if v != "" && sel.wantSystem(name) {
@@ -299,7 +302,7 @@ func (s *Server) render(q *queue, m *message, sel *selection) messageOutput {
 		out.Attributes = sys
 	}
 	if len(m.attrs) > 0 {
-		attrs := make(map[string]attrValue)
+		attrs := make(map[string]api.AttrValue)
 		for n, v := range m.attrs {
 			if sel.wantAttr(n) {
 				attrs[n] = v

@@ -1,6 +1,10 @@
 package sqstest
 
-import "time"
+import (
+	"time"
+
+	"github.com/tempqueues/tempqueues/sqstest/internal/journal"
+)
 
 // moveToDLQ moves m, which has been received maxReceiveCount times, to the
 // queue's dead-letter queue, as SQS does when such a message would be
@@ -26,7 +30,7 @@ func (s *Server) moveToDLQ(q *queue, m *message, now time.Time) bool {
 	// The copy first: a crash between the two records leaves the message
 	// in both queues, not in neither.
 	s.journalMessage(dlq, m)
-	s.journalAdd(&journalRecord{T: "d", Q: q.name, ID: m.id})
+	s.journalAdd(&journal.Record{T: "d", Q: q.name, ID: m.id})
 	dlq.wake(1)
 	return true
 }

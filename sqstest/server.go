@@ -3,7 +3,6 @@ package sqstest
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,14 +10,16 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/google/uuid"
+
+	"github.com/tempqueues/tempqueues/sqstest/internal/api"
+	"github.com/tempqueues/tempqueues/sqstest/internal/journal"
+	"github.com/tempqueues/tempqueues/sqstest/internal/protocol"
 )
 
 // Options configure a Server. Zero values mean the documented defaults.
@@ -81,7 +82,7 @@ type Server struct {
 	running int        // handlers running; none start once closing is set
 	closing bool
 
-	journal *journal // nil unless Options.DataDir is set
+	journal *journal.Journal // nil unless Options.DataDir is set
 
 	rngMu sync.Mutex
 	rng   *rand.Rand // draws the waits of jittered latency faults
@@ -143,7 +144,7 @@ func listen(optFns []func(*Options)) (*Server, error) {
 	ln, err := net.Listen("tcp", s.opts.Addr)
 	if err != nil {
 		if s.journal != nil {
-			_ = s.journal.close()
+			_ = s.journal.Close()
 		}
 		return nil, fmt.Errorf("sqstest: listening on %s: %w", s.opts.Addr, err)
 	}
@@ -261,7 +262,7 @@ func (s *Server) Client(optFns ...func(*sqs.Options)) *sqs.Client {
 		Region:       s.opts.Region,
 		BaseEndpoint: aws.String(s.url),
 		Credentials:  credentials.NewStaticCredentialsProvider("sqstest", "sqstest", ""),
-		HTTPClient:   &http.Client{Transport: memTransport{s}},
+		HTTPClient:   &http.Client{Transport: protocol.Transport{Handler: s}},
 	}
 	for _, fn := range optFns {
 		fn(&o)
@@ -315,7 +316,7 @@ func (s *Server) shutdown() {
 	}
 	s.mu.Unlock()
 	if s.journal != nil {
-		if err := s.journal.close(); err != nil {
+		if err := s.journal.Close(); err != nil {
 			s.log.Error("sqstest: closing the journal", "err", err)
 		}
 	}
@@ -354,129 +355,71 @@ func (s *Server) Parked() int {
 // AmazonSQS.<Operation> and a JSON body) and the older query protocol
 // (form-encoded Action=<Operation>, XML answers), chosen per request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	reqID := uuid.NewString()
-	w.Header().Set("x-amzn-RequestId", reqID)
-	query := isQuery(r)
-	if query {
-		w = &queryWriter{ResponseWriter: w, reqID: reqID}
-	}
+	req := protocol.New(w, r)
 	if !s.enter() {
 		// Only in-process clients and NewHandler servers get here: a
 		// closed listener accepts nothing.
-		s.writeError(w, "", errClosed)
+		s.writeError(req, errClosed)
 		return
 	}
 	defer s.exit()
 
-	op, ok := strings.CutPrefix(r.Header.Get("X-Amz-Target"), "AmazonSQS.")
-	if query {
-		op = r.URL.Query().Get("Action")
-		ok = r.Method == http.MethodPost || r.Method == http.MethodGet
-	} else if r.Method != http.MethodPost || !ok || op == "" {
-		s.writeError(w, op, senderError("MissingAction", "the request has no X-Amz-Target: AmazonSQS.<Operation> header"))
-		return
-	}
-	var body []byte
-	if r.Body != nil { // nil on a client-side request without a body
-		var err error
-		body, err = io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBytes))
-		if err != nil {
-			s.writeError(w, op, senderError("RequestEntityTooLarge", "request body too large or unreadable: %v", err))
-			return
-		}
-	}
 	base := s.url
 	if base == "" {
 		base = "http://" + r.Host
 	}
-	dec := jsonDecoder(body)
-	if query {
-		form, aerr := queryForm(r, body, base)
-		if aerr != nil {
-			s.writeError(w, op, aerr)
-			return
-		}
-		op = form.Get("Action")
-		if !ok || op == "" {
-			s.writeError(w, op, senderError("MissingAction", "the request has no Action parameter"))
-			return
-		}
-		dec = func(in any) error {
-			if e := decodeQuery(op, form, in); e != nil {
-				return e
-			}
-			return nil
-		}
+	if e := req.Parse(base, maxRequestBytes); e != nil {
+		s.writeError(req, e)
+		return
 	}
+	op := req.Op
 	ctx := r.Context()
 	if f, ok := s.faults.take(op); ok {
 		if f.Latency > 0 && !s.sleep(ctx, s.delay(&f)) {
 			return
 		}
 		if e := f.err(); e != nil {
-			s.writeError(w, op, e)
+			s.writeError(req, e)
 			return
 		}
 	}
 	if e := s.quotas.take(op, s.clock.Now()); e != nil {
-		s.writeError(w, op, e)
+		s.writeError(req, e)
 		return
 	}
-	out, err := s.dispatch(ctx, base, op, dec)
+	out, err := s.dispatch(ctx, base, op, req.Decode)
 	if jerr := s.durable(); jerr != nil {
 		// The change is in memory but not on disk: the client must not
 		// take it as done.
-		s.writeError(w, op, newError(http.StatusInternalServerError, "InternalFailure", "%v", jerr))
+		s.writeError(req, api.NewError(http.StatusInternalServerError, "InternalFailure", "%v", jerr))
 		return
 	}
 	if err != nil {
-		var ae *apiError
+		var ae *api.Error
 		if !errors.As(err, &ae) {
 			if ctx.Err() != nil {
 				return // the client has gone; nobody reads an answer
 			}
-			ae = newError(http.StatusInternalServerError, "InternalFailure", "%v", err)
+			ae = api.NewError(http.StatusInternalServerError, "InternalFailure", "%v", err)
 		}
-		s.writeError(w, op, ae)
+		s.writeError(req, ae)
 		return
 	}
-	if query {
-		s.log.Debug("sqstest request", "op", op, "request_id", reqID, "protocol", "query")
-		w.Header().Set("Content-Type", "text/xml")
-		_, _ = w.Write(encodeQuery(op, reqID, out))
+	if e := req.Reply(out); e != nil {
+		s.writeError(req, e)
 		return
 	}
-	b, err := json.Marshal(out)
-	if err != nil {
-		s.writeError(w, op, newError(http.StatusInternalServerError, "InternalFailure", "encoding response: %v", err))
-		return
+	if req.Query() {
+		s.log.Debug("sqstest request", "op", op, "request_id", req.ID, "protocol", "query")
+	} else {
+		s.log.Debug("sqstest request", "op", op, "request_id", req.ID)
 	}
-	s.log.Debug("sqstest request", "op", op, "request_id", reqID)
-	w.Header().Set("Content-Type", "application/x-amz-json-1.0")
-	_, _ = w.Write(b)
 }
 
-func (s *Server) writeError(w http.ResponseWriter, op string, e *apiError) {
-	s.log.Debug("sqstest error", "op", op, "code", e.code, "status", e.status, "message", e.msg)
-	fault := "Sender"
-	if !e.sender {
-		fault = "Receiver"
-	}
-	h := w.Header()
-	if qw, ok := w.(*queryWriter); ok {
-		h.Set("Content-Type", "text/xml")
-		w.WriteHeader(e.status)
-		_, _ = w.Write(encodeQueryError(e, qw.reqID))
-		return
-	}
-	h.Set("Content-Type", "application/x-amz-json-1.0")
-	h.Set("x-amzn-query-error", e.queryCode+";"+fault)
-	w.WriteHeader(e.status)
-	b, _ := json.Marshal(struct {
-		Type    string `json:"__type"`
-		Message string `json:"message"`
-	}{"com.amazonaws.sqs#" + e.code, e.msg})
-	_, _ = w.Write(b)
+// writeError logs e and answers req with it.
+func (s *Server) writeError(req *protocol.Request, e *api.Error) {
+	s.log.Debug("sqstest error", "op", req.Op, "code", e.Code, "status", e.Status, "message", e.Msg)
+	req.Fail(e)
 }
 
 // sleep waits d of real time; it reports false if the request or the
@@ -504,18 +447,6 @@ func (s *Server) sleep(ctx context.Context, d time.Duration) bool {
 // decoder fills a request struct from a request of either protocol.
 type decoder func(in any) error
 
-func jsonDecoder(body []byte) decoder {
-	body = markLoneSurrogates(body)
-	return func(in any) error {
-		if len(body) > 0 {
-			if err := json.Unmarshal(body, in); err != nil {
-				return senderError("SerializationException", "malformed request body: %v", err)
-			}
-		}
-		return nil
-	}
-}
-
 // call decodes a request into In and runs fn on it.
 func call[In, Out any](ctx context.Context, dec decoder, fn func(context.Context, *In) (*Out, error)) (any, error) {
 	in := new(In)
@@ -528,15 +459,15 @@ func call[In, Out any](ctx context.Context, dec decoder, fn func(context.Context
 func (s *Server) dispatch(ctx context.Context, base, op string, body decoder) (any, error) {
 	switch op {
 	case "CreateQueue":
-		return call(ctx, body, func(ctx context.Context, in *createQueueInput) (*queueURLOutput, error) {
+		return call(ctx, body, func(ctx context.Context, in *api.CreateQueueInput) (*api.QueueURLOutput, error) {
 			return s.createQueue(base, in)
 		})
 	case "GetQueueUrl":
-		return call(ctx, body, func(ctx context.Context, in *getQueueURLInput) (*queueURLOutput, error) {
+		return call(ctx, body, func(ctx context.Context, in *api.GetQueueURLInput) (*api.QueueURLOutput, error) {
 			return s.getQueueURL(base, in)
 		})
 	case "ListQueues":
-		return call(ctx, body, func(ctx context.Context, in *listQueuesInput) (*listQueuesOutput, error) {
+		return call(ctx, body, func(ctx context.Context, in *api.ListQueuesInput) (*api.ListQueuesOutput, error) {
 			return s.listQueues(base, in)
 		})
 	case "DeleteQueue":
@@ -554,7 +485,7 @@ func (s *Server) dispatch(ctx context.Context, base, op string, body decoder) (a
 	case "PurgeQueue":
 		return call(ctx, body, s.purgeQueue)
 	case "ListDeadLetterSourceQueues":
-		return call(ctx, body, func(ctx context.Context, in *listDLQSourcesInput) (*listDLQSourcesOutput, error) {
+		return call(ctx, body, func(ctx context.Context, in *api.ListDLQSourcesInput) (*api.ListDLQSourcesOutput, error) {
 			return s.listDeadLetterSourceQueues(base, in)
 		})
 	case "SendMessage":
@@ -578,8 +509,8 @@ func (s *Server) dispatch(ctx context.Context, base, op string, body decoder) (a
 	case "ListMessageMoveTasks":
 		return call(ctx, body, s.listMessageMoveTasks)
 	case "AddPermission", "RemovePermission":
-		return nil, senderError("UnsupportedOperation", "sqstest does not implement %s", op)
+		return nil, api.SenderError("UnsupportedOperation", "sqstest does not implement %s", op)
 	default:
-		return nil, senderError("InvalidAction", "the action %s is not valid for this endpoint", op)
+		return nil, api.SenderError("InvalidAction", "the action %s is not valid for this endpoint", op)
 	}
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/sqstest/internal/api"
 )
 
 // This file is the direct state API: tests set up and inspect queues
@@ -118,7 +120,7 @@ func (s *Server) Seed(queue string, msgs ...Message) error {
 
 // seedMessage validates one seeded message and builds it. Callers hold s.mu.
 func (s *Server) seedMessage(q *queue, in *Message, now time.Time) (*message, error) {
-	send := &sendMessageInput{MessageBody: aws.String(in.Body), MessageAttributes: toWireAttrs(in.Attributes)}
+	send := &api.SendMessageInput{MessageBody: aws.String(in.Body), MessageAttributes: toWireAttrs(in.Attributes)}
 	if in.GroupID != "" {
 		send.MessageGroupID = aws.String(in.GroupID)
 	}
@@ -213,7 +215,7 @@ func (s *Server) QueueURLs() []string {
 // QueueAttributes returns every attribute of a queue, named by its URL or
 // its name, as GetQueueAttributes with "All" does.
 func (s *Server) QueueAttributes(queue string) (map[string]string, error) {
-	out, err := s.getQueueAttributes(context.Background(), &getQueueAttributesInput{QueueURL: stateURL(queue), AttributeNames: []string{"All"}})
+	out, err := s.getQueueAttributes(context.Background(), &api.GetQueueAttributesInput{QueueURL: stateURL(queue), AttributeNames: []string{"All"}})
 	if err != nil {
 		return nil, fmt.Errorf("sqstest: QueueAttributes %q: %w", queue, err)
 	}
@@ -222,20 +224,20 @@ func (s *Server) QueueAttributes(queue string) (map[string]string, error) {
 
 // QueueTags returns the tags of a queue, named by its URL or its name.
 func (s *Server) QueueTags(queue string) (map[string]string, error) {
-	out, err := s.listQueueTags(context.Background(), &queueInput{QueueURL: stateURL(queue)})
+	out, err := s.listQueueTags(context.Background(), &api.QueueInput{QueueURL: stateURL(queue)})
 	if err != nil {
 		return nil, fmt.Errorf("sqstest: QueueTags %q: %w", queue, err)
 	}
 	return out.Tags, nil
 }
 
-func toWireAttrs(in map[string]types.MessageAttributeValue) map[string]attrValue {
+func toWireAttrs(in map[string]types.MessageAttributeValue) map[string]api.AttrValue {
 	if len(in) == 0 {
 		return nil
 	}
-	out := make(map[string]attrValue, len(in))
+	out := make(map[string]api.AttrValue, len(in))
 	for n, v := range in {
-		w := attrValue{DataType: aws.ToString(v.DataType), BinaryValue: bytes.Clone(v.BinaryValue)}
+		w := api.AttrValue{DataType: aws.ToString(v.DataType), BinaryValue: bytes.Clone(v.BinaryValue)}
 		if v.StringValue != nil {
 			w.StringValue = aws.String(*v.StringValue)
 		}
@@ -248,7 +250,7 @@ func toWireAttrs(in map[string]types.MessageAttributeValue) map[string]attrValue
 	return out
 }
 
-func fromWireAttrs(in map[string]attrValue) map[string]types.MessageAttributeValue {
+func fromWireAttrs(in map[string]api.AttrValue) map[string]types.MessageAttributeValue {
 	if len(in) == 0 {
 		return nil
 	}

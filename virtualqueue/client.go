@@ -40,7 +40,7 @@ type Client struct {
 var _ sqsapi.Client = (*Client)(nil)
 
 // New returns a Client serving virtual queues over client. An *sqs.Client
-// without sqsapi.BufferRequestBodies is used through a copy with it
+// without sqsclient.BufferRequestBodies is used through a copy with it
 // installed; the caller's client is not modified. A nil client, typed nil
 // included, is an *sqsapi.InvalidInputError: it would otherwise panic on
 // the host's pollers, beyond the caller's reach.

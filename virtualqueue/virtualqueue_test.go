@@ -15,8 +15,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/awserr"
-	"github.com/tempqueues/tempqueues/internal/leakcheck"
-	"github.com/tempqueues/tempqueues/internal/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/leakcheck"
+	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
 	"github.com/tempqueues/tempqueues/sqsapi"
 	"github.com/tempqueues/tempqueues/virtualqueue"
 )

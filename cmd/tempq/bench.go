@@ -24,9 +24,9 @@ import (
 
 	"github.com/tempqueues/tempqueues/cmd/tempq/internal/bench"
 	"github.com/tempqueues/tempqueues/internal/callcount"
-	"github.com/tempqueues/tempqueues/internal/child"
-	"github.com/tempqueues/tempqueues/internal/sqsenv"
-	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/internal/testkit/child"
+	"github.com/tempqueues/tempqueues/internal/testkit/sqsenv"
+	"github.com/tempqueues/tempqueues/sqsclient"
 	"github.com/tempqueues/tempqueues/sqstest"
 )
 
@@ -154,7 +154,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return func(counter *callcount.Counter) *sqs.Client {
 			return sqs.New(base, func(o *sqs.Options) {
 				o.HTTPClient = httpClient
-				sqsapi.BufferRequestBodies(o)
+				sqsclient.BufferRequestBodies(o)
 				o.APIOptions = append(slices.Clone(o.APIOptions), counter.Register)
 			})
 		}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/tempqueues/tempqueues/internal/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
 )
 
 // lockedBuffer is a bytes.Buffer that the emulator and the test may use at

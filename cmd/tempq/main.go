@@ -30,7 +30,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/tempqueues/tempqueues/internal/sqsenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/sqsenv"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 

@@ -15,8 +15,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/tempqueues/tempqueues/internal/child"
-	"github.com/tempqueues/tempqueues/internal/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/child"
+	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
 )
 
 // binDir holds the built command; TestMain removes it.

@@ -21,8 +21,8 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/tempqueues/tempqueues/internal/awserr"
-	"github.com/tempqueues/tempqueues/internal/sqsenv"
-	"github.com/tempqueues/tempqueues/internal/wire"
+	"github.com/tempqueues/tempqueues/internal/testkit/sqsenv"
+	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 // serverHelp ends the usage of every command that talks to SQS.
@@ -204,7 +204,7 @@ func resolveQueue(ctx context.Context, client *sqs.Client, flagName, q string) (
 			return "", fmt.Errorf("--%s: GetQueueAttributes %q: %w", flagName, q, err)
 		}
 	}
-	if !wire.ValidQueueName(q) {
+	if !sqsapi.ValidQueueName(q) {
 		return "", usageError("--%s %q is neither a queue URL nor a valid queue name", flagName, q)
 	}
 	out, err := client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(q)})

@@ -31,7 +31,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/backlog"
 	"github.com/tempqueues/tempqueues/responder"
-	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/sqsclient"
 	"github.com/tempqueues/tempqueues/sqstest"
 )
 
@@ -215,6 +215,6 @@ func (f *sqsFlags) open(ctx context.Context, optFns ...func(*sqs.Options)) (*sqs
 	default:
 		return nil, "", nil, errors.New("no AWS region: set AWS_REGION or pass -region")
 	}
-	client := sqs.NewFromConfig(cfg, append(optFns, sqsapi.BufferRequestBodies)...)
+	client := sqs.NewFromConfig(cfg, append(optFns, sqsclient.BufferRequestBodies)...)
 	return client, where + ", region " + cfg.Region, func(context.Context) error { return nil }, nil
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/sqsclient"
 	"github.com/tempqueues/tempqueues/sqstest"
 )
 
@@ -63,7 +64,7 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, *limit)
 	defer cancel()
-	counter := new(sqsapi.CallCounter) // counts every API call the client makes
+	counter := new(sqsclient.CallCounter) // counts every API call the client makes
 	client, where, closeSQS, err := env.open(ctx, sqs.WithAPIOptions(counter.Register))
 	if err != nil {
 		return err
@@ -279,6 +280,6 @@ func (f *sqsFlags) open(ctx context.Context, optFns ...func(*sqs.Options)) (*sqs
 	default:
 		return nil, "", nil, errors.New("no AWS region: set AWS_REGION or pass -region")
 	}
-	client := sqs.NewFromConfig(cfg, append(optFns, sqsapi.BufferRequestBodies)...)
+	client := sqs.NewFromConfig(cfg, append(optFns, sqsclient.BufferRequestBodies)...)
 	return client, where + ", region " + cfg.Region, func(context.Context) error { return nil }, nil
 }

@@ -30,7 +30,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
-	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/sqsclient"
 	"github.com/tempqueues/tempqueues/sqsgrpc"
 	"github.com/tempqueues/tempqueues/sqstest"
 )
@@ -166,5 +166,5 @@ func openSQS(ctx context.Context, endpoint string) (*sqs.Client, func(context.Co
 		return nil, nil, err
 	}
 	noop := func(context.Context) error { return nil }
-	return sqs.NewFromConfig(cfg, append(sqsOpts, sqsapi.BufferRequestBodies)...), noop, nil
+	return sqs.NewFromConfig(cfg, append(sqsOpts, sqsclient.BufferRequestBodies)...), noop, nil
 }

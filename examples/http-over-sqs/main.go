@@ -28,7 +28,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
-	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/sqsclient"
 	"github.com/tempqueues/tempqueues/sqshttp"
 	"github.com/tempqueues/tempqueues/sqstest"
 )
@@ -128,7 +128,7 @@ func openSQS(ctx context.Context, endpoint string) (*sqs.Client, func(context.Co
 		return nil, nil, err
 	}
 	noop := func(context.Context) error { return nil }
-	return sqs.NewFromConfig(cfg, append(sqsOpts, sqsapi.BufferRequestBodies)...), noop, nil
+	return sqs.NewFromConfig(cfg, append(sqsOpts, sqsclient.BufferRequestBodies)...), noop, nil
 }
 
 func calls(byOp map[string]int64) (n int64) {

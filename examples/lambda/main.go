@@ -29,7 +29,7 @@ import (
 	"github.com/tempqueues/tempqueues/lambdatempq"
 	"github.com/tempqueues/tempqueues/redrive"
 	"github.com/tempqueues/tempqueues/responder"
-	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/sqsclient"
 )
 
 func main() {
@@ -39,7 +39,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	client := sqs.NewFromConfig(cfg, sqsapi.BufferRequestBodies)
+	client := sqs.NewFromConfig(cfg, sqsclient.BufferRequestBodies)
 	switch f := os.Getenv("FUNCTION"); f {
 	case "responder":
 		fn, err := newResponder(client, nil)

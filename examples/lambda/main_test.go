@@ -19,6 +19,7 @@ import (
 	"github.com/tempqueues/tempqueues/lambdatempq"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/sqsclient"
 	"github.com/tempqueues/tempqueues/sqstest"
 )
 
@@ -36,7 +37,7 @@ func TestFunctions(t *testing.T) {
 		client := sqs.New(sqs.Options{
 			Region: "us-east-1", BaseEndpoint: aws.String(endpoint),
 			Credentials: credentials.NewStaticCredentialsProvider("test", "test", ""),
-		}, sqsapi.BufferRequestBodies)
+		}, sqsclient.BufferRequestBodies)
 		testFunctions(t, client)
 	})
 }

@@ -31,7 +31,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
-	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/sqsclient"
 	"github.com/tempqueues/tempqueues/sqstest"
 )
 
@@ -78,7 +78,7 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 	if *mode != "both" && env.embedded() {
 		return errors.New("separate client and server processes need a shared server: pass -endpoint-url or -aws")
 	}
-	counter := new(sqsapi.CallCounter) // counts every API call the client makes
+	counter := new(sqsclient.CallCounter) // counts every API call the client makes
 	sqsClient, where, closeSQS, err := env.open(ctx, sqs.WithAPIOptions(counter.Register))
 	if err != nil {
 		return err
@@ -226,6 +226,6 @@ func (f *sqsFlags) open(ctx context.Context, optFns ...func(*sqs.Options)) (*sqs
 	default:
 		return nil, "", nil, errors.New("no AWS region: set AWS_REGION or pass -region")
 	}
-	client := sqs.NewFromConfig(cfg, append(optFns, sqsapi.BufferRequestBodies)...)
+	client := sqs.NewFromConfig(cfg, append(optFns, sqsclient.BufferRequestBodies)...)
 	return client, where + ", region " + cfg.Region, func(context.Context) error { return nil }, nil
 }

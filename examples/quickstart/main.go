@@ -20,7 +20,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
-	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/sqsclient"
 	"github.com/tempqueues/tempqueues/sqstest"
 )
 
@@ -38,7 +38,7 @@ func run(ctx context.Context, useAWS bool, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		return greet(ctx, sqs.NewFromConfig(cfg, sqsapi.BufferRequestBodies), out)
+		return greet(ctx, sqs.NewFromConfig(cfg, sqsclient.BufferRequestBodies), out)
 	}
 	srv := sqstest.NewServer()
 	err := greet(ctx, srv.Client(), out)

@@ -13,7 +13,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/tempqueues/tempqueues/internal/batch"
-	"github.com/tempqueues/tempqueues/internal/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
 )
 
 func TestSendsReceivesDeletesOnRealServer(t *testing.T) {

@@ -1,5 +1,5 @@
 // Package callcount counts SQS API calls by operation, for the library's
-// Stats, its tests and benchmarks; sqsapi.CallCounter is the read-only face
+// Stats, its tests and benchmarks; sqsclient.CallCounter is the read-only face
 // users get.
 package callcount
 

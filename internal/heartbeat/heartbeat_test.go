@@ -16,8 +16,8 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/clock"
 	"github.com/tempqueues/tempqueues/internal/heartbeat"
-	"github.com/tempqueues/tempqueues/internal/leakcheck"
-	"github.com/tempqueues/tempqueues/internal/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/leakcheck"
+	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 

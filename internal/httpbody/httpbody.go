@@ -1,4 +1,4 @@
-// Package httpbody is the implementation of sqsapi.BufferRequestBodies, the
+// Package httpbody is the implementation of sqsclient.BufferRequestBodies, the
 // client option that keeps the SDK from losing responses (its doc comment
 // says why), and of Ensure, which the library's constructors apply to the
 // clients they are given.

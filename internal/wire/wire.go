@@ -6,7 +6,6 @@ package wire
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -31,25 +30,6 @@ func Invalid(op, param, reason string, args ...any) error {
 		reason = fmt.Sprintf(reason, args...)
 	}
 	return &sqsapi.InvalidInputError{Op: op, Param: param, Reason: reason}
-}
-
-// ValidQueueName reports whether name follows SQS's queue naming rules: 1 to
-// 80 characters of A-Z, a-z, 0-9, '-' and '_'; a FIFO queue name ends in
-// ".fifo", which counts towards the 80.
-func ValidQueueName(name string) bool {
-	if len(name) > sqsapi.MaxQueueNameLength {
-		return false
-	}
-	name = strings.TrimSuffix(name, ".fifo")
-	if name == "" {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		if c := name[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
 }
 
 // CheckMessageAttributes rejects a message whose attributes, plus the extra

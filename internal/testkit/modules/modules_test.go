@@ -17,7 +17,7 @@ import (
 const core = "github.com/tempqueues/tempqueues"
 
 // root is the repository's top directory.
-var root = filepath.Join("..", "..")
+var root = filepath.Join("..", "..", "..")
 
 // module is one go.mod of the repository.
 type module struct {
@@ -161,7 +161,7 @@ func TestNestedModulesRequireReleases(t *testing.T) {
 // The nested modules build on the core's public API only: its internal
 // packages carry no compatibility promise, and a nested module released
 // apart from the core would break when they change. Their tests may use
-// the core's test helpers (internal/sqstestenv): tests run in this
+// the core's test helpers (internal/testkit/sqstestenv): tests run in this
 // repository, against the core of the same commit.
 func TestNestedModulesUseOnlyPublicAPI(t *testing.T) {
 	for _, m := range modules(t) {

@@ -1,8 +1,10 @@
 //go:build !unix
 
-package sqstest
+package journal
 
-import "os"
+import (
+	"os"
+)
 
 // tryLock has no flock to use here: the lock file records the pid, but two
 // servers are not kept apart.

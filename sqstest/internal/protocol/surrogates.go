@@ -1,6 +1,8 @@
-package sqstest
+package protocol
 
-import "bytes"
+import (
+	"bytes"
+)
 
 // encoding/json decodes a lone UTF-16 surrogate escape ("\ud83d" without
 // its pair) as U+FFFD, which would silently change a message body. SQS

@@ -1,6 +1,6 @@
 //go:build unix
 
-package sqstest
+package journal
 
 import (
 	"errors"

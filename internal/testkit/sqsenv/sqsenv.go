@@ -28,7 +28,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials/ec2rolecreds"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/internal/callcount"
+	"github.com/tempqueues/tempqueues/internal/httpbody"
 	"github.com/tempqueues/tempqueues/sqstest"
 )
 
@@ -82,7 +83,7 @@ type Options struct {
 // Env is an opened SQS client.
 type Env struct {
 	Client  *sqs.Client
-	Counter *sqsapi.CallCounter // every API call the client makes
+	Counter *callcount.Counter // every API call the client makes
 	// Where describes the server: "embedded sqstest at http://...",
 	// "endpoint http://...", or "AWS (region ...)".
 	Where string
@@ -121,7 +122,7 @@ func Open(ctx context.Context, f Flags, opts ...func(*Options)) (*Env, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	counter := new(sqsapi.CallCounter)
+	counter := new(callcount.Counter)
 	if f.Embedded() {
 		srv := sqstest.NewServer(func(so *sqstest.Options) {
 			if f.Region != "" {
@@ -195,7 +196,7 @@ func Open(ctx context.Context, f Flags, opts ...func(*Options)) (*Env, error) {
 		where = "endpoint " + endpoint + " (" + EndpointEnv + ")"
 	}
 	log.Debug("SQS server: "+where, "region", cfg.Region)
-	client := sqs.NewFromConfig(cfg, sqs.WithAPIOptions(counter.Register), sqsapi.BufferRequestBodies, func(so *sqs.Options) {
+	client := sqs.NewFromConfig(cfg, sqs.WithAPIOptions(counter.Register), httpbody.Buffer, func(so *sqs.Options) {
 		if f.EndpointURL != "" {
 			so.BaseEndpoint = aws.String(f.EndpointURL)
 		}

@@ -46,15 +46,15 @@ func Leaked() []string {
 	for _, g := range bytes.Split(buf, []byte("\n\n")) {
 		s := string(g)
 		if !strings.Contains(s, module) || strings.Contains(s, "testing.tRunner") ||
-			strings.Contains(s, module+"internal/leakcheck") || strings.Contains(s, "testing.(*F).Fuzz") {
+			strings.Contains(s, module+"internal/testkit/leakcheck") || strings.Contains(s, "testing.(*F).Fuzz") {
 			continue
 		}
 		// Test servers (the fauxqs harness, sqstest) are closed after the
 		// test body, by t.Cleanup, and a child process's output is read as
-		// long as the child runs (internal/child): their goroutines are not
+		// long as the child runs (internal/testkit/child): their goroutines are not
 		// leaks of the code under test.
-		if createdBy(s, module+"internal/sqstestenv") || createdBy(s, module+"sqstest.") ||
-			createdBy(s, module+"internal/child.") {
+		if createdBy(s, module+"internal/testkit/sqstestenv") || createdBy(s, module+"sqstest.") ||
+			createdBy(s, module+"internal/testkit/child.") {
 			continue
 		}
 		out = append(out, s)

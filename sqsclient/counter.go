@@ -1,4 +1,4 @@
-package sqsapi
+package sqsclient
 
 import (
 	"github.com/aws/smithy-go/middleware"
@@ -12,7 +12,7 @@ import (
 //
 // Install it on a client with:
 //
-//	counter := new(sqsapi.CallCounter)
+//	counter := new(sqsclient.CallCounter)
 //	client := sqs.NewFromConfig(cfg, sqs.WithAPIOptions(counter.Register))
 //
 // Read it with Total or Snapshot; to count a stretch of time, subtract an

@@ -1,4 +1,4 @@
-package sqstest
+package protocol
 
 import (
 	"encoding/base64"
@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/tempqueues/tempqueues/sqstest/internal/api"
 )
 
 // The SQS query protocol: what AWS SDK for Java v1, older boto3 and
@@ -30,20 +32,13 @@ func isQuery(r *http.Request) bool {
 	return strings.HasPrefix(ct, "application/x-www-form-urlencoded") || r.URL.Query().Get("Action") != ""
 }
 
-// queryWriter marks a response as one of the query protocol, so that
-// writeError answers in XML.
-type queryWriter struct {
-	http.ResponseWriter
-	reqID string
-}
-
 // queryForm parses a query request's parameters: the body's, then the
 // URL's. A QueueUrl absent from both is taken from a /<account>/<queue>
 // path.
-func queryForm(r *http.Request, body []byte, base string) (url.Values, *apiError) {
+func queryForm(r *http.Request, body []byte, base string) (url.Values, *api.Error) {
 	f, err := url.ParseQuery(string(body))
 	if err != nil {
-		return nil, senderError("MalformedQueryString", "The request body is not a valid query string: %v", err)
+		return nil, api.SenderError("MalformedQueryString", "The request body is not a valid query string: %v", err)
 	}
 	for k, vs := range r.URL.Query() {
 		if _, ok := f[k]; !ok {
@@ -71,14 +66,14 @@ func (f qform) strp(k string) *string {
 	return nil
 }
 
-func (f qform) intp(k string) (*int, *apiError) {
+func (f qform) intp(k string) (*int, *api.Error) {
 	v := f.strp(k)
 	if v == nil {
 		return nil, nil
 	}
 	n, err := strconv.Atoi(*v)
 	if err != nil {
-		return nil, errInvalidParameter("Value %s for parameter %s is invalid. Reason: must be an integer.", *v, k)
+		return nil, api.InvalidParameter("Value %s for parameter %s is invalid. Reason: must be an integer.", *v, k)
 	}
 	return &n, nil
 }
@@ -133,20 +128,20 @@ func (f qform) pairs(prefix, key, value string) map[string]string {
 
 // msgAttrs reads MessageAttribute.N.Name and MessageAttribute.N.Value.*
 // (DataType, StringValue, BinaryValue in base64, and the list forms).
-func (f qform) msgAttrs(prefix string) (map[string]attrValue, *apiError) {
+func (f qform) msgAttrs(prefix string) (map[string]api.AttrValue, *api.Error) {
 	idx := f.indices(prefix)
 	if len(idx) == 0 {
 		return nil, nil
 	}
-	out := make(map[string]attrValue, len(idx))
+	out := make(map[string]api.AttrValue, len(idx))
 	for _, n := range idx {
 		p := item(prefix, n)
 		v := p + ".Value."
-		a := attrValue{DataType: f.str(v + "DataType"), StringValue: f.strp(v + "StringValue")}
+		a := api.AttrValue{DataType: f.str(v + "DataType"), StringValue: f.strp(v + "StringValue")}
 		if b := f.strp(v + "BinaryValue"); b != nil {
 			raw, err := base64.StdEncoding.DecodeString(*b)
 			if err != nil {
-				return nil, errInvalidParameter("The message attribute '%s' has an invalid base64 BinaryValue.", f.str(p+".Name"))
+				return nil, api.InvalidParameter("The message attribute '%s' has an invalid base64 BinaryValue.", f.str(p+".Name"))
 			}
 			a.BinaryValue = raw
 		}
@@ -154,7 +149,7 @@ func (f qform) msgAttrs(prefix string) (map[string]attrValue, *apiError) {
 		for _, s := range f.list(v + "BinaryListValue") {
 			raw, err := base64.StdEncoding.DecodeString(s)
 			if err != nil {
-				return nil, errInvalidParameter("The message attribute '%s' has an invalid base64 BinaryListValue.", f.str(p+".Name"))
+				return nil, api.InvalidParameter("The message attribute '%s' has an invalid base64 BinaryListValue.", f.str(p+".Name"))
 			}
 			a.BinaryListValues = append(a.BinaryListValues, raw)
 		}
@@ -165,8 +160,8 @@ func (f qform) msgAttrs(prefix string) (map[string]attrValue, *apiError) {
 
 // send reads a SendMessage request or one batch entry (prefix "" or
 // "SendMessageBatchRequestEntry.N.").
-func (f qform) send(prefix string, in *sendMessageInput) *apiError {
-	var err *apiError
+func (f qform) send(prefix string, in *api.SendMessageInput) *api.Error {
+	var err *api.Error
 	in.MessageBody = f.strp(prefix + "MessageBody")
 	if in.DelaySeconds, err = f.intp(prefix + "DelaySeconds"); err != nil {
 		return err
@@ -184,53 +179,53 @@ func (f qform) send(prefix string, in *sendMessageInput) *apiError {
 
 // decodeQuery fills in, one of the JSON protocol's input structs, from the
 // query parameters of op.
-func decodeQuery(op string, vals url.Values, in any) *apiError {
+func decodeQuery(op string, vals url.Values, in any) *api.Error {
 	f := qform(vals)
-	var err *apiError
+	var err *api.Error
 	switch in := in.(type) {
-	case *createQueueInput:
+	case *api.CreateQueueInput:
 		in.QueueName = f.str("QueueName")
 		in.Attributes = f.pairs("Attribute", "Name", "Value")
 		in.Tags = f.pairs("Tag", "Key", "Value")
-	case *getQueueURLInput:
+	case *api.GetQueueURLInput:
 		in.QueueName = f.str("QueueName")
 		in.QueueOwnerAWSAccountID = f.str("QueueOwnerAWSAccountId")
-	case *listQueuesInput:
+	case *api.ListQueuesInput:
 		in.QueueNamePrefix = f.str("QueueNamePrefix")
 		in.NextToken = f.str("NextToken")
 		in.MaxResults, err = f.intp("MaxResults")
-	case *listDLQSourcesInput:
+	case *api.ListDLQSourcesInput:
 		in.QueueURL = f.str("QueueUrl")
 		in.NextToken = f.str("NextToken")
 		in.MaxResults, err = f.intp("MaxResults")
-	case *queueInput:
+	case *api.QueueInput:
 		in.QueueURL = f.str("QueueUrl")
-	case *getQueueAttributesInput:
+	case *api.GetQueueAttributesInput:
 		in.QueueURL = f.str("QueueUrl")
 		in.AttributeNames = f.list("AttributeName")
-	case *setQueueAttributesInput:
+	case *api.SetQueueAttributesInput:
 		in.QueueURL = f.str("QueueUrl")
 		in.Attributes = f.pairs("Attribute", "Name", "Value")
-	case *tagQueueInput:
+	case *api.TagQueueInput:
 		in.QueueURL = f.str("QueueUrl")
 		in.Tags = f.pairs("Tag", "Key", "Value")
-	case *untagQueueInput:
+	case *api.UntagQueueInput:
 		in.QueueURL = f.str("QueueUrl")
 		in.TagKeys = f.list("TagKey")
-	case *sendMessageInput:
+	case *api.SendMessageInput:
 		in.QueueURL = f.str("QueueUrl")
 		err = f.send("", in)
-	case *sendMessageBatchInput:
+	case *api.SendMessageBatchInput:
 		in.QueueURL = f.str("QueueUrl")
 		for _, n := range f.indices("SendMessageBatchRequestEntry") {
 			p := item("SendMessageBatchRequestEntry", n) + "."
-			e := sendBatchEntry{ID: f.str(p + "Id")}
-			if err = f.send(p, &e.sendMessageInput); err != nil {
+			e := api.SendBatchEntry{ID: f.str(p + "Id")}
+			if err = f.send(p, &e.SendMessageInput); err != nil {
 				return err
 			}
 			in.Entries = append(in.Entries, e)
 		}
-	case *receiveMessageInput:
+	case *api.ReceiveMessageInput:
 		in.QueueURL = f.str("QueueUrl")
 		in.AttributeNames = f.list("AttributeName")
 		in.MessageSystemAttributeNames = f.list("MessageSystemAttributeName")
@@ -242,36 +237,36 @@ func decodeQuery(op string, vals url.Values, in any) *apiError {
 				return err
 			}
 		}
-	case *deleteMessageInput:
+	case *api.DeleteMessageInput:
 		in.QueueURL = f.str("QueueUrl")
 		in.ReceiptHandle = f.str("ReceiptHandle")
-	case *changeVisibilityInput:
+	case *api.ChangeVisibilityInput:
 		in.QueueURL = f.str("QueueUrl")
 		in.ReceiptHandle = f.str("ReceiptHandle")
 		in.VisibilityTimeout, err = f.intp("VisibilityTimeout")
-	case *handleBatchInput:
+	case *api.HandleBatchInput:
 		// DeleteMessageBatchRequestEntry.N.*, ChangeMessageVisibilityBatchRequestEntry.N.*
 		in.QueueURL = f.str("QueueUrl")
 		prefix := op + "RequestEntry"
 		for _, n := range f.indices(prefix) {
 			p := item(prefix, n) + "."
-			e := batchEntry{ID: f.str(p + "Id"), ReceiptHandle: f.str(p + "ReceiptHandle")}
+			e := api.BatchEntry{ID: f.str(p + "Id"), ReceiptHandle: f.str(p + "ReceiptHandle")}
 			if e.VisibilityTimeout, err = f.intp(p + "VisibilityTimeout"); err != nil {
 				return err
 			}
 			in.Entries = append(in.Entries, e)
 		}
-	case *startMoveTaskInput:
+	case *api.StartMoveTaskInput:
 		in.SourceArn = f.str("SourceArn")
 		in.DestinationArn = f.str("DestinationArn")
 		in.MaxNumberOfMessagesPerSecond, err = f.intp("MaxNumberOfMessagesPerSecond")
-	case *cancelMoveTaskInput:
+	case *api.CancelMoveTaskInput:
 		in.TaskHandle = f.str("TaskHandle")
-	case *listMoveTasksInput:
+	case *api.ListMoveTasksInput:
 		in.SourceArn = f.str("SourceArn")
 		in.MaxResults, err = f.intp("MaxResults")
 	default:
-		return newError(http.StatusInternalServerError, "InternalFailure", "sqstest: no query decoder for %T", in)
+		return api.NewError(http.StatusInternalServerError, "InternalFailure", "sqstest: no query decoder for %T", in)
 	}
 	return err
 }
@@ -314,7 +309,7 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-func (b *xmlw) sendResult(r *sendMessageOutput) {
+func (b *xmlw) sendResult(r *api.SendMessageOutput) {
 	b.elem("MessageId", r.MessageID)
 	b.elem("MD5OfMessageBody", r.MD5OfMessageBody)
 	b.opt("MD5OfMessageAttributes", r.MD5OfMessageAttributes)
@@ -322,7 +317,7 @@ func (b *xmlw) sendResult(r *sendMessageOutput) {
 	b.opt("SequenceNumber", r.SequenceNumber)
 }
 
-func (b *xmlw) batchErrors(fs []batchError) {
+func (b *xmlw) batchErrors(fs []api.BatchError) {
 	for _, e := range fs {
 		b.WriteString("<BatchResultErrorEntry>")
 		b.elem("Id", e.ID)
@@ -333,7 +328,7 @@ func (b *xmlw) batchErrors(fs []batchError) {
 	}
 }
 
-func (b *xmlw) message(m *messageOutput) {
+func (b *xmlw) message(m *api.MessageOutput) {
 	b.WriteString("<Message>")
 	b.elem("MessageId", m.MessageID)
 	b.elem("ReceiptHandle", m.ReceiptHandle)
@@ -372,44 +367,44 @@ func encodeQuery(op, reqID string, out any) []byte {
 	var b xmlw
 	b.WriteString(`<?xml version="1.0"?>` + "\n")
 	b.WriteString("<" + op + `Response xmlns="` + queryNamespace + `">`)
-	if _, none := out.(*empty); !none {
+	if _, none := out.(*api.Empty); !none {
 		b.WriteString("<" + op + "Result>")
 		switch o := out.(type) {
-		case *queueURLOutput:
+		case *api.QueueURLOutput:
 			b.elem("QueueUrl", o.QueueURL)
-		case *listQueuesOutput:
+		case *api.ListQueuesOutput:
 			for _, u := range o.QueueURLs {
 				b.elem("QueueUrl", u)
 			}
 			b.opt("NextToken", o.NextToken)
-		case *listDLQSourcesOutput:
+		case *api.ListDLQSourcesOutput:
 			for _, u := range o.QueueURLs {
 				b.elem("QueueUrl", u)
 			}
 			b.opt("NextToken", o.NextToken)
-		case *attributesOutput:
+		case *api.AttributesOutput:
 			b.kv("Attribute", "Name", "Value", o.Attributes)
-		case *listQueueTagsOutput:
+		case *api.ListQueueTagsOutput:
 			b.kv("Tag", "Key", "Value", o.Tags)
-		case *sendMessageOutput:
+		case *api.SendMessageOutput:
 			b.sendResult(o)
-		case *sendMessageBatchOutput:
+		case *api.SendMessageBatchOutput:
 			for i := range o.Successful {
 				b.WriteString("<SendMessageBatchResultEntry>")
 				b.elem("Id", o.Successful[i].ID)
-				b.sendResult(&o.Successful[i].sendMessageOutput)
+				b.sendResult(&o.Successful[i].SendMessageOutput)
 				b.WriteString("</SendMessageBatchResultEntry>")
 			}
 			b.batchErrors(o.Failed)
-		case *receiveMessageOutput:
+		case *api.ReceiveMessageOutput:
 			for i := range o.Messages {
 				b.message(&o.Messages[i])
 			}
-		case *startMoveTaskOutput:
+		case *api.StartMoveTaskOutput:
 			b.elem("TaskHandle", o.TaskHandle)
-		case *cancelMoveTaskOutput:
+		case *api.CancelMoveTaskOutput:
 			b.elem("ApproximateNumberOfMessagesMoved", strconv.FormatInt(o.ApproximateNumberOfMessagesMoved, 10))
-		case *listMoveTasksOutput:
+		case *api.ListMoveTasksOutput:
 			for _, e := range o.Results {
 				b.WriteString("<ListMessageMoveTasksResultEntry>")
 				b.opt("TaskHandle", e.TaskHandle)
@@ -427,7 +422,7 @@ func encodeQuery(op, reqID string, out any) []byte {
 				b.elem("StartedTimestamp", strconv.FormatInt(e.StartedTimestamp, 10))
 				b.WriteString("</ListMessageMoveTasksResultEntry>")
 			}
-		case *handleBatchOutput:
+		case *api.HandleBatchOutput:
 			for _, id := range o.Successful {
 				b.WriteString("<" + op + "ResultEntry>")
 				b.elem("Id", id.ID)
@@ -446,17 +441,17 @@ func encodeQuery(op, reqID string, out any) []byte {
 // encodeQueryError renders e as SQS's query-protocol error document, with
 // the legacy error code (AWS.SimpleQueueService.NonExistentQueue) that
 // query clients match on.
-func encodeQueryError(e *apiError, reqID string) []byte {
+func encodeQueryError(e *api.Error, reqID string) []byte {
 	var b xmlw
 	b.WriteString(`<?xml version="1.0"?>` + "\n")
 	b.WriteString(`<ErrorResponse xmlns="` + queryNamespace + `"><Error>`)
 	fault := "Sender"
-	if !e.sender {
+	if !e.Sender {
 		fault = "Receiver"
 	}
 	b.elem("Type", fault)
-	b.elem("Code", e.queryCode)
-	b.elem("Message", e.msg)
+	b.elem("Code", e.QueryCode)
+	b.elem("Message", e.Msg)
 	b.WriteString("<Detail/></Error>")
 	b.elem("RequestId", reqID)
 	b.WriteString("</ErrorResponse>\n")

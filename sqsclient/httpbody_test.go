@@ -1,4 +1,4 @@
-package sqsapi_test
+package sqsclient_test
 
 import (
 	"context"
@@ -14,8 +14,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/tempqueues/tempqueues/internal/sqstestenv"
-	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/sqsclient"
 )
 
 // closingBody behaves like the SDK's request body: once closed, WriteTo
@@ -61,8 +61,8 @@ func (c *captureClient) Do(r *http.Request) (*http.Response, error) {
 func TestBufferRequestBodiesOutlivesTheSDKsClose(t *testing.T) {
 	next := &captureClient{}
 	o := sqs.Options{HTTPClient: next}
-	sqsapi.BufferRequestBodies(&o)
-	sqsapi.BufferRequestBodies(&o) // idempotent: one layer only
+	sqsclient.BufferRequestBodies(&o)
+	sqsclient.BufferRequestBodies(&o) // idempotent: one layer only
 
 	const payload = `{"QueueUrl":"q"}`
 	orig := &closingBody{r: strings.NewReader(payload)}
@@ -104,7 +104,7 @@ func TestBufferRequestBodiesOutlivesTheSDKsClose(t *testing.T) {
 func TestBufferRequestBodiesEmptyAndFailingBodies(t *testing.T) {
 	next := &captureClient{}
 	o := sqs.Options{HTTPClient: next}
-	sqsapi.BufferRequestBodies(&o)
+	sqsclient.BufferRequestBodies(&o)
 
 	req, _ := http.NewRequest(http.MethodPost, "http://127.0.0.1:1/", strings.NewReader(""))
 	if _, err := o.HTTPClient.Do(req); err != nil {
@@ -125,7 +125,7 @@ func TestBufferRequestBodiesEmptyAndFailingBodies(t *testing.T) {
 	}
 
 	var d sqs.Options
-	sqsapi.BufferRequestBodies(&d)
+	sqsclient.BufferRequestBodies(&d)
 	if d.HTTPClient == nil {
 		t.Error("nil HTTPClient left nil")
 	}
@@ -147,7 +147,7 @@ func TestBufferRequestBodiesNoFailedWrites(t *testing.T) {
 		t.Parallel()
 		var failed, wrote atomic.Int64
 		var firstErr atomic.Value
-		client := sqs.New(sqstestenv.NewClient(be.Endpoint, nil).Options(), sqsapi.BufferRequestBodies, func(o *sqs.Options) {
+		client := sqs.New(sqstestenv.NewClient(be.Endpoint, nil).Options(), sqsclient.BufferRequestBodies, func(o *sqs.Options) {
 			o.HTTPClient = traceWrites{next: o.HTTPClient, failed: &failed, wrote: &wrote, first: &firstErr}
 		})
 		ctx := context.Background()

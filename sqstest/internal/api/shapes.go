@@ -1,11 +1,11 @@
-package sqstest
+package api
 
 // JSON shapes of the AWS JSON 1.0 SQS protocol. Member names are the
 // service model's, which are not always capitalised (CreateQueue "tags",
 // ListDeadLetterSourceQueues "queueUrls"), hence the explicit tags. Pointers
 // mark members whose absence differs from their zero value.
 
-type attrValue struct {
+type AttrValue struct {
 	DataType         string   `json:"DataType"`
 	StringValue      *string  `json:"StringValue,omitempty"`
 	BinaryValue      []byte   `json:"BinaryValue,omitempty"`
@@ -13,86 +13,86 @@ type attrValue struct {
 	BinaryListValues [][]byte `json:"BinaryListValues,omitempty"`
 }
 
-type createQueueInput struct {
+type CreateQueueInput struct {
 	QueueName  string            `json:"QueueName"`
 	Attributes map[string]string `json:"Attributes"`
 	Tags       map[string]string `json:"tags"`
 }
 
-type queueURLOutput struct {
+type QueueURLOutput struct {
 	QueueURL string `json:"QueueUrl"`
 }
 
-type getQueueURLInput struct {
+type GetQueueURLInput struct {
 	QueueName              string `json:"QueueName"`
 	QueueOwnerAWSAccountID string `json:"QueueOwnerAWSAccountId"`
 }
 
-type listQueuesInput struct {
+type ListQueuesInput struct {
 	QueueNamePrefix string `json:"QueueNamePrefix"`
 	NextToken       string `json:"NextToken"`
 	MaxResults      *int   `json:"MaxResults"`
 }
 
-type listQueuesOutput struct {
+type ListQueuesOutput struct {
 	QueueURLs []string `json:"QueueUrls,omitempty"`
 	NextToken string   `json:"NextToken,omitempty"`
 }
 
-type listDLQSourcesInput struct {
+type ListDLQSourcesInput struct {
 	QueueURL   string `json:"QueueUrl"`
 	NextToken  string `json:"NextToken"`
 	MaxResults *int   `json:"MaxResults"`
 }
 
-type listDLQSourcesOutput struct {
+type ListDLQSourcesOutput struct {
 	QueueURLs []string `json:"queueUrls"`
 	NextToken string   `json:"NextToken,omitempty"`
 }
 
-type queueInput struct {
+type QueueInput struct {
 	QueueURL string `json:"QueueUrl"`
 }
 
-type getQueueAttributesInput struct {
+type GetQueueAttributesInput struct {
 	QueueURL       string   `json:"QueueUrl"`
 	AttributeNames []string `json:"AttributeNames"`
 }
 
-type attributesOutput struct {
+type AttributesOutput struct {
 	Attributes map[string]string `json:"Attributes,omitempty"`
 }
 
-type setQueueAttributesInput struct {
+type SetQueueAttributesInput struct {
 	QueueURL   string            `json:"QueueUrl"`
 	Attributes map[string]string `json:"Attributes"`
 }
 
-type tagQueueInput struct {
+type TagQueueInput struct {
 	QueueURL string            `json:"QueueUrl"`
 	Tags     map[string]string `json:"Tags"`
 }
 
-type untagQueueInput struct {
+type UntagQueueInput struct {
 	QueueURL string   `json:"QueueUrl"`
 	TagKeys  []string `json:"TagKeys"`
 }
 
-type listQueueTagsOutput struct {
+type ListQueueTagsOutput struct {
 	Tags map[string]string `json:"Tags,omitempty"`
 }
 
-type sendMessageInput struct {
+type SendMessageInput struct {
 	QueueURL                string               `json:"QueueUrl"`
 	MessageBody             *string              `json:"MessageBody"`
 	DelaySeconds            *int                 `json:"DelaySeconds"`
-	MessageAttributes       map[string]attrValue `json:"MessageAttributes"`
-	MessageSystemAttributes map[string]attrValue `json:"MessageSystemAttributes"`
+	MessageAttributes       map[string]AttrValue `json:"MessageAttributes"`
+	MessageSystemAttributes map[string]AttrValue `json:"MessageSystemAttributes"`
 	MessageDeduplicationID  *string              `json:"MessageDeduplicationId"`
 	MessageGroupID          *string              `json:"MessageGroupId"`
 }
 
-type sendMessageOutput struct {
+type SendMessageOutput struct {
 	MessageID                    string `json:"MessageId"`
 	MD5OfMessageBody             string `json:"MD5OfMessageBody"`
 	MD5OfMessageAttributes       string `json:"MD5OfMessageAttributes,omitempty"`
@@ -100,34 +100,34 @@ type sendMessageOutput struct {
 	SequenceNumber               string `json:"SequenceNumber,omitempty"`
 }
 
-type sendBatchEntry struct {
+type SendBatchEntry struct {
 	ID string `json:"Id"`
-	sendMessageInput
+	SendMessageInput
 }
 
-type sendMessageBatchInput struct {
+type SendMessageBatchInput struct {
 	QueueURL string           `json:"QueueUrl"`
-	Entries  []sendBatchEntry `json:"Entries"`
+	Entries  []SendBatchEntry `json:"Entries"`
 }
 
-type sendBatchResult struct {
+type SendBatchResult struct {
 	ID string `json:"Id"`
-	sendMessageOutput
+	SendMessageOutput
 }
 
-type batchError struct {
+type BatchError struct {
 	ID          string `json:"Id"`
 	Code        string `json:"Code"`
 	Message     string `json:"Message,omitempty"`
 	SenderFault bool   `json:"SenderFault"`
 }
 
-type sendMessageBatchOutput struct {
-	Successful []sendBatchResult `json:"Successful"`
-	Failed     []batchError      `json:"Failed"`
+type SendMessageBatchOutput struct {
+	Successful []SendBatchResult `json:"Successful"`
+	Failed     []BatchError      `json:"Failed"`
 }
 
-type receiveMessageInput struct {
+type ReceiveMessageInput struct {
 	QueueURL                    string   `json:"QueueUrl"`
 	AttributeNames              []string `json:"AttributeNames"`
 	MessageSystemAttributeNames []string `json:"MessageSystemAttributeNames"`
@@ -138,77 +138,77 @@ type receiveMessageInput struct {
 	ReceiveRequestAttemptID     string   `json:"ReceiveRequestAttemptId"`
 }
 
-type messageOutput struct {
+type MessageOutput struct {
 	MessageID              string               `json:"MessageId"`
 	ReceiptHandle          string               `json:"ReceiptHandle"`
 	Body                   string               `json:"Body"`
 	MD5OfBody              string               `json:"MD5OfBody"`
 	MD5OfMessageAttributes string               `json:"MD5OfMessageAttributes,omitempty"`
 	Attributes             map[string]string    `json:"Attributes,omitempty"`
-	MessageAttributes      map[string]attrValue `json:"MessageAttributes,omitempty"`
+	MessageAttributes      map[string]AttrValue `json:"MessageAttributes,omitempty"`
 }
 
-type receiveMessageOutput struct {
-	Messages []messageOutput `json:"Messages,omitempty"`
+type ReceiveMessageOutput struct {
+	Messages []MessageOutput `json:"Messages,omitempty"`
 }
 
-type deleteMessageInput struct {
+type DeleteMessageInput struct {
 	QueueURL      string `json:"QueueUrl"`
 	ReceiptHandle string `json:"ReceiptHandle"`
 }
 
-type changeVisibilityInput struct {
+type ChangeVisibilityInput struct {
 	QueueURL          string `json:"QueueUrl"`
 	ReceiptHandle     string `json:"ReceiptHandle"`
 	VisibilityTimeout *int   `json:"VisibilityTimeout"`
 }
 
-type batchEntry struct {
+type BatchEntry struct {
 	ID                string `json:"Id"`
 	ReceiptHandle     string `json:"ReceiptHandle"`
 	VisibilityTimeout *int   `json:"VisibilityTimeout"`
 }
 
-type handleBatchInput struct {
+type HandleBatchInput struct {
 	QueueURL string       `json:"QueueUrl"`
-	Entries  []batchEntry `json:"Entries"`
+	Entries  []BatchEntry `json:"Entries"`
 }
 
-type batchID struct {
+type BatchID struct {
 	ID string `json:"Id"`
 }
 
-type handleBatchOutput struct {
-	Successful []batchID    `json:"Successful"`
-	Failed     []batchError `json:"Failed"`
+type HandleBatchOutput struct {
+	Successful []BatchID    `json:"Successful"`
+	Failed     []BatchError `json:"Failed"`
 }
 
-type empty struct{}
+type Empty struct{}
 
-type startMoveTaskInput struct {
+type StartMoveTaskInput struct {
 	SourceArn                    string `json:"SourceArn"`
 	DestinationArn               string `json:"DestinationArn"`
 	MaxNumberOfMessagesPerSecond *int   `json:"MaxNumberOfMessagesPerSecond"`
 }
 
-type startMoveTaskOutput struct {
+type StartMoveTaskOutput struct {
 	TaskHandle string `json:"TaskHandle"`
 }
 
-type cancelMoveTaskInput struct {
+type CancelMoveTaskInput struct {
 	TaskHandle string `json:"TaskHandle"`
 }
 
-type cancelMoveTaskOutput struct {
+type CancelMoveTaskOutput struct {
 	ApproximateNumberOfMessagesMoved int64 `json:"ApproximateNumberOfMessagesMoved"`
 }
 
-type listMoveTasksInput struct {
+type ListMoveTasksInput struct {
 	SourceArn  string `json:"SourceArn"`
 	MaxResults *int   `json:"MaxResults"`
 }
 
-type moveTaskEntry struct {
+type MoveTaskEntry struct {
 	TaskHandle                        string `json:"TaskHandle,omitempty"`
 	Status                            string `json:"Status"`
 	SourceArn                         string `json:"SourceArn"`
@@ -220,6 +220,6 @@ type moveTaskEntry struct {
 	StartedTimestamp                  int64  `json:"StartedTimestamp"`
 }
 
-type listMoveTasksOutput struct {
-	Results []moveTaskEntry `json:"Results"`
+type ListMoveTasksOutput struct {
+	Results []MoveTaskEntry `json:"Results"`
 }

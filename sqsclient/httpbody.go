@@ -1,4 +1,4 @@
-package sqsapi
+package sqsclient
 
 import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -10,7 +10,7 @@ import (
 // layer from losing responses, ReceiveMessage responses included, and
 // therefore messages. Install it on every client:
 //
-//	client := sqs.NewFromConfig(cfg, sqsapi.BufferRequestBodies)
+//	client := sqs.NewFromConfig(cfg, sqsclient.BufferRequestBodies)
 //
 // Why: the SDK (smithy-go) hands net/http a request body that it closes as
 // soon as the response headers arrive, and whose WriteTo then returns

@@ -1,4 +1,4 @@
-package sqsapi_test
+package sqsclient_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
-	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/sqsclient"
 	"github.com/tempqueues/tempqueues/sqstest"
 )
 
@@ -17,7 +17,7 @@ import (
 // BufferRequestBodies. On AWS:
 //
 //	cfg, err := config.LoadDefaultConfig(ctx)
-//	client := sqs.NewFromConfig(cfg, sqsapi.BufferRequestBodies)
+//	client := sqs.NewFromConfig(cfg, sqsclient.BufferRequestBodies)
 //
 // Here the client talks to an embedded server over TCP, where the fix
 // matters.
@@ -25,7 +25,7 @@ func ExampleBufferRequestBodies() {
 	ctx := context.Background()
 	srv := sqstest.NewServer()
 	defer srv.Close(ctx)
-	client := srv.Client(func(o *sqs.Options) { o.HTTPClient = new(http.Client) }, sqsapi.BufferRequestBodies)
+	client := srv.Client(func(o *sqs.Options) { o.HTTPClient = new(http.Client) }, sqsclient.BufferRequestBodies)
 
 	q, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("jobs")})
 	if err != nil {
@@ -50,7 +50,7 @@ func ExampleCallCounter() {
 	ctx := context.Background()
 	srv := sqstest.NewServer()
 	defer srv.Close(ctx)
-	counter := new(sqsapi.CallCounter)
+	counter := new(sqsclient.CallCounter)
 	client := srv.Client(sqs.WithAPIOptions(counter.Register))
 
 	q, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("jobs")})

@@ -14,8 +14,8 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/tempqueues/tempqueues/internal/awserr"
-	"github.com/tempqueues/tempqueues/internal/faultproxy"
-	"github.com/tempqueues/tempqueues/internal/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/faultproxy"
+	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
 )
 
 // setup returns a proxy in front of a fresh sqstest server, an SDK client

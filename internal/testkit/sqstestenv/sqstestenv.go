@@ -32,8 +32,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/tempqueues/tempqueues/internal/callcount"
-	"github.com/tempqueues/tempqueues/internal/child"
-	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/internal/httpbody"
+	"github.com/tempqueues/tempqueues/internal/testkit/child"
 	"github.com/tempqueues/tempqueues/sqstest"
 )
 
@@ -56,14 +56,15 @@ func (b *Backend) Client(tb testing.TB) (*sqs.Client, *callcount.Counter) {
 	tb.Helper()
 	counter := new(callcount.Counter)
 	if b.awsConfig != nil {
-		return sqs.NewFromConfig(*b.awsConfig, sqs.WithAPIOptions(counter.Register), sqsapi.BufferRequestBodies), counter
+		return sqs.NewFromConfig(*b.awsConfig, sqs.WithAPIOptions(counter.Register), httpbody.Buffer), counter
 	}
 	return NewClient(b.Endpoint, counter), counter
 }
 
 // NewClient returns an SDK client for a local SQS-compatible endpoint, with
-// static dummy credentials, region us-east-1, sqsapi.BufferRequestBodies
-// (as every client should have) and, if counter is not nil, the API-call
+// static dummy credentials, region us-east-1, httpbody.Buffer
+// (sqsclient.BufferRequestBodies, as every client should have) and, if
+// counter is not nil, the API-call
 // counter installed.
 func NewClient(endpoint string, counter *callcount.Counter) *sqs.Client {
 	opts := sqs.Options{
@@ -74,7 +75,7 @@ func NewClient(endpoint string, counter *callcount.Counter) *sqs.Client {
 	if counter != nil {
 		opts.APIOptions = append(opts.APIOptions, counter.Register)
 	}
-	return sqs.New(opts, sqsapi.BufferRequestBodies)
+	return sqs.New(opts, httpbody.Buffer)
 }
 
 var (
@@ -121,7 +122,7 @@ func Fauxqs(tb testing.TB) *Backend {
 // EmulatorDir is the directory of the pinned fauxqs install.
 func EmulatorDir() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "integration", "emulator")
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", "integration", "emulator")
 }
 
 func startFauxqs() (*Backend, error) {
