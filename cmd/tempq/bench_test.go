@@ -79,8 +79,11 @@ func TestBenchSmoke(t *testing.T) {
 			t.Errorf("%v at %v: rpc/s %v, p50 %v ms, p99 %v ms", name, r["concurrency"], rps, p50, p99)
 		}
 		// Whatever the batching, an RPC takes between a fraction of a
-		// call and a dozen; the floor is exactly its six calls.
-		if calls < 0.1 || calls > 12 {
+		// call and a dozen; the floor is exactly its six calls. Parked
+		// receivers are the exception above: their polls end by time, not
+		// by RPCs, so a machine slowed by other work makes them many
+		// empty receives for each of the few RPCs a short window holds.
+		if calls < 0.1 || calls > 12 && name != "parked-receivers" {
 			t.Errorf("%v at %v: %v API calls per RPC", name, r["concurrency"], calls)
 		}
 		if name == "floor" && calls != 6 {
