@@ -139,11 +139,13 @@ func (c *Console) renderQueue(w http.ResponseWriter, r *http.Request, queueURL s
 		return
 	}
 	v := c.view(r, "queues", d.Name, d)
-	status := http.StatusOK
 	if actionErr != nil {
-		v.Error, v.Notice, v.Form, status = apiError(actionErr), "", r.PostForm, errorStatus(actionErr)
+		// 200, not the error's status: the page is the answer, and a
+		// browser logs a document with an error status as a console
+		// error.
+		v.Error, v.Notice, v.Form = apiError(actionErr), "", r.PostForm
 	}
-	c.render(w, r, status, "queue", v)
+	c.render(w, r, http.StatusOK, "queue", v)
 }
 
 func (c *Console) temporaryPage(w http.ResponseWriter, r *http.Request) {
@@ -169,7 +171,8 @@ var errBadForm = errors.New("bad form input")
 
 // action wraps an action: it checks the POST, runs fn, and redirects to
 // the page fn names (POST, redirect, GET), or shows the queue page again
-// with the error and the form's values, nothing changed.
+// with the error (as the API gave it) and the form's values, nothing
+// changed.
 func (c *Console) action(fn func(ctx context.Context, r *http.Request) (string, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
