@@ -145,17 +145,19 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.waitJS(t, "zero counts on the page", `document.getElementById("count-visible").textContent === "0" && document.getElementById("count-inflight").textContent === "0"`)
 
 	// A move task from the dead-letter queue back to its source: five
-	// messages that failed in payments (one receive allowed) first.
+	// messages that failed in payments (one receive allowed, visible again
+	// at once) first.
 	payments := createQueue(t, c, "payments", map[string]string{
-		"RedrivePolicy": `{"deadLetterTargetArn":"` + dlqAttrs["QueueArn"] + `","maxReceiveCount":"1"}`,
+		"RedrivePolicy":     `{"deadLetterTargetArn":"` + dlqAttrs["QueueArn"] + `","maxReceiveCount":"1"}`,
+		"VisibilityTimeout": "0",
 	})
 	for i := range 5 {
 		send(t, c, payments, "payment "+strconv.Itoa(i))
 	}
 	waitFor(t, "five dead letters", func() (bool, error) {
-		// Each receive hides nothing (visibility 0): the next one
-		// dead-letters what this one received.
-		if _, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(payments), MaxNumberOfMessages: 10, VisibilityTimeout: 0}); err != nil {
+		// Each receive hides nothing: the next one dead-letters what
+		// this one received.
+		if _, err := c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(payments), MaxNumberOfMessages: 10}); err != nil {
 			return false, err
 		}
 		a, err := queueAttrs(ctx, c, dlq)

@@ -206,7 +206,7 @@ func (b *browser) waitJS(t *testing.T, what, expr string) {
 	deadline := time.Now().Add(patience)
 	for {
 		ctx, cancel := context.WithTimeout(b.ctx, patience)
-		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool]("!!(" + expr + ")"))
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool]("!!("+expr+")"))
 		cancel()
 		if ok {
 			return

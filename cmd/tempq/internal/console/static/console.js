@@ -105,12 +105,7 @@
         line.setAttribute("vector-effect", "non-scaling-stroke");
         svg.appendChild(line);
       }
-      const label = document.createElementNS(ns, "text");
-      label.setAttribute("x", "4");
-      label.setAttribute("y", "12");
-      label.setAttribute("font-size", "11");
-      label.textContent = top.toFixed(1) + " calls/s";
-      svg.appendChild(label);
+      document.getElementById("chart-top").textContent = top.toFixed(1);
 
       const rows = document.getElementById("call-rows");
       rows.replaceChildren();
