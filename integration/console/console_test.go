@@ -19,6 +19,18 @@ func rowCell(queue, class string) string {
 	return fmt.Sprintf(`(document.querySelector('tr[data-queue=%q] .%s') || {}).textContent`, queue, class)
 }
 
+// sendForm fills the send form with a body and one message attribute, and
+// submits it.
+func sendForm(body, attr, typ, value string) []chromedp.Action[chromedp.Void] {
+	return []chromedp.Action[chromedp.Void]{
+		chromedp.SetValue(chromedp.ID("send-body"), body),
+		chromedp.SetValue(chromedp.ID("attr-name-0"), attr),
+		chromedp.SetValue(chromedp.ID("attr-type-0"), typ),
+		chromedp.SetValue(chromedp.ID("attr-value-0"), value),
+		chromedp.Click(chromedp.ID("send")),
+	}
+}
+
 // queueAttrs returns a queue's attributes through the SDK.
 func queueAttrs(ctx context.Context, c *sqs.Client, url string) (map[string]string, error) {
 	out, err := c.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameAll}})
@@ -90,13 +102,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	b.waitJS(t, "the peek", `document.querySelectorAll("#peek tr.message").length === 3 && document.querySelector("#peek").textContent.includes("order 2")`)
 
 	// Bad input: the API's error, and nothing sent.
-	b.do(t, "send a bad Number attribute",
-		chromedp.SetValue(chromedp.ID("send-body"), "bad"),
-		chromedp.SetValue(chromedp.ID("attr-name-0"), "n"),
-		chromedp.SetValue(chromedp.ID("attr-type-0"), "Number"),
-		chromedp.SetValue(chromedp.ID("attr-value-0"), "abc"),
-		chromedp.Click(chromedp.ID("send")),
-	)
+	b.do(t, "send a bad Number attribute", sendForm("bad", "n", "Number", "abc")...)
 	b.waitJS(t, "the API's error", `(document.getElementById("error") || {}).textContent?.startsWith("InvalidParameterValue")`)
 	if a, err := queueAttrs(ctx, c, orders); err != nil || a["ApproximateNumberOfMessages"] != "2" {
 		t.Fatalf("after bad input: attributes %v, %v; want 2 visible still", a, err)
@@ -106,13 +112,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	}
 
 	// Send from the form, receive through the SDK.
-	b.do(t, "send from the form",
-		chromedp.SetValue(chromedp.ID("send-body"), "hello from the browser"),
-		chromedp.SetValue(chromedp.ID("attr-name-0"), "origin"),
-		chromedp.SetValue(chromedp.ID("attr-type-0"), "String"),
-		chromedp.SetValue(chromedp.ID("attr-value-0"), "console"),
-		chromedp.Click(chromedp.ID("send")),
-	)
+	b.do(t, "send from the form", sendForm("hello from the browser", "origin", "String", "console")...)
 	b.waitJS(t, "the sent notice", `(document.getElementById("notice") || {}).textContent?.startsWith("Sent message")`)
 	var got *types.Message
 	waitFor(t, "the form's message through the SDK", func() (bool, error) {

@@ -144,9 +144,9 @@ func New(client Client, optFns ...func(*Options)) (*Console, error) {
 
 func (c *Console) routes() {
 	m := http.NewServeMux()
-	m.HandleFunc("GET "+Path+"{$}", c.queuesPage)
+	m.HandleFunc("GET "+Path+"{$}", readPage(c, "queues", "Queues", c.queues))
 	m.HandleFunc("GET "+Path+"queue", c.queuePage)
-	m.HandleFunc("GET "+Path+"temporary", c.temporaryPage)
+	m.HandleFunc("GET "+Path+"temporary", readPage(c, "temporary", "Temporary queues", c.temporaries))
 	m.HandleFunc("GET "+Path+"calls", c.callsPage)
 	m.HandleFunc("GET "+Path+"calls.json", c.callsJSON)
 	m.Handle("GET "+Path+"static/", c.static)

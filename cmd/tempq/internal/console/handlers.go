@@ -113,13 +113,17 @@ func errorStatus(err error) int {
 	return http.StatusBadGateway
 }
 
-func (c *Console) queuesPage(w http.ResponseWriter, r *http.Request) {
-	qs, err := c.queues(r.Context())
-	if err != nil {
-		c.failed(w, r, "queues", "Queues", err)
-		return
+// readPage serves a page (its own navigation entry) whose data read
+// returns.
+func readPage[T any](c *Console, page, title string, read func(context.Context) (T, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		data, err := read(r.Context())
+		if err != nil {
+			c.failed(w, r, page, title, err)
+			return
+		}
+		c.render(w, r, http.StatusOK, page, c.view(r, page, title, data))
 	}
-	c.render(w, r, http.StatusOK, "queues", c.view(r, "queues", "Queues", qs))
 }
 
 func (c *Console) queuePage(w http.ResponseWriter, r *http.Request) {
@@ -146,15 +150,6 @@ func (c *Console) renderQueue(w http.ResponseWriter, r *http.Request, queueURL s
 		v.Error, v.Notice, v.Form = apiError(actionErr), "", r.PostForm
 	}
 	c.render(w, r, http.StatusOK, "queue", v)
-}
-
-func (c *Console) temporaryPage(w http.ResponseWriter, r *http.Request) {
-	t, err := c.temporaries(r.Context())
-	if err != nil {
-		c.failed(w, r, "temporary", "Temporary queues", err)
-		return
-	}
-	c.render(w, r, http.StatusOK, "temporary", c.view(r, "temporary", "Temporary queues", t))
 }
 
 func (c *Console) callsPage(w http.ResponseWriter, r *http.Request) {
