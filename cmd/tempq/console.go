@@ -44,7 +44,7 @@ func runConsole(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer env.Close()
-	readOnly := awsEndpointURL(env.Endpoint) && !*allow
+	readOnly := onAWS(server.AWS, env.Endpoint) && !*allow
 	con, err := console.New(env.Client, func(o *console.Options) {
 		o.Logger = server.logger(stderr)
 		o.ReadOnly = readOnly
@@ -88,7 +88,7 @@ ordinary SQS API: the queue list costs 2 calls per queue per refresh, and
 the calls chart shows only the calls the console made itself (tempq
 emulator's own console shows every call it served, and peeks at messages).
 
-On AWS (no --endpoint-url, or an amazonaws.com one) it is read-only unless
+On AWS (--aws, no --endpoint-url, or an amazonaws.com one) it is read-only unless
 --allow-actions. Every action is a POST with the console's CSRF token; the
 console answers only requests addressed to a loopback name. See
 docs/console.md.
@@ -96,10 +96,11 @@ docs/console.md.
 	}
 }
 
-// awsEndpointURL reports whether the client's endpoint is AWS's own: none
-// given (the SDK resolves AWS's), or a host under amazonaws.com.
-func awsEndpointURL(endpoint string) bool {
-	if endpoint == "" {
+// onAWS reports whether a console's client talks to AWS itself: --aws, no
+// endpoint given (the SDK resolves AWS's), or an endpoint under
+// amazonaws.com. Such a console is read-only without --allow-actions.
+func onAWS(awsFlag bool, endpoint string) bool {
+	if awsFlag || endpoint == "" {
 		return true
 	}
 	u, err := url.Parse(endpoint)

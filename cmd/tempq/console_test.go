@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 )
@@ -65,21 +66,7 @@ func TestEmulatorServesConsole(t *testing.T) {
 
 func TestConsoleCommand(t *testing.T) {
 	url, _ := runTestEmulator(t, "--queue", "jobs", "--no-console")
-	ctx, cancel := context.WithCancel(context.Background())
-	var stdout, stderr lockedBuffer
-	errc := make(chan error, 1)
-	go func() {
-		errc <- runConsole(ctx, []string{"--addr", "127.0.0.1:0", "--endpoint-url", url}, &stdout, &stderr)
-	}()
-	defer func() {
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("console: %v", err)
-		}
-	}()
-	waitFor(t, &stdout, "/ui/\n")
-	line := strings.TrimSpace(stdout.String())
-	ui := line[strings.LastIndex(line, " ")+1:]
+	ui, line := startConsole(t, "--endpoint-url", url)
 	if strings.Contains(line, "read-only") {
 		t.Fatalf("a console of an emulator endpoint is read-only: %q", line)
 	}
@@ -93,6 +80,66 @@ func TestConsoleCommand(t *testing.T) {
 	}
 }
 
+// startConsole runs tempq console with args in process until the test
+// ends, and returns the console's URL and the line it printed.
+func startConsole(t *testing.T, args ...string) (ui, line string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout, stderr lockedBuffer
+	errc := make(chan error, 1)
+	go func() { errc <- runConsole(ctx, append([]string{"--addr", "127.0.0.1:0"}, args...), &stdout, &stderr) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-errc; err != nil {
+			t.Errorf("console: %v", err)
+		}
+	})
+	waitFor(t, &stdout, "\n")
+	line = strings.TrimSpace(stdout.String())
+	i := strings.Index(line, "/ui/")
+	if i < 0 {
+		t.Fatalf("tempq console printed %q", line)
+	}
+	return line[strings.LastIndex(line[:i], " ")+1 : i+len("/ui/")], line
+}
+
+// With --aws, the console is read-only: no forms, every POST refused.
+func TestConsoleOnAWSIsReadOnly(t *testing.T) {
+	url, _ := runTestEmulator(t, "--queue", "jobs", "--no-console")
+	// AWS as the environment configures it, whose SQS endpoint happens to
+	// be the emulator.
+	t.Setenv("AWS_ENDPOINT_URL_SQS", url)
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_REGION", "us-east-1")
+	t.Setenv("AWS_CONFIG_FILE", os.DevNull)
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
+	ui, line := startConsole(t, "--aws")
+	if !strings.Contains(line, "read-only") {
+		t.Fatalf("tempq console --aws printed %q, not read-only", line)
+	}
+	status, page := getPage(t, ui+"queue?url="+url+"/000000000000/jobs")
+	if status != http.StatusOK || strings.Contains(page, `action="/ui/send"`) || !strings.Contains(page, "read-only") {
+		t.Fatalf("read-only queue page: status %d, page %q", status, page)
+	}
+	resp, err := http.PostForm(ui+"send", map[string][]string{"url": {url + "/000000000000/jobs"}, "body": {"x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("POST to a read-only console: status %d, want 403", resp.StatusCode)
+	}
+
+	ui, line = startConsole(t, "--aws", "--allow-actions")
+	if strings.Contains(line, "read-only") {
+		t.Fatalf("tempq console --aws --allow-actions printed %q", line)
+	}
+	if _, page := getPage(t, ui+"queue?url="+url+"/000000000000/jobs"); !strings.Contains(page, `action="/ui/send"`) {
+		t.Fatal("--allow-actions: no send form")
+	}
+}
+
 func TestConsoleListensOnLoopbackOnly(t *testing.T) {
 	_, stderr, code := tempq(t, nil, "console", "--addr", "0.0.0.0:0", "--endpoint-url", "http://127.0.0.1:1")
 	if code != exitUsage || !strings.Contains(stderr, "loopback only") {
@@ -100,17 +147,22 @@ func TestConsoleListensOnLoopbackOnly(t *testing.T) {
 	}
 }
 
-func TestAWSEndpointURL(t *testing.T) {
-	for endpoint, want := range map[string]bool{
-		"":                                    true,
-		"https://sqs.us-east-1.amazonaws.com": true,
-		"https://sqs.cn-north-1.amazonaws.com.cn": true,
-		"http://127.0.0.1:4566":                   false,
-		"http://localhost:9324":                   false,
-		"https://amazonaws.com.example.org":       false,
+func TestOnAWS(t *testing.T) {
+	for _, c := range []struct {
+		aws      bool
+		endpoint string
+		want     bool
+	}{
+		{false, "", true},
+		{true, "http://127.0.0.1:4566", true},
+		{false, "https://sqs.us-east-1.amazonaws.com", true},
+		{false, "https://sqs.cn-north-1.amazonaws.com.cn", true},
+		{false, "http://127.0.0.1:4566", false},
+		{false, "http://localhost:9324", false},
+		{false, "https://amazonaws.com.example.org", false},
 	} {
-		if got := awsEndpointURL(endpoint); got != want {
-			t.Errorf("awsEndpointURL(%q) = %v, want %v", endpoint, got, want)
+		if got := onAWS(c.aws, c.endpoint); got != c.want {
+			t.Errorf("onAWS(%v, %q) = %v, want %v", c.aws, c.endpoint, got, c.want)
 		}
 	}
 }
