@@ -24,22 +24,31 @@ func getPage(t *testing.T, url string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// runTestEmulator runs tempq emulator with args in process until the test
-// ends, and returns its URL and its stderr.
-func runTestEmulator(t *testing.T, args ...string) (string, *lockedBuffer) {
+// runInProcess runs a command with --addr 127.0.0.1:0 and args in
+// process until the test ends, and returns its stdout and stderr once its
+// first line is out.
+func runInProcess(t *testing.T, run func(context.Context, []string, io.Writer, io.Writer) error, args ...string) (stdout, stderr *lockedBuffer) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	var stdout, stderr lockedBuffer
+	stdout, stderr = new(lockedBuffer), new(lockedBuffer)
 	errc := make(chan error, 1)
-	go func() { errc <- runEmulator(ctx, append([]string{"--addr", "127.0.0.1:0"}, args...), &stdout, &stderr) }()
+	go func() { errc <- run(ctx, append([]string{"--addr", "127.0.0.1:0"}, args...), stdout, stderr) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-errc; err != nil {
-			t.Errorf("emulator: %v", err)
+			t.Errorf("%v: %v", args, err)
 		}
 	})
-	waitFor(t, &stdout, "\n")
-	return strings.TrimSpace(strings.TrimPrefix(stdout.String(), readyPrefix)), &stderr
+	waitFor(t, stdout, "\n")
+	return stdout, stderr
+}
+
+// runTestEmulator runs tempq emulator in process until the test ends, and
+// returns its URL and its stderr.
+func runTestEmulator(t *testing.T, args ...string) (string, *lockedBuffer) {
+	t.Helper()
+	stdout, stderr := runInProcess(t, runEmulator, args...)
+	return strings.TrimSpace(strings.TrimPrefix(stdout.String(), readyPrefix)), stderr
 }
 
 // The emulator serves its console at /ui/ beside the SQS API, and says
@@ -80,21 +89,11 @@ func TestConsoleCommand(t *testing.T) {
 	}
 }
 
-// startConsole runs tempq console with args in process until the test
-// ends, and returns the console's URL and the line it printed.
+// startConsole runs tempq console in process until the test ends, and
+// returns the console's URL and the line it printed.
 func startConsole(t *testing.T, args ...string) (ui, line string) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	var stdout, stderr lockedBuffer
-	errc := make(chan error, 1)
-	go func() { errc <- runConsole(ctx, append([]string{"--addr", "127.0.0.1:0"}, args...), &stdout, &stderr) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-errc; err != nil {
-			t.Errorf("console: %v", err)
-		}
-	})
-	waitFor(t, &stdout, "\n")
+	stdout, _ := runInProcess(t, runConsole, args...)
 	line = strings.TrimSpace(stdout.String())
 	i := strings.Index(line, "/ui/")
 	if i < 0 {
