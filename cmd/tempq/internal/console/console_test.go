@@ -457,3 +457,77 @@ func TestErrorStatus(t *testing.T) {
 }
 
 func decodeJSON(r io.Reader, v any) error { return json.NewDecoder(r).Decode(v) }
+
+func TestSendToFIFO(t *testing.T) {
+	f := newFixture(t)
+	q := f.create("events.fifo", map[string]string{"FifoQueue": "true", "ContentBasedDeduplication": "true"})
+	_, page := f.get(Path + "queue?url=" + url.QueryEscape(q))
+	if !strings.Contains(page, `name="group"`) || strings.Contains(page, `name="delay"`) {
+		t.Fatal("a FIFO queue's send form lacks the group id, or offers a per-message delay")
+	}
+	form := url.Values{"url": {q}, "body": {"e1"}, "csrf": {f.token(q)}}
+	if resp, body := f.post(Path+"send", form); resp.StatusCode == http.StatusSeeOther || !strings.Contains(body, "MessageGroupId") {
+		t.Fatalf("FIFO send without a group: status %d, no error naming MessageGroupId", resp.StatusCode)
+	}
+	form.Set("group", "g1")
+	if resp, _ := f.post(Path+"send", form); resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("FIFO send with a group: status %d", resp.StatusCode)
+	}
+	if msgs := f.messages(q); len(msgs) != 1 || msgs[0].GroupID != "g1" {
+		t.Fatalf("queue holds %+v, want one message of group g1", msgs)
+	}
+}
+
+var taskRE = regexp.MustCompile(`name="task" value="([^"]+)"`)
+
+// A move task started at one message a second can be watched and
+// cancelled from the dead-letter queue's page.
+func TestMoveTaskStartAndCancel(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	dlq := f.create("jobs-dlq", nil)
+	attrs, err := f.srv.QueueAttributes(dlq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := f.create("jobs", map[string]string{
+		"RedrivePolicy":     `{"deadLetterTargetArn":"` + attrs["QueueArn"] + `","maxReceiveCount":"1"}`,
+		"VisibilityTimeout": "0",
+	})
+	for i := range 5 {
+		if _, err := f.client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(src), MessageBody: aws.String(strconv.Itoa(i))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for len(f.messages(dlq)) < 5 {
+		// Visible again at once: each receive dead-letters what the
+		// previous one received.
+		if _, err := f.client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(src), MaxNumberOfMessages: 10}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, page := f.get(Path + "queue?url=" + url.QueryEscape(dlq))
+	if !strings.Contains(page, `id="move-form"`) || !strings.Contains(page, "DLQ of jobs") {
+		t.Fatal("the dead-letter queue's page offers no move task")
+	}
+	if resp, body := f.post(Path+"move", url.Values{"url": {dlq}, "rate": {"fast"}, "csrf": {f.token(dlq)}}); resp.StatusCode == http.StatusSeeOther || !strings.Contains(body, "MaxNumberOfMessagesPerSecond") {
+		t.Fatalf("a rate of fast: status %d, no error naming the parameter", resp.StatusCode)
+	}
+	resp, body := f.post(Path+"move", url.Values{"url": {dlq}, "rate": {"1"}, "csrf": {f.token(dlq)}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("start: status %d: %s", resp.StatusCode, body)
+	}
+	_, live := f.get(Path + "queue?part=live&url=" + url.QueryEscape(dlq))
+	m := taskRE.FindStringSubmatch(live)
+	if m == nil || !strings.Contains(live, "RUNNING") {
+		t.Fatalf("no running task to cancel: %s", live)
+	}
+	resp, body = f.post(Path+"cancel-move", url.Values{"url": {dlq}, "task": {html.UnescapeString(m[1])}, "csrf": {f.token(dlq)}})
+	if resp.StatusCode != http.StatusSeeOther {
+		t.Fatalf("cancel: status %d: %s", resp.StatusCode, body)
+	}
+	_, live = f.get(Path + "queue?part=live&url=" + url.QueryEscape(dlq))
+	if !strings.Contains(live, "CANCELLING") && !strings.Contains(live, "CANCELLED") {
+		t.Fatalf("the task is not cancelled: %s", live)
+	}
+}
