@@ -63,6 +63,11 @@ func TestEmulatorServesConsole(t *testing.T) {
 	if status, _ := getPage(t, url+"/ui/static/console.js"); status != http.StatusOK {
 		t.Fatalf("GET console.js: status %d", status)
 	}
+	// The rest of the port is still SQS's, GETs of the query protocol
+	// included.
+	if status, body := getPage(t, url+"/?Action=ListQueues"); status != http.StatusOK || !strings.Contains(body, "<ListQueuesResponse") || !strings.Contains(body, "/jobs<") {
+		t.Fatalf("query-protocol GET /: status %d, body %q", status, body)
+	}
 
 	url, stderr = runTestEmulator(t, "--no-console")
 	if status, page := getPage(t, url+"/ui/"); status == http.StatusOK || strings.Contains(page, "tempq console") {

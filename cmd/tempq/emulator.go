@@ -164,8 +164,9 @@ func serveEmulator(ctx context.Context, srv *sqstest.Server, addr, region string
 		if err != nil {
 			return errors.Join(err, ln.Close(), closeServer())
 		}
+		// Only /ui/: the rest, "/" included, is SQS's (query-protocol
+		// clients may GET it).
 		mux.Handle(console.Path, con)
-		mux.Handle("GET /{$}", http.RedirectHandler(console.Path, http.StatusFound))
 	} else if withConsole {
 		fmt.Fprintf(stderr, "tempq emulator: the console is off: it is served on loopback addresses only\n")
 	}
