@@ -7,8 +7,13 @@
   const conn = document.getElementById("conn");
 
   // Each element with data-live-url is replaced by the fragment at that
-  // URL, every `every` ms, one request at a time.
+  // URL, every `every` ms, one request at a time; not while the tab is
+  // hidden, since each refresh costs API calls.
   async function refresh(el) {
+    if (document.hidden) {
+      setTimeout(() => refresh(el), every);
+      return;
+    }
     try {
       const r = await fetch(el.dataset.liveUrl, { cache: "no-store" });
       if (r.ok) {
