@@ -8,9 +8,9 @@ EMULATOR    := integration/emulator
 # internal/testkit/sqstestenv.
 PKGS        := ./...
 
-.PHONY: test emulator redis fmt vet staticcheck unit nested clients release clean-emulator
+.PHONY: test emulator redis fmt vet staticcheck unit nested console clients release clean-emulator
 
-test: emulator fmt vet staticcheck unit nested clients release
+test: emulator fmt vet staticcheck unit nested console clients release
 
 # Installs the pinned fauxqs + Node 22 when missing (package-lock.json pins both).
 # npm warns EBADENGINE when the npm that installs runs on an older Node
@@ -54,6 +54,13 @@ nested: redis
 	cd oteltempq && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
 	cd sqsgrpc && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
 	cd examples/grpc-over-sqs && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
+
+# The web console's browser tests (integration/console, a module of its own
+# so that chromedp stays out of the core module): Debian's chromium,
+# installed when missing, driven headless through tempq emulator's console.
+console:
+	@command -v chromium >/dev/null || { apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }
+	cd integration/console && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
 
 # Real SQS clients (JavaScript SDK v3, Debian's aws CLI 2.9 over the query
 # protocol, Go SDK) drive tempq emulator through one scenario; installs

@@ -533,7 +533,7 @@ func startEmulator(latency, latencyP99 time.Duration, stderr io.Writer) (*emulat
 	if err != nil {
 		return nil, fmt.Errorf("bench: finding this executable to run its emulator: %w", err)
 	}
-	args := []string{"emulator", "--addr", "127.0.0.1:0", "--until-stdin-eof"}
+	args := []string{"emulator", "--addr", "127.0.0.1:0", "--until-stdin-eof", "--no-console"}
 	if latency > 0 {
 		args = append(args, "--latency", latency.String())
 		if latencyP99 > latency {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"strings"
 	"time"
@@ -15,7 +16,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go/middleware"
 
+	"github.com/tempqueues/tempqueues/cmd/tempq/internal/console"
+	"github.com/tempqueues/tempqueues/internal/callcount"
 	"github.com/tempqueues/tempqueues/sqstest"
 )
 
@@ -60,7 +64,7 @@ func (q *queueFlags) Set(s string) error {
 // protocol), the AWS CLI, a quick look with curl, and tempq bench's child
 // process. State lives in memory unless --data names a directory.
 func runEmulator(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("emulator", "[--addr 127.0.0.1:4566] [--data DIR] [--region us-east-1] [--account 000000000000] [--queue name[:attr=value,...]]... [--latency 2ms [--latency-p99 8ms]] [--until-stdin-eof] [-v]", stdout)
+	fs := newFlags("emulator", "[--addr 127.0.0.1:4566] [--data DIR] [--region us-east-1] [--account 000000000000] [--queue name[:attr=value,...]]... [--latency 2ms [--latency-p99 8ms]] [--until-stdin-eof] [--no-console] [-v]", stdout)
 	addr := fs.String("addr", "127.0.0.1:4566", "address to listen on (port 0 picks a free one)")
 	data := fs.String("data", "", "keep queues and messages in this directory, on disk before each answer, so a restart (even after a crash) loses nothing; empty keeps them in memory")
 	region := fs.String("region", "us-east-1", "region shown in queue ARNs")
@@ -71,6 +75,7 @@ func runEmulator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	latencyP99 := fs.Duration("latency-p99", 0, "make --latency the median of a random wait with this 99th percentile (lognormal: a long tail, as real networks have); must be above --latency")
 	untilEOF := fs.Bool("until-stdin-eof", false, "stop when standard input closes, so that a parent process that ends (even killed) stops the server; tempq bench runs it so")
 	verbose := fs.Bool("v", false, "log every request and error to stderr")
+	noConsole := fs.Bool("no-console", false, "do not serve the web console at /ui/ (served by default on a loopback --addr; see docs/console.md)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -106,8 +111,7 @@ func runEmulator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	ready := &readyWriter{w: stdout, setup: func(url string) error {
 		return createQueues(ctx, url, *region, queues)
 	}}
-	return sqstest.Run(ctx, ready, func(o *sqstest.Options) {
-		o.Addr = *addr
+	srv, err := sqstest.OpenHandler(func(o *sqstest.Options) {
 		o.Region = *region
 		o.AccountID = *account
 		o.DataDir = *data
@@ -119,7 +123,89 @@ func runEmulator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			o.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		}
 	})
+	if err != nil {
+		return err
+	}
+	return serveEmulator(ctx, srv, *addr, *region, !*noConsole, ready, stderr)
 }
+
+// serveEmulator serves srv, and its console at /ui/ when withConsole, on
+// addr until ctx is done, then closes both. Once listening it writes the
+// ready line ("sqstest listening on <URL>") to ready.
+func serveEmulator(ctx context.Context, srv *sqstest.Server, addr, region string, withConsole bool, ready io.Writer, stderr io.Writer) error {
+	closeServer := func() error {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), emulatorCloseTimeout)
+		defer cancel()
+		return srv.Close(cctx)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return errors.Join(fmt.Errorf("sqstest: listening on %s: %w", addr, err), closeServer())
+	}
+	url := "http://" + ln.Addr().String()
+	mux := http.NewServeMux()
+	mux.Handle("/", srv)
+	if withConsole && loopbackAddr(addr) {
+		// The console's client calls the emulator over its own socket, as
+		// any client does; its calls are counted, to be left out of the
+		// calls chart.
+		counter := new(callcount.Counter)
+		client := sqs.New(sqs.Options{
+			Region:       region,
+			BaseEndpoint: aws.String(url),
+			Credentials:  credentials.NewStaticCredentialsProvider("tempq", "tempq", ""),
+			APIOptions:   []func(*middleware.Stack) error{counter.Register},
+		})
+		con, err := console.New(client, func(o *console.Options) {
+			o.Emulator = srv
+			o.Counter = counter
+			o.Where = "emulator at " + url
+		})
+		if err != nil {
+			return errors.Join(err, ln.Close(), closeServer())
+		}
+		// Only /ui/: the rest, "/" included, is SQS's (query-protocol
+		// clients may GET it).
+		mux.Handle(console.Path, con)
+	} else if withConsole {
+		fmt.Fprintf(stderr, "tempq emulator: the console is off: it is served on loopback addresses only\n")
+	}
+	return serveUntil(ctx, ln, mux, func() error {
+		if _, err := fmt.Fprintf(ready, "%s%s\n", readyPrefix, url); err != nil {
+			return err
+		}
+		if withConsole && loopbackAddr(addr) {
+			fmt.Fprintf(stderr, "tempq emulator: console at %s%s\n", url, console.Path)
+		}
+		return nil
+	}, closeServer)
+}
+
+// serveUntil serves h on ln until ctx is done or serving fails, calling
+// ready once it serves; then it calls before (the SQS server's Close,
+// which ends parked long polls) and closes the HTTP server.
+func serveUntil(ctx context.Context, ln net.Listener, h http.Handler, ready, before func() error) error {
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- hs.Serve(ln) }()
+	err := ready()
+	if err == nil {
+		select {
+		case <-ctx.Done():
+		case err = <-served:
+			served <- err
+		}
+	}
+	err = errors.Join(err, before(), hs.Close())
+	if serr := <-served; !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	return err
+}
+
+// emulatorCloseTimeout bounds the emulator's Close: handlers end as soon
+// as the server closes, so one that takes longer is stuck.
+const emulatorCloseTimeout = 10 * time.Second
 
 // checkLatencyP99 checks a --latency-p99 flag against its --latency: zero,
 // or above a positive median.

@@ -1,7 +1,7 @@
 // Command tempq is the tempqueues operator's tool: call a service over SQS,
 // serve an echo responder, list temporary host queues and sweep idle ones,
 // replay a dead-letter queue, print backlog-per-worker figures, run the
-// embedded SQS emulator, and benchmark.
+// embedded SQS emulator and its web console, and benchmark.
 //
 //	tempq <command> [flags]
 //	tempq <command> --help
@@ -44,6 +44,7 @@ type command struct {
 // commands lists the subcommands; each lives in its own file.
 var commands = []command{
 	{"emulator", "run the embedded SQS server (sqstest) for any SDK", runEmulator},
+	{"console", "serve the web console for any SQS endpoint, on loopback (read-only on AWS)", runConsole},
 	{"call", "send a request and print the reply", runCall},
 	{"serve-echo", "answer requests on a queue with their own body, until Ctrl-C", runServeEcho},
 	{"queues", "list temporary host queues: heartbeat age and idle verdict", runQueues},
