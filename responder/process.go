@@ -57,7 +57,7 @@ func (e *RetryError) Unwrap() error { return e.Err }
 // visible again). Process returns ErrClosed after Shutdown, and an
 // *sqsapi.InvalidInputError for a nil handler or middleware.
 func (r *Responder) Process(ctx context.Context, queueURL string, m types.Message, h Handler) error {
-	h, err := r.wrap("Process", h)
+	h, err := r.wrap("responder.Process", h)
 	if err != nil {
 		return err
 	}
