@@ -57,8 +57,12 @@ func newEnv(t *testing.T, b *sqstestenv.Backend) *env {
 		})
 	})
 	n := sqstestenv.QueueName(t, "")
-	return &env{b: b, raw: raw, counter: counter, prefix: "it" + n[len(n)-8:] + "_"}
+	return &env{b: b, raw: raw, counter: counter, prefix: replyPrefix + n[len(n)-8:] + "_"}
 }
+
+// replyPrefix starts the Prefix of every test's requesters (newEnv): the
+// responders reply to their host queues.
+const replyPrefix = "it"
 
 func (e *env) queue(t *testing.T, base string, attrs map[string]string) string {
 	t.Helper()
@@ -95,6 +99,7 @@ func serve(t *testing.T, client responder.Client, queue string, h responder.Hand
 		// keep it well under the callers' timeouts.
 		o.VisibilityTimeout = 3 * time.Second
 		o.Logger = testLogger(t)
+		o.AllowReplyTo = []string{replyPrefix}
 	}}, optFns...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -361,7 +366,7 @@ func TestGracefulShutdownLosesNothing(t *testing.T) {
 			}
 			return &responder.Reply{Body: "ok " + req.Body()}, nil
 		}
-		first, err := responder.New(e.raw, func(o *responder.Options) { o.PollWaitTime = time.Second })
+		first, err := responder.New(e.raw, func(o *responder.Options) { o.PollWaitTime = time.Second; o.AllowReplyTo = []string{replyPrefix} })
 		if err != nil {
 			t.Fatal(err)
 		}
