@@ -271,6 +271,19 @@ func TestLeaseDuplicateTokensConverge(t *testing.T) {
 	})
 }
 
+// firstSweep waits for the fleet's first sweep and returns a client and
+// the coordination queue's URL, which that sweep created.
+func (f *fleet) firstSweep(t *testing.T) (*sqs.Client, *sqs.GetQueueUrlOutput) {
+	t.Helper()
+	eventually(t, 5*time.Second, "the first sweep", func() bool { return len(f.records()) == 1 })
+	client, _ := f.b.Client(t)
+	out, err := client.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String(f.prefix + reaper.CoordinationQueueSuffix)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client, out
+}
+
 // TestLeaseRecreatesDeletedCoordinationQueue deletes the coordination queue
 // under a running reaper; it recreates queue and token and sweeps again.
 func TestLeaseRecreatesDeletedCoordinationQueue(t *testing.T) {
@@ -279,12 +292,7 @@ func TestLeaseRecreatesDeletedCoordinationQueue(t *testing.T) {
 		t.Parallel()
 		f := newFleet(t, b)
 		a := f.start()
-		eventually(t, 5*time.Second, "the first sweep", func() bool { return len(f.records()) == 1 })
-		client, _ := f.b.Client(t)
-		out, err := client.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String(f.prefix + reaper.CoordinationQueueSuffix)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		client, out := f.firstSweep(t)
 		if _, err := client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}); err != nil {
 			t.Fatal(err)
 		}
@@ -359,12 +367,7 @@ func TestLeaseQueueGetsTheUsersTags(t *testing.T) {
 		t.Parallel()
 		f := newFleet(t, b)
 		a := f.start()
-		eventually(t, 5*time.Second, "the first sweep", func() bool { return len(f.records()) == 1 })
-		client, _ := f.b.Client(t)
-		out, err := client.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String(f.prefix + reaper.CoordinationQueueSuffix)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		client, out := f.firstSweep(t)
 		t.Cleanup(func() { _, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
 		if tags := tagsOf(t, client, *out.QueueUrl); len(tags) != 0 {
 			t.Fatalf("coordination queue tagged %v before any tag was known", tags)

@@ -44,20 +44,24 @@ func newReplyPolicy(op string, allow []string) (replyPolicy, error) {
 }
 
 // allows reports whether a reply may be sent to the queue target (the host
-// queue of a virtual queue) for a request received from requestQueue.
+// queue of a virtual queue) for a request received from requestQueue. It
+// runs for every request, so it parses by hand and allocates nothing in
+// the default case.
 func (p replyPolicy) allows(requestQueue, target string) bool {
 	t, ok := parseQueueLocation(target)
 	if !ok {
 		return false
 	}
-	full := t.String()
-	for _, prefix := range p.urls {
-		if strings.HasPrefix(full, prefix) {
-			return true
+	if len(p.urls) > 0 {
+		full := t.String()
+		for _, prefix := range p.urls {
+			if strings.HasPrefix(full, prefix) {
+				return true
+			}
 		}
 	}
 	q, ok := parseQueueLocation(requestQueue)
-	if !ok || q.place != t.place || q.account != t.account {
+	if !ok || !q.samePlace(t) || q.account != t.account {
 		return false
 	}
 	if strings.HasPrefix(t.name, sqsapi.DefaultQueuePrefix) {
@@ -75,9 +79,18 @@ func (p replyPolicy) allows(requestQueue, target string) bool {
 // region, or another endpoint's scheme and host), its account and name.
 type queueLocation struct {
 	scheme, host string // lower case
-	place        string // "aws:<region>" on AWS, else scheme://host
+	region       string // on AWS (https only); "" elsewhere
 	account      string
 	name         string
+}
+
+// samePlace reports whether l and o are in one region of AWS, or at one
+// endpoint elsewhere.
+func (l queueLocation) samePlace(o queueLocation) bool {
+	if l.region != "" || o.region != "" {
+		return l.region == o.region
+	}
+	return l.scheme == o.scheme && l.host == o.host
 }
 
 func (l queueLocation) String() string {
@@ -86,49 +99,76 @@ func (l queueLocation) String() string {
 
 // parseQueueLocation takes apart a queue URL,
 // http(s)://<host>/<account>/<name>, with nothing else: no user, query,
-// fragment, or further path segment.
+// fragment, escape, or further path segment.
 func parseQueueLocation(s string) (queueLocation, bool) {
-	u, err := url.Parse(s)
-	if err != nil || u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" || u.Host == "" {
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok || strings.ContainsAny(rest, "?#@%\\") {
 		return queueLocation{}, false
 	}
-	l := queueLocation{scheme: strings.ToLower(u.Scheme), host: strings.ToLower(u.Host)}
-	if l.scheme != "http" && l.scheme != "https" {
+	var l queueLocation
+	switch l.scheme = strings.ToLower(scheme); l.scheme {
+	case "http", "https":
+	default:
 		return queueLocation{}, false
 	}
-	account, name, ok := strings.Cut(strings.TrimPrefix(u.EscapedPath(), "/"), "/")
-	if !ok || !wire.ValidQueueName(account) || !wire.ValidQueueName(name) {
+	host, path, _ := strings.Cut(rest, "/")
+	account, name, _ := strings.Cut(path, "/")
+	if !validHost(host) || !wire.ValidQueueName(account) || !wire.ValidQueueName(name) {
 		return queueLocation{}, false
 	}
-	l.account, l.name = account, name
-	l.place = l.scheme + "://" + l.host
-	if region := awsRegion(u.Hostname()); region != "" && l.scheme == "https" {
-		l.place = "aws:" + region
+	l.host, l.account, l.name = strings.ToLower(host), account, name
+	if l.scheme == "https" {
+		l.region = awsRegion(l.host)
 	}
 	return l, true
 }
 
-// awsRegion returns the region of an SQS endpoint on AWS:
-// sqs.<region>.amazonaws.com (and .amazonaws.com.cn, sqs-fips., VPC
-// endpoints' vpce-….sqs.<region>.vpce.amazonaws.com), the legacy
-// <region>.queue.amazonaws.com and queue.amazonaws.com (us-east-1); "" for
-// any other host.
+// validHost reports whether h is a host[:port] of letters, digits, '-',
+// '.', and ':' (a port, or an IPv6 literal in brackets).
+func validHost(h string) bool {
+	if h == "" {
+		return false
+	}
+	for i := 0; i < len(h); i++ {
+		if c := h[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == ':' || c == '[' || c == ']') {
+			return false
+		}
+	}
+	return true
+}
+
+// awsRegion returns the region of an SQS endpoint on AWS, with ".cn" for
+// the China partition: sqs.<region>.amazonaws.com (and sqs-fips., VPC
+// endpoints' vpce-….sqs.<region>.vpce.amazonaws.com, .amazonaws.com.cn),
+// the legacy <region>.queue.amazonaws.com and queue.amazonaws.com
+// (us-east-1); "" for any other host. host is lower case, maybe with a
+// port.
 func awsRegion(host string) string {
-	host = strings.ToLower(host)
-	if !strings.HasSuffix(host, ".amazonaws.com") && !strings.HasSuffix(host, ".amazonaws.com.cn") {
+	if i := strings.LastIndexByte(host, ':'); i >= 0 && !strings.HasSuffix(host, "]") {
+		host = host[:i]
+	}
+	partition := ""
+	switch {
+	case strings.HasSuffix(host, ".amazonaws.com"):
+	case strings.HasSuffix(host, ".amazonaws.com.cn"):
+		partition = ".cn"
+	default:
 		return ""
 	}
 	if host == "queue.amazonaws.com" {
 		return "us-east-1"
 	}
-	labels := strings.Split(host, ".")
-	for i, l := range labels {
-		switch {
-		case (l == "sqs" || l == "sqs-fips") && i+1 < len(labels):
-			return labels[i+1]
-		case l == "queue" && i == 1:
-			return labels[0]
+	first, rest, _ := strings.Cut(host, ".")
+	if next, _, _ := strings.Cut(rest, "."); next == "queue" {
+		return first + partition
+	}
+	for label, rest := first, rest; rest != ""; {
+		var next string
+		next, rest, _ = strings.Cut(rest, ".")
+		if label == "sqs" || label == "sqs-fips" {
+			return next + partition
 		}
+		label = next
 	}
 	return ""
 }
