@@ -93,7 +93,9 @@ func (e *TimeoutError) Is(target error) bool {
 type Options struct {
 	// Prefix starts host queue names; default ("")
 	// sqsapi.DefaultQueuePrefix. New rejects a prefix that would make host
-	// queue names exceed 80 characters.
+	// queue names exceed 80 characters. Responders reply by default only
+	// to host queues with the default prefix: with another, give it to
+	// them in responder.Options.AllowReplyTo.
 	Prefix string
 	// IdleQueueRetention is how long the host queue may miss heartbeats
 	// before a reaper deletes it: whole seconds, at least 1 s; default (0)

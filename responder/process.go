@@ -42,7 +42,9 @@ func (e *RetryError) Unwrap() error { return e.Err }
 
 // Process handles one request that reached this process by other means
 // than Serve (a Lambda SQS event, a receive loop of your own) exactly as
-// Serve handles one: the ResponseQueueUrl check, the idempotency Store (a
+// Serve handles one: the ResponseQueueUrl check (a request naming a queue
+// Options.AllowReplyTo does not allow is done, unanswered: nil), the
+// idempotency Store (a
 // request answered before is answered again from the stored reply without
 // running the handler), Options.Middleware, the handler under
 // Options.HandlerTimeout with panics recovered, OnRequestDone, and the
