@@ -216,7 +216,7 @@ func (r *Responder) refuse(ctx context.Context, queueURL, responseURL string, re
 	}
 	f.mu.Unlock()
 	if logIt {
-		r.log.LogAttrs(ctx, slog.LevelWarn, "responder: refusing a reply to a queue Options.AllowReplyTo does not allow; request deleted unanswered",
+		r.log.LogAttrs(ctx, slog.LevelWarn, "responder: refusing a reply to a queue Options.AllowReplyTo does not allow",
 			slog.String("queue_url", queueURL), slog.String("response_queue_url", responseURL),
 			slog.String("request_id", requestID(request)), slog.Int64("refused_unlogged", silent))
 	}
