@@ -139,7 +139,8 @@ func validHost(h string) bool {
 
 // awsRegion returns the region of an SQS endpoint on AWS, with ".cn" for
 // the China partition: sqs.<region>.amazonaws.com (and sqs-fips., VPC
-// endpoints' vpce-….sqs.<region>.vpce.amazonaws.com, .amazonaws.com.cn),
+// endpoints' vpce-….sqs.<region>.vpce.amazonaws.com, .amazonaws.com.cn,
+// dual-stack sqs.<region>.api.aws),
 // the legacy <region>.queue.amazonaws.com and queue.amazonaws.com
 // (us-east-1); "" for any other host. host is lower case, maybe with a
 // port.
@@ -149,8 +150,8 @@ func awsRegion(host string) string {
 	}
 	partition := ""
 	switch {
-	case strings.HasSuffix(host, ".amazonaws.com"):
-	case strings.HasSuffix(host, ".amazonaws.com.cn"):
+	case strings.HasSuffix(host, ".amazonaws.com"), strings.HasSuffix(host, ".api.aws"):
+	case strings.HasSuffix(host, ".amazonaws.com.cn"), strings.HasSuffix(host, ".api.amazonwebservices.com.cn"):
 		partition = ".cn"
 	default:
 		return ""

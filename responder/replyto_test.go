@@ -36,6 +36,8 @@ func TestReplyPolicyAllows(t *testing.T) {
 		{"another region", nil, aws1 + "orders", "https://sqs.eu-west-1.amazonaws.com/111122223333/" + pre + "x", false},
 		{"another partition", nil, aws1 + "orders", "https://sqs.us-east-1.amazonaws.com.cn/111122223333/" + pre + "x", false},
 		{"China partition", nil, "https://sqs.cn-north-1.amazonaws.com.cn/111122223333/orders", "https://sqs.cn-north-1.amazonaws.com.cn/111122223333/" + pre + "x", true},
+		{"dual-stack endpoint, same region", nil, aws1 + "orders", "https://sqs.us-east-1.api.aws/111122223333/" + pre + "x", true},
+		{"dual-stack endpoint, another region", nil, aws1 + "orders", "https://sqs.eu-west-1.api.aws/111122223333/" + pre + "x", false},
 		{"port on AWS", nil, aws1 + "orders", "https://sqs.us-east-1.amazonaws.com:443/111122223333/" + pre + "x", true},
 		{"percent escape", nil, aws1 + "orders", "https://sqs.us-east-1.amazonaws.com/111122223333/%5F_RequesterClientQueues__x", false},
 		{"legacy host, same region", nil, aws1 + "orders", "https://us-east-1.queue.amazonaws.com/111122223333/" + pre + "x", true},
