@@ -72,7 +72,7 @@ release: release-deps
 release-deps:
 	$(GO) mod download
 	for m in redisstore oteltempq lambdatempq sqsgrpc; do (cd $$m && $(GO) mod download) || exit 1; done
-	GOBIN=$$(mktemp -d) $(GO) install golang.org/x/exp/cmd/apidiff@v0.0.0-20261113113407-e3970619a1a4
+	d=$$(mktemp -d) && GOBIN=$$d $(GO) install golang.org/x/exp/cmd/apidiff@v0.0.0-20261113113407-e3970619a1a4; rc=$$?; rm -rf "$$d"; exit $$rc
 
 clean-emulator:
 	rm -rf $(EMULATOR)/node_modules
