@@ -8,7 +8,7 @@ EMULATOR    := integration/emulator
 # internal/testkit/sqstestenv.
 PKGS        := ./...
 
-.PHONY: test emulator redis fmt vet staticcheck unit nested console clients release clean-emulator
+.PHONY: test emulator redis fmt vet staticcheck unit nested console clients release release-deps clean-emulator
 
 test: emulator fmt vet staticcheck unit nested console clients release
 
@@ -71,10 +71,16 @@ clients: emulator
 # The release check (docs/versioning.md): the committed tree tagged in a
 # clone, served as if published, each module installed with go get into a
 # fresh module, a program using all of them run against tempq emulator,
-# apidiff against the previous release. Network: the Go module proxy only,
-# for what this machine's module cache lacks.
-release:
+# apidiff against the previous release. The check itself is offline;
+# release-deps fills this machine's module cache first (the Go module
+# proxy, for what the cache lacks).
+release: release-deps
 	timeout 900 bash integration/release/run.sh
+
+release-deps:
+	$(GO) mod download
+	for m in redisstore oteltempq lambdatempq sqsgrpc; do (cd $$m && $(GO) mod download) || exit 1; done
+	d=$$(mktemp -d) && GOBIN=$$d $(GO) install golang.org/x/exp/cmd/apidiff@v0.0.0-20261113113407-e3970619a1a4; rc=$$?; rm -rf "$$d"; exit $$rc
 
 clean-emulator:
 	rm -rf $(EMULATOR)/node_modules

@@ -36,6 +36,7 @@ func childResponder() int {
 		o.VisibilityTimeout = 2 * time.Second
 		o.PollWaitTime = time.Second
 		o.Store = responder.NewMemoryStore()
+		o.AllowReplyTo = []string{replyPrefix}
 	})
 	if err != nil {
 		fmt.Println("error", err)

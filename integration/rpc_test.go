@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/google/uuid"
 
 	"github.com/tempqueues/tempqueues/internal/callcount"
 	"github.com/tempqueues/tempqueues/internal/testkit/leakcheck"
@@ -57,8 +58,12 @@ func newEnv(t *testing.T, b *sqstestenv.Backend) *env {
 		})
 	})
 	n := sqstestenv.QueueName(t, "")
-	return &env{b: b, raw: raw, counter: counter, prefix: "it" + n[len(n)-8:] + "_"}
+	return &env{b: b, raw: raw, counter: counter, prefix: replyPrefix + n[len(n)-8:] + "_"}
 }
+
+// replyPrefix starts the Prefix of every test's requesters (newEnv): the
+// responders reply to their host queues.
+const replyPrefix = "it"
 
 func (e *env) queue(t *testing.T, base string, attrs map[string]string) string {
 	t.Helper()
@@ -95,6 +100,7 @@ func serve(t *testing.T, client responder.Client, queue string, h responder.Hand
 		// keep it well under the callers' timeouts.
 		o.VisibilityTimeout = 3 * time.Second
 		o.Logger = testLogger(t)
+		o.AllowReplyTo = []string{replyPrefix}
 	}}, optFns...)...)
 	if err != nil {
 		t.Fatal(err)
@@ -182,10 +188,17 @@ func TestJavaRequesterToGoResponder(t *testing.T) {
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		q := e.queue(t, "rpc", nil)
-		host := e.queue(t, "java-host", nil)
+		// A Java requester's host queue: <prefix><uuid>-<n>, which a
+		// responder replies to by default.
+		out, err := e.raw.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String("__RequesterClientQueues__" + uuid.NewString() + "-0")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		host := aws.ToString(out.QueueUrl)
+		t.Cleanup(func() { _, _ = e.raw.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: &host}) })
 		serve(t, e.raw, q, echo)
 		replyTo := host + "#__RequesterClientQueues__" + "0f8fad5b-d9cb-469f-a165-70867728950e"
-		_, err := e.raw.SendMessage(context.Background(), &sqs.SendMessageInput{
+		_, err = e.raw.SendMessage(context.Background(), &sqs.SendMessageInput{
 			QueueUrl: aws.String(q), MessageBody: aws.String("from java"),
 			MessageAttributes: map[string]types.MessageAttributeValue{
 				"ResponseQueueUrl": {DataType: aws.String("String"), StringValue: aws.String(replyTo)},
@@ -194,13 +207,13 @@ func TestJavaRequesterToGoResponder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := e.raw.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
+		replies, err := e.raw.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(host), WaitTimeSeconds: 10, MessageAttributeNames: []string{"All"},
 		})
-		if err != nil || len(out.Messages) != 1 {
-			t.Fatalf("reply on the host queue: %v, %d messages", err, len(out.Messages))
+		if err != nil || len(replies.Messages) != 1 {
+			t.Fatalf("reply on the host queue: %v, %d messages", err, len(replies.Messages))
 		}
-		m := out.Messages[0]
+		m := replies.Messages[0]
 		if aws.ToString(m.Body) != "echo from java" {
 			t.Fatalf("reply body %q", aws.ToString(m.Body))
 		}
@@ -361,7 +374,7 @@ func TestGracefulShutdownLosesNothing(t *testing.T) {
 			}
 			return &responder.Reply{Body: "ok " + req.Body()}, nil
 		}
-		first, err := responder.New(e.raw, func(o *responder.Options) { o.PollWaitTime = time.Second })
+		first, err := responder.New(e.raw, func(o *responder.Options) { o.PollWaitTime = time.Second; o.AllowReplyTo = []string{replyPrefix} })
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,7 +5,9 @@
 // responder.Handler, middleware and idempotency Store a responder.Serve
 // loop uses (through responder.Process): replies go to each request's
 // ResponseQueueUrl, virtual ("<host>#<name>", Go or Java requester) or
-// plain, and a request that failed, panicked, or is held by another
+// plain, where responder.Options.AllowReplyTo allows (by default only
+// requesters' host queues next to the request queue; a request naming
+// another queue is done, unanswered), and a request that failed, panicked, or is held by another
 // consumer in the Store is reported in events.SQSEventResponse's
 // BatchItemFailures, so that only it is retried. The function's event
 // source mapping must enable ReportBatchItemFailures

@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 // queues creates queues and remembers their ARNs, as an event source
@@ -29,8 +30,21 @@ func newQueues(t *testing.T, client *sqs.Client) *queues {
 // create makes a queue and returns its URL and ARN.
 func (q *queues) create(base string) (string, string) {
 	q.t.Helper()
+	return q.createNamed(sqstestenv.QueueName(q.t, base))
+}
+
+// createHost makes a queue named as a requester's host queue (with
+// sqsapi.DefaultQueuePrefix), which a responder replies to by default.
+func (q *queues) createHost() (string, string) {
+	q.t.Helper()
+	name := sqstestenv.QueueName(q.t, "")
+	return q.createNamed(sqsapi.DefaultQueuePrefix + "host-" + name[len(name)-8:])
+}
+
+func (q *queues) createNamed(name string) (string, string) {
+	q.t.Helper()
 	ctx := context.Background()
-	out, err := q.client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(sqstestenv.QueueName(q.t, base))})
+	out, err := q.client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name)})
 	if err != nil {
 		q.t.Fatal(err)
 	}

@@ -26,7 +26,8 @@ type Options struct {
 	// Responder configures the responder.Responder the requests go
 	// through: Store, StoreTTL, InProgressDelay, Middleware, OnReply,
 	// Retry, BackoffBase, BackoffCap, HandlerTimeout, OnRequestDone,
-	// Logger, and
+	// Logger, AllowReplyTo (where replies may go: by default only to
+	// requesters' host queues next to the request queue), and
 	// VisibilityTimeout, which here is only the length of a Store lease:
 	// keep it at least the function's timeout. The options of Serve's loop
 	// (pollers, long polls, visibility heartbeats, MaxConcurrency) do not
@@ -169,7 +170,7 @@ func (l *Responder) HandleSQSEvent(ctx context.Context, ev events.SQSEvent) (eve
 		if err != nil {
 			resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: ev.Records[i].MessageId})
 			if !errors.Is(err, errSkipped) {
-				l.opts.Logger.LogAttrs(ctx, slog.LevelDebug, "lambda: request left for retry",
+				l.opts.Logger.LogAttrs(ctx, slog.LevelDebug, "lambdatempq: request left for retry",
 					slog.String("message_id", ev.Records[i].MessageId), slog.Any("error", err))
 			}
 		}
@@ -178,7 +179,7 @@ func (l *Responder) HandleSQSEvent(ctx context.Context, ev events.SQSEvent) (eve
 }
 
 // errSkipped marks FIFO records after a failed one.
-var errSkipped = errors.New("lambda: not handled after an earlier failure in a FIFO batch")
+var errSkipped = errors.New("lambdatempq: not handled after an earlier failure in a FIFO batch")
 
 // release changes the visibility of the requests the responder released
 // for a retry after a delay, in batches of 10 per queue. A failure only
@@ -216,7 +217,7 @@ func (l *Responder) release(ctx context.Context, recs []events.SQSMessage, urls 
 				}
 			}
 			if err != nil {
-				l.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "lambda: releasing requests for retry failed; they reappear after their visibility timeout",
+				l.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "lambdatempq: releasing requests for retry failed; they reappear after their visibility timeout",
 					slog.String("queue_url", u), slog.Any("error", err))
 			}
 		}

@@ -34,7 +34,7 @@ func TestResponderAnswersGoAndJavaRequests(t *testing.T) {
 		client, _ := b.Client(t)
 		qs := newQueues(t, client)
 		reqURL, reqARN := qs.create("lreq")
-		javaHost, _ := qs.create("ljavahost") // a Java requester's host queue
+		javaHost, _ := qs.createHost() // a Java requester's host queue
 
 		var runs sync.Map // request id -> *atomic.Int32
 		h := responder.HandlerFunc(func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
@@ -252,5 +252,57 @@ func TestQueueURL(t *testing.T) {
 	}
 	if _, err := lambdatempq.QueueURL("arn:aws:sns:eu-west-1:123456789012:topic"); !errors.Is(err, sqsapi.ErrInvalidInput) {
 		t.Errorf("an SNS ARN: %v, want ErrInvalidInput", err)
+	}
+}
+
+// A request whose ResponseQueueUrl names a queue the responder may not
+// reply to (here not a requester's host queue) is done unanswered: the
+// handler does not run, nothing is sent there, and the record is not
+// retried; responder.Options.AllowReplyTo widens it.
+func TestResponderRefusesForeignReplyQueues(t *testing.T) {
+	b := sqstestenv.SQSTest(t)
+	ctx := context.Background()
+	client, _ := b.Client(t)
+	qs := newQueues(t, client)
+	reqURL, reqARN := qs.create("lref")
+	victim, _ := qs.create("lvictim")
+	var runs atomic.Int32
+	h := responder.HandlerFunc(func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+		runs.Add(1)
+		return &responder.Reply{Body: "re: " + req.Body()}, nil
+	})
+	request := func() []types.Message {
+		t.Helper()
+		if _, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &reqURL, MessageBody: aws.String("x"),
+			MessageAttributes: map[string]types.MessageAttributeValue{sqsapi.ResponseQueueURLAttribute: {DataType: aws.String("String"), StringValue: &victim}},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return receive(t, client, reqURL, 1, 10*time.Second)
+	}
+	fn, err := lambdatempq.NewResponder(client, h, func(o *lambdatempq.Options) { o.QueueURL = qs.url })
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := fn.HandleSQSEvent(ctx, lambdatempq.Event(reqARN, request()))
+	if err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("refused request: %v %v, want done", resp, err)
+	}
+	if got := receive(t, client, victim, 1, time.Second); len(got) != 0 || runs.Load() != 0 || fn.Responder().Stats().RepliesRefused != 1 {
+		t.Fatalf("refused request: %d replies sent, %d handler runs, stats %+v", len(got), runs.Load(), fn.Responder().Stats())
+	}
+
+	wide, err := lambdatempq.NewResponder(client, h, func(o *lambdatempq.Options) {
+		o.QueueURL = qs.url
+		o.Responder = append(o.Responder, func(o *responder.Options) { o.AllowReplyTo = []string{"tq-"} })
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := wide.HandleSQSEvent(ctx, lambdatempq.Event(reqARN, request())); err != nil || len(resp.BatchItemFailures) != 0 {
+		t.Fatalf("allowed request: %v %v", resp, err)
+	}
+	if got := receive(t, client, victim, 1, 10*time.Second); len(got) != 1 || aws.ToString(got[0].Body) != "re: x" {
+		t.Fatalf("with AllowReplyTo: replies %v", got)
 	}
 }

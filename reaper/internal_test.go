@@ -47,7 +47,7 @@ func TestLeaseWindows(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		l := newLease(nil, o)
+		l := newLease(nil, o, new(userTags))
 		m := l.margin
 		if m < time.Second || m > 30*time.Second || period < m+time.Second {
 			t.Fatalf("period %v: margin %v breaks the window layout", period, m)

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -85,6 +87,9 @@ type lease struct {
 	opts   Options
 	name   string
 	margin time.Duration
+	tags   *userTags // the fleet's own tags, learned from its queues
+
+	tagged bool // the queue carries tags (owned by the lease goroutine)
 
 	// Owned by the lease goroutine.
 	url       string
@@ -94,13 +99,47 @@ type lease struct {
 	checks, won, created, duplicates, errs atomic.Int64
 }
 
-func newLease(client sqsapi.Client, o Options) *lease {
+func newLease(client sqsapi.Client, o Options, tags *userTags) *lease {
 	return &lease{
 		client: client,
 		opts:   o,
 		name:   o.Prefix + coordinationSuffix,
 		margin: leaseMargin(o.Period),
+		tags:   tags,
 	}
+}
+
+// userTags are the tags the user gave this process's temporary queues
+// (requester.Options.HostQueueTags: cost allocation, ownership), learned
+// from AddTagged without the reaper's own two. The coordination queue gets
+// them too, so that it is accounted to the same owner.
+type userTags struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+// learn keeps the user's part of tags, the first time there is one.
+func (u *userTags) learn(tags map[string]string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.m != nil {
+		return
+	}
+	for k, v := range tags {
+		if k == sqsapi.RetentionTag || k == sqsapi.HeartbeatTag {
+			continue
+		}
+		if u.m == nil {
+			u.m = make(map[string]string, len(tags))
+		}
+		u.m[k] = v
+	}
+}
+
+func (u *userTags) get() map[string]string {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return maps.Clone(u.m)
 }
 
 // windowAfter returns the first window start at or after t + gap.
@@ -142,17 +181,20 @@ func (l *lease) callCtx(ctx context.Context) (context.Context, context.CancelFun
 	return context.WithTimeout(ctx, callTimeout+leaseWaitSeconds*time.Second)
 }
 
-// ensure finds or creates the coordination queue. It carries no tags, so no
-// sweeper (Go or Java) ever deletes it.
+// ensure finds or creates the coordination queue, with the user's tags
+// when they are known. It never carries the reaper's tags, so no sweeper
+// (Go or Java) ever deletes it.
 func (l *lease) ensure(ctx context.Context) error {
 	cctx, cancel := l.callCtx(ctx)
 	defer cancel()
+	tags := l.tags.get()
 	out, err := l.client.CreateQueue(cctx, &sqs.CreateQueueInput{
 		QueueName: aws.String(l.name),
 		Attributes: map[string]string{
 			string(types.QueueAttributeNameFifoQueue):              "true",
 			string(types.QueueAttributeNameMessageRetentionPeriod): strconv.Itoa(int(leaseRetention / time.Second)),
 		},
+		Tags: tags,
 	})
 	var exists *types.QueueNameExists
 	if errors.As(err, &exists) {
@@ -221,6 +263,7 @@ func (l *lease) acquire(ctx context.Context) (receipt string, until time.Time, w
 	}
 	tok := tokens[0]
 	l.won.Add(1)
+	l.tag(ctx)
 	receipt = aws.ToString(tok.ReceiptHandle)
 	if l.tooOld(tok) {
 		// Replace the token before SQS's retention drops it, and take the
@@ -234,6 +277,26 @@ func (l *lease) acquire(ctx context.Context) (receipt string, until time.Time, w
 		}
 	}
 	return receipt, until, true
+}
+
+// tag puts the user's tags on the coordination queue, once per process
+// and only by the lease's holder (one call a period in the whole fleet at
+// most): the queue may have been created before they were known, or by a
+// process without them. SQS ignores the tags of a CreateQueue that finds
+// the queue existing.
+func (l *lease) tag(ctx context.Context) {
+	tags := l.tags.get()
+	if l.tagged || len(tags) == 0 {
+		return
+	}
+	cctx, cancel := l.callCtx(ctx)
+	defer cancel()
+	if _, err := l.client.TagQueue(cctx, &sqs.TagQueueInput{QueueUrl: aws.String(l.url), Tags: tags}); err != nil {
+		l.log().Warn("reaper: tagging the coordination queue failed; the next holder of the lease tries again",
+			slog.String("queue", l.name), slog.Any("error", err))
+		return
+	}
+	l.tagged = true
 }
 
 // receive polls once and returns the tokens received, hidden until the

@@ -271,6 +271,19 @@ func TestLeaseDuplicateTokensConverge(t *testing.T) {
 	})
 }
 
+// firstSweep waits for the fleet's first sweep and returns a client and
+// the coordination queue's URL, which that sweep created.
+func (f *fleet) firstSweep(t *testing.T) (*sqs.Client, *sqs.GetQueueUrlOutput) {
+	t.Helper()
+	eventually(t, 5*time.Second, "the first sweep", func() bool { return len(f.records()) == 1 })
+	client, _ := f.b.Client(t)
+	out, err := client.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String(f.prefix + reaper.CoordinationQueueSuffix)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client, out
+}
+
 // TestLeaseRecreatesDeletedCoordinationQueue deletes the coordination queue
 // under a running reaper; it recreates queue and token and sweeps again.
 func TestLeaseRecreatesDeletedCoordinationQueue(t *testing.T) {
@@ -279,12 +292,7 @@ func TestLeaseRecreatesDeletedCoordinationQueue(t *testing.T) {
 		t.Parallel()
 		f := newFleet(t, b)
 		a := f.start()
-		eventually(t, 5*time.Second, "the first sweep", func() bool { return len(f.records()) == 1 })
-		client, _ := f.b.Client(t)
-		out, err := client.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String(f.prefix + reaper.CoordinationQueueSuffix)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		client, out := f.firstSweep(t)
 		if _, err := client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}); err != nil {
 			t.Fatal(err)
 		}
@@ -345,6 +353,36 @@ func TestIdleCostScaled(t *testing.T) {
 		}
 		if n := perHour["ListQueueTags"]; n != 0 {
 			t.Errorf("%.0f ListQueueTags/hour: the process's own queue and the coordination queue must be skipped", n)
+		}
+	})
+}
+
+// The coordination queue carries the user's tags of the fleet's queues
+// (requester.Options.HostQueueTags), never the reaper's own: here the
+// process learns them after its first sweep created the queue untagged,
+// and its next win of the lease tags it.
+func TestLeaseQueueGetsTheUsersTags(t *testing.T) {
+	t.Parallel()
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		t.Parallel()
+		f := newFleet(t, b)
+		a := f.start()
+		client, out := f.firstSweep(t)
+		t.Cleanup(func() { _, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
+		if tags := tagsOf(t, client, *out.QueueUrl); len(tags) != 0 {
+			t.Fatalf("coordination queue tagged %v before any tag was known", tags)
+		}
+		tags := javaTags(2, time.Now())
+		tags["team"] = "payments"
+		host := createQueue(t, client, hostName(f.prefix, 0), tags)
+		if err := a.r.AddTagged(host, 2*time.Second, tags); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 4*testPeriod, "the user's tag on the coordination queue", func() bool {
+			return tagsOf(t, client, *out.QueueUrl)["team"] == "payments"
+		})
+		if got := tagsOf(t, client, *out.QueueUrl); len(got) != 1 {
+			t.Errorf("coordination queue tags %v, want only the user's", got)
 		}
 	})
 }

@@ -42,6 +42,10 @@ type Reaper struct {
 	closeDone chan struct{} // closed when Close has stopped everything
 
 	sweeps, deleted atomic.Int64
+
+	// tags are the user's tags of the queues added, which the lease's
+	// coordination queue gets too.
+	tags userTags
 }
 
 // New validates the options and starts the Reaper. Heartbeats begin with
@@ -74,7 +78,7 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Reaper, error) {
 	if o.DisableSweeping {
 		close(r.leaseDone)
 	} else {
-		r.lease = newLease(client, o)
+		r.lease = newLease(client, o, &r.tags)
 		r.fleet = newFleet(client, o, r.hb)
 		go func() {
 			defer close(r.leaseDone)
@@ -112,13 +116,22 @@ func (r *Reaper) Tags(ctx context.Context, retention time.Duration) map[string]s
 }
 
 // AddTagged is Add for a queue created with the tags from Tags (tags is
-// that map; only the two heartbeat tags are read). It saves the first
+// that map, with the user's own tags if any: the two heartbeat tags are
+// read, and the first user's tags seen go on the lease's coordination
+// queue Prefix+"sweeper.fifo" too, at its creation or by the next holder
+// of the lease). It saves the first
 // TagQueue call: the first heartbeat comes at a random point of the first
 // interval, so a fleet started at once spreads its heartbeats. It returns
 // an error matching sqsapi.ErrInvalidInput when a heartbeat tag is missing
 // or malformed, and ErrClosed after Close.
 func (r *Reaper) AddTagged(queueURL string, retention time.Duration, tags map[string]string) error {
-	return r.add(queueURL, func() error { return r.hb.AddTagged(queueURL, retention, tags) })
+	return r.add(queueURL, func() error {
+		if err := r.hb.AddTagged(queueURL, retention, tags); err != nil {
+			return err
+		}
+		r.tags.learn(tags)
+		return nil
+	})
 }
 
 func (r *Reaper) isClosed() bool {

@@ -101,6 +101,7 @@ func childMain(name string) int {
 		o.InProgressDelay = childDeferral
 		o.DrainTimeout = 5 * time.Second
 		o.Store = store
+		o.AllowReplyTo = []string{"replies"} // the fleet's plain reply queue
 	})
 	if err != nil {
 		return fail(err)

@@ -58,7 +58,7 @@ func (e *IncompleteError) Unwrap() error { return e.Err }
 // those with an *IncompleteError. Replies arriving later are late replies.
 // Every copy is checked before anything is sent.
 func (r *Requester) ScatterGather(ctx context.Context, queueURLs []string, in *sqs.SendMessageInput, want int) ([]Gathered, error) {
-	const op = "ScatterGather"
+	const op = "requester.ScatterGather"
 	if want < 0 || want > len(queueURLs) {
 		return nil, wire.Invalid(op, "want", "%d is not between 0 and the %d queues", want, len(queueURLs))
 	}
@@ -148,7 +148,7 @@ type Publisher interface {
 // With fewer than want replies, it returns those with an
 // *IncompleteError; replies arriving later are late replies.
 func (r *Requester) PublishGather(ctx context.Context, p Publisher, in *sqs.SendMessageInput, want int) ([]Gathered, error) {
-	const op = "PublishGather"
+	const op = "requester.PublishGather"
 	switch {
 	case p == nil:
 		return nil, wire.Invalid(op, "publisher", "nil")
@@ -186,7 +186,7 @@ func (r *Requester) PublishGather(ctx context.Context, p Publisher, in *sqs.Send
 	sentAt := time.Now()
 	if err := p.Publish(gctx, aws.ToString(in.MessageBody), attrs); err != nil {
 		r.failed.Add(1)
-		return nil, fmt.Errorf("requester: publishing request %s: %w", requestID, err)
+		return nil, fmt.Errorf("requester.PublishGather: publishing request %s: %w", requestID, err)
 	}
 	r.sent.Add(1)
 	for {

@@ -93,7 +93,9 @@ func (e *TimeoutError) Is(target error) bool {
 type Options struct {
 	// Prefix starts host queue names; default ("")
 	// sqsapi.DefaultQueuePrefix. New rejects a prefix that would make host
-	// queue names exceed 80 characters.
+	// queue names exceed 80 characters. Responders reply by default only
+	// to host queues with the default prefix: with another, give it to
+	// them in responder.Options.AllowReplyTo.
 	Prefix string
 	// IdleQueueRetention is how long the host queue may miss heartbeats
 	// before a reaper deletes it: whole seconds, at least 1 s; default (0)
@@ -241,7 +243,7 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 		}
 		opts.HostQueueAttributes[string(types.QueueAttributeNameFifoQueue)] = "true"
 	}
-	if err := hostq.CheckAttributes(opts.HostQueueAttributes); err != nil {
+	if err := hostq.CheckAttributes(op, opts.HostQueueAttributes); err != nil {
 		return nil, err
 	}
 	if err := hostq.CheckOwner(op, opts.Prefix, opts.IdleQueueRetention); err != nil {
@@ -461,7 +463,7 @@ func (r *Requester) SendMessageAndGetResponseAsync(ctx context.Context, in *sqs.
 // sendRequest is SendMessageAndGetResponseAsync; watch makes the call watch
 // its context with a callback, and without it the caller must (waitCtx).
 func (r *Requester) sendRequest(ctx context.Context, in *sqs.SendMessageInput, optFns []func(*sqs.Options), watch bool) (*Call, error) {
-	const op = "SendMessageAndGetResponse"
+	const op = "requester.SendMessageAndGetResponse"
 	in, after := r.onSend(ctx, in)
 	requestID, attrs, err := checkRequest(op, in)
 	if err == nil {
@@ -522,7 +524,7 @@ func (r *Requester) sendRequest(ctx context.Context, in *sqs.SendMessageInput, o
 	req.MessageAttributes = attrs
 	req.MessageGroupId, req.MessageDeduplicationId = fifoRequestIDs(&req, requestID)
 	call.sentAt = time.Now()
-	if err := r.sendCall(waitCtx, call, &req, optFns); err != nil {
+	if err := r.sendCall(waitCtx, op, call, &req, optFns); err != nil {
 		select {
 		case <-call.done:
 			if call.err == nil {
@@ -592,16 +594,16 @@ func (r *Requester) after(fn func(*types.Message, error), msg *types.Message, er
 // of the caller's, or the caller's client) reaches the caller, as it would
 // from *sqs.Client, but only after the call is withdrawn and finished, so
 // that no pending call or expected reply outlives it.
-func (r *Requester) sendCall(ctx context.Context, call *Call, req *sqs.SendMessageInput, optFns []func(*sqs.Options)) error {
+func (r *Requester) sendCall(ctx context.Context, op string, call *Call, req *sqs.SendMessageInput, optFns []func(*sqs.Options)) error {
 	defer func() {
 		if p := recover(); p != nil {
 			r.failed.Add(1)
 			call.withdraw()
-			call.finish(nil, fmt.Errorf("requester: sending request %s panicked: %v", call.requestID, p))
+			call.finish(nil, fmt.Errorf("%s: sending request %s panicked: %v", op, call.requestID, p))
 			panic(p)
 		}
 	}()
-	return r.send(ctx, req, optFns)
+	return r.send(ctx, op, req, optFns)
 }
 
 // expect registers call's reply on the current host, opening one first
@@ -655,18 +657,14 @@ func (r *Requester) closedErr(err error) error {
 	return err
 }
 
-// send sends the request, coalescing concurrent sends to one queue. A
-// request to a virtual queue goes to its host queue with the routing
-// attribute.
-func (r *Requester) send(ctx context.Context, in *sqs.SendMessageInput, optFns []func(*sqs.Options)) error {
+// send sends the request of the caller's operation op, coalescing
+// concurrent sends to one queue. A request to a virtual queue goes to its
+// host queue with the routing attribute. An SQS error names op and the
+// caller's queue, not the call that failed (often a SendMessageBatch the
+// caller never made), and wraps the SDK's error.
+func (r *Requester) send(ctx context.Context, op string, in *sqs.SendMessageInput, optFns []func(*sqs.Options)) error {
 	to := aws.ToString(in.QueueUrl)
-	err := r.sendOnce(ctx, in, optFns)
-	if awserr.IsQueueDoesNotExist(err) {
-		// Say what the caller sent to, not which batch call failed
-		// ("operation error SQS: SendMessageBatch").
-		return fmt.Errorf("requester: sending the request: queue %s does not exist: %w", to, err)
-	}
-	return err
+	return awserr.ForSend(op, to, r.sendOnce(ctx, in, optFns))
 }
 
 func (r *Requester) sendOnce(ctx context.Context, in *sqs.SendMessageInput, optFns []func(*sqs.Options)) error {

@@ -76,7 +76,7 @@ type Stream struct {
 // A responder that does not stream (a Java one) sends one reply, which the
 // stream returns and ends with.
 func (r *Requester) SendMessageAndStream(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*Stream, error) {
-	const op = "SendMessageAndStream"
+	const op = "requester.SendMessageAndStream"
 	in, after := r.onSend(ctx, in)
 	requestID, attrs, err := checkRequest(op, in, sqsapi.StreamAttribute)
 	if err != nil {
@@ -102,7 +102,7 @@ func (s *Stream) open(ctx context.Context, in *sqs.SendMessageInput, attrs map[s
 	r := s.r
 	for i, fn := range optFns {
 		if fn == nil {
-			return wire.Invalid("SendMessageAndStream", "optFns", "option function %d is nil", i)
+			return wire.Invalid("requester.SendMessageAndStream", "optFns", "option function %d is nil", i)
 		}
 	}
 	if r.isClosed() {
@@ -123,7 +123,7 @@ func (s *Stream) open(ctx context.Context, in *sqs.SendMessageInput, attrs map[s
 	req.MessageAttributes = attrs
 	req.MessageGroupId, req.MessageDeduplicationId = fifoRequestIDs(&req, s.requestID)
 	s.sentAt = time.Now()
-	if err := r.send(s.ctx, &req, optFns); err != nil {
+	if err := r.send(s.ctx, "requester.SendMessageAndStream", &req, optFns); err != nil {
 		s.host.Unexpect(s.replyName)
 		if s.cancelCtx != nil {
 			s.cancelCtx()

@@ -21,10 +21,15 @@ import (
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
-// serve runs a responder on each queue with h until the test ends.
+// serve runs a responder on each queue with h until the test ends. It
+// replies to the tests' requesters, whose prefixes (newEnv) start with
+// "tq".
 func serve(t *testing.T, client *sqs.Client, h responder.HandlerFunc, queues ...string) *responder.Responder {
 	t.Helper()
-	resp, err := responder.New(client, func(o *responder.Options) { o.PollWaitTime = time.Second })
+	resp, err := responder.New(client, func(o *responder.Options) {
+		o.PollWaitTime = time.Second
+		o.AllowReplyTo = []string{"tq"}
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,9 +57,10 @@ func TestZeroOptionsMeanDefaults(t *testing.T) {
 	}
 }
 
-// A request to a queue that does not exist fails naming that queue, not
-// only the batch call the requester made ("operation error SQS:
-// SendMessageBatch"), and still matches QueueDoesNotExist.
+// A request to a queue that does not exist fails naming the caller's
+// operation and that queue, not the batch call the requester made
+// ("operation error SQS: SendMessageBatch"), and still matches
+// QueueDoesNotExist. So does a stream's.
 func TestMissingRequestQueueIsNamed(t *testing.T) {
 	ctx := context.Background()
 	srv := sqstest.NewServer()
@@ -72,7 +73,13 @@ func TestMissingRequestQueueIsNamed(t *testing.T) {
 	missing := srv.URL() + "/000000000000/no-such-queue"
 	_, err = r.SendMessageAndGetResponse(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(missing), MessageBody: aws.String("hi")})
 	var gone *types.QueueDoesNotExist
-	if !errors.As(err, &gone) || !strings.HasPrefix(err.Error(), "requester: sending the request: queue "+missing+" does not exist") {
-		t.Fatalf("err = %v", err)
+	if !errors.As(err, &gone) || !strings.HasPrefix(err.Error(), "requester.SendMessageAndGetResponse: queue "+missing+" does not exist: ") ||
+		strings.Contains(err.Error(), "SendMessageBatch") {
+		t.Errorf("SendMessageAndGetResponse: err = %v", err)
+	}
+	_, err = r.SendMessageAndStream(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(missing), MessageBody: aws.String("hi")})
+	if !errors.As(err, &gone) || !strings.HasPrefix(err.Error(), "requester.SendMessageAndStream: queue "+missing+" does not exist: ") ||
+		strings.Contains(err.Error(), "SendMessageBatch") {
+		t.Errorf("SendMessageAndStream: err = %v", err)
 	}
 }

@@ -10,6 +10,21 @@
 // a copy of the request's TempQueues.RequestId (or of its MessageId), which
 // a Java peer ignores.
 //
+// # Where replies may go
+//
+// Whoever may send to the request queue chooses ResponseQueueUrl, so the
+// responder checks it before anything else: by default a reply goes only
+// to a queue in the request queue's own account and region (off AWS, the
+// same scheme, host and account) whose name starts with
+// sqsapi.DefaultQueuePrefix, that is, to the host queue of a Go or Java
+// requester with the default prefix. Options.AllowReplyTo adds queue-name
+// prefixes (a requester's custom Prefix) and queue-URL prefixes (other
+// accounts or regions). A request naming any other queue is deleted
+// without running its handler, counted in Stats.RepliesRefused and logged
+// at Warn (at most once a minute); SendResponseMessage returns
+// ErrReplyRefused for it. Grant the responder's role sqs:SendMessage only
+// on the same queues (docs/iam.md).
+//
 // Use SendResponseMessage from a receive loop of your own, or let Serve run
 // the loop:
 //
@@ -112,7 +127,7 @@
 // # IAM
 //
 // On the request queue: sqs:ReceiveMessage, sqs:DeleteMessage,
-// sqs:ChangeMessageVisibility. On the requesters' host queues (or reply
-// queues): sqs:SendMessage. The batch APIs are authorised by the same
+// sqs:ChangeMessageVisibility. On the requesters' host queues (or the reply
+// queues Options.AllowReplyTo allows): sqs:SendMessage. The batch APIs are authorised by the same
 // actions.
 package responder

@@ -19,6 +19,12 @@ var (
 	// Retrying is pointless; Serve deletes the request.
 	ErrResponseQueueGone = errors.New("responder: response queue no longer exists, reply dropped")
 
+	// ErrReplyRefused is returned by SendResponseMessage, and logged by
+	// Serve and Process, for a request whose ResponseQueueUrl names a queue
+	// replies may not go to (Options.AllowReplyTo): the reply is not sent,
+	// and Serve deletes the request without running its handler.
+	ErrReplyRefused = errors.New("responder: reply refused: the response queue is not allowed by Options.AllowReplyTo")
+
 	// ErrClosed is returned by Serve and SendResponseMessage after Shutdown,
 	// and is the cause of a handler context cancelled because the responder
 	// stopped before the handler finished (see context.Cause).

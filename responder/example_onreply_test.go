@@ -25,6 +25,7 @@ func ExampleOptions_onReply() {
 	replies, _ := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("replies")})
 
 	r, err := responder.New(client, func(o *responder.Options) {
+		o.AllowReplyTo = []string{"replies"} // a plain reply queue, not a requester's
 		o.OnReply = func(ctx context.Context, req *responder.Request, reply *responder.Reply) func(error) {
 			reply.SystemAttributes["AWSTraceHeader"] = types.MessageSystemAttributeValue{DataType: aws.String("String"),
 				StringValue: aws.String("Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1")}

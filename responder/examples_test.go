@@ -103,8 +103,8 @@ func ExampleResponder_SendResponseMessage() {
 	}
 	for _, m := range out.Messages {
 		if responder.IsResponseMessageRequested(m) {
-			err := r.SendResponseMessage(ctx, m, &responder.Reply{Body: "done: " + aws.ToString(m.Body)})
-			if err != nil && !errors.Is(err, responder.ErrResponseQueueGone) {
+			err := r.SendResponseMessage(ctx, *q.QueueUrl, m, &responder.Reply{Body: "done: " + aws.ToString(m.Body)})
+			if err != nil && !errors.Is(err, responder.ErrResponseQueueGone) && !errors.Is(err, responder.ErrReplyRefused) {
 				continue // not answered: leave the request for redelivery
 			}
 		}

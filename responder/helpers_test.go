@@ -39,8 +39,24 @@ func newEnv(t *testing.T, b *sqstestenv.Backend) *env {
 // queue creates a queue with attrs and deletes it when the test ends.
 func (e *env) queue(base string, attrs map[string]string) string {
 	e.t.Helper()
+	return e.create(sqstestenv.QueueName(e.t, base), attrs)
+}
+
+// replyQueue creates a queue named as a requester's host queue (with
+// sqsapi.DefaultQueuePrefix), which replies may go to by default.
+func (e *env) replyQueue(base string, attrs map[string]string) string {
+	e.t.Helper()
+	name := sqstestenv.QueueName(e.t, base)
+	if n := sqsapi.MaxQueueNameLength - len(sqsapi.DefaultQueuePrefix); len(name) > n {
+		name = name[len(name)-n:] // keeps the random suffix (and a .fifo)
+	}
+	return e.create(sqsapi.DefaultQueuePrefix+name, attrs)
+}
+
+func (e *env) create(name string, attrs map[string]string) string {
+	e.t.Helper()
 	out, err := e.client.CreateQueue(context.Background(), &sqs.CreateQueueInput{
-		QueueName: aws.String(sqstestenv.QueueName(e.t, base)), Attributes: attrs,
+		QueueName: aws.String(name), Attributes: attrs,
 	})
 	if err != nil {
 		e.t.Fatalf("CreateQueue: %v", err)

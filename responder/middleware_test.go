@@ -37,7 +37,7 @@ func tag(name string, mu *sync.Mutex, order *[]string) func(Handler) Handler {
 func TestMiddlewareOrderInServe(t *testing.T) {
 	e := newEnv(t, sqstestenv.SQSTest(t))
 	q := e.queue("mw", nil)
-	replies := e.queue("mw-replies", nil)
+	replies := e.replyQueue("mw-replies", nil)
 	var mu sync.Mutex
 	var order []string
 	r := newResponder(t, e.client, func(o *Options) {
@@ -100,7 +100,7 @@ func TestProcess(t *testing.T) {
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		q := e.queue("proc", nil)
-		replies := e.queue("proc-replies", nil)
+		replies := e.replyQueue("proc-replies", nil)
 		var mu sync.Mutex
 		var order []string
 		runs := 0

@@ -80,7 +80,7 @@ func (h *hookRecord) hook(sys map[string]types.MessageSystemAttributeValue) func
 func TestOnReplyInServe(t *testing.T) {
 	e := newEnv(t, sqstestenv.SQSTest(t))
 	q := e.queue("onreply", nil)
-	replies := e.queue("onreply-replies", nil)
+	replies := e.replyQueue("onreply-replies", nil)
 	var rec hookRecord
 	r := newResponder(t, e.client, func(o *Options) {
 		o.PollWaitTime = time.Second
@@ -165,7 +165,7 @@ func TestOnReplyInServe(t *testing.T) {
 func TestOnReplyCheckedBeforeSend(t *testing.T) {
 	e := newEnv(t, sqstestenv.SQSTest(t))
 	q := e.queue("onreply-bad", nil)
-	replies := e.queue("onreply-bad-replies", nil)
+	replies := e.replyQueue("onreply-bad-replies", nil)
 	var rec hookRecord
 	r := newResponder(t, e.client, func(o *Options) {
 		o.OnReply = rec.hook(map[string]types.MessageSystemAttributeValue{"SenderId": {DataType: aws.String("String"), StringValue: aws.String("x")}})
@@ -191,7 +191,7 @@ func TestOnReplyCheckedBeforeSend(t *testing.T) {
 func TestOnReplyWithoutHandler(t *testing.T) {
 	e := newEnv(t, sqstestenv.SQSTest(t))
 	q := e.queue("onreply-mw", nil)
-	replies := e.queue("onreply-mw-replies", nil)
+	replies := e.replyQueue("onreply-mw-replies", nil)
 	var rec hookRecord
 	r := newResponder(t, e.client, func(o *Options) {
 		o.OnReply = rec.hook(nil)

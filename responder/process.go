@@ -43,11 +43,13 @@ func (e *RetryError) Unwrap() error { return e.Err }
 // Process handles one request that reached this process by other means
 // than Serve (a Lambda SQS event, a receive loop of your own) exactly as
 // Serve handles one: the caller's deadline (a request whose caller gave up
-// is done, nil, without running the handler), the ResponseQueueUrl check,
-// the idempotency Store (a request answered before is answered again from
-// the stored reply without running the handler), Options.Middleware, the
-// handler under Options.HandlerTimeout and the caller's deadline with
-// panics recovered, OnRequestDone, and the reply. The handler runs under ctx. queueURL is the queue m came from.
+// is done, nil, without running the handler), the ResponseQueueUrl check
+// (a request naming a queue Options.AllowReplyTo does not allow is done,
+// unanswered: nil), the idempotency Store (a request answered before is
+// answered again from the stored reply without running the handler),
+// Options.Middleware, the handler under Options.HandlerTimeout and the
+// caller's deadline with panics recovered, OnRequestDone, and the reply.
+// The handler runs under ctx. queueURL is the queue m came from.
 // Nothing extends the request's visibility or renews its Store lease,
 // which lasts Options.VisibilityTimeout: keep that above the longest
 // handler run.
@@ -58,7 +60,7 @@ func (e *RetryError) Unwrap() error { return e.Err }
 // visible again). Process returns ErrClosed after Shutdown, and an
 // *sqsapi.InvalidInputError for a nil handler or middleware.
 func (r *Responder) Process(ctx context.Context, queueURL string, m types.Message, h Handler) error {
-	h, err := r.wrap("Process", h)
+	h, err := r.wrap("responder.Process", h)
 	if err != nil {
 		return err
 	}

@@ -46,10 +46,15 @@ func IsResponseMessageRequested(msg types.Message) bool {
 	return ok && u != ""
 }
 
-const opSendResponse = "SendResponseMessage"
+const opSendResponse = "responder.SendResponseMessage"
 
 // SendResponseMessage sends reply to the queue named by the request's
-// ResponseQueueUrl attribute, as the Java client does: a virtual queue URL
+// ResponseQueueUrl attribute, where queueURL is the queue request was
+// received from. The response queue must be one Options.AllowReplyTo
+// allows (by default, a requester's host queue with the default prefix
+// next to queueURL); for any other, SendResponseMessage sends nothing and
+// returns ErrReplyRefused, counted in Stats.RepliesRefused. Otherwise it
+// sends as the Java client does: a virtual queue URL
 // "<host>#<name>" becomes a send to <host> with the String attribute
 // __AmazonSQSVirtualQueuesClient.QueueName = <name>; any other URL gets a
 // plain send. The reply also carries TempQueues.CorrelationId, set to the
@@ -59,6 +64,7 @@ const opSendResponse = "SendResponseMessage"
 // the request id) and a new MessageDeduplicationId.
 //
 // Errors: ErrNoResponseRequested when the request has no ResponseQueueUrl;
+// ErrReplyRefused when it names a queue replies may not go to;
 // an *sqsapi.InvalidInputError (errors.Is ErrInvalidInput) for a malformed
 // URL, an empty body, a reserved attribute name, too many attributes or an
 // oversized reply, before any API call; ErrResponseQueueGone when the
@@ -71,7 +77,10 @@ const opSendResponse = "SendResponseMessage"
 // calls. The send is bounded by Options.ReplyTimeout as well as ctx. If
 // either ends first, SendResponseMessage returns context.DeadlineExceeded
 // or ctx.Err(), but the reply may still be sent.
-func (r *Responder) SendResponseMessage(ctx context.Context, request types.Message, reply *Reply) error {
+func (r *Responder) SendResponseMessage(ctx context.Context, queueURL string, request types.Message, reply *Reply) error {
+	if _, _, err := r.replyTarget(ctx, queueURL, request); err != nil {
+		return err
+	}
 	target, entry, err := buildReply(request, reply)
 	if err != nil {
 		return err
@@ -133,7 +142,7 @@ func (r *Responder) replyResult(ctx context.Context, request types.Message, targ
 		return fmt.Errorf("%w: %s: %w", ErrResponseQueueGone, u, err)
 	}
 	r.stats.replyErrors.Add(1)
-	return fmt.Errorf("responder: sending reply to %s: %w", target, err)
+	return fmt.Errorf("%s: sending the reply to %s: %w", opSendResponse, target, err)
 }
 
 // buildReply validates a reply to request and returns the real queue URL to

@@ -69,7 +69,8 @@ func TestSendResponseMessageBadInputMakesNoCall(t *testing.T) {
 		e := newEnv(t, be)
 		r := newResponder(t, e.client)
 		ctx := context.Background()
-		const host = "http://127.0.0.1:1/000000000000/host"
+		const requests = "http://127.0.0.1:1/000000000000/requests"
+		const host = "http://127.0.0.1:1/000000000000/" + sqsapi.DefaultQueuePrefix + "host"
 		virtual := msgWith(map[string]string{sqsapi.ResponseQueueURLAttribute: host + "#vq"})
 		cases := []struct {
 			name  string
@@ -91,13 +92,13 @@ func TestSendResponseMessageBadInputMakesNoCall(t *testing.T) {
 			{"bad attribute value", virtual, &Reply{Body: "b", Attributes: map[string]types.MessageAttributeValue{"k": wire.StringAttribute("\x00")}}},
 		}
 		for _, c := range cases {
-			err := r.SendResponseMessage(ctx, c.req, c.reply)
+			err := r.SendResponseMessage(ctx, requests, c.req, c.reply)
 			var ie *sqsapi.InvalidInputError
 			if !errors.As(err, &ie) || !errors.Is(err, sqsapi.ErrInvalidInput) || ie.Op != opSendResponse {
 				t.Errorf("%s: err = %v, want *InvalidInputError from %s", c.name, err, opSendResponse)
 			}
 		}
-		if err := r.SendResponseMessage(ctx, msgWith(nil), &Reply{Body: "b"}); !errors.Is(err, ErrNoResponseRequested) {
+		if err := r.SendResponseMessage(ctx, requests, msgWith(nil), &Reply{Body: "b"}); !errors.Is(err, ErrNoResponseRequested) {
 			t.Errorf("no ResponseQueueUrl: err = %v, want ErrNoResponseRequested", err)
 		}
 		if n := e.counter.Total(); n != 0 {
@@ -112,14 +113,14 @@ func TestReplyToDeletedQueueDroppedOnce(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, be)
 		ctx := context.Background()
-		host := e.queue("host", nil)
+		host := e.replyQueue("host", nil)
 		if _, err := e.client.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: &host}); err != nil {
 			t.Fatal(err)
 		}
 		r := newResponder(t, e.client, func(o *Options) { o.PollWaitTime = time.Second })
 		e.counter.Reset()
 		req := msgWith(map[string]string{sqsapi.ResponseQueueURLAttribute: host + "#gone", sqsapi.RequestIDAttribute: "rid"})
-		err := r.SendResponseMessage(ctx, req, &Reply{Body: "late"})
+		err := r.SendResponseMessage(ctx, host, req, &Reply{Body: "late"})
 		var qdne *types.QueueDoesNotExist
 		if !errors.Is(err, ErrResponseQueueGone) || !errors.As(err, &qdne) {
 			t.Fatalf("err = %v, want ErrResponseQueueGone wrapping *types.QueueDoesNotExist", err)

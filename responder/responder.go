@@ -133,6 +133,28 @@ type Options struct {
 	// must not block. A reply's trace span hangs on this pair of hooks.
 	OnReply func(ctx context.Context, req *Request, reply *Reply) (done func(err error))
 
+	// AllowReplyTo widens the queues replies may go to. A request names
+	// its reply's queue (ResponseQueueUrl), and whoever may send to the
+	// request queue could otherwise make the responder write into any
+	// queue its role may write to. By default a reply goes only to a queue
+	// in the request queue's own account, region (or, off AWS, endpoint)
+	// whose name starts with sqsapi.DefaultQueuePrefix: the host queues of
+	// Go and Java requesters with the default prefix (a virtual queue's
+	// reply goes to its host queue, and that is what is checked). Each
+	// entry allows more:
+	//   - a queue name prefix, such as a requester's custom Prefix
+	//     ("orders-rpc-"): queues whose names start with it, in the
+	//     request queue's account and region;
+	//   - a queue URL prefix, with a scheme, host and path
+	//     ("https://sqs.eu-west-1.amazonaws.com/111122223333/"): queues
+	//     whose URL starts with it, in any account or region. End it with
+	//     '/' to allow a whole account.
+	// A request naming any other queue is deleted unanswered, without
+	// running its handler; it is counted in Stats.RepliesRefused and
+	// logged at Warn (at most once a minute). Pair it with an IAM policy
+	// that grants sqs:SendMessage only on these queues (docs/iam.md).
+	AllowReplyTo []string
+
 	// OnRequestDone, if set, is called after each handler run with the
 	// request, the handler's duration and its error (a *PanicError after a
 	// panic). It runs on the request's goroutine and must not block.
@@ -168,6 +190,10 @@ type Responder struct {
 	recvBO backoff.Policy
 	clk    clock.Clock
 
+	// replyTo says where replies may go; refused rate-limits their log.
+	replyTo replyPolicy
+	refused refusals
+
 	// maxVisibility is SQS's cap on a message's total visibility since
 	// receipt; a field so tests can shrink it.
 	maxVisibility time.Duration
@@ -200,6 +226,10 @@ func New(client Client, optFns ...func(*Options)) (*Responder, error) {
 	if err := resolveOptions(&o); err != nil {
 		return nil, err
 	}
+	replyTo, err := newReplyPolicy("responder.New", o.AllowReplyTo)
+	if err != nil {
+		return nil, err
+	}
 	client = httpbody.Ensure(client)
 	inFlight := max(2, o.MaxConcurrency/10)
 	// Reply sends in flight: full batches, and replies that internal/batch's
@@ -212,6 +242,7 @@ func New(client Client, optFns ...func(*Options)) (*Responder, error) {
 		client:        client,
 		opts:          o,
 		log:           o.Logger,
+		replyTo:       replyTo,
 		sends:         batch.NewSends(client, sendsInFlight),
 		dels:          batch.NewDeletes(client, inFlight, batch.DeleteLinger),
 		vis:           batch.NewVisibilities(client, inFlight),

@@ -52,9 +52,9 @@ import (
 // access) are logged and retried with exponential backoff and full jitter.
 func (r *Responder) Serve(ctx context.Context, queueURL string, h Handler) error {
 	if queueURL == "" || wire.IsVirtualQueueURL(queueURL) {
-		return wire.Invalid("Serve", "queueURL", "%q is not a queue URL", queueURL)
+		return wire.Invalid("responder.Serve", "queueURL", "%q is not a queue URL", queueURL)
 	}
-	h, err := r.wrap("Serve", h)
+	h, err := r.wrap("responder.Serve", h)
 	if err != nil {
 		return err
 	}
@@ -373,7 +373,7 @@ func (s *server) expectReplies(msgs []types.Message) {
 	targets := one[:0]
 	for _, m := range msgs {
 		if u, ok := stringAttribute(m, sqsapi.ResponseQueueURLAttribute); ok {
-			if target, _, err := responseTarget(u); err == nil {
+			if target, _, err := responseTarget(u); err == nil && s.r.replyTo.allows(s.queueURL, target) {
 				targets = batch.AddCount(targets, target)
 			}
 		}
@@ -497,8 +497,11 @@ func (s *server) process(ctx context.Context, f *inflight) action {
 	if requested {
 		// A reply that can never be delivered makes a poison request: fail
 		// it before running the handler, so it ends in the DLQ.
-		u, _ := stringAttribute(req.Message, sqsapi.ResponseQueueURLAttribute)
-		if _, _, err := responseTarget(u); err != nil {
+		// One that names a queue replies may not go to is dropped
+		// unanswered (counted and logged by replyTarget).
+		if _, _, err := r.replyTarget(ctx, s.queueURL, req.Message); errors.Is(err, ErrReplyRefused) {
+			return action{kind: actDelete}
+		} else if err != nil {
 			r.stats.failed.Add(1)
 			log.Error("responder: request has a malformed ResponseQueueUrl; not handled", slog.Any("error", err))
 			return s.failureAction(req, err)
@@ -524,7 +527,7 @@ func (s *server) process(ctx context.Context, f *inflight) action {
 				if !isStoredEnd(req, rep) {
 					rep, done = r.onReply(ctx, req, rep)
 				}
-				err := r.SendResponseMessage(cctx, req.Message, rep)
+				err := r.SendResponseMessage(cctx, s.queueURL, req.Message, rep)
 				done(err)
 				if err != nil && !errors.Is(err, ErrResponseQueueGone) {
 					log.Warn("responder: resending stored reply failed", slog.Any("error", err))

@@ -36,7 +36,7 @@ func TestRoundTripJavaWireFormat(t *testing.T) {
 	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
 		t.Parallel()
 		e := newEnv(t, be)
-		host := e.queue("host", nil)
+		host := e.replyQueue("host", nil)
 		reqQ := e.queue("req", nil)
 		r := newResponder(t, e.client, func(o *Options) { o.PollWaitTime = time.Second })
 		var seen *Request
@@ -84,7 +84,7 @@ func TestPlainResponseQueueAndFireAndForget(t *testing.T) {
 	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
 		t.Parallel()
 		e := newEnv(t, be)
-		replyQ := e.queue("reply", nil)
+		replyQ := e.replyQueue("reply", nil)
 		reqQ := e.queue("req", nil)
 		r := newResponder(t, e.client, func(o *Options) { o.PollWaitTime = time.Second })
 		var runs atomic.Int32
@@ -116,7 +116,7 @@ func TestManyConcurrentRequests(t *testing.T) {
 	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
 		t.Parallel()
 		e := newEnv(t, be)
-		host := e.queue("host", nil)
+		host := e.replyQueue("host", nil)
 		reqQ := e.queue("req", nil)
 		rc := newEnv(t, be) // the responder's own client and counter
 		r := newResponder(t, rc.client, func(o *Options) { o.MaxConcurrency = 32; o.PollWaitTime = time.Second })
@@ -161,7 +161,7 @@ func TestSlowHandlerKeptAliveByHeartbeat(t *testing.T) {
 	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
 		t.Parallel()
 		e := newEnv(t, be)
-		host := e.queue("host", nil)
+		host := e.replyQueue("host", nil)
 		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
 		r := newResponder(t, e.client, func(o *Options) {
 			o.VisibilityTimeout = time.Second
@@ -266,7 +266,7 @@ func TestPanicRecoveredAndRetried(t *testing.T) {
 	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
 		t.Parallel()
 		e := newEnv(t, be)
-		host := e.queue("host", nil)
+		host := e.replyQueue("host", nil)
 		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
 		var hookErr atomic.Value
 		r := newResponder(t, e.client, func(o *Options) {
@@ -309,7 +309,7 @@ func TestCrashedResponderMidRequest(t *testing.T) {
 	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
 		t.Parallel()
 		e := newEnv(t, be)
-		host := e.queue("host", nil)
+		host := e.replyQueue("host", nil)
 		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
 		store := NewMemoryStore()
 		var dead atomic.Bool
@@ -353,7 +353,7 @@ func TestCrashBeforeDeleteRepliesFromStore(t *testing.T) {
 	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
 		t.Parallel()
 		e := newEnv(t, be)
-		host := e.queue("host", nil)
+		host := e.replyQueue("host", nil)
 		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
 		store := NewMemoryStore()
 		var runs atomic.Int32
@@ -388,7 +388,7 @@ func TestDuplicateInProgressNotRunTwice(t *testing.T) {
 	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
 		t.Parallel()
 		e := newEnv(t, be)
-		host := e.queue("host", nil)
+		host := e.replyQueue("host", nil)
 		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
 		var runs atomic.Int32
 		r := newResponder(t, e.client, func(o *Options) {
@@ -452,7 +452,7 @@ func TestThrottlingBacksOffAndLosesNothing(t *testing.T) {
 	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
 		t.Parallel()
 		e := newEnv(t, be)
-		host := e.queue("host", nil)
+		host := e.replyQueue("host", nil)
 		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
 		failUntil := time.Now().Add(1500 * time.Millisecond)
 		var deleteFailures atomic.Int32
@@ -508,7 +508,7 @@ func TestThrottlingBacksOffAndLosesNothing(t *testing.T) {
 func TestGracefulShutdownLosesNothing(t *testing.T) {
 	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
 		e := newEnv(t, be)
-		host := e.queue("host", nil)
+		host := e.replyQueue("host", nil)
 		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "30"})
 		r, err := New(e.client, func(o *Options) { o.PollWaitTime = time.Second; o.MaxConcurrency = 5 })
 		if err != nil {
@@ -541,7 +541,7 @@ func TestGracefulShutdownLosesNothing(t *testing.T) {
 		if err := r.Serve(ctx, reqQ, echo); !errors.Is(err, ErrClosed) {
 			t.Errorf("Serve after Shutdown = %v, want ErrClosed", err)
 		}
-		if err := r.SendResponseMessage(ctx, msgWith(map[string]string{sqsapi.ResponseQueueURLAttribute: host + "#x"}), &Reply{Body: "x"}); !errors.Is(err, ErrClosed) {
+		if err := r.SendResponseMessage(ctx, reqQ, msgWith(map[string]string{sqsapi.ResponseQueueURLAttribute: host + "#x"}), &Reply{Body: "x"}); !errors.Is(err, ErrClosed) {
 			t.Errorf("SendResponseMessage after Shutdown = %v, want ErrClosed", err)
 		}
 		s := r.Stats()
@@ -659,7 +659,7 @@ func TestServeStopsOnMissingQueue(t *testing.T) {
 	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
 		t.Parallel()
 		e := newEnv(t, be)
-		gone := e.queue("gone", nil)
+		gone := e.replyQueue("gone", nil)
 		if _, err := e.client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: &gone}); err != nil {
 			t.Fatal(err)
 		}

@@ -24,6 +24,7 @@ type Stats struct {
 	Replied        int64 // replies sent
 	ReplyErrors    int64 // replies that failed to send (request left for redelivery)
 	RepliesDropped int64 // replies dropped because the response queue no longer exists
+	RepliesRefused int64 // requests deleted unanswered: their response queue is not allowed (Options.AllowReplyTo)
 	Deleted        int64 // requests deleted
 	DeleteErrors   int64 // deletes that failed (the request will be redelivered)
 
@@ -54,6 +55,7 @@ type Stats struct {
 type counters struct {
 	receives, emptyReceives, receiveErrors                                       atomic.Int64
 	received, handled, failed, panics, replied, replyErrors, repliesDropped      atomic.Int64
+	repliesRefused                                                               atomic.Int64
 	deleted, deleteErrors, deduplicated, deferred, storeErrors, expired          atomic.Int64
 	extended, extendErrors, visibilityLimits, released, inFlight, processingNano atomic.Int64
 	pollers                                                                      atomic.Int64
@@ -85,7 +87,7 @@ func (r *Responder) Stats() Stats {
 		Receives: c.receives.Load(), EmptyReceives: c.emptyReceives.Load(), ReceiveErrors: c.receiveErrors.Load(),
 		Received: c.received.Load(), Handled: c.handled.Load(), Failed: c.failed.Load(), Panics: c.panics.Load(),
 		Replied: c.replied.Load(), ReplyErrors: c.replyErrors.Load(), RepliesDropped: c.repliesDropped.Load(),
-		Deleted: c.deleted.Load(), DeleteErrors: c.deleteErrors.Load(), Expired: c.expired.Load(),
+		RepliesRefused: c.repliesRefused.Load(), Deleted: c.deleted.Load(), DeleteErrors: c.deleteErrors.Load(), Expired: c.expired.Load(),
 		Deduplicated: c.deduplicated.Load(), Deferred: c.deferred.Load(), StoreErrors: c.storeErrors.Load(),
 		Extended: c.extended.Load(), ExtendErrors: c.extendErrors.Load(), VisibilityLimits: c.visibilityLimits.Load(),
 		Released: c.released.Load(), InFlight: c.inFlight.Load(), Pollers: c.pollers.Load(),

@@ -18,7 +18,7 @@ var ErrClosed = errors.New("tempqueues: closed")
 
 // InvalidInputError reports a parameter rejected before any API call.
 type InvalidInputError struct {
-	Op     string // operation, e.g. "SendMessage" or "requester.New"
+	Op     string // the call, package-qualified: "virtualqueue.SendMessage", "requester.New"
 	Param  string // offending parameter, e.g. "MessageAttributes"
 	Reason string // what is wrong with it
 }
@@ -27,7 +27,7 @@ func (e *InvalidInputError) Error() string {
 	if e.Op == "" {
 		return fmt.Sprintf("tempqueues: invalid %s: %s", e.Param, e.Reason)
 	}
-	return fmt.Sprintf("tempqueues: %s: invalid %s: %s", e.Op, e.Param, e.Reason)
+	return fmt.Sprintf("%s: invalid %s: %s", e.Op, e.Param, e.Reason)
 }
 
 // Is makes errors.Is(err, ErrInvalidInput) true.

@@ -42,15 +42,19 @@ func newEnv(t *testing.T, b *sqstestenv.Backend, h http.Handler, hopts ...func(*
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _, _ = raw.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
-	resp, err := responder.New(raw, func(o *responder.Options) { o.PollWaitTime = time.Second })
+	name := sqstestenv.QueueName(t, "")
+	prefix := "tq" + strings.ReplaceAll(name[len(name)-8:], "-", "") + "_"
+	resp, err := responder.New(raw, func(o *responder.Options) {
+		o.PollWaitTime = time.Second
+		o.AllowReplyTo = []string{prefix} // the requester's Prefix
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	served := make(chan error, 1)
 	go func() { served <- resp.Serve(ctx, *out.QueueUrl, sqshttp.Handler(h, hopts...)) }()
-	name := sqstestenv.QueueName(t, "")
 	r, err := requester.New(raw, func(o *requester.Options) {
-		o.Prefix = "tq" + strings.ReplaceAll(name[len(name)-8:], "-", "") + "_"
+		o.Prefix = prefix
 		o.DisableSweeping = true
 	})
 	if err != nil {

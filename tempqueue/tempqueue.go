@@ -168,7 +168,7 @@ func (c *Client) Reaper() *reaper.Reaper { return c.reaper }
 // keeps its messages in send order (see package virtualqueue).
 func (c *Client) CreateQueue(ctx context.Context, in *sqs.CreateQueueInput, optFns ...func(*sqs.Options)) (*sqs.CreateQueueOutput, error) {
 	if in == nil {
-		return nil, wire.Invalid("CreateQueue", "input", "nil")
+		return nil, wire.Invalid("tempqueue.CreateQueue", "input", "nil")
 	}
 	if _, ok := in.Attributes[sqsapi.HostQueueURLAttribute]; ok {
 		return c.Client.CreateQueue(ctx, in, optFns...)
@@ -177,15 +177,21 @@ func (c *Client) CreateQueue(ctx context.Context, in *sqs.CreateQueueInput, optF
 	retention := strconv.Itoa(int(c.opts.IdleQueueRetention / time.Second))
 	if r, ok := hostAttrs[sqsapi.IdleQueueRetentionPeriodAttribute]; ok {
 		if n, err := strconv.Atoi(r); err != nil || n < 1 {
-			return nil, wire.Invalid("CreateQueue", sqsapi.IdleQueueRetentionPeriodAttribute, "%q must be a whole number of seconds, at least 1", r)
+			return nil, wire.Invalid("tempqueue.CreateQueue", sqsapi.IdleQueueRetentionPeriodAttribute, "%q must be a whole number of seconds, at least 1", r)
 		}
 		retention = r
 		delete(hostAttrs, sqsapi.IdleQueueRetentionPeriodAttribute)
 	}
 	if !sqsapi.ValidQueueName(aws.ToString(in.QueueName)) {
-		return nil, wire.Invalid("CreateQueue", "QueueName", "%q must be 1-80 characters of A-Z a-z 0-9 - _", aws.ToString(in.QueueName))
+		return nil, wire.Invalid("tempqueue.CreateQueue", "QueueName", "%q must be 1-80 characters of A-Z a-z 0-9 - _", aws.ToString(in.QueueName))
 	}
 	if err := checkFIFO(aws.ToString(in.QueueName), hostAttrs); err != nil {
+		return nil, err
+	}
+	if err := hostq.CheckAttributes("tempqueue.CreateQueue", hostAttrs); err != nil {
+		return nil, err
+	}
+	if err := hostq.CheckFIFOPrefix("tempqueue.CreateQueue", c.opts.Prefix, hostAttrs); err != nil {
 		return nil, err
 	}
 	for attempt := 0; ; attempt++ {
@@ -222,7 +228,7 @@ func checkFIFO(name string, hostAttrs map[string]string) error {
 		delete(hostAttrs, string(types.QueueAttributeNameFifoQueue))
 	}
 	if fifo != strings.HasSuffix(name, ".fifo") {
-		return wire.Invalid("CreateQueue", "QueueName", "%q: a FIFO queue's name ends in .fifo (with FifoQueue true), and only a FIFO queue's does", name)
+		return wire.Invalid("tempqueue.CreateQueue", "QueueName", "%q: a FIFO queue's name ends in .fifo (with FifoQueue true), and only a FIFO queue's does", name)
 	}
 	return nil
 }

@@ -32,7 +32,7 @@ func (c *Client) DeleteMessage(ctx context.Context, in *sqs.DeleteMessageInput, 
 	if in == nil || !wire.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
 		return c.sqs.DeleteMessage(ctx, in, optFns...)
 	}
-	const op = "DeleteMessage"
+	const op = "virtualqueue.DeleteMessage"
 	hostURL, name, err := wire.ParseVirtualQueueURL(*in.QueueUrl)
 	if err != nil {
 		return nil, withOp(err, op)
@@ -60,7 +60,7 @@ func (c *Client) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBa
 	if in == nil || !wire.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
 		return c.sqs.DeleteMessageBatch(ctx, in, optFns...)
 	}
-	const op = "DeleteMessageBatch"
+	const op = "virtualqueue.DeleteMessageBatch"
 	hostURL, name, err := wire.ParseVirtualQueueURL(*in.QueueUrl)
 	if err != nil {
 		return nil, withOp(err, op)
@@ -85,7 +85,7 @@ func (c *Client) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMess
 	if in == nil || !wire.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
 		return c.sqs.ChangeMessageVisibility(ctx, in, optFns...)
 	}
-	const op = "ChangeMessageVisibility"
+	const op = "virtualqueue.ChangeMessageVisibility"
 	hostURL, name, err := wire.ParseVirtualQueueURL(*in.QueueUrl)
 	if err != nil {
 		return nil, withOp(err, op)
@@ -119,7 +119,7 @@ func (c *Client) ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.Chang
 	if in == nil || !wire.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
 		return c.sqs.ChangeMessageVisibilityBatch(ctx, in, optFns...)
 	}
-	const op = "ChangeMessageVisibilityBatch"
+	const op = "virtualqueue.ChangeMessageVisibilityBatch"
 	hostURL, name, err := wire.ParseVirtualQueueURL(*in.QueueUrl)
 	if err != nil {
 		return nil, withOp(err, op)

@@ -23,7 +23,7 @@ import (
 // *types.QueueNameExists, as SQS does.
 func (c *Client) CreateQueue(ctx context.Context, in *sqs.CreateQueueInput, optFns ...func(*sqs.Options)) (*sqs.CreateQueueOutput, error) {
 	if in == nil {
-		return nil, wire.Invalid("CreateQueue", "input", "nil")
+		return nil, wire.Invalid("virtualqueue.CreateQueue", "input", "nil")
 	}
 	hostURL, virtual := in.Attributes[sqsapi.HostQueueURLAttribute]
 	if !virtual {
@@ -50,7 +50,7 @@ func (c *Client) CreateQueue(ctx context.Context, in *sqs.CreateQueueInput, optF
 
 // checkCreate validates a virtual CreateQueue before any call.
 func checkCreate(hostURL, name string, attrs map[string]string) (int32, error) {
-	const op = "CreateQueue"
+	const op = "virtualqueue.CreateQueue"
 	if hostURL == "" || wire.IsVirtualQueueURL(hostURL) {
 		return 0, wire.Invalid(op, sqsapi.HostQueueURLAttribute, "%q is not a real queue URL", hostURL)
 	}
@@ -146,7 +146,7 @@ func (c *Client) SetQueueAttributes(ctx context.Context, in *sqs.SetQueueAttribu
 	if in == nil || !wire.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
 		return c.sqs.SetQueueAttributes(ctx, in, optFns...)
 	}
-	return nil, wire.Invalid("SetQueueAttributes", "QueueUrl", "virtual queue %s has no attributes of its own; set them on the host queue", *in.QueueUrl)
+	return nil, wire.Invalid("virtualqueue.SetQueueAttributes", "QueueUrl", "virtual queue %s has no attributes of its own; set them on the host queue", *in.QueueUrl)
 }
 
 // PurgeQueue passes through; on a virtual URL it deletes the virtual queue's

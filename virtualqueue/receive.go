@@ -26,7 +26,7 @@ func (c *Client) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput
 	if in == nil || !wire.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
 		return c.sqs.ReceiveMessage(ctx, in, optFns...)
 	}
-	const op = "ReceiveMessage"
+	const op = "virtualqueue.ReceiveMessage"
 	max, err := checkReceive(op, in)
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/batch"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -76,7 +77,7 @@ func (c *Client) SendMessage(ctx context.Context, in *sqs.SendMessageInput, optF
 	if in == nil || !wire.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
 		return c.sqs.SendMessage(ctx, in, optFns...)
 	}
-	const op = "SendMessage"
+	const op = "virtualqueue.SendMessage"
 	hostURL, name, err := parseSendTarget(op, *in.QueueUrl)
 	if err != nil {
 		return nil, err
@@ -107,7 +108,9 @@ func (c *Client) SendMessage(ctx context.Context, in *sqs.SendMessageInput, optF
 	}
 	res, err := c.sends.Do(ctx, hostURL, batch.SendEntry(&cp))
 	if err != nil {
-		return nil, err
+		// Named as the caller's SendMessage, not the SendMessageBatch
+		// that carried it.
+		return nil, awserr.ForSend(op, *in.QueueUrl, err)
 	}
 	return batch.SendOutput(res), nil
 }
@@ -118,7 +121,7 @@ func (c *Client) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchI
 	if in == nil || !wire.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
 		return c.sqs.SendMessageBatch(ctx, in, optFns...)
 	}
-	const op = "SendMessageBatch"
+	const op = "virtualqueue.SendMessageBatch"
 	hostURL, name, err := parseSendTarget(op, *in.QueueUrl)
 	if err != nil {
 		return nil, err

@@ -173,3 +173,15 @@ func TestEmulatorWarnsBeyondLoopback(t *testing.T) {
 		}
 	}
 }
+
+// serve-echo replies to requesters with the default prefix; a requester
+// with its own prefix needs --allow-reply-to, which is checked like any
+// flag.
+func TestServeEchoAllowReplyToIsAFlag(t *testing.T) {
+	_, ep, create := server(t)
+	create("echo-allow", nil)
+	args := append([]string{"serve-echo", "--queue", "echo-allow", "--allow-reply-to", "has space"}, ep...)
+	if _, errOut, code := tempq(t, noEnvEndpoint, args...); code != exitUsage || !strings.Contains(errOut, "--allow-reply-to") {
+		t.Fatalf("bad --allow-reply-to: code %d, stderr %q", code, errOut)
+	}
+}

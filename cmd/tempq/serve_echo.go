@@ -18,9 +18,10 @@ import (
 )
 
 func runServeEcho(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("serve-echo", "--queue NAME|URL [--concurrency 10] [--json]", stdout)
+	fs := newFlags("serve-echo", "--queue NAME|URL [--concurrency 10] [--allow-reply-to PREFIX,...] [--json]", stdout)
 	queue := fs.String("queue", "", "request queue, by name (created if missing, FIFO when it ends in .fifo) or URL (required)")
 	concurrency := fs.Int("concurrency", 10, "requests handled at once")
+	allowReplyTo := fs.String("allow-reply-to", "", "comma-separated queue name prefixes (a requester's --prefix) or queue URL prefixes that replies may go to, beside requesters' host queues with the default prefix next to the request queue")
 	asJSON := fs.Bool("json", false, "log each request as a line of JSON")
 	server := serverFlags(fs)
 	if err := parse(fs, args); err != nil {
@@ -61,9 +62,12 @@ func runServeEcho(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		o.MaxConcurrency = *concurrency
 		o.Logger = server.logger(stderr)
 		o.DrainTimeout = 2 * time.Second // Ctrl-C: running handlers get 2 s; idle, it stops in 0.5 s
+		if *allowReplyTo != "" {
+			o.AllowReplyTo = strings.Split(*allowReplyTo, ",")
+		}
 	})
 	if err != nil {
-		return err
+		return flagError(err, map[string]string{"AllowReplyTo": "--allow-reply-to"})
 	}
 	var mu sync.Mutex // orders the log lines
 	logf := func(req *responder.Request) {

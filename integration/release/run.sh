@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The release check: publication simulated with no network but the Go
-# module proxy. A clone of the committed tree gets the tags of the version
+# The release check: publication simulated with no network at all. A
+# clone of the committed tree gets the tags of the version
 # at the top of CHANGELOG.md (docs/versioning.md) and is served as
 # github.com/tempqueues/tempqueues through git's url.<clone>.insteadOf,
 # with GOPRIVATE, so that the go command fetches it as it would fetch the
@@ -9,10 +9,21 @@
 # imports all of them (app.go.txt) and runs it against the installed
 # `tempq emulator`; a second fresh module that imports only redisstore
 # must `go mod tidy`. Last, apidiff compares each module with the
-# previous release (the newest older v* tag, or RELEASE_PREVIOUS) and
-# fails on an incompatible change that the CHANGELOG's section of this
-# version does not name. The tags exist only in the clone: the check
-# depends on no tag of the published repository. `make test` runs it.
+# previous release and fails on an incompatible change that the
+# CHANGELOG's section of this version does not name. The previous
+# release is RELEASE_PREVIOUS, else the newest older v* tag, else the
+# commit named by the section's "API baseline: <commit>" line: a commit
+# of the history, so that the check depends on no tag of the published
+# repository (the tags it makes exist only in the clone).
+#
+# Offline: our modules come from the clone (git insteadOf, GOPRIVATE,
+# GIT_ALLOW_PROTOCOL=file), every other module from this machine's module
+# cache only (GOPROXY=file://, GOSUMDB=off; their checksums are the
+# repository's go.sum lines, seeded into each fresh module), and HTTP(S)
+# proxies point at a closed port, so any attempt to reach the network
+# fails the check. `make release-deps` fills the module cache first, over
+# the network (go mod download in each module, and apidiff's install).
+# `make test` runs both.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 here="$root/integration/release"
@@ -53,22 +64,34 @@ for m in "${nested[@]}"; do
 	got=$(sed -n "s#^[[:space:]]*$mod \(v[^[:space:]]*\).*#\1#p" "$clone/$m/go.mod" | head -1)
 	[ "$got" = "$version" ] || fail "$m/go.mod requires $mod ${got:-nothing}, want $version"
 done
+section=$(awk -v v="## $version" '$0 == v {on=1; next} on && /^## v/ {exit} on' "$clone/CHANGELOG.md")
 previous=${RELEASE_PREVIOUS:-}
 if [ -z "$previous" ]; then
 	previous=$(git -C "$clone" tag --list 'v*' --merged "$head" --sort=-v:refname | grep -vx "$version" | head -1 || true)
+fi
+if [ -z "$previous" ]; then
+	previous=$(sed -n 's/^API baseline: `\{0,1\}\([0-9a-f]\{7,40\}\)`\{0,1\}.*/\1/p' <<<"$section" | head -1)
+	[ -z "$previous" ] || git -C "$clone" merge-base --is-ancestor "$previous" "$head" ||
+		fail "the API baseline $previous of $version is not a commit of this history"
 fi
 for t in "$version" "${nested[@]/%//$version}"; do
 	git -C "$clone" tag -f "$t" "$head" >/dev/null
 done
 
 # The go command's view: our modules come from the clone, as if pushed;
-# every other module from this machine's module cache, else the proxy.
-# A module cache of its own, so that the simulated release never lands in
-# the machine's cache as if it were the published one.
+# every other module from this machine's module cache, and nothing from
+# the network. A module cache of its own, so that the simulated release
+# never lands in the machine's cache as if it were the published one.
+cache="$(go env GOMODCACHE)/cache/download"
+apidiff=golang.org/x/exp/cmd/apidiff@v0.0.0-20261113113407-e3970619a1a4
+[ -f "$cache/golang.org/x/exp/@v/${apidiff##*@}.zip" ] ||
+	fail "the module cache lacks apidiff's module; run 'make release-deps' (network) first"
 export HOME="$work/home" GOPATH="$work/gopath" GOMODCACHE="$work/gopath/pkg/mod"
 export GOCACHE="$(go env GOCACHE)" GOTOOLCHAIN=local GOENV=off
-export GOPROXY="file://$(go env GOMODCACHE)/cache/download,$(go env GOPROXY)"
-export GOPRIVATE="$mod,$mod/*" GOFLAGS=-mod=mod GIT_TERMINAL_PROMPT=0
+export GOPROXY="file://$cache" GOSUMDB=off GONOSUMDB="$mod" GOPRIVATE="$mod,$mod/*"
+export GOFLAGS=-mod=mod GIT_TERMINAL_PROMPT=0 GIT_ALLOW_PROTOCOL=file
+export HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 NO_PROXY=127.0.0.1,localhost
+export http_proxy=$HTTP_PROXY https_proxy=$HTTPS_PROXY no_proxy=$NO_PROXY
 mkdir -p "$HOME"
 git config --global url."$clone".insteadOf "https://$mod"
 git config --global protocol.file.allow always
@@ -104,7 +127,7 @@ read -r -t 30 line <&3 || fail "tempq emulator printed nothing: $(cat "$work/emu
 endpoint=${line##* }
 case $endpoint in http://127.0.0.1:*) ;; *) fail "tempq emulator printed $(printf %q "$line")" ;; esac
 out=$(AWS_ENDPOINT_URL_SQS=$endpoint timeout 120 "$work/bin/app") || fail "the program failed: $out"
-want=$'served: hello, alice\nlambda: hello, bob'
+want=$'served: hello, alice\ngrpc: SERVING\nlambda: hello, bob'
 [ "$out" = "$want" ] || fail "the program printed $(printf %q "$out"), want $(printf %q "$want")"
 
 step "go mod tidy in a module importing only redisstore"
@@ -133,13 +156,12 @@ quiet go mod tidy || fail "go mod tidy with redisstore alone"
 quiet go build ./... || fail "build with redisstore alone"
 
 if [ -z "$previous" ]; then
-	step "apidiff: no earlier release tag, nothing to compare"
+	step "apidiff: no earlier release and no API baseline, nothing to compare"
 	exit 0
 fi
 step "apidiff against $previous"
-GOBIN="$work/bin" quiet go install golang.org/x/exp/cmd/apidiff@v0.0.0-20261113113407-e3970619a1a4 || fail "install apidiff"
+GOBIN="$work/bin" quiet go install "$apidiff" || fail "install apidiff"
 git -C "$clone" worktree add -q --detach "$work/old" "$previous"
-section=$(awk -v v="## $version" '$0 == v {on=1; next} on && /^## v/ {exit} on' "$clone/CHANGELOG.md")
 missing=""
 for m in "" "${nested[@]}"; do
 	dir=${m:-.}

@@ -465,7 +465,7 @@ func (c *Coalescer[E, R]) callInline(ctx context.Context, key string, ks *keySta
 // accounts for the end of the call.
 func (c *Coalescer[E, R]) settle(key string, ks *keyState[E, R], batch []item[E, R], results []Result[R], err error, start time.Time) {
 	if err == nil && len(results) != len(batch) {
-		err = errors.New("batch: call returned a wrong number of results")
+		err = errors.New("tempqueues: an SQS batch call returned a wrong number of results")
 	}
 	// answered reuses batch's array: entry i is read before slot i (or an
 	// earlier one) is written.

@@ -42,10 +42,10 @@ func (h *Host) ExpectTagged(name, tag string, fn func(types.Message, error)) err
 		return err
 	}
 	if h.expectedLocked(name) {
-		return wire.Invalid("Expect", "name", "%q is already expected", name)
+		return wire.Invalid("", "name", "%q is already expected", name)
 	}
 	if _, ok := h.queues[name]; ok {
-		return wire.Invalid("Expect", "name", "%q is a virtual queue's", name)
+		return wire.Invalid("", "name", "%q is a virtual queue's", name)
 	}
 	h.calls[name] = call{fn: fn, tag: tag}
 	h.demand++
@@ -115,10 +115,10 @@ func (h *Host) ExpectMany(name string, fn func(types.Message, error) bool) error
 		return err
 	}
 	if h.expectedLocked(name) {
-		return wire.Invalid("ExpectMany", "name", "%q is already expected", name)
+		return wire.Invalid("", "name", "%q is already expected", name)
 	}
 	if _, ok := h.queues[name]; ok {
-		return wire.Invalid("ExpectMany", "name", "%q is a virtual queue's", name)
+		return wire.Invalid("", "name", "%q is a virtual queue's", name)
 	}
 	if h.streams == nil {
 		h.streams = make(map[string]*stream)

@@ -97,8 +97,7 @@ func wantsFIFO(attrs map[string]string) bool { return strings.EqualFold(attrs[at
 // checkFIFOAttributes checks the FIFO attributes of a host queue as SQS
 // would: FifoQueue true or false, the others only with FifoQueue true
 // and with one of their values.
-func checkFIFOAttributes(attrs map[string]string) error {
-	const op = "CreateQueue"
+func checkFIFOAttributes(op string, attrs map[string]string) error {
 	if v, ok := attrs[attrFifoQueue]; ok && !strings.EqualFold(v, "true") && !strings.EqualFold(v, "false") {
 		return wire.Invalid(op, attrFifoQueue, "%q must be true or false", v)
 	}

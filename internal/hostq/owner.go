@@ -89,24 +89,24 @@ func CheckTags(op string, tags map[string]string) error {
 
 // CheckAttributes reports an *sqsapi.InvalidInputError when attrs holds an
 // attribute a host queue cannot be created with.
-func CheckAttributes(attrs map[string]string) error {
-	_, err := canonical(attrs)
+func CheckAttributes(op string, attrs map[string]string) error {
+	_, err := canonical(op, attrs)
 	return err
 }
 
 // canonical returns a key identifying an attribute set, after validation.
-func canonical(attrs map[string]string) (string, error) {
+func canonical(op string, attrs map[string]string) (string, error) {
 	var b strings.Builder
 	for _, k := range slices.Sorted(maps.Keys(attrs)) {
 		if !slices.Contains(hostAttributes, k) {
-			return "", wire.Invalid("CreateQueue", "Attributes", "temporary queues take no attribute %q (allowed: %s)", k, strings.Join(hostAttributes, ", "))
+			return "", wire.Invalid(op, "Attributes", "temporary queues take no attribute %q (allowed: %s)", k, strings.Join(hostAttributes, ", "))
 		}
 		b.WriteString(k)
 		b.WriteByte('=')
 		b.WriteString(attrs[k])
 		b.WriteByte(0)
 	}
-	if err := checkFIFOAttributes(attrs); err != nil {
+	if err := checkFIFOAttributes(op, attrs); err != nil {
 		return "", err
 	}
 	return b.String(), nil
@@ -204,11 +204,13 @@ func (o *Owner) Open(ctx context.Context, attrs map[string]string) (*Host, error
 }
 
 func (o *Owner) get(ctx context.Context, attrs map[string]string) (*owned, error) {
-	key, err := canonical(attrs)
+	// Checked by the callers (requester.New, tempqueue.CreateQueue)
+	// under their own names.
+	key, err := canonical("", attrs)
 	if err != nil {
 		return nil, err
 	}
-	if err := CheckFIFOPrefix("CreateQueue", o.opts.Prefix, attrs); err != nil {
+	if err := CheckFIFOPrefix("", o.opts.Prefix, attrs); err != nil {
 		return nil, err
 	}
 	return o.hosts.Get(ctx, key, func() (*owned, error) {

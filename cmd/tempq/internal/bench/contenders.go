@@ -92,6 +92,7 @@ func (t *tempQueues) setup(ctx context.Context) error {
 	t.resp, err = responder.New(t.client, func(o *responder.Options) {
 		o.MaxConcurrency = t.cfg.ServerConcurrency
 		o.PreferFewerCalls = t.fewerCalls
+		o.AllowReplyTo = []string{t.prefix + "tq-"} // the requester's Prefix
 	})
 	if err != nil {
 		return err

@@ -47,7 +47,10 @@ func measureIdle(ctx context.Context, e *env) (*IdleResult, error) {
 	}
 	defer func() { _ = deleteQueues(context.WithoutCancel(ctx), respClient, queueURL) }()
 
-	resp, err := responder.New(respClient, func(o *responder.Options) { o.PollWaitTime = wait })
+	resp, err := responder.New(respClient, func(o *responder.Options) {
+		o.PollWaitTime = wait
+		o.AllowReplyTo = []string{e.prefix + "idle-"} // the requester's Prefix
+	})
 	if err != nil {
 		return nil, err
 	}

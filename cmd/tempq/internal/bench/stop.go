@@ -182,7 +182,9 @@ func stopRequester(ctx context.Context, e *env, client *sqs.Client, counter *cal
 	}
 	// The echo responder has a client of its own, so that its calls are
 	// not counted as the requester's.
-	resp, err := responder.New(e.cfg.NewClient(new(callcount.Counter)))
+	resp, err := responder.New(e.cfg.NewClient(new(callcount.Counter)), func(o *responder.Options) {
+		o.AllowReplyTo = []string{e.prefix + "stop-"} // the requester's Prefix
+	})
 	if err != nil {
 		return s, errors.Join(err, deleteQueues(context.WithoutCancel(ctx), client, queueURL))
 	}
