@@ -74,6 +74,7 @@ func TestRequestsPastTheirDeadlineAreDeletedUnhandled(t *testing.T) {
 		var logs syncBuffer
 		r := newResponder(t, e.client, func(o *Options) {
 			o.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			o.AllowReplyTo = []string{"tq-"} // the test's plain reply queue
 		})
 		serve(t, r, q, HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
 			d, _ := ctx.Deadline()

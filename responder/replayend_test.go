@@ -23,7 +23,10 @@ func TestStoredNilReplyEndsStream(t *testing.T) {
 		e := newEnv(t, b)
 		q := e.queue("stream", nil)
 		replies := e.queue("stream-replies", nil)
-		r := newResponder(t, e.client, func(o *Options) { o.Store = NewMemoryStore() })
+		r := newResponder(t, e.client, func(o *Options) {
+			o.Store = NewMemoryStore()
+			o.AllowReplyTo = []string{"tq-"} // the test's plain reply queue
+		})
 		runs := 0
 		h := HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
 			runs++

@@ -52,6 +52,7 @@ func TestReplyHasItsOwnDeadline(t *testing.T) {
 	r := newResponder(t, c, func(o *Options) {
 		o.ReplyTimeout = timeout
 		o.Logger = slog.New(slog.DiscardHandler)
+		o.AllowReplyTo = []string{"replies"} // a plain reply queue, not a requester's
 	})
 	t.Cleanup(func() { close(c.release) }) // before the Shutdown newResponder registered
 	m := msgWith(map[string]string{
