@@ -31,6 +31,9 @@ func ExampleResponder_HandleSQSEvent() {
 			return &responder.Reply{Body: "hello, " + req.Body()}, nil
 		}), func(o *lambdatempq.Options) {
 		o.QueueURL = func(string) (string, error) { return *reqQ.QueueUrl, nil } // AWS: derived from the ARN
+		o.Responder = append(o.Responder, func(o *responder.Options) {
+			o.AllowReplyTo = []string{"replies"} // a plain reply queue, not a requester's
+		})
 	})
 	if err != nil {
 		log.Fatal(err)
