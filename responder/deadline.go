@@ -1,6 +1,7 @@
 package responder
 
 import (
+	"context"
 	"log/slog"
 
 	"github.com/tempqueues/tempqueues/internal/wire"
@@ -29,4 +30,13 @@ func (r *Responder) expired(req *Request, log *slog.Logger) bool {
 	}
 	req.deadline = d
 	return false
+}
+
+// expire is the stage that deletes, without running the handler, a
+// request whose caller gave up before it arrived (expired).
+func expire(ctx context.Context, x *exchange, next step) action {
+	if x.s.r.expired(x.req, x.log) {
+		return action{kind: actDelete}
+	}
+	return next(ctx, x)
 }

@@ -69,6 +69,7 @@ func (r *Responder) Process(ctx context.Context, queueURL string, m types.Messag
 	}
 	defer r.servers.Done()
 	s := &server{r: r, queueURL: queueURL, h: h, base: context.WithoutCancel(ctx)}
+	s.steps = chain(stages, s.answer)
 	r.stats.received.Add(1)
 	r.stats.inFlight.Add(1)
 	defer r.stats.inFlight.Add(-1)

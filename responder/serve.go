@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -14,12 +13,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/google/uuid"
 
 	"github.com/tempqueues/tempqueues/internal/awserr"
-	"github.com/tempqueues/tempqueues/internal/backoff"
 	"github.com/tempqueues/tempqueues/internal/batch"
-	"github.com/tempqueues/tempqueues/internal/callback"
 	"github.com/tempqueues/tempqueues/internal/poll"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/internal/workers"
@@ -72,6 +68,7 @@ func (r *Responder) Serve(ctx context.Context, queueURL string, h Handler) error
 		fatal:    make(chan struct{}),
 		pool:     workers.New(0),
 	}
+	s.steps = chain(stages, s.answer)
 	s.sizer.NoSpare = r.opts.PreferFewerCalls
 	// Idle workers stop now, busy ones (a handler abandoned at the hard
 	// deadline) after their task.
@@ -169,6 +166,7 @@ type server struct {
 	queueURL string
 	h        Handler
 	base     context.Context // Serve's context without its cancellation
+	steps    step            // the stages, around the handler (stages.go)
 
 	pool     *workers.Pool // runs pollers and handlers on reused stacks
 	slots    chan struct{} // one token per running handler
@@ -381,19 +379,6 @@ func (s *server) expectReplies(msgs []types.Message) {
 	s.r.sends.ExpectAll(targets)
 }
 
-// action is what happens to a request after processing.
-type action struct {
-	kind  int
-	delay time.Duration // for actRelease
-	err   error         // why a request is not done (for Process)
-}
-
-const (
-	actNone    = iota // nothing: abandoned, or left to its visibility timeout
-	actDelete         // done: delete it
-	actRelease        // make it visible after delay
-)
-
 func (s *server) handle(m types.Message, receivedAt time.Time) {
 	defer s.handlers.Done()
 	r := s.r
@@ -475,207 +460,6 @@ func (s *server) release(f *inflight, delay time.Duration) {
 // they complete even while Serve stops, within a bound.
 func (s *server) callCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(s.base, 30*time.Second)
-}
-
-func (s *server) process(ctx context.Context, f *inflight) action {
-	r := s.r
-	req := f.req
-	log := r.log
-	if log.Enabled(context.Background(), slog.LevelError) {
-		// Only a logger that logs something needs the request's attributes:
-		// a silent one would build them for nothing on every request.
-		log = log.With(slog.String("queue_url", s.queueURL), slog.String("message_id", aws.ToString(req.Message.MessageId)),
-			slog.String("request_id", req.ID), slog.Int("receive_count", req.ReceiveCount))
-	}
-	cctx, cancel := s.callCtx()
-	defer cancel()
-
-	if r.expired(req, log) {
-		return action{kind: actDelete}
-	}
-	requested := IsResponseMessageRequested(req.Message)
-	if requested {
-		// A reply that can never be delivered makes a poison request: fail
-		// it before running the handler, so it ends in the DLQ.
-		// One that names a queue replies may not go to is dropped
-		// unanswered (counted and logged by replyTarget).
-		if _, _, err := r.replyTarget(ctx, s.queueURL, req.Message); errors.Is(err, ErrReplyRefused) {
-			return action{kind: actDelete}
-		} else if err != nil {
-			r.stats.failed.Add(1)
-			log.Error("responder: request has a malformed ResponseQueueUrl; not handled", slog.Any("error", err))
-			return s.failureAction(req, err)
-		}
-		req.stream = r.newReplyStream(req)
-	}
-
-	var lease string // our Store lease token, if any
-	if st := r.opts.Store; st != nil {
-		token := uuid.NewString()
-		e, err := st.Begin(cctx, req.ID, token, r.opts.VisibilityTimeout)
-		if err != nil {
-			r.stats.storeErrors.Add(1)
-			log.Error("responder: idempotency store failed; request left for redelivery", slog.Any("error", err))
-			return s.failureAction(req, err)
-		}
-		switch e.Status {
-		case Done:
-			r.stats.deduplicated.Add(1)
-			log.Debug("responder: request answered before; replaying the stored reply")
-			if requested && e.Reply != nil {
-				rep, done := e.Reply, noDone
-				if !isStoredEnd(req, rep) {
-					rep, done = r.onReply(ctx, req, rep)
-				}
-				err := r.SendResponseMessage(cctx, s.queueURL, req.Message, rep)
-				done(err)
-				if err != nil && !errors.Is(err, ErrResponseQueueGone) {
-					log.Warn("responder: resending stored reply failed", slog.Any("error", err))
-					return s.failureAction(req, err)
-				}
-			}
-			return action{kind: actDelete}
-		case InProgress:
-			r.stats.deferred.Add(1)
-			log.Debug("responder: request in progress elsewhere; put back", slog.Duration("delay", r.opts.InProgressDelay))
-			return action{kind: actRelease, delay: r.opts.InProgressDelay, err: ErrInProgress}
-		}
-		s.hb.setToken(f, token)
-		lease = token
-	}
-	releaseLease := func() {
-		if lease != "" {
-			if err := r.opts.Store.Release(cctx, req.ID, lease); err != nil {
-				r.stats.storeErrors.Add(1)
-				log.Warn("responder: releasing idempotency lease failed", slog.Any("error", err))
-			}
-		}
-	}
-
-	if r.opts.OnReply != nil {
-		req.inner = &innerCtx{}
-	}
-	if f.state.Load() == stateAbandoned {
-		// Stopped while the store was consulted: do not start the handler.
-		releaseLease()
-		return action{kind: actNone}
-	}
-	reply, d, err := s.run(ctx, req)
-	final := reply             // what ends the exchange: reply, or a stream's end mark
-	var more map[string]string // the responder's attributes of final
-	if req.stream != nil {
-		final, more = req.stream.end(reply)
-	} else if o := originOf(req); o != "" {
-		more = map[string]string{sqsapi.OriginAttribute: o}
-	}
-	if !f.state.CompareAndSwap(stateRunning, stateFinished) {
-		// Abandoned at a stop deadline: the request was released already and
-		// may be running elsewhere; this result is not used.
-		releaseLease()
-		return action{kind: actNone}
-	}
-	r.stats.observe(d)
-	if fn := r.opts.OnRequestDone; fn != nil {
-		callback.Run(r.log, "responder: Options.OnRequestDone", func() { fn(req, d, err) })
-	}
-	if err != nil {
-		r.stats.failed.Add(1)
-		var pe *PanicError
-		if errors.As(err, &pe) {
-			r.stats.panics.Add(1)
-			log.Error("responder: handler panicked", slog.Any("panic", pe.Value), slog.String("stack", string(pe.Stack)))
-		} else {
-			log.Warn("responder: handler failed", slog.Any("error", err), slog.Duration("duration", d))
-		}
-		releaseLease()
-		return s.failureAction(req, err)
-	}
-
-	var (
-		target string
-		entry  types.SendMessageBatchRequestEntry
-		sent   = noDone // reports the reply's send to Options.OnReply
-	)
-	if requested && final != nil {
-		if final == reply { // not a stream's end mark
-			final, sent = r.onReply(req.inner.get(ctx), req, final)
-		}
-		if target, entry, err = buildReplyWith(req.Message, final, more); err != nil {
-			sent(err)
-			// The handler's reply breaks SQS limits: a handler bug, which a
-			// retry repeats; the request goes the failure way, to the DLQ.
-			r.stats.failed.Add(1)
-			log.Error("responder: handler returned an invalid reply", slog.Any("error", err))
-			releaseLease()
-			return s.failureAction(req, err)
-		}
-	}
-	r.stats.handled.Add(1)
-	if lease != "" {
-		stored := reply
-		if requested && reply == nil && final != nil {
-			stored = storedEnd(final, more) // a stream's end mark
-		}
-		if err := r.opts.Store.Complete(cctx, req.ID, lease, stored, r.opts.StoreTTL); err != nil {
-			r.stats.storeErrors.Add(1)
-			log.Warn("responder: storing the reply failed", slog.Any("error", err))
-		}
-	}
-	if target != "" {
-		err := r.send(cctx, req.Message, target, entry)
-		sent(err)
-		if err != nil && !errors.Is(err, ErrResponseQueueGone) {
-			log.Warn("responder: sending reply failed; request left for redelivery", slog.Any("error", err))
-			return s.failureAction(req, err)
-		}
-		if req.stream != nil {
-			// The stream's messages went out with the final reply or
-			// before it; one that failed fails the request, whose
-			// redelivery sends the stream again.
-			if err := req.stream.wait(cctx); err != nil && !errors.Is(err, ErrResponseQueueGone) {
-				log.Warn("responder: sending a streamed reply failed; request left for redelivery", slog.Any("error", err))
-				return s.failureAction(req, err)
-			}
-		}
-	} else if requested {
-		log.Debug("responder: handler returned no reply")
-	}
-	return action{kind: actDelete}
-}
-
-// run calls the handler, turning a panic into a *PanicError.
-func (s *server) run(ctx context.Context, req *Request) (reply *Reply, d time.Duration, err error) {
-	if t := s.r.opts.HandlerTimeout; t > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, t)
-		defer cancel()
-	}
-	if !req.deadline.IsZero() {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, req.deadline)
-		defer cancel()
-	}
-	start := s.r.clk.Now()
-	defer func() {
-		d = s.r.clk.Since(start)
-		if p := recover(); p != nil {
-			reply, err = nil, &PanicError{Value: p, Stack: debug.Stack()}
-		}
-	}()
-	reply, err = s.h.HandleRequest(ctx, req)
-	return reply, 0, err
-}
-
-func (s *server) failureAction(req *Request, err error) action {
-	o := &s.r.opts
-	switch o.Retry {
-	case RetryImmediately:
-		return action{kind: actRelease, err: err}
-	case RetryWithBackoff:
-		p := backoff.Policy{Base: o.BackoffBase, Cap: o.BackoffCap}
-		return action{kind: actRelease, delay: p.Delay(req.ReceiveCount - 1), err: err}
-	}
-	return action{kind: actNone, err: err}
 }
 
 // abandonAll cancels the running handlers and releases their requests for

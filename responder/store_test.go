@@ -128,16 +128,20 @@ func TestRetryBackoffDelay(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := &server{r: r}
+	failAt := func(count int) action {
+		x := &exchange{s: s, req: &Request{ReceiveCount: count}}
+		return retry(context.Background(), x, func(context.Context, *exchange) action { return fail(nil) })
+	}
 	for count, ceiling := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 10: 8 * time.Second} {
 		for range 50 {
-			a := s.failureAction(&Request{ReceiveCount: count}, nil)
+			a := failAt(count)
 			if a.kind != actRelease || a.delay < 0 || a.delay > ceiling {
 				t.Fatalf("receive %d: %+v, want a release within %v", count, a, ceiling)
 			}
 		}
 	}
 	r.opts.Retry = RetryAfterVisibilityTimeout
-	if a := s.failureAction(&Request{ReceiveCount: 1}, nil); a.kind != actNone {
+	if a := failAt(1); a.kind != actNone {
 		t.Errorf("RetryAfterVisibilityTimeout: %+v", a)
 	}
 }

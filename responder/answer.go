@@ -1,0 +1,101 @@
+package responder
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"github.com/tempqueues/tempqueues/internal/callback"
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// answer is the last step, inside every stage: it runs the handler and
+// makes its result the request's answer, checked against SQS's limits
+// before any call. A handler's error, a panic or an invalid reply fails
+// the request; a request abandoned at a stop deadline is left alone (it was
+// released already and may be running elsewhere).
+func (s *server) answer(ctx context.Context, x *exchange) action {
+	r, req := s.r, x.req
+	if r.opts.OnReply != nil {
+		req.inner = &innerCtx{}
+	}
+	if x.f.state.Load() == stateAbandoned {
+		// Stopped while the store was consulted: do not start the handler.
+		return action{kind: actNone}
+	}
+	reply, d, err := s.run(ctx, req)
+	final := reply             // what ends the exchange: reply, or a stream's end mark
+	var more map[string]string // the responder's attributes of final
+	if req.stream != nil {
+		final, more = req.stream.end(reply)
+	} else if o := originOf(req); o != "" {
+		more = map[string]string{sqsapi.OriginAttribute: o}
+	}
+	if !x.f.state.CompareAndSwap(stateRunning, stateFinished) {
+		return action{kind: actNone}
+	}
+	r.stats.observe(d)
+	if fn := r.opts.OnRequestDone; fn != nil {
+		callback.Run(r.log, "responder: Options.OnRequestDone", func() { fn(req, d, err) })
+	}
+	if err != nil {
+		r.stats.failed.Add(1)
+		var pe *PanicError
+		if errors.As(err, &pe) {
+			r.stats.panics.Add(1)
+			x.log.Error("responder: handler panicked", slog.Any("panic", pe.Value), slog.String("stack", string(pe.Stack)))
+		} else {
+			x.log.Warn("responder: handler failed", slog.Any("error", err), slog.Duration("duration", d))
+		}
+		return fail(err)
+	}
+	if x.requested && final != nil {
+		sent := noDone      // reports the reply's send to Options.OnReply
+		if final == reply { // not a stream's end mark
+			final, sent = r.onReply(req.inner.get(ctx), req, final)
+		}
+		if x.target, x.entry, err = buildReplyWith(req.Message, final, more); err != nil {
+			sent(err)
+			// The handler's reply breaks SQS limits: a handler bug, which a
+			// retry repeats; the request goes the failure way, to the DLQ.
+			r.stats.failed.Add(1)
+			x.log.Error("responder: handler returned an invalid reply", slog.Any("error", err))
+			return fail(err)
+		}
+		x.sent = sent
+	} else if x.requested {
+		x.log.Debug("responder: handler returned no reply")
+	}
+	r.stats.handled.Add(1)
+	x.stored = reply
+	if x.requested && reply == nil && final != nil {
+		x.stored = storedEnd(final, more) // a stream's end mark
+	}
+	return action{kind: actDelete}
+}
+
+// run calls the handler under Options.HandlerTimeout and the caller's
+// deadline, turning a panic into a *PanicError.
+func (s *server) run(ctx context.Context, req *Request) (reply *Reply, d time.Duration, err error) {
+	if t := s.r.opts.HandlerTimeout; t > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t)
+		defer cancel()
+	}
+	if !req.deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, req.deadline)
+		defer cancel()
+	}
+	start := s.r.clk.Now()
+	defer func() {
+		d = s.r.clk.Since(start)
+		if p := recover(); p != nil {
+			reply, err = nil, &PanicError{Value: p, Stack: debug.Stack()}
+		}
+	}()
+	reply, err = s.h.HandleRequest(ctx, req)
+	return reply, 0, err
+}

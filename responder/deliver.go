@@ -1,0 +1,35 @@
+package responder
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+)
+
+// deliver is the stage that sends the answer the stages inside it settled
+// on (the handler's, or the Store's), and waits for the messages a stream
+// sent before it. A send that fails fails the request, whose redelivery
+// answers again; a response queue that is gone drops the reply, which
+// nobody can receive.
+func deliver(ctx context.Context, x *exchange, next step) action {
+	act := next(ctx, x)
+	if act.kind != actDelete || x.target == "" {
+		return act
+	}
+	err := x.s.r.send(x.cctx, x.req.Message, x.target, x.entry)
+	x.sent(err)
+	if err != nil && !errors.Is(err, ErrResponseQueueGone) {
+		x.log.Warn("responder: sending reply failed; request left for redelivery", slog.Any("error", err))
+		return fail(err)
+	}
+	if x.req.stream != nil {
+		// The stream's messages went out with the final reply or before
+		// it; one that failed fails the request, whose redelivery sends the
+		// stream again.
+		if err := x.req.stream.wait(x.cctx); err != nil && !errors.Is(err, ErrResponseQueueGone) {
+			x.log.Warn("responder: sending a streamed reply failed; request left for redelivery", slog.Any("error", err))
+			return fail(err)
+		}
+	}
+	return act
+}

@@ -1,0 +1,95 @@
+package responder
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+)
+
+// stages are the steps a received request goes through, outermost first.
+// Each is a function in a file of its own; it may settle the request
+// itself or pass it on, and sees what the stages inside it decided:
+//
+//	retry    (retry.go)     a failure becomes Options.Retry's release or wait
+//	expire   (deadline.go)  a request whose caller gave up is deleted unhandled
+//	route    (route.go)     a reply to a queue not allowed is refused; one that can never be sent fails
+//	deliver  (deliver.go)   the answer is sent, and the stream's messages waited for
+//	dedupe   (dedupe.go)    the Store answers a request seen before, or records the answer
+//	answer   (answer.go)    the handler runs, with its deadlines and panics
+//	                        recovered, and its result becomes the answer
+//
+// answer is the last step, which every other stage wraps. A new policy is
+// a new stage in this list and a file of its own.
+var stages = []stage{retry, expire, route, deliver, dedupe}
+
+// stage is one step of a request's way: it settles x, or calls next for
+// the stages inside it.
+type stage func(ctx context.Context, x *exchange, next step) action
+
+// step is the rest of the way from a stage on.
+type step func(ctx context.Context, x *exchange) action
+
+// chain joins stages around last into one step.
+func chain(stages []stage, last step) step {
+	next := last
+	for i := len(stages) - 1; i >= 0; i-- {
+		st, inner := stages[i], next
+		next = func(ctx context.Context, x *exchange) action { return st(ctx, x, inner) }
+	}
+	return next
+}
+
+// exchange is one request on its way through the stages, with what they
+// learn about it.
+type exchange struct {
+	s    *server
+	f    *inflight
+	req  *Request
+	log  *slog.Logger
+	cctx context.Context // for the Store's and the reply's calls
+
+	requested bool // the request asks for a reply (ResponseQueueUrl)
+
+	// Set by answer, or by dedupe from the Store.
+	reply  *Reply                             // the handler's reply (nil: none)
+	target string                             // where the answer goes; "" when nothing is sent
+	entry  types.SendMessageBatchRequestEntry // the answer, checked
+	sent   func(error)                        // reports the answer's send to Options.OnReply
+	stored *Reply                             // what the Store keeps as the answer
+}
+
+// action is what happens to a request after the stages.
+type action struct {
+	kind  int
+	delay time.Duration // for actRelease
+	err   error         // why a request is not done (for Process)
+}
+
+const (
+	actNone    = iota // nothing: abandoned, or left to its visibility timeout
+	actDelete         // done: delete it
+	actRelease        // make it visible after delay
+	actFail           // failed: the retry stage applies Options.Retry
+)
+
+// fail is the action of a request that failed for err.
+func fail(err error) action { return action{kind: actFail, err: err} }
+
+// process takes f's request through the stages.
+func (s *server) process(ctx context.Context, f *inflight) action {
+	r, req := s.r, f.req
+	log := r.log
+	if log.Enabled(context.Background(), slog.LevelError) {
+		// Only a logger that logs something needs the request's attributes:
+		// a silent one would build them for nothing on every request.
+		log = log.With(slog.String("queue_url", s.queueURL), slog.String("message_id", aws.ToString(req.Message.MessageId)),
+			slog.String("request_id", req.ID), slog.Int("receive_count", req.ReceiveCount))
+	}
+	cctx, cancel := s.callCtx()
+	defer cancel()
+	x := &exchange{s: s, f: f, req: req, log: log, cctx: cctx, requested: IsResponseMessageRequested(req.Message), sent: noDone}
+	return s.steps(ctx, x)
+}
