@@ -21,7 +21,7 @@ func (s *server) answer(ctx context.Context, x *exchange) action {
 	if r.opts.OnReply != nil {
 		req.inner = &innerCtx{}
 	}
-	if x.f.state.Load() == stateAbandoned {
+	if x.d.Abandoned() {
 		// Stopped while the store was consulted: do not start the handler.
 		return action{kind: actNone}
 	}
@@ -33,7 +33,7 @@ func (s *server) answer(ctx context.Context, x *exchange) action {
 	} else if o := originOf(req); o != "" {
 		more = map[string]string{sqsapi.OriginAttribute: o}
 	}
-	if !x.f.state.CompareAndSwap(stateRunning, stateFinished) {
+	if !x.d.Finish() {
 		return action{kind: actNone}
 	}
 	r.stats.observe(d)

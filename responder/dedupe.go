@@ -49,7 +49,7 @@ func dedupe(ctx context.Context, x *exchange, next step) action {
 		x.log.Debug("responder: request in progress elsewhere; put back", slog.Duration("delay", r.opts.InProgressDelay))
 		return action{kind: actRelease, delay: r.opts.InProgressDelay, err: ErrInProgress}
 	}
-	x.s.hb.setToken(x.f, token)
+	x.d.SetLease(token)
 	act := next(ctx, x)
 	if act.kind == actDelete {
 		if err := st.Complete(x.cctx, x.req.ID, token, x.stored, r.opts.StoreTTL); err != nil {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/tempqueues/tempqueues/internal/consume"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -34,7 +35,7 @@ var (
 	// cancelled because its request reached SQS's cap on total visibility
 	// (12 hours since receipt): SQS will make the request visible again and
 	// another consumer may receive it, so the handler should stop.
-	ErrVisibilityLimit = errors.New("responder: request reached the SQS 12-hour visibility limit")
+	ErrVisibilityLimit = consume.ErrVisibilityLimit
 
 	// ErrLeaseLost is returned by Store.Renew when the caller no longer holds
 	// the key's lease (it expired, or another owner took it).

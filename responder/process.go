@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/consume"
 	"github.com/tempqueues/tempqueues/internal/wire"
 )
 
@@ -70,13 +70,12 @@ func (r *Responder) Process(ctx context.Context, queueURL string, m types.Messag
 	defer r.servers.Done()
 	s := &server{r: r, queueURL: queueURL, h: h, base: context.WithoutCancel(ctx)}
 	s.steps = chain(stages, s.answer)
-	r.stats.received.Add(1)
-	r.stats.inFlight.Add(1)
-	defer r.stats.inFlight.Add(-1)
-	hctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	f := &inflight{req: newRequest(queueURL, m, r.clk.Now()), handle: aws.ToString(m.ReceiptHandle), cancel: cancel}
-	act := s.process(hctx, f)
+	r.stats.Received.Add(1)
+	r.stats.InFlight.Add(1)
+	defer r.stats.InFlight.Add(-1)
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	act := s.process(hctx, consume.NewDelivery(m, r.clk.Now()))
 	if act.kind == actDelete {
 		return nil
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/tempqueues/tempqueues/internal/backoff"
@@ -203,8 +202,6 @@ type Responder struct {
 	servers  sync.WaitGroup // running Serve calls
 	stopping chan struct{}  // closed by Shutdown: stop receiving
 	hardStop chan struct{}  // closed when Shutdown's context ends: stop handlers
-	// abandoned counts handlers cancelled at the end of a grace period.
-	abandoned atomic.Int64
 
 	shutdownOnce sync.Once
 	shutdownDone chan struct{}
@@ -382,7 +379,7 @@ func (r *Responder) Shutdown(ctx context.Context) error {
 
 func (r *Responder) shutdown(ctx context.Context) {
 	defer close(r.shutdownDone)
-	abandoned := r.abandoned.Load()
+	abandoned := r.stats.Abandoned.Load()
 	served := make(chan struct{})
 	go func() {
 		r.servers.Wait()
@@ -400,7 +397,7 @@ func (r *Responder) shutdown(ctx context.Context) {
 			r.log.Warn("responder: Shutdown: handlers ignore their cancelled context; returning without them")
 		}
 		t.Stop()
-		if r.abandoned.Load() > abandoned {
+		if r.stats.Abandoned.Load() > abandoned {
 			err = ctx.Err()
 		}
 	}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/internal/consume"
 )
 
 // stages are the steps a received request goes through, outermost first.
@@ -46,7 +48,7 @@ func chain(stages []stage, last step) step {
 // learn about it.
 type exchange struct {
 	s    *server
-	f    *inflight
+	d    *consume.Delivery
 	req  *Request
 	log  *slog.Logger
 	cctx context.Context // for the Store's and the reply's calls
@@ -54,7 +56,6 @@ type exchange struct {
 	requested bool // the request asks for a reply (ResponseQueueUrl)
 
 	// Set by answer, or by dedupe from the Store.
-	reply  *Reply                             // the handler's reply (nil: none)
 	target string                             // where the answer goes; "" when nothing is sent
 	entry  types.SendMessageBatchRequestEntry // the answer, checked
 	sent   func(error)                        // reports the answer's send to Options.OnReply
@@ -69,18 +70,18 @@ type action struct {
 }
 
 const (
-	actNone    = iota // nothing: abandoned, or left to its visibility timeout
-	actDelete         // done: delete it
-	actRelease        // make it visible after delay
-	actFail           // failed: the retry stage applies Options.Retry
+	actNone    = int(consume.Leave)   // nothing: abandoned, or left to its visibility timeout
+	actDelete  = int(consume.Delete)  // done: delete it
+	actRelease = int(consume.Release) // make it visible after delay
+	actFail    = actRelease + 1       // failed: the retry stage applies Options.Retry
 )
 
 // fail is the action of a request that failed for err.
 func fail(err error) action { return action{kind: actFail, err: err} }
 
-// process takes f's request through the stages.
-func (s *server) process(ctx context.Context, f *inflight) action {
-	r, req := s.r, f.req
+// process takes d's request through the stages.
+func (s *server) process(ctx context.Context, d *consume.Delivery) action {
+	r, req := s.r, newRequest(s.queueURL, d.Message, d.ReceivedAt)
 	log := r.log
 	if log.Enabled(context.Background(), slog.LevelError) {
 		// Only a logger that logs something needs the request's attributes:
@@ -90,6 +91,6 @@ func (s *server) process(ctx context.Context, f *inflight) action {
 	}
 	cctx, cancel := s.callCtx()
 	defer cancel()
-	x := &exchange{s: s, f: f, req: req, log: log, cctx: cctx, requested: IsResponseMessageRequested(req.Message), sent: noDone}
+	x := &exchange{s: s, d: d, req: req, log: log, cctx: cctx, requested: IsResponseMessageRequested(req.Message), sent: noDone}
 	return s.steps(ctx, x)
 }

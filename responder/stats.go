@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tempqueues/tempqueues/internal/consume"
 )
 
 // Stats is a snapshot of a Responder's counters since New. Counters only
@@ -53,12 +55,10 @@ type Stats struct {
 }
 
 type counters struct {
-	receives, emptyReceives, receiveErrors                                       atomic.Int64
-	received, handled, failed, panics, replied, replyErrors, repliesDropped      atomic.Int64
-	repliesRefused                                                               atomic.Int64
-	deleted, deleteErrors, deduplicated, deferred, storeErrors, expired          atomic.Int64
-	extended, extendErrors, visibilityLimits, released, inFlight, processingNano atomic.Int64
-	pollers                                                                      atomic.Int64
+	consume.Counters // the engine's: receives, deletes, releases, extensions, pollers
+
+	handled, failed, panics, replied, replyErrors, repliesDropped, repliesRefused atomic.Int64
+	deduplicated, deferred, storeErrors, expired, processingNano                  atomic.Int64
 
 	mu   sync.Mutex
 	ewma float64 // nanoseconds
@@ -84,13 +84,13 @@ func (r *Responder) Stats() Stats {
 	avg := time.Duration(c.ewma)
 	c.mu.Unlock()
 	return Stats{
-		Receives: c.receives.Load(), EmptyReceives: c.emptyReceives.Load(), ReceiveErrors: c.receiveErrors.Load(),
-		Received: c.received.Load(), Handled: c.handled.Load(), Failed: c.failed.Load(), Panics: c.panics.Load(),
+		Receives: c.Receives.Load(), EmptyReceives: c.EmptyReceives.Load(), ReceiveErrors: c.ReceiveErrors.Load(),
+		Received: c.Received.Load(), Handled: c.handled.Load(), Failed: c.failed.Load(), Panics: c.panics.Load(),
 		Replied: c.replied.Load(), ReplyErrors: c.replyErrors.Load(), RepliesDropped: c.repliesDropped.Load(),
-		RepliesRefused: c.repliesRefused.Load(), Deleted: c.deleted.Load(), DeleteErrors: c.deleteErrors.Load(), Expired: c.expired.Load(),
+		RepliesRefused: c.repliesRefused.Load(), Deleted: c.Deleted.Load(), DeleteErrors: c.DeleteErrors.Load(), Expired: c.expired.Load(),
 		Deduplicated: c.deduplicated.Load(), Deferred: c.deferred.Load(), StoreErrors: c.storeErrors.Load(),
-		Extended: c.extended.Load(), ExtendErrors: c.extendErrors.Load(), VisibilityLimits: c.visibilityLimits.Load(),
-		Released: c.released.Load(), InFlight: c.inFlight.Load(), Pollers: c.pollers.Load(),
+		Extended: c.Extended.Load(), ExtendErrors: c.ExtendErrors.Load(), VisibilityLimits: c.VisibilityLimits.Load(),
+		Released: c.Released.Load(), InFlight: c.InFlight.Load(), Pollers: c.Pollers.Load(),
 		ProcessingTime: time.Duration(c.processingNano.Load()), AverageProcessingTime: avg,
 	}
 }

@@ -1,4 +1,4 @@
-package responder
+package consume
 
 import (
 	"context"
@@ -13,19 +13,19 @@ import (
 	"github.com/tempqueues/tempqueues/internal/batch"
 )
 
-// heartbeat is the watchdog of one Serve call: a single goroutine that,
-// every quarter of the visibility timeout, extends the visibility of each
-// in-flight request with less than half of it left. The extensions of one
+// heartbeat is the watchdog of one run: a single goroutine that, every
+// quarter of the visibility timeout, extends the visibility of each
+// delivery with less than half of it left. The extensions of one
 // tick go through the visibility coalescer together, so N slow handlers
 // cost about N/10 ChangeMessageVisibilityBatch calls per extension round.
-// A request leaves the heartbeat when its processing ends; if the process
+// A delivery leaves the heartbeat when its handling ends; if the process
 // dies, nothing extends it and it reappears within one visibility timeout.
 type heartbeat struct {
-	s        *server
+	c        *consumer
 	interval time.Duration
 
 	mu        sync.Mutex
-	live      map[*inflight]struct{}
+	live      map[*Delivery]struct{}
 	abandoned bool // the stop deadline passed: requests added now are abandoned at once
 
 	stop     chan struct{}
@@ -34,47 +34,41 @@ type heartbeat struct {
 	renewMu  sync.Mutex     // one renewal round at a time
 }
 
-func (h *heartbeat) init(s *server) {
-	h.s = s
-	h.interval = min(max(s.r.opts.VisibilityTimeout/4, 50*time.Millisecond), 10*time.Second)
-	h.live = make(map[*inflight]struct{})
+func (h *heartbeat) init(c *consumer) {
+	h.c = c
+	h.interval = min(max(c.cfg.VisibilityTimeout/4, 50*time.Millisecond), 10*time.Second)
+	h.live = make(map[*Delivery]struct{})
 	h.stop = make(chan struct{})
 	h.done = make(chan struct{})
 }
 
-// add starts extending f. It reports false when the stop deadline has
-// passed (abandonAll ran): the caller must abandon f itself.
-func (h *heartbeat) add(f *inflight) bool {
+// add starts extending d. It reports false when the stop deadline has
+// passed (abandonAll ran): the caller must abandon d itself.
+func (h *heartbeat) add(d *Delivery) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.live[f] = struct{}{}
+	d.hb = h
+	h.live[d] = struct{}{}
 	return !h.abandoned
 }
 
-// abandonLive marks the heartbeat abandoned and returns the requests live
-// now; requests added later learn it from add.
-func (h *heartbeat) abandonLive() []*inflight {
+// abandonLive marks the heartbeat abandoned and returns the deliveries
+// live now; deliveries added later learn it from add.
+func (h *heartbeat) abandonLive() []*Delivery {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.abandoned = true
-	out := make([]*inflight, 0, len(h.live))
+	out := make([]*Delivery, 0, len(h.live))
 	for f := range h.live {
 		out = append(out, f)
 	}
 	return out
 }
 
-func (h *heartbeat) remove(f *inflight) {
+func (h *heartbeat) remove(f *Delivery) {
 	h.mu.Lock()
 	delete(h.live, f)
 	f.removed = true
-	h.mu.Unlock()
-}
-
-// setToken records f's Store lease token, read by ticks.
-func (h *heartbeat) setToken(f *inflight, token string) {
-	h.mu.Lock()
-	f.token = token
 	h.mu.Unlock()
 }
 
@@ -100,20 +94,20 @@ func (h *heartbeat) close() {
 }
 
 type extension struct {
-	f     *inflight
+	f     *Delivery
 	ext   time.Duration
-	token string
+	lease string
 }
 
 func (h *heartbeat) tick(now time.Time) {
-	r := h.s.r
-	vt := r.opts.VisibilityTimeout
+	cfg := &h.c.cfg
+	vt := cfg.VisibilityTimeout
 	// The receipt time is taken after the receive returned, so it is a bit
 	// late; stay a tick and a second clear of SQS's limit.
-	limitAge := r.maxVisibility - h.interval - time.Second
+	limitAge := cfg.MaxVisibility - h.interval - time.Second
 	var (
 		exts   []extension
-		cancel []*inflight
+		cancel []*Delivery
 	)
 	h.mu.Lock()
 	for f := range h.live {
@@ -131,12 +125,12 @@ func (h *heartbeat) tick(now time.Time) {
 			continue
 		}
 		ext := vt
-		if limit := f.req.ReceivedAt.Add(limitAge); now.Add(ext).After(limit) {
+		if limit := f.ReceivedAt.Add(limitAge); now.Add(ext).After(limit) {
 			ext = limit.Sub(now).Truncate(time.Second)
 			f.capped = true
-			r.stats.visibilityLimits.Add(1)
-			r.log.LogAttrs(context.Background(), slog.LevelWarn, "responder: request reached the SQS 12-hour visibility limit; its handler will be cancelled when the last extension ends",
-				slog.String("queue_url", h.s.queueURL), slog.String("request_id", f.req.ID), slog.Duration("age", now.Sub(f.req.ReceivedAt)))
+			cfg.Counters.VisibilityLimits.Add(1)
+			cfg.Log.LogAttrs(context.Background(), slog.LevelWarn, cfg.Name+": request reached the SQS 12-hour visibility limit; its handler will be cancelled when the last extension ends",
+				slog.String("queue_url", cfg.QueueURL), slog.String("request_id", f.key), slog.Duration("age", now.Sub(f.ReceivedAt)))
 			if ext < time.Second {
 				f.limitHit = true
 				cancel = append(cancel, f)
@@ -144,7 +138,7 @@ func (h *heartbeat) tick(now time.Time) {
 			}
 		}
 		f.extending = true
-		exts = append(exts, extension{f, ext, f.token})
+		exts = append(exts, extension{f, ext, f.lease})
 	}
 	h.mu.Unlock()
 
@@ -154,7 +148,7 @@ func (h *heartbeat) tick(now time.Time) {
 	var leased []extension
 	for _, e := range exts {
 		h.extend(now, e.f, e.ext)
-		if e.token != "" {
+		if e.lease != "" && cfg.Renew != nil {
 			leased = append(leased, e)
 		}
 	}
@@ -163,9 +157,9 @@ func (h *heartbeat) tick(now time.Time) {
 	}
 }
 
-func (h *heartbeat) extend(now time.Time, f *inflight, ext time.Duration) {
-	r := h.s.r
-	r.vis.Submit(h.s.queueURL, batch.Visibility{ReceiptHandle: f.handle, Timeout: int32(ext / time.Second)}, func(_ struct{}, err error) {
+func (h *heartbeat) extend(now time.Time, f *Delivery, ext time.Duration) {
+	cfg := &h.c.cfg
+	cfg.Visibility.Submit(cfg.QueueURL, batch.Visibility{ReceiptHandle: f.handle, Timeout: int32(ext / time.Second)}, func(_ struct{}, err error) {
 		lost := err != nil && receiptLost(err)
 		h.mu.Lock()
 		f.extending = false
@@ -183,19 +177,19 @@ func (h *heartbeat) extend(now time.Time, f *inflight, ext time.Duration) {
 		}
 		switch {
 		case err == nil:
-			r.stats.extended.Add(1)
+			cfg.Counters.Extended.Add(1)
 		case removed:
 			// The request finished (and was perhaps deleted) while this
 			// extension waited for its batch: nothing is wrong.
 		case lost:
-			r.stats.extendErrors.Add(1)
-			r.log.Warn("responder: request visibility expired before it could be extended; another consumer may receive it",
-				slog.String("queue_url", h.s.queueURL), slog.String("request_id", f.req.ID), slog.Any("error", err))
+			cfg.Counters.ExtendErrors.Add(1)
+			cfg.Log.Warn(cfg.Name+": request visibility expired before it could be extended; another consumer may receive it",
+				slog.String("queue_url", cfg.QueueURL), slog.String("request_id", f.key), slog.Any("error", err))
 		default:
-			r.stats.extendErrors.Add(1)
+			cfg.Counters.ExtendErrors.Add(1)
 			if !errors.Is(err, batch.ErrClosed) {
-				r.log.Warn("responder: extending request visibility failed; retrying next tick",
-					slog.String("queue_url", h.s.queueURL), slog.String("request_id", f.req.ID), slog.Any("error", err))
+				cfg.Log.Warn(cfg.Name+": extending request visibility failed; retrying next tick",
+					slog.String("queue_url", cfg.QueueURL), slog.String("request_id", f.key), slog.Any("error", err))
 			}
 		}
 	})
@@ -216,9 +210,10 @@ func receiptLost(err error) bool {
 	return false
 }
 
-// renew extends the Store leases of requests whose visibility was just
-// extended, in one goroutine per tick so a slow store never delays the
-// visibility heartbeat; a round still running skips the next.
+// renew renews the leases of deliveries whose visibility was just
+// extended (Config.Renew), in one goroutine per tick so a slow lease store
+// never delays the visibility heartbeat; a round still running skips the
+// next.
 func (h *heartbeat) renew(es []extension) {
 	if !h.renewMu.TryLock() {
 		return
@@ -227,19 +222,13 @@ func (h *heartbeat) renew(es []extension) {
 	go func() {
 		defer h.renewing.Done()
 		defer h.renewMu.Unlock()
-		r := h.s.r
 		for _, e := range es {
 			if e.f.state.Load() != stateRunning {
-				continue // finished: Complete or Release drops the lease
+				continue // finished: its owner dropped the lease
 			}
-			ctx, cancel := context.WithTimeout(h.s.base, h.interval*2)
-			err := r.opts.Store.Renew(ctx, e.f.req.ID, e.token, r.opts.VisibilityTimeout)
+			ctx, cancel := context.WithTimeout(h.c.base, h.interval*2)
+			h.c.cfg.Renew(ctx, e.f, e.lease)
 			cancel()
-			if err != nil && (!errors.Is(err, ErrLeaseLost) || e.f.state.Load() == stateRunning) {
-				r.stats.storeErrors.Add(1)
-				r.log.Warn("responder: renewing idempotency lease failed",
-					slog.String("request_id", e.f.req.ID), slog.Any("error", err))
-			}
 		}
 	}()
 }

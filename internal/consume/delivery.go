@@ -1,0 +1,181 @@
+package consume
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/internal/batch"
+	"github.com/tempqueues/tempqueues/internal/wire"
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// Delivery states: a running delivery either finishes (its handler decides
+// its fate) or is abandoned at a stop deadline (it was released already).
+const (
+	stateRunning int32 = iota
+	stateFinished
+	stateAbandoned
+)
+
+// Delivery is a message being handled.
+type Delivery struct {
+	Message    types.Message
+	ReceivedAt time.Time
+
+	handle string
+	key    string
+	cancel context.CancelCauseFunc
+	state  atomic.Int32
+
+	// Owned by the heartbeat, under hb.mu.
+	lease     string    // a lease the heartbeat renews (SetLease)
+	deadline  time.Time // when the message becomes visible again
+	extending bool      // an extension call is in flight
+	capped    bool      // the last extension reached the 12-hour cap
+	limitHit  bool      // the handler was cancelled for the cap
+	lost      bool      // SQS no longer knows the receipt handle: stop extending
+	removed   bool      // handling ended
+	// A release made while an extension was unanswered, sent once the
+	// extension has its answer. Sent at once, it could go out in the same
+	// batch call as an extension still waiting for a call, or beside it,
+	// and SQS could apply it first: the extension would then hide the
+	// message for a whole visibility timeout instead of releasing it.
+	afterExtension func()
+
+	hb *heartbeat // nil for a delivery outside a run (NewDelivery)
+}
+
+// NewDelivery is a delivery of m outside any run, as responder.Process
+// handles one: nothing extends it or renews its lease.
+func NewDelivery(m types.Message, receivedAt time.Time) *Delivery {
+	return &Delivery{Message: m, ReceivedAt: receivedAt, handle: aws.ToString(m.ReceiptHandle)}
+}
+
+// Abandoned reports whether the delivery was abandoned at a stop deadline:
+// its message was released and may be handled elsewhere.
+func (d *Delivery) Abandoned() bool { return d.state.Load() == stateAbandoned }
+
+// Running reports whether the delivery is still being handled.
+func (d *Delivery) Running() bool { return d.state.Load() == stateRunning }
+
+// Finish marks the handling done; false means it was abandoned first, and
+// its result must not be used.
+func (d *Delivery) Finish() bool { return d.state.CompareAndSwap(stateRunning, stateFinished) }
+
+// SetLease records a lease that Config.Renew renews after each extension.
+func (d *Delivery) SetLease(lease string) {
+	if d.hb == nil {
+		return
+	}
+	d.hb.mu.Lock()
+	d.lease = lease
+	d.hb.mu.Unlock()
+}
+
+// handle runs the handler of one received message and carries out its
+// decision.
+func (c *consumer) handle(m types.Message, receivedAt time.Time) {
+	defer c.handlers.Done()
+	n := c.cfg.Counters
+	n.InFlight.Add(1)
+	ctx, cancel := context.WithCancelCause(c.base)
+	d := NewDelivery(m, receivedAt)
+	d.cancel = cancel
+	d.deadline = receivedAt.Add(c.cfg.VisibilityTimeout)
+	if c.cfg.Key != nil {
+		d.key = c.cfg.Key(m)
+	}
+	if !c.hb.add(d) {
+		// The stop deadline passed between its receive and now.
+		c.abandon(d)
+	}
+	out := c.h(ctx, d)
+	if !d.Finish() && d.Abandoned() {
+		// Released at a stop deadline, and perhaps being handled
+		// elsewhere: whatever the handler decided is too late.
+		out = Outcome{}
+	}
+	c.hb.remove(d)
+	cancel(nil)
+	n.InFlight.Add(-1)
+	c.releaseSlots(1)
+
+	switch out.Verdict {
+	case Delete:
+		// Nobody waits for the delete: it may wait for company for a tenth
+		// of the visibility the message has left (batch.DeleteWithin), so
+		// that even one message at a time shares delete calls.
+		c.hb.mu.Lock()
+		left := c.cfg.Clock.Until(d.deadline)
+		c.hb.mu.Unlock()
+		within := batch.DeleteWithin(left)
+		if wire.IsFIFOURL(c.cfg.QueueURL) {
+			// A FIFO queue keeps the message's group locked until the
+			// delete: the group's next message must not wait for company.
+			within = batch.DeleteLinger
+		}
+		c.cfg.Deletes.SubmitWithin(c.cfg.QueueURL, d.handle, within, func(_ struct{}, err error) {
+			if err != nil {
+				n.DeleteErrors.Add(1)
+				c.cfg.Log.Warn(c.cfg.Name+": deleting request failed; it will be redelivered",
+					slog.String("queue_url", c.cfg.QueueURL), slog.String("request_id", d.key), slog.Any("error", err))
+				return
+			}
+			n.Deleted.Add(1)
+		})
+	case Release:
+		c.release(d, out.Delay)
+	}
+}
+
+// release makes d's message visible again after delay (capped by the time
+// left under the 12-hour limit).
+func (c *consumer) release(d *Delivery, delay time.Duration) {
+	// A receive this run cancelled may still be parked on the server.
+	delay = max(delay, c.loop.ReleaseDelay())
+	left := c.cfg.MaxVisibility - c.cfg.Clock.Since(d.ReceivedAt)
+	secs := int32(min(delay, left).Round(time.Second) / time.Second)
+	submit := func() {
+		c.cfg.Visibility.Submit(c.cfg.QueueURL, batch.Visibility{ReceiptHandle: d.handle, Timeout: max(secs, 0)}, func(_ struct{}, err error) {
+			if err != nil {
+				c.cfg.Log.Warn(c.cfg.Name+": releasing request failed; it reappears after its visibility timeout",
+					slog.String("queue_url", c.cfg.QueueURL), slog.String("request_id", d.key), slog.Any("error", err))
+				return
+			}
+			c.cfg.Counters.Released.Add(1)
+		})
+	}
+	c.hb.mu.Lock()
+	if d.extending {
+		d.afterExtension = submit
+		c.hb.mu.Unlock()
+		return
+	}
+	c.hb.mu.Unlock()
+	submit()
+}
+
+// abandonAll cancels the running handlers and releases their messages for
+// another consumer to pick up: as soon as no receive this run aborted can
+// still take them.
+func (c *consumer) abandonAll() {
+	for _, d := range c.hb.abandonLive() {
+		c.abandon(d)
+	}
+}
+
+// abandon cancels d's handler and releases its message.
+func (c *consumer) abandon(d *Delivery) {
+	if d.state.CompareAndSwap(stateRunning, stateAbandoned) {
+		c.cfg.Counters.Abandoned.Add(1)
+		d.cancel(sqsapi.ErrClosed)
+		c.cfg.Log.Warn(c.cfg.Name+": stop deadline reached; cancelling handler and releasing its request",
+			slog.String("queue_url", c.cfg.QueueURL), slog.String("request_id", d.key))
+		c.release(d, 0)
+	}
+}
