@@ -673,13 +673,7 @@ func (r *Requester) sendOnce(ctx context.Context, in *sqs.SendMessageInput, optF
 		in.QueueUrl = aws.String(hostURL)
 		in.MessageAttributes[sqsapi.VirtualQueueNameAttribute] = wire.StringAttribute(name)
 	}
-	if r.opts.DisableSendBatching || len(optFns) > 0 {
-		return batch.Call(ctx, func() error {
-			_, err := r.client.SendMessage(ctx, in, optFns...)
-			return err
-		})
-	}
-	_, err := r.sends.Do(ctx, aws.ToString(in.QueueUrl), batch.SendEntry(in))
+	_, err := batch.SendMessage(ctx, r.sends, r.client, in, optFns, r.opts.DisableSendBatching)
 	return err
 }
 

@@ -96,23 +96,14 @@ func (c *Client) SendMessage(ctx context.Context, in *sqs.SendMessageInput, optF
 	c.touch(hostURL, name)
 	cp.QueueUrl = aws.String(hostURL)
 	cp.MessageAttributes = attrs
-	if c.opts.DisableSendBatching || len(optFns) > 0 || c.isClosed() {
-		// A lone send is retried as the batcher retries an entry
-		// (throttling, and transient failures under a deadline).
-		var out *sqs.SendMessageOutput
-		err := batch.Call(ctx, func() (err error) {
-			out, err = c.sqs.SendMessage(ctx, &cp, optFns...)
-			return err
-		})
-		return out, err
-	}
-	res, err := c.sends.Do(ctx, hostURL, batch.SendEntry(&cp))
-	if err != nil {
+	lone := c.opts.DisableSendBatching || len(optFns) > 0 || c.isClosed()
+	out, err := batch.SendMessage(ctx, c.sends, c.sqs, &cp, optFns, lone)
+	if err != nil && !lone {
 		// Named as the caller's SendMessage, not the SendMessageBatch
 		// that carried it.
 		return nil, awserr.ForSend(op, *in.QueueUrl, err)
 	}
-	return batch.SendOutput(res), nil
+	return out, err
 }
 
 // SendMessageBatch passes through, or sends every entry to the virtual

@@ -206,6 +206,32 @@ func entryError(f types.BatchResultErrorEntry) error {
 	return &awserr.BatchEntryError{Code: aws.ToString(f.Code), Message: aws.ToString(f.Message), SenderFault: f.SenderFault}
 }
 
+// SendMessage sends in as *sqs.Client's SendMessage does, through sends
+// (concurrent sends to a queue share SendMessageBatch calls), or, when
+// lone (batching disabled, or its owner closed) or with SDK options,
+// alone through client, retried as the batcher retries an entry
+// (throttling, and transient failures under a deadline). It is the one
+// send path of the requester and of virtual queues.
+func SendMessage(ctx context.Context, sends *Sends, client loneSender, in *sqs.SendMessageInput, optFns []func(*sqs.Options), lone bool) (*sqs.SendMessageOutput, error) {
+	if lone || len(optFns) > 0 {
+		var out *sqs.SendMessageOutput
+		err := Call(ctx, func() (err error) {
+			out, err = client.SendMessage(ctx, in, optFns...)
+			return err
+		})
+		return out, err
+	}
+	res, err := sends.Do(ctx, aws.ToString(in.QueueUrl), SendEntry(in))
+	if err != nil {
+		return nil, err
+	}
+	return SendOutput(res), nil
+}
+
+type loneSender interface {
+	SendMessage(ctx context.Context, params *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)
+}
+
 // SendEntry is the batch entry for a SendMessage call (its Id is assigned by
 // the coalescer).
 func SendEntry(in *sqs.SendMessageInput) types.SendMessageBatchRequestEntry {
