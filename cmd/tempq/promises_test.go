@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/reaper"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -136,7 +137,7 @@ func TestBacklogWithoutWorkers(t *testing.T) {
 func TestSweepRetireDeletesTheLeaseQueue(t *testing.T) {
 	client, ep, create := server(t)
 	const prefix = "tq-retire-"
-	lease := create(prefix+leaseSuffix, map[string]string{"FifoQueue": "true"})
+	lease := create(reaper.LeaseQueueName(prefix), map[string]string{"FifoQueue": "true"})
 	live := create(prefix+"22222222-2222-2222-2222-222222222222-0", nil)
 	tags := map[string]string{sqsapi.RetentionTag: "300", sqsapi.HeartbeatTag: strconv.FormatInt(time.Now().UnixMilli(), 10)}
 	if _, err := client.TagQueue(context.Background(), &sqs.TagQueueInput{QueueUrl: aws.String(live), Tags: tags}); err != nil {
@@ -146,14 +147,14 @@ func TestSweepRetireDeletesTheLeaseQueue(t *testing.T) {
 	if _, errOut, code := tempq(t, noEnvEndpoint, args...); code != exitFailure || !strings.Contains(errOut, "1 temporary queues") {
 		t.Fatalf("retire with a live queue: code %d, stderr %q", code, errOut)
 	}
-	if _, err := client.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String(prefix + leaseSuffix)}); err != nil {
+	if _, err := client.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String(reaper.LeaseQueueName(prefix))}); err != nil {
 		t.Fatalf("lease queue gone while the fleet lives: %v", err)
 	}
 	if _, err := client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(live)}); err != nil {
 		t.Fatal(err)
 	}
 	out, errOut, code := tempq(t, noEnvEndpoint, args...)
-	if code != 0 || !strings.Contains(out, "deleted the lease queue "+prefix+leaseSuffix) {
+	if code != 0 || !strings.Contains(out, "deleted the lease queue "+reaper.LeaseQueueName(prefix)) {
 		t.Fatalf("retire: code %d, stdout %q, stderr %q", code, out, errOut)
 	}
 	if _, err := client.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(lease)}); err == nil {

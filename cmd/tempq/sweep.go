@@ -19,7 +19,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs := newFlags("sweep", "[--prefix "+sqsapi.DefaultQueuePrefix+"] [--dry-run] [--retire] [--json]", stdout)
 	prefix := prefixFlag(fs)
 	dryRun := fs.Bool("dry-run", false, "report the idle queues without deleting them")
-	retire := fs.Bool("retire", false, "after the sweep, delete the fleet's lease queue <prefix>"+leaseSuffix+" too, when no temporary queue of the prefix is left (the fleet is retired)")
+	retire := fs.Bool("retire", false, "after the sweep, delete the fleet's lease queue "+reaper.LeaseQueueName("<prefix>")+" too, when no temporary queue of the prefix is left (the fleet is retired)")
 	asJSON := fs.Bool("json", false, "print the sweep report as JSON")
 	var client *sqs.Client
 	s, closeEnv, err := sweeperCommand(ctx, fs, args, stderr, prefix, func(o *reaper.Options) { o.DryRun = *dryRun }, &client)
@@ -113,10 +113,6 @@ func sweeperCommand(ctx context.Context, fs *flag.FlagSet, args []string, stderr
 	return s, env.Close, nil
 }
 
-// leaseSuffix names the queue that holds a fleet's sweeper lease:
-// <prefix>sweeper.fifo (reaper's coordination queue).
-const leaseSuffix = "sweeper.fifo"
-
 // retireLease deletes the fleet's lease queue once no temporary queue of
 // the prefix is left: a live process would only create it again.
 func retireLease(ctx context.Context, s *reaper.Sweeper, client *sqs.Client, prefix string, stdout io.Writer) error {
@@ -124,16 +120,16 @@ func retireLease(ctx context.Context, s *reaper.Sweeper, client *sqs.Client, pre
 	if err != nil {
 		return err
 	}
+	name := reaper.LeaseQueueName(prefix)
 	left := 0
 	for _, q := range qs {
-		if q.Verdict != reaper.VerdictNotTemporary && q.Name != prefix+leaseSuffix {
+		if q.Verdict != reaper.VerdictNotTemporary && q.Name != name {
 			left++
 		}
 	}
 	if left > 0 {
 		return fmt.Errorf("--retire: %d temporary queues with prefix %q are left (tempq queues lists them); the lease queue stays while a fleet may use it", left, prefix)
 	}
-	name := prefix + leaseSuffix
 	out, err := client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
 	if awserr.IsQueueDoesNotExist(err) {
 		fmt.Fprintf(stdout, "no lease queue %s\n", name)
