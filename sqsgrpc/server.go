@@ -119,9 +119,12 @@ func (s *Server) GetServiceInfo() map[string]grpc.ServiceInfo {
 // services: run it with responder.Serve on the request queue the clients'
 // ClientConn sends to.
 //
-// The caller's deadline is the handler context's deadline; a request that
-// expired before it was received is deleted unhandled (logged at Info),
-// assuming the two hosts' clocks agree to within the margin callers leave.
+// The caller's deadline is the handler context's deadline: the responder
+// deletes a request that expired before it was received, unhandled, and
+// runs the others under the caller's deadline (docs/wire.md, "Deadlines").
+// A request whose message carries no deadline attribute is bounded by the
+// one in its envelope instead, and deleted unhandled (logged at Info) when
+// that has passed.
 // The incoming metadata (metadata.FromIncomingContext), grpc.SetHeader,
 // grpc.SendHeader and grpc.SetTrailer work as under a *grpc.Server. A
 // server-streaming handler's messages go out as they are sent, each in a
@@ -139,7 +142,10 @@ func (s *Server) handle(ctx context.Context, req *responder.Request) (*responder
 		s.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "sqsgrpc: malformed request", slog.String("request_id", req.ID), slog.Any("error", err))
 		return statusReply(status.New(codes.Internal, "sqsgrpc: "+err.Error())), nil
 	}
-	if !r.deadline.IsZero() {
+	if _, bounded := ctx.Deadline(); !bounded && !r.deadline.IsZero() {
+		// The responder found no TempQueues.Deadline to bound the handler
+		// by (a sender without it, or a request with no room for it): the
+		// envelope's deadline does.
 		if now := s.opts.Now(); !now.Before(r.deadline) {
 			s.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "sqsgrpc: request expired before it was handled; deleted",
 				slog.String("request_id", req.ID), slog.String("method", r.method), slog.Duration("late_by", now.Sub(r.deadline)))

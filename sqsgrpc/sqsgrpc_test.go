@@ -26,6 +26,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/testkit/leakcheck"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -351,8 +352,10 @@ func TestDeadlinesPropagate(t *testing.T) {
 		if status.Code(err) != codes.DeadlineExceeded || !errors.Is(err, requester.ErrTimeout) {
 			t.Fatalf("err = %v", err)
 		}
-		if d := <-e.svc.deadlines; d.UnixMilli() != deadline.UnixMilli() {
-			t.Fatalf("handler deadline %v, want %v", d, deadline)
+		// The caller's, to the millisecond, and the clock skew the
+		// responder allows.
+		if d, want := <-e.svc.deadlines, deadline.Truncate(time.Millisecond).Add(wire.DeadlineClockSkew); !d.Equal(want) {
+			t.Fatalf("handler deadline %v, want %v", d, want)
 		}
 	})
 }

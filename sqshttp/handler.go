@@ -27,13 +27,13 @@ type HandlerOptions struct {
 // headers, body; RemoteAddr "sqs", RequestURI set, as a server sets them),
 // and what h writes becomes the reply.
 //
-// The caller's deadline, carried in the envelope, is the request
-// context's deadline. A request whose deadline passed before it was
-// received is not handled: nobody waits for it, so it is acknowledged
-// (deleted) without a reply and logged at Info. The assumption is that the
-// clocks of the caller's and the handler's hosts agree to within the
-// margin callers leave (NTP keeps them within milliseconds): a clock
-// running ahead expires requests early by its skew.
+// The caller's deadline is the request context's deadline. A request
+// whose deadline passed before it was received is not handled: nobody
+// waits for it, so the responder deletes it without a reply (docs/wire.md,
+// "Deadlines", says how the two hosts' clocks are assumed to agree). A
+// request whose message carries no deadline attribute is bounded by the
+// deadline in its envelope instead, and deleted unhandled, logged at
+// Info, once that has passed.
 //
 // When h calls Flush (http.Flusher) and the caller takes a stream (a
 // Transport does unless DisableStreaming), the status, the header and
@@ -76,7 +76,10 @@ func (h *handler) HandleRequest(ctx context.Context, req *responder.Request) (*r
 		h.opts.Logger.LogAttrs(ctx, slog.LevelWarn, "sqshttp: malformed request", slog.String("request_id", req.ID), slog.Any("error", err))
 		return errorReply(http.StatusBadRequest, "sqshttp: "+err.Error()), nil
 	}
-	if !env.deadline.IsZero() {
+	if _, bounded := ctx.Deadline(); !bounded && !env.deadline.IsZero() {
+		// The responder found no TempQueues.Deadline to bound the handler
+		// by (a sender without it, or a request with no room for it): the
+		// envelope's deadline does.
 		if now := h.opts.Now(); !now.Before(env.deadline) {
 			h.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "sqshttp: request expired before it was handled; deleted",
 				slog.String("request_id", req.ID), slog.String("method", env.method), slog.String("uri", env.uri),

@@ -18,6 +18,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/callcount"
 	"github.com/tempqueues/tempqueues/internal/testkit/leakcheck"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -271,8 +272,10 @@ func TestDeadlineIsTheCallTimeoutAndTheHandlerDeadline(t *testing.T) {
 		if !errors.As(err, &te) {
 			t.Fatalf("err = %v, want a *requester.TimeoutError inside", err)
 		}
-		if d := <-deadlines; d.UnixMilli() != deadline.UnixMilli() {
-			t.Fatalf("handler deadline %v, want %v", d, deadline)
+		// The caller's, to the millisecond, and the clock skew the
+		// responder allows.
+		if d, want := <-deadlines, deadline.Truncate(time.Millisecond).Add(wire.DeadlineClockSkew); !d.Equal(want) {
+			t.Fatalf("handler deadline %v, want %v", d, want)
 		}
 		if err := <-handlerErr; !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("handler context ended with %v", err)
