@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/google/uuid"
 
+	"github.com/tempqueues/tempqueues/internal/testkit/rpcbench"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/requester"
@@ -86,7 +87,7 @@ func benchStreams(b *testing.B, run streamer, streams int, calls func() int64, r
 		wg   sync.WaitGroup
 	)
 	b.ResetTimer()
-	cpu0 := processCPU()
+	cpu0 := rpcbench.ProcessCPU()
 	for range streams {
 		wg.Add(1)
 		go func() {
@@ -109,7 +110,7 @@ func benchStreams(b *testing.B, run streamer, streams int, calls func() int64, r
 	wg.Wait()
 	b.StopTimer()
 	replies := float64(b.N * streamLen)
-	if cpu := processCPU() - cpu0; cpu > 0 {
+	if cpu := rpcbench.ProcessCPU() - cpu0; cpu > 0 {
 		b.ReportMetric(float64(cpu.Microseconds())/replies, "cpu-us/reply")
 	}
 	b.ReportMetric(replies/b.Elapsed().Seconds(), "replies/s")

@@ -6,15 +6,13 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/tempqueues/tempqueues/internal/testkit/rpcbench"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
@@ -86,38 +84,5 @@ func benchOverhead(b *testing.B, be *sqstestenv.Backend, mode string, callers in
 		res.Body.Close()
 		return err
 	}
-	if err := call(); err != nil { // creates the host queue
-		b.Fatal(err)
-	}
-	counter.Reset()
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	cpu := processCPU()
-	b.ResetTimer()
-	for range callers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for next.Add(1) <= int64(b.N) {
-				if err := call(); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	b.StopTimer()
-	b.ReportMetric(float64((processCPU()-cpu).Microseconds())/float64(b.N), "cpu-µs/rpc")
-	b.ReportMetric(float64(counter.Total())/float64(b.N), "calls/rpc")
-	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "rpc/s")
-}
-
-// processCPU returns the user and system CPU time the process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	rpcbench.Run(b, callers, counter, call)
 }

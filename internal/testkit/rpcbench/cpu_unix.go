@@ -1,14 +1,14 @@
 //go:build unix
 
-package requester_test
+package rpcbench
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPU returns the user and system CPU time the process has used.
-func processCPU() time.Duration {
+// ProcessCPU returns the user and system CPU time the process has used.
+func ProcessCPU() time.Duration {
 	var ru syscall.Rusage
 	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
 		return 0
