@@ -5,7 +5,6 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/tempqueues/tempqueues/internal/batch"
 	"github.com/tempqueues/tempqueues/internal/wire"
 )
 
@@ -34,33 +33,9 @@ func (r *Redriver) Process(ctx context.Context, msgs []types.Message) ([]Event, 
 	if err != nil {
 		return nil, err
 	}
-	p := &pass{r: r, ctx: ctx, target: target, rep: Report{DeadLetterQueue: r.dlq, Target: target}}
-	p.sends = batch.NewSends(r.client, 2)
-	p.dels = batch.NewDeletes(r.client, 2, 0)
-	p.vis = batch.NewVisibilities(r.client, 2)
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
-	defer cancel()
-	defer func() {
-		_ = p.sends.Close(cctx)
-		_ = p.dels.Close(cctx)
-		_ = p.vis.Close(cctx)
-	}()
-
-	now := r.opts.clock.Now()
-	plans := make([]*plan, len(msgs))
-	for i, m := range msgs {
-		plans[i] = p.decide(m, now)
-	}
-	p.execute(cctx, plans)
-	events := make([]Event, len(plans))
-	var fatal error
-	for i, pl := range plans {
-		events[i] = p.account(pl)
-		if pl.err != nil && fatal == nil && isFatal(pl.err) {
-			fatal = pl.err
-		}
-	}
-	return events, fatal
+	p := r.newPass(target)
+	defer p.close(ctx)
+	return p.act(ctx, msgs)
 }
 
 // Done reports whether the message an Event describes is finished with on

@@ -17,8 +17,8 @@ import (
 	"github.com/tempqueues/tempqueues/internal/backoff"
 	"github.com/tempqueues/tempqueues/internal/batch"
 	"github.com/tempqueues/tempqueues/internal/callback"
+	"github.com/tempqueues/tempqueues/internal/consume"
 	"github.com/tempqueues/tempqueues/internal/httpbody"
-	"github.com/tempqueues/tempqueues/internal/poll"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -199,79 +199,75 @@ func (r *Redriver) Run(ctx context.Context) (Report, error) {
 	return r.run(ctx, false)
 }
 
-// pass is the state of one Drain or Run. It is the poll.Consumer of its
-// receive loop: one poller, which handles each batch before the next
-// receive.
+// pass is the state of one Drain, Run or Process. Drain and Run give its
+// batch handler to the consumer engine (internal/consume), which receives
+// from the dead-letter queue with one poller and hands it each receive's
+// messages before the next receive.
 type pass struct {
 	r      *Redriver
-	ctx    context.Context // Drain's or Run's: its end stops the pass
-	drain  bool
 	target string
 	rep    Report
 	sends  *batch.Sends
 	dels   *batch.Deletes
 	vis    *batch.Visibilities
-	loop   *poll.Loop
-	// maxMessages is asked for on every receive; RateLimit lowers it.
-	maxMessages int
-	pace        pacer
-	// Consecutive receive failures and batches whose actions all failed.
-	failures, actionFailures int
-	finished                 bool  // Drain found the queue empty
-	err                      error // what ended the pass early
-	// Receipt handles to make visible at the end: everything a dry run
-	// saw, and what a stopping pass received but did not handle.
-	release []string
+	pace   pacer
+	// Batches in a row whose actions all failed.
+	actionFailures int
+	// halted, closed by halt, stops the engine: at ctx's end, after a
+	// fatal error, or when a dry run has seen every message.
+	halted   chan struct{}
+	haltOnce sync.Once
+	finished bool  // a dry run saw every message
+	err      error // what ended the pass early
 	// Dry runs only: messages seen.
 	seen map[string]bool
 }
 
+func (r *Redriver) newPass(target string) *pass {
+	return &pass{
+		r:      r,
+		target: target,
+		rep:    Report{DeadLetterQueue: r.dlq, Target: target, DryRun: r.opts.DryRun},
+		sends:  batch.NewSends(r.client, 2),
+		dels:   batch.NewDeletes(r.client, 2, 0),
+		vis:    batch.NewVisibilities(r.client, 2),
+		pace:   pacer{rate: r.opts.RateLimit},
+		halted: make(chan struct{}),
+	}
+}
+
+func (p *pass) halt() { p.haltOnce.Do(func() { close(p.halted) }) }
+
+// close stops the coalescers once their calls are done.
+func (p *pass) close(ctx context.Context) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
+	defer cancel()
+	_ = p.sends.Close(cctx)
+	_ = p.dels.Close(cctx)
+	_ = p.vis.Close(cctx)
+}
+
 func (r *Redriver) run(ctx context.Context, drain bool) (Report, error) {
 	start := time.Now()
-	p := &pass{r: r, ctx: ctx, drain: drain, rep: Report{DeadLetterQueue: r.dlq, DryRun: r.opts.DryRun}}
 	target, err := r.Target(ctx)
 	if err != nil {
-		p.rep.Duration = time.Since(start)
-		return p.rep, err
+		return Report{DeadLetterQueue: r.dlq, DryRun: r.opts.DryRun, Duration: time.Since(start)}, err
 	}
-	p.target, p.rep.Target = target, target
-	p.sends = batch.NewSends(r.client, 2)
-	p.dels = batch.NewDeletes(r.client, 2, 0)
-	p.vis = batch.NewVisibilities(r.client, 2)
+	p := r.newPass(target)
+	defer p.close(ctx)
 	if r.opts.DryRun {
 		p.seen = make(map[string]bool)
 	}
-	p.loop = p.newLoop(ctx)
-	defer p.close(ctx)
-
-	// The stop: intake ends with ctx, and a long poll still parked after
-	// the grace period is cancelled.
-	done := make(chan struct{})
-	var watcher sync.WaitGroup
-	watcher.Add(1)
-	go func() {
-		defer watcher.Done()
-		select {
-		case <-ctx.Done():
-		case <-done:
-			return
-		}
-		p.loop.Stop()
-		t := time.NewTimer(poll.StopGrace)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			p.loop.Abort()
-		case <-done:
-		}
-	}()
-	p.loop.Run(p)
-	close(done)
-	watcher.Wait()
-	p.loop.Abort()
-
-	err = p.err
-	if err == nil && drain && !p.finished {
+	// The engine runs on until halted: ctx's end is a halt, so that a
+	// batch at hand is never cut short (its calls are bounded by
+	// callTimeout).
+	defer context.AfterFunc(ctx, p.halt)()
+	var counters consume.Counters
+	err = consume.RunBatch(context.WithoutCancel(ctx), r.engine(p, drain, &counters), p.handleBatch)
+	if err == nil {
+		err = p.err
+	}
+	if err == nil && drain && !p.finished && counters.EmptyReceives.Load() == 0 {
 		err = ctx.Err() // Drain did not get to the end
 	}
 	p.rep.Duration = time.Since(start)
@@ -281,139 +277,105 @@ func (r *Redriver) run(ctx context.Context, drain bool) (Report, error) {
 	return p.rep, err
 }
 
-func (p *pass) newLoop(ctx context.Context) *poll.Loop {
-	o := p.r.opts
-	p.maxMessages = sqsapi.MaxReceiveMessages
+// engine configures the consumer engine for a pass: one poller that asks
+// for a batch (RateLimit makes it smaller) and handles it before the next
+// receive; Drain's receives poll for a second and the first empty one
+// ends the pass.
+func (r *Redriver) engine(p *pass, drain bool, counters *consume.Counters) consume.Config {
+	o := r.opts
+	size := sqsapi.MaxReceiveMessages
 	if o.RateLimit > 0 {
-		p.maxMessages = int(min(float64(sqsapi.MaxReceiveMessages), max(1, math.Ceil(o.RateLimit))))
+		size = int(min(float64(sqsapi.MaxReceiveMessages), max(1, math.Ceil(o.RateLimit))))
 	}
-	p.pace = pacer{rate: o.RateLimit}
 	wait := o.PollWaitTime
-	if p.drain {
+	if drain {
 		wait = drainWait
 	}
 	visibility := o.VisibilityTimeout
 	if o.DryRun {
 		// Keep what a dry run saw hidden until it ends, so it sees each
-		// message once; close releases them.
+		// message once; the engine releases them then (consume.Hold).
 		visibility = max(visibility, 15*time.Minute)
 	}
-	return poll.New(context.WithoutCancel(ctx), poll.Config{
-		Client: p.r.client,
-		Input: sqs.ReceiveMessageInput{
-			QueueUrl:                    aws.String(p.r.dlq),
-			WaitTimeSeconds:             int32(wait / time.Second),
-			VisibilityTimeout:           int32(visibility / time.Second),
-			MessageAttributeNames:       []string{"All"},
-			MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAWSTraceHeader, types.MessageSystemAttributeNameMessageGroupId},
+	return consume.Config{
+		Name:              "redrive",
+		Client:            r.client,
+		QueueURL:          r.dlq,
+		MaxConcurrency:    size,
+		MaxPollers:        1,
+		PollWaitTime:      wait,
+		VisibilityTimeout: visibility,
+		// Only after a receive failed for good, when no batch runs: the
+		// batch handler's calls are bounded anyway.
+		DrainTimeout:  2 * callTimeout,
+		MaxVisibility: sqsapi.MaxVisibilityTimeout * time.Second,
+		NoSpare:       true,
+		Deletes:       p.dels,
+		Visibility:    p.vis,
+		Counters:      counters,
+		Backoff:       r.retry,
+		Log:           o.Logger,
+		Stopping:      p.halted, // and no HardStop: the batch at hand is finished
+		Key:           requestID,
+		StopWhenEmpty: drain,
+		Pace:          p.pace.wait,
+		GiveUp: func(_ error, transient bool, failures int) bool {
+			return !transient || drain && failures > 5
 		},
-		Backoff: p.r.retry,
-		Clock:   o.clock,
-	})
+	}
 }
 
-// close makes the messages to release visible again (once no receive the
-// pass cancelled can take them) and stops the coalescers.
-func (p *pass) close(ctx context.Context) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
-	defer cancel()
-	if len(p.release) > 0 {
-		secs := int32(p.loop.ReleaseDelay() / time.Second)
-		vs := make([]batch.Visibility, len(p.release))
-		for i, h := range p.release {
-			vs[i] = batch.Visibility{ReceiptHandle: h, Timeout: secs}
-		}
-		for i, res := range p.vis.DoAll(cctx, p.r.dlq, vs) {
-			if res.Err != nil {
-				p.r.opts.Logger.Warn("redrive: could not make a message visible again; it will reappear after the visibility timeout",
-					slog.String("receipt_handle", vs[i].ReceiptHandle), slog.Any("err", res.Err))
-			}
-		}
+func requestID(m types.Message) string {
+	if v, ok := m.MessageAttributes[sqsapi.RequestIDAttribute]; ok {
+		return aws.ToString(v.StringValue)
 	}
-	_ = p.sends.Close(cctx)
-	_ = p.dels.Close(cctx)
-	_ = p.vis.Close(cctx)
+	return ""
 }
 
-// Want asks for a batch until the pass ends.
-func (p *pass) Want() int {
-	if p.finished || p.loop.Stopped() {
-		return 0
+// handleBatch is the engine's batch handler: it decides and carries out
+// the actions for the messages of one receive. Each message is done with
+// by its action (or left to its visibility timeout after a failure), so
+// the engine leaves it; a dry run holds every message it received until
+// the end.
+func (p *pass) handleBatch(ctx context.Context, ds []*consume.Delivery) []consume.Outcome {
+	outs := make([]consume.Outcome, len(ds))
+	msgs := make([]types.Message, len(ds))
+	for i, d := range ds {
+		msgs[i] = d.Message
 	}
-	return p.maxMessages
-}
-
-// Handle handles one received batch before the next receive.
-func (p *pass) Handle(res poll.Result) bool {
-	o := p.r.opts
-	if res.Stopped {
-		p.keep(res.Messages)
-		return false
-	}
-	if res.Err != nil {
-		p.failures++
-		if !res.Transient || (p.drain && p.failures > 5) {
-			p.err = fmt.Errorf("redrive: ReceiveMessage on %s: %w", p.r.dlq, res.Err)
-			return false
+	if p.r.opts.DryRun {
+		for i := range outs {
+			outs[i].Verdict = consume.Hold
 		}
-		o.Logger.Warn("redrive: receive failed, backing off", slog.String("dlq", p.r.dlq), slog.Duration("delay", res.Delay), slog.Any("err", res.Err))
-		return true
-	}
-	p.failures = 0
-	msgs := res.Messages
-	if o.DryRun {
-		msgs = p.unseen(msgs)
-		if len(msgs) == 0 && len(res.Messages) > 0 {
+		if msgs = p.unseen(msgs); len(msgs) == 0 {
 			p.finished = true // every message of the queue has been seen
-			return false
+			p.halt()
+			return outs
 		}
 	}
-	if len(msgs) == 0 {
-		p.finished = p.drain
-		return !p.drain
-	}
-	if p.pace.wait(p.ctx, len(msgs)) != nil {
-		// Stopping while paced: hand them back rather than replay.
-		p.keep(msgs)
-		return false
-	}
+	p.pace.handled(len(msgs))
 	failed := p.rep.Failed
-	if err := p.handle(p.ctx, msgs); err != nil {
+	if _, err := p.act(ctx, msgs); err != nil {
 		p.err = err
-		return false
+		p.halt()
+		return outs
 	}
 	// Only failures (a throttled or failing target): back off before the
 	// next receive instead of hammering it; the messages come back after
 	// their visibility timeout.
 	if n := p.rep.Failed - failed; n > 0 && n == len(msgs) {
 		p.actionFailures++
-		if backoff.Sleep(p.ctx, p.r.retry.Delay(p.actionFailures-1)) != nil {
-			return false
-		}
+		p.pace.pause(p.r.retry.Delay(p.actionFailures - 1))
 	} else {
 		p.actionFailures = 0
 	}
-	return true
+	return outs
 }
 
-// keep adds received messages that will not be handled to those made
-// visible again at the end (a dry run has them there already).
-func (p *pass) keep(msgs []types.Message) {
-	if p.r.opts.DryRun {
-		p.unseen(msgs)
-		return
-	}
-	for _, m := range msgs {
-		p.release = append(p.release, aws.ToString(m.ReceiptHandle))
-	}
-}
-
-// unseen returns the messages a dry run has not seen yet and remembers
-// every receipt handle for the release at the end.
+// unseen returns the messages a dry run has not seen yet.
 func (p *pass) unseen(msgs []types.Message) []types.Message {
 	var out []types.Message
 	for _, m := range msgs {
-		p.release = append(p.release, aws.ToString(m.ReceiptHandle))
 		if id := aws.ToString(m.MessageId); !p.seen[id] {
 			p.seen[id] = true
 			out = append(out, m)
@@ -540,11 +502,14 @@ func wholeSeconds(d, ceiling time.Duration) int32 {
 	return int32(min(max(k, 0), top))
 }
 
-// handle decides and carries out the actions for one received batch: the
-// sends (one SendMessageBatch per destination queue), then the deletes of
-// the messages sent (one DeleteMessageBatch), and the visibility hops. It
-// returns an error only when the whole pass should stop.
-func (p *pass) handle(ctx context.Context, msgs []types.Message) error {
+// act decides and carries out the actions for messages received
+// together: the sends (one SendMessageBatch per destination queue), then
+// the deletes of the messages sent (one DeleteMessageBatch), and the
+// visibility hops; a dry run only decides. It returns one Event per
+// message, in order, and an error only when the whole pass should stop.
+// The calls run on after ctx is cancelled, within callTimeout, so that a
+// batch is never half done.
+func (p *pass) act(ctx context.Context, msgs []types.Message) ([]Event, error) {
 	o := p.r.opts
 	now := o.clock.Now()
 	plans := make([]*plan, len(msgs))
@@ -557,14 +522,15 @@ func (p *pass) handle(ctx context.Context, msgs []types.Message) error {
 		defer cancel()
 		p.execute(cctx, plans)
 	}
+	events := make([]Event, len(plans))
 	var fatal error
-	for _, pl := range plans {
-		p.account(pl)
+	for i, pl := range plans {
+		events[i] = p.account(pl)
 		if pl.err != nil && fatal == nil && isFatal(pl.err) {
 			fatal = pl.err
 		}
 	}
-	return fatal
+	return events, fatal
 }
 
 func (p *pass) execute(ctx context.Context, plans []*plan) {
@@ -684,22 +650,44 @@ func isFatal(err error) bool {
 	return !awserr.IsTransient(err) && !errors.Is(err, context.DeadlineExceeded)
 }
 
-// pacer spaces messages to a rate.
+// pacer spaces the receives of a pass: by RateLimit, counting the
+// messages each batch handles, and by backoff after a batch whose actions
+// all failed. The engine waits on it before each receive (Config.Pace).
 type pacer struct {
 	rate float64 // per second; 0 = unlimited
-	next time.Time
+
+	mu   sync.Mutex
+	next time.Time // no receive before
 }
 
-// wait blocks until n more messages may be handled.
-func (p *pacer) wait(ctx context.Context, n int) error {
+// handled accounts for n messages about to be handled.
+func (p *pacer) handled(n int) {
 	if p.rate <= 0 {
-		return nil
+		return
 	}
-	now := time.Now()
-	if p.next.Before(now) {
-		p.next = now
-	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.next = later(p.next, time.Now()).Add(time.Duration(float64(n) / p.rate * float64(time.Second)))
+}
+
+// pause holds the next receive back for d.
+func (p *pacer) pause(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.next = later(p.next, time.Now().Add(d))
+}
+
+// wait waits until the next receive may go, or for ctx.
+func (p *pacer) wait(ctx context.Context) error {
+	p.mu.Lock()
 	at := p.next
-	p.next = p.next.Add(time.Duration(float64(n) / p.rate * float64(time.Second)))
-	return backoff.Sleep(ctx, at.Sub(now))
+	p.mu.Unlock()
+	return backoff.Sleep(ctx, time.Until(at))
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

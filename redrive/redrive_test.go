@@ -413,8 +413,8 @@ func TestRateLimit(t *testing.T) {
 	if err != nil || rep.Replayed != 30 {
 		t.Fatalf("Drain = %+v, %v", rep, err)
 	}
-	// 10 at once, then 10 after 0.5 s and 10 after 1 s; the final empty
-	// receive waits 1 s more.
+	// 10 at once, then 10 received after 0.5 s and 10 after 1 s; the
+	// final empty receive goes after 1.5 s and waits 1 s more.
 	if d := time.Since(start); d < 1900*time.Millisecond {
 		t.Fatalf("30 messages at 20/s drained in %v", d)
 	}

@@ -1,14 +1,36 @@
-// Package consume is the consumer engine under responder.Serve: it
-// receives from one queue with as many pollers as the pace of the messages
-// needs, runs a handler per message in a bounded number of slots, extends
-// the visibility of the messages being handled (heartbeat.go), and then
-// deletes or releases each one as its handler decides, in batched calls.
-// Its stop is graceful: no new receive, a long poll in flight gets
-// poll.StopGrace, running handlers may finish until a grace period or a
-// hard stop ends, and the rest are cancelled and their messages released.
+// Package consume is the consumer engine under responder.Serve and
+// redrive's Drain and Run: it receives from one queue with as many pollers
+// as the pace of the messages needs, runs handlers in a bounded number of
+// slots, extends the visibility of the messages being handled
+// (heartbeat.go), and then deletes or releases each one as its handler
+// decides, in batched calls. Its stop is graceful: no new receive, a long
+// poll in flight gets poll.StopGrace, running handlers may finish until a
+// grace period or a hard stop ends, and the rest are cancelled and their
+// messages released.
+//
+// # Modes
+//
+// The engine is one loop; its users pick, in one place (Config's mode
+// fields and the Run they call):
+//
+//   - per message (Run with a Handler): each message is handled alone, in
+//     a slot of its own, while the pollers go on receiving (the responder);
+//   - per receive (RunBatch with a BatchHandler): the messages of one
+//     receive are handled together, holding every slot their receive asked
+//     for, so that one poller (MaxPollers 1) handles each batch before its
+//     next receive (redrive, whose batch sends and deletes are its own);
+//   - StopWhenEmpty: the run ends by itself, gracefully, after a receive
+//     that brings no message (redrive's Drain);
+//   - Pace: a wait before each receive (redrive's rate limit, and its
+//     backoff after a batch whose actions all failed);
+//   - GiveUp: which failed receives end the run besides a missing queue
+//     (redrive's errors that retrying will not fix);
+//   - the Hold verdict: a message kept hidden until the run stops and
+//     released then (a dry run, which sees each message once).
 //
 // What a message means, and what its handler does with it, is the
-// engine's user's: the responder's stages (responder/stages.go).
+// engine's user's: the responder's stages (responder/stages.go), redrive's
+// decisions (redrive/redrive.go).
 package consume
 
 import (
@@ -39,6 +61,9 @@ var ErrVisibilityLimit = errors.New("responder: request reached the SQS 12-hour 
 // period: releasing the abandoned messages and flushing deletes.
 const FinalTimeout = time.Second
 
+// heldTimeout bounds the releases of held messages at the end of a run.
+const heldTimeout = 30 * time.Second
+
 // Verdict is what happens to a message once its handler returns.
 type Verdict int
 
@@ -46,6 +71,7 @@ const (
 	Leave   Verdict = iota // nothing: abandoned, or left to its visibility timeout
 	Delete                 // done: delete it
 	Release                // make it visible again after Outcome.Delay
+	Hold                   // keep it hidden until the run stops, then release it
 )
 
 // Outcome is a handler's decision on its message.
@@ -58,6 +84,12 @@ type Outcome struct {
 // visibility limit (ErrVisibilityLimit) and when the delivery is abandoned
 // at a stop (sqsapi.ErrClosed).
 type Handler func(ctx context.Context, d *Delivery) Outcome
+
+// BatchHandler handles the deliveries of one receive together, and returns
+// one Outcome per delivery, in order (a missing one is Leave). The engine
+// cancels ctx as a Handler's when any of the deliveries reaches the
+// visibility limit or is abandoned.
+type BatchHandler func(ctx context.Context, ds []*Delivery) []Outcome
 
 // Counters are the engine's figures, kept by its user across its runs.
 type Counters struct {
@@ -94,7 +126,8 @@ type Config struct {
 	// grace period of its own: HardStop then ends the grace.
 	Stopping <-chan struct{}
 	HardStop <-chan struct{}
-	// Latency is how long a call to SQS takes now: pollers size by it.
+	// Latency is how long a call to SQS takes now: pollers size by it
+	// (nil: unknown, one poller unless backlogs add more).
 	Latency func() time.Duration
 	// Key names a message in logs (a request id).
 	Key func(types.Message) string
@@ -105,20 +138,50 @@ type Config struct {
 	// after its visibility was extended, on a goroutine of the heartbeat's,
 	// one round at a time, under a context of two heartbeat intervals.
 	Renew func(ctx context.Context, d *Delivery, lease string)
+
+	// The modes besides the handler's kind (see the package
+	// documentation).
+
+	// StopWhenEmpty ends the run, as Stopping does, after a receive that
+	// brings no message.
+	StopWhenEmpty bool
+	// Pace, if set, is called by a poller before each receive, once the
+	// slots it asks for are free, and may wait; it must return ctx's error
+	// when ctx ends (the stop began), and the poller then ends.
+	Pace func(ctx context.Context) error
+	// GiveUp, if set, says which failed receives end the run with their
+	// error, besides a missing queue's (always): it is given the error,
+	// whether it is transient, and the loop's consecutive failures.
+	GiveUp func(err error, transient bool, failures int) bool
 }
 
-// Run consumes cfg.QueueURL with h until ctx ends, Stopping is closed or
-// the queue is found gone, and then stops gracefully. It returns the
-// error that ended it (a wrapped *types.QueueDoesNotExist), or nil.
+// Run consumes cfg.QueueURL with h, one message per call, until ctx ends,
+// Stopping is closed, the queue is found empty (StopWhenEmpty) or a receive
+// fails for good (a missing queue, GiveUp), and then stops gracefully. It
+// returns the error that ended it (a wrapped *types.QueueDoesNotExist, or
+// what GiveUp accepted), or nil.
 func Run(ctx context.Context, cfg Config, h Handler) error {
+	return run(ctx, cfg, h, nil)
+}
+
+// RunBatch is Run with h given the messages of each receive together.
+func RunBatch(ctx context.Context, cfg Config, h BatchHandler) error {
+	return run(ctx, cfg, nil, h)
+}
+
+func run(ctx context.Context, cfg Config, h Handler, bh BatchHandler) error {
 	c := &consumer{
 		cfg:   cfg,
 		h:     h,
+		batch: bh,
 		base:  context.WithoutCancel(ctx),
 		slots: make(chan struct{}, cfg.MaxConcurrency),
 		fatal: make(chan struct{}),
+		empty: make(chan struct{}),
 		pool:  workers.New(0),
 	}
+	c.paceCtx, c.stopPace = context.WithCancel(c.base)
+	defer c.stopPace()
 	c.sizer.NoSpare = cfg.NoSpare
 	// Idle workers stop now, busy ones (a handler abandoned at the hard
 	// deadline) after their task.
@@ -147,9 +210,16 @@ func Run(ctx context.Context, cfg Config, h Handler) error {
 	hard := c.hardStop(ctx, stopped)
 	c.stopIntake(hard)
 	c.drain(hard)
+	held := c.releaseHeld()
 	c.hb.close()
 
-	fctx, cancel := context.WithTimeout(c.base, FinalTimeout)
+	// Held messages may be many (a dry run's): their releases get a call's
+	// time rather than a final step's.
+	final := FinalTimeout
+	if held > 0 {
+		final = heldTimeout
+	}
+	fctx, cancel := context.WithTimeout(c.base, final)
 	defer cancel()
 	if err := errors.Join(cfg.Deletes.Flush(fctx), cfg.Visibility.Flush(fctx)); err != nil {
 		log.Warn(cfg.Name+": flushing deletes and visibility changes at stop", slog.Any("error", err))
@@ -159,8 +229,9 @@ func Run(ctx context.Context, cfg Config, h Handler) error {
 }
 
 // hardStop waits for the stop to begin and returns the channel closed when
-// its grace ends: DrainTimeout after ctx ends or the queue is found gone,
-// or HardStop under Stopping; never once the run has stopped.
+// its grace ends: DrainTimeout after ctx ends or a receive failed for good,
+// or HardStop under Stopping or StopWhenEmpty; never once the run has
+// stopped.
 func (c *consumer) hardStop(ctx context.Context, stopped <-chan struct{}) <-chan struct{} {
 	var graceEnd <-chan time.Time // nil under Stopping: HardStop rules
 	select {
@@ -169,6 +240,7 @@ func (c *consumer) hardStop(ctx context.Context, stopped <-chan struct{}) <-chan
 	case <-c.fatal:
 		graceEnd = time.After(c.cfg.DrainTimeout)
 	case <-c.cfg.Stopping:
+	case <-c.empty:
 	}
 	hard := make(chan struct{})
 	go func() {
@@ -188,6 +260,7 @@ func (c *consumer) hardStop(ctx context.Context, stopped <-chan struct{}) <-chan
 // and what it returns is released; then it is cancelled.
 func (c *consumer) stopIntake(hard <-chan struct{}) {
 	c.loop.Stop()
+	c.stopPace()
 	polled := waitDone(&c.pollers)
 	grace := time.NewTimer(poll.StopGrace)
 	defer grace.Stop()
@@ -225,9 +298,13 @@ func waitDone(wg *sync.WaitGroup) <-chan struct{} {
 
 // consumer is one Run.
 type consumer struct {
-	cfg  Config
-	h    Handler
-	base context.Context // Run's context without its cancellation
+	cfg   Config
+	h     Handler         // per message, or
+	batch BatchHandler    // per receive
+	base  context.Context // Run's context without its cancellation
+
+	paceCtx  context.Context // Config.Pace's: ends when the stop begins
+	stopPace context.CancelFunc
 
 	pool     *workers.Pool // runs pollers and handlers on reused stacks
 	slots    chan struct{} // one token per running handler
@@ -241,6 +318,11 @@ type consumer struct {
 	fatalOnce sync.Once
 	fatal     chan struct{}
 	fatalErr  error
+	emptyOnce sync.Once
+	empty     chan struct{} // closed after an empty receive (StopWhenEmpty)
+
+	heldMu sync.Mutex
+	held   []*Delivery // Hold: released at the end of the run
 }
 
 func (c *consumer) setFatal(err error) {
@@ -249,3 +331,5 @@ func (c *consumer) setFatal(err error) {
 		close(c.fatal)
 	})
 }
+
+func (c *consumer) setEmpty() { c.emptyOnce.Do(func() { close(c.empty) }) }

@@ -77,13 +77,42 @@ func (d *Delivery) SetLease(lease string) {
 	d.hb.mu.Unlock()
 }
 
-// handle runs the handler of one received message and carries out its
+// handleOne runs the handler of one received message and carries out its
 // decision.
-func (c *consumer) handle(m types.Message, receivedAt time.Time) {
+func (c *consumer) handleOne(m types.Message, receivedAt time.Time) {
 	defer c.handlers.Done()
-	n := c.cfg.Counters
-	n.InFlight.Add(1)
 	ctx, cancel := context.WithCancelCause(c.base)
+	d := c.begin(m, receivedAt, cancel)
+	out := c.end(d, c.h(ctx, d))
+	cancel(nil)
+	c.releaseSlots(1)
+	c.carryOut(d, out)
+}
+
+// handleBatch runs the batch handler of one receive's messages, which hold
+// the slots their receive asked for, and carries out its decisions.
+func (c *consumer) handleBatch(msgs []types.Message, receivedAt time.Time, slots int) {
+	defer c.handlers.Done()
+	ctx, cancel := context.WithCancelCause(c.base)
+	ds := make([]*Delivery, len(msgs))
+	for i, m := range msgs {
+		ds[i] = c.begin(m, receivedAt, cancel)
+	}
+	outs := c.batch(ctx, ds)
+	for i, d := range ds {
+		var out Outcome
+		if i < len(outs) {
+			out = outs[i]
+		}
+		c.carryOut(d, c.end(d, out))
+	}
+	cancel(nil)
+	c.releaseSlots(slots)
+}
+
+// begin starts the handling of m: the heartbeat extends it from now on.
+func (c *consumer) begin(m types.Message, receivedAt time.Time, cancel context.CancelCauseFunc) *Delivery {
+	c.cfg.Counters.InFlight.Add(1)
 	d := NewDelivery(m, receivedAt)
 	d.cancel = cancel
 	d.deadline = receivedAt.Add(c.cfg.VisibilityTimeout)
@@ -94,17 +123,24 @@ func (c *consumer) handle(m types.Message, receivedAt time.Time) {
 		// The stop deadline passed between its receive and now.
 		c.abandon(d)
 	}
-	out := c.h(ctx, d)
+	return d
+}
+
+// end ends the handling of d and returns what is to be done with it.
+func (c *consumer) end(d *Delivery, out Outcome) Outcome {
 	if !d.Finish() && d.Abandoned() {
 		// Released at a stop deadline, and perhaps being handled
 		// elsewhere: whatever the handler decided is too late.
 		out = Outcome{}
 	}
 	c.hb.remove(d)
-	cancel(nil)
-	n.InFlight.Add(-1)
-	c.releaseSlots(1)
+	c.cfg.Counters.InFlight.Add(-1)
+	return out
+}
 
+// carryOut carries out a handler's decision on d.
+func (c *consumer) carryOut(d *Delivery, out Outcome) {
+	n := c.cfg.Counters
 	switch out.Verdict {
 	case Delete:
 		// Nobody waits for the delete: it may wait for company for a tenth
@@ -122,7 +158,7 @@ func (c *consumer) handle(m types.Message, receivedAt time.Time) {
 		c.cfg.Deletes.SubmitWithin(c.cfg.QueueURL, d.handle, within, func(_ struct{}, err error) {
 			if err != nil {
 				n.DeleteErrors.Add(1)
-				c.cfg.Log.Warn(c.cfg.Name+": deleting request failed; it will be redelivered",
+				c.cfg.Log.Warn(c.cfg.Name+": deleting message failed; it will be redelivered",
 					slog.String("queue_url", c.cfg.QueueURL), slog.String("request_id", d.key), slog.Any("error", err))
 				return
 			}
@@ -130,7 +166,24 @@ func (c *consumer) handle(m types.Message, receivedAt time.Time) {
 		})
 	case Release:
 		c.release(d, out.Delay)
+	case Hold:
+		c.heldMu.Lock()
+		c.held = append(c.held, d)
+		c.heldMu.Unlock()
 	}
+}
+
+// releaseHeld releases the held messages, once no receive of the run is
+// left to take them before they are hidden again, and returns how many.
+func (c *consumer) releaseHeld() int {
+	c.heldMu.Lock()
+	held := c.held
+	c.held = nil
+	c.heldMu.Unlock()
+	for _, d := range held {
+		c.release(d, 0)
+	}
+	return len(held)
 }
 
 // release makes d's message visible again after delay (capped by the time
@@ -143,7 +196,7 @@ func (c *consumer) release(d *Delivery, delay time.Duration) {
 	submit := func() {
 		c.cfg.Visibility.Submit(c.cfg.QueueURL, batch.Visibility{ReceiptHandle: d.handle, Timeout: max(secs, 0)}, func(_ struct{}, err error) {
 			if err != nil {
-				c.cfg.Log.Warn(c.cfg.Name+": releasing request failed; it reappears after its visibility timeout",
+				c.cfg.Log.Warn(c.cfg.Name+": releasing message failed; it reappears after its visibility timeout",
 					slog.String("queue_url", c.cfg.QueueURL), slog.String("request_id", d.key), slog.Any("error", err))
 				return
 			}
@@ -174,7 +227,7 @@ func (c *consumer) abandon(d *Delivery) {
 	if d.state.CompareAndSwap(stateRunning, stateAbandoned) {
 		c.cfg.Counters.Abandoned.Add(1)
 		d.cancel(sqsapi.ErrClosed)
-		c.cfg.Log.Warn(c.cfg.Name+": stop deadline reached; cancelling handler and releasing its request",
+		c.cfg.Log.Warn(c.cfg.Name+": stop deadline reached; cancelling handler and releasing its message",
 			slog.String("queue_url", c.cfg.QueueURL), slog.String("request_id", d.key))
 		c.release(d, 0)
 	}

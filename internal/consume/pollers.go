@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"time"
 
 	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/poll"
@@ -61,8 +62,8 @@ func (c *consumer) poll() {
 // many messages as there are free handler slots (at most 10).
 type poller struct{ c *consumer }
 
-// Want waits for a free handler slot and takes up to 10; it returns 0 when
-// receiving stops.
+// Want waits for a free handler slot and takes up to 10, then for
+// Config.Pace; it returns 0 when receiving stops.
 func (p poller) Want() int {
 	c := p.c
 	// Checked first: select picks at random among ready cases, and a free
@@ -78,24 +79,34 @@ func (p poller) Want() int {
 		return 0
 	}
 	n := 1
+more:
 	for n < sqsapi.MaxReceiveMessages {
 		select {
 		case c.slots <- struct{}{}:
 			n++
 		default:
-			return n
+			break more
 		}
+	}
+	if c.cfg.Pace != nil && c.cfg.Pace(c.paceCtx) != nil {
+		c.releaseSlots(n)
+		c.pollerExit()
+		return 0
 	}
 	return n
 }
 
-// Handle starts a handler per received message, hands back what a stopped
-// receive returned, and decides whether the poller goes on.
+// Handle starts a handler per received message (a batch handler per
+// receive), hands back what a stopped receive returned, and decides
+// whether the poller goes on.
 func (p poller) Handle(res poll.Result) bool {
 	c := p.c
 	n := c.cfg.Counters
 	got := len(res.Messages)
-	c.releaseSlots(res.Asked - got)
+	if c.batch == nil || got == 0 || res.Stopped {
+		// A message holds its slot; a batch holds them all (below).
+		c.releaseSlots(res.Asked - got)
+	}
 	if res.Stopped {
 		// Stopping: hand these back untouched rather than start work.
 		for _, m := range res.Messages {
@@ -106,8 +117,11 @@ func (p poller) Handle(res poll.Result) bool {
 		return false
 	}
 	if res.Err != nil {
-		if awserr.IsQueueDoesNotExist(res.Err) {
-			c.cfg.Log.Error(c.cfg.Name+": request queue does not exist; Serve stops", slog.String("queue_url", c.cfg.QueueURL), slog.Any("error", res.Err))
+		gone := awserr.IsQueueDoesNotExist(res.Err)
+		if gone || c.cfg.GiveUp != nil && c.cfg.GiveUp(res.Err, res.Transient, res.Failures) {
+			if gone {
+				c.cfg.Log.Error(c.cfg.Name+": queue does not exist; stopping", slog.String("queue_url", c.cfg.QueueURL), slog.Any("error", res.Err))
+			}
 			c.setFatal(fmt.Errorf("%s: receiving from %s: %w", c.cfg.Name, c.cfg.QueueURL, res.Err))
 			c.pollerExit()
 			return false
@@ -124,18 +138,32 @@ func (p poller) Handle(res poll.Result) bool {
 	n.Receives.Add(1)
 	if got == 0 {
 		n.EmptyReceives.Add(1)
+		if c.cfg.StopWhenEmpty {
+			c.setEmpty()
+			c.pollerExit()
+			return false
+		}
 		return !c.retirePoller()
 	}
 	n.Received.Add(int64(got))
 	if c.cfg.OnReceive != nil && got > 1 {
 		c.cfg.OnReceive(res.Messages)
 	}
-	for _, m := range res.Messages {
+	if c.batch != nil {
 		c.handlers.Add(1)
-		c.pool.Go(func() { c.handle(m, res.At) })
+		c.pool.Go(func() { c.handleBatch(res.Messages, res.At, res.Asked) })
+	} else {
+		for _, m := range res.Messages {
+			c.handlers.Add(1)
+			c.pool.Go(func() { c.handleOne(m, res.At) })
+		}
 	}
 	c.sizer.Note(res.At, got)
-	switch want := c.sizer.Want(res.At, c.cfg.Latency()); {
+	var lat time.Duration
+	if c.cfg.Latency != nil {
+		lat = c.cfg.Latency()
+	}
+	switch want := c.sizer.Want(res.At, lat); {
 	case got == res.Asked && len(c.slots) < cap(c.slots), int(c.nPollers.Load()) < want:
 		// A full receive with slots still free: there is a backlog that
 		// one poller's round trips cannot drain fast enough. Or messages

@@ -85,6 +85,9 @@ type Result struct {
 	// Delay is the backoff the loop waits after a failed receive before
 	// calling Want again, when Handle returns true.
 	Delay time.Duration
+	// Failures is the number of consecutive failed receives of the loop,
+	// this one included (counted across its pollers); 0 after a success.
+	Failures int
 	// Stopped reports that the loop was stopped before the receive returned
 	// (or before it was made, with no Messages and no Err). Messages must
 	// then be handed back (visibility 0), not processed; the poller ends
@@ -212,6 +215,7 @@ func (l *Loop) Run(c Consumer) {
 			}
 			f := l.failures.Add(1)
 			res.Transient = awserr.IsTransient(err)
+			res.Failures = int(f)
 			res.Delay = l.cfg.Backoff.Delay(int(f) - 1)
 			if !c.Handle(res) {
 				return
