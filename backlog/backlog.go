@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -33,13 +32,13 @@ var countAttributes = []types.QueueAttributeName{
 	types.QueueAttributeNameApproximateNumberOfMessagesDelayed,
 }
 
-// GetCounts reads a queue's counts with one GetQueueAttributes call.
-func GetCounts(ctx context.Context, client AttributesGetter, queueURL string) (Counts, error) {
+// getCounts reads a queue's counts with one GetQueueAttributes call.
+func getCounts(ctx context.Context, op string, client AttributesGetter, queueURL string) (Counts, error) {
 	if client == nil {
-		return Counts{}, wire.Invalid("backlog.GetCounts", "client", "must not be nil")
+		return Counts{}, wire.Invalid(op, "client", "must not be nil")
 	}
 	if queueURL == "" || wire.IsVirtualQueueURL(queueURL) {
-		return Counts{}, wire.Invalid("backlog.GetCounts", "queueURL", "%q is not a queue URL", queueURL)
+		return Counts{}, wire.Invalid(op, "queueURL", "%q is not a queue URL", queueURL)
 	}
 	out, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(queueURL), AttributeNames: countAttributes})
 	if err != nil {
@@ -63,13 +62,10 @@ func GetCounts(ctx context.Context, client AttributesGetter, queueURL string) (C
 
 // Figures are the backlog-per-worker figures of a queue.
 type Figures struct {
-	QueueURL string `json:"queue_url,omitempty"`
 	Counts
 	// Messages is the backlog counted: Visible, plus InFlight and Delayed
-	// when Options include them; Counted names them ("visible",
-	// "visible+in-flight", ...).
-	Messages int64  `json:"messages"`
-	Counted  string `json:"counted"`
+	// when Options include them.
+	Messages int64 `json:"messages"`
 	// Workers is the number of running workers the figures are for.
 	Workers int `json:"workers"`
 	// BacklogPerWorker is Messages / Workers (Messages when Workers is 0).
@@ -78,17 +74,14 @@ type Figures struct {
 	ProcessingTime time.Duration `json:"processing_time_ns"`
 	// TargetBacklogPerWorker is the backlog a worker clears within the
 	// acceptable latency: MaxConcurrency x AcceptableLatency / ProcessingTime.
-	// 0 when the processing time is not known yet.
+	// 0 when the processing time or the acceptable latency is not known:
+	// there is no target then.
 	TargetBacklogPerWorker float64 `json:"target_backlog_per_worker"`
 	// DesiredWorkers is ceil(Messages / TargetBacklogPerWorker), clamped
 	// to [MinWorkers, MaxWorkers]. Without a target it is Workers (at
 	// least 1 while messages wait), clamped.
 	DesiredWorkers int `json:"desired_workers"`
 }
-
-// HasTarget reports whether the processing time was known, so that
-// TargetBacklogPerWorker and DesiredWorkers follow from it.
-func (f Figures) HasTarget() bool { return f.TargetBacklogPerWorker > 0 }
 
 // Compute returns the figures for counts c under the options.
 func Compute(c Counts, optFns ...func(*Options)) (Figures, error) {
@@ -106,27 +99,21 @@ func Measure(ctx context.Context, client AttributesGetter, queueURL string, optF
 	if err != nil {
 		return Figures{}, err
 	}
-	c, err := GetCounts(ctx, client, queueURL)
+	c, err := getCounts(ctx, "backlog.Measure", client, queueURL)
 	if err != nil {
 		return Figures{}, err
 	}
-	f := compute(c, o, o.ProcessingTime, o.Workers)
-	f.QueueURL = queueURL
-	return f, nil
+	return compute(c, o, o.ProcessingTime, o.Workers), nil
 }
 
 func compute(c Counts, o Options, processing time.Duration, workers int) Figures {
 	f := Figures{Counts: c, Messages: c.Visible, Workers: workers, ProcessingTime: processing}
-	counted := []string{"visible"}
 	if o.IncludeInFlight {
 		f.Messages += c.InFlight
-		counted = append(counted, "in-flight")
 	}
 	if o.IncludeDelayed {
 		f.Messages += c.Delayed
-		counted = append(counted, "delayed")
 	}
-	f.Counted = strings.Join(counted, "+")
 	f.BacklogPerWorker = float64(f.Messages) / float64(max(workers, 1))
 	desired := workers
 	if processing > 0 && o.AcceptableLatency > 0 {

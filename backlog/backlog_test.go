@@ -10,10 +10,12 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/backlog"
 	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -26,26 +28,26 @@ func TestCompute(t *testing.T) {
 	}{
 		{"aws recipe", func(o *backlog.Options) {
 			o.Workers, o.AcceptableLatency, o.ProcessingTime = 4, 10*time.Second, 100*time.Millisecond
-		}, backlog.Figures{Messages: 1000, Counted: "visible", Workers: 4, BacklogPerWorker: 250, TargetBacklogPerWorker: 100, DesiredWorkers: 10}},
+		}, backlog.Figures{Messages: 1000, Workers: 4, BacklogPerWorker: 250, TargetBacklogPerWorker: 100, DesiredWorkers: 10}},
 		{"in flight and delayed", func(o *backlog.Options) {
 			o.IncludeInFlight, o.IncludeDelayed = true, true
 			o.Workers, o.AcceptableLatency, o.ProcessingTime = 4, 10*time.Second, 100*time.Millisecond
-		}, backlog.Figures{Messages: 1100, Counted: "visible+in-flight+delayed", Workers: 4, BacklogPerWorker: 275, TargetBacklogPerWorker: 100, DesiredWorkers: 11}},
+		}, backlog.Figures{Messages: 1100, Workers: 4, BacklogPerWorker: 275, TargetBacklogPerWorker: 100, DesiredWorkers: 11}},
 		{"concurrency", func(o *backlog.Options) {
 			o.Workers, o.MaxConcurrency, o.AcceptableLatency, o.ProcessingTime = 2, 10, time.Second, 100*time.Millisecond
-		}, backlog.Figures{Messages: 1000, Counted: "visible", Workers: 2, BacklogPerWorker: 500, TargetBacklogPerWorker: 100, DesiredWorkers: 10}},
+		}, backlog.Figures{Messages: 1000, Workers: 2, BacklogPerWorker: 500, TargetBacklogPerWorker: 100, DesiredWorkers: 10}},
 		{"clamped to max", func(o *backlog.Options) {
 			o.Workers, o.AcceptableLatency, o.ProcessingTime, o.MaxWorkers = 4, time.Second, 100*time.Millisecond, 50
-		}, backlog.Figures{Messages: 1000, Counted: "visible", Workers: 4, BacklogPerWorker: 250, TargetBacklogPerWorker: 10, DesiredWorkers: 50}},
+		}, backlog.Figures{Messages: 1000, Workers: 4, BacklogPerWorker: 250, TargetBacklogPerWorker: 10, DesiredWorkers: 50}},
 		{"latency below processing time", func(o *backlog.Options) {
 			o.Workers, o.AcceptableLatency, o.ProcessingTime = 1, 50*time.Millisecond, 200*time.Millisecond
-		}, backlog.Figures{Messages: 1000, Counted: "visible", Workers: 1, BacklogPerWorker: 1000, TargetBacklogPerWorker: 0.25, DesiredWorkers: 4000}},
+		}, backlog.Figures{Messages: 1000, Workers: 1, BacklogPerWorker: 1000, TargetBacklogPerWorker: 0.25, DesiredWorkers: 4000}},
 		{"no workers", func(o *backlog.Options) {
 			o.AcceptableLatency, o.ProcessingTime = 10*time.Second, 100*time.Millisecond
-		}, backlog.Figures{Messages: 1000, Counted: "visible", BacklogPerWorker: 1000, TargetBacklogPerWorker: 100, DesiredWorkers: 10}},
+		}, backlog.Figures{Messages: 1000, BacklogPerWorker: 1000, TargetBacklogPerWorker: 100, DesiredWorkers: 10}},
 		{"unknown processing time", func(o *backlog.Options) {
 			o.AcceptableLatency = time.Second
-		}, backlog.Figures{Messages: 1000, Counted: "visible", BacklogPerWorker: 1000, DesiredWorkers: 1}},
+		}, backlog.Figures{Messages: 1000, BacklogPerWorker: 1000, DesiredWorkers: 1}},
 	}
 	for _, tc := range cases {
 		got, err := backlog.Compute(c, tc.fn)
@@ -109,7 +111,7 @@ func TestMeasureKnownQueueStates(t *testing.T) {
 			t.Fatal(err)
 		}
 		if f.Counts != (backlog.Counts{Visible: 7, InFlight: 2, Delayed: 3}) || f.Messages != 7 || f.BacklogPerWorker != 3.5 ||
-			f.TargetBacklogPerWorker != 2 || f.DesiredWorkers != 4 || f.QueueURL != q {
+			f.TargetBacklogPerWorker != 2 || f.DesiredWorkers != 4 {
 			t.Errorf("figures %+v", f)
 		}
 		if n := counter.Total(); n != 1 {
@@ -130,7 +132,7 @@ func TestMeasureKnownQueueStates(t *testing.T) {
 }
 
 // TestMonitor measures through a Monitor with a changing processing time
-// and reads the figures through OnFigures, Last and the expvar.
+// and reads the figures through its Observer, Last and the expvar.
 func TestMonitor(t *testing.T) {
 	b := sqstestenv.SQSTest(t)
 	client, _ := b.Client(t)
@@ -153,12 +155,13 @@ func TestMonitor(t *testing.T) {
 		o.AcceptableLatency = time.Second
 		o.ProcessingTimeFunc = func() time.Duration { mu.Lock(); defer mu.Unlock(); return processing }
 		o.WorkersFunc = func() int { return 3 }
-		o.OnFigures = func(f backlog.Figures, err error) {
-			if err != nil {
-				t.Error(err)
+		o.Observer = observe.Func(func(_ context.Context, e observe.Event) func(*types.Message, error) {
+			if e.Kind != observe.Measured || e.Queue != *out.QueueUrl || e.Err != nil {
+				t.Errorf("event %+v", e)
 			}
-			got <- f
-		}
+			got <- e.Detail.(backlog.Figures)
+			return nil
+		})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -188,7 +191,7 @@ func TestMonitor(t *testing.T) {
 	if err := json.Unmarshal([]byte(m.Var().String()), &v); err != nil {
 		t.Fatal(err)
 	}
-	if v["desired_workers"] != float64(15) || v["counted"] != "visible" || v["visible"] != float64(30) || v["measured_at"] == "" {
+	if v["desired_workers"] != float64(15) || v["counted"] != "visible" || v["visible"] != float64(30) || v["measured_at"] == "" || v["queue_url"] != *out.QueueUrl {
 		t.Fatalf("expvar value %v", v)
 	}
 }

@@ -10,14 +10,15 @@
 // the AWS recipe) by default; Options.IncludeInFlight adds the received and
 // not yet deleted ones (ApproximateNumberOfMessagesNotVisible, KEDA's
 // default) and Options.IncludeDelayed the delayed ones
-// (ApproximateNumberOfMessagesDelayed). Figures.Counted says which were
-// counted. The counts are approximate on SQS and may lag by about a minute.
+// (ApproximateNumberOfMessagesDelayed). The counts are approximate on SQS
+// and may lag by about a minute.
 //
 // Compute works on counts you have; Measure reads them with one
 // GetQueueAttributes call; a Monitor measures periodically and publishes
-// the last figures through a callback, Last, or an expvar.Var. A worker
-// that runs a responder knows its own average processing time
-// (responder.Stats.AverageProcessingTime), so it can compute the target:
+// the last figures to its Observer (observe.Measured events), through
+// Last, or as an expvar.Var. A worker that runs a responder knows its own
+// average processing time (responder.Stats.AverageProcessingTime), so it
+// can compute the target:
 //
 //	m, err := backlog.NewMonitor(sqsClient, queueURL, func(o *backlog.Options) {
 //		o.AcceptableLatency = 2 * time.Second

@@ -33,8 +33,8 @@ func ExampleMeasure() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Printf("%d %s messages, %.0f per worker, target %.0f per worker, desired workers %d\n",
-		f.Messages, f.Counted, f.BacklogPerWorker, f.TargetBacklogPerWorker, f.DesiredWorkers)
+	fmt.Printf("%d visible messages, %.0f per worker, target %.0f per worker, desired workers %d\n",
+		f.Messages, f.BacklogPerWorker, f.TargetBacklogPerWorker, f.DesiredWorkers)
 	// Output:
 	// 250 visible messages, 125 per worker, target 100 per worker, desired workers 3
 }

@@ -9,11 +9,12 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/callback"
 	"github.com/tempqueues/tempqueues/internal/wire"
+	"github.com/tempqueues/tempqueues/observe"
 )
 
 // Monitor measures a queue's figures periodically, so that a process (a
 // worker running a responder, say) can publish its own view for a scaler:
-// through Options.OnFigures, through Last, or as an expvar.Var.
+// to Options.Observer, through Last, or as an expvar.Var.
 type Monitor struct {
 	client   AttributesGetter
 	queueURL string
@@ -47,7 +48,7 @@ func (m *Monitor) Run(ctx context.Context) error {
 	t := time.NewTicker(m.opts.Period)
 	defer t.Stop()
 	for {
-		m.Measure(ctx)
+		m.measure(ctx)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -56,9 +57,9 @@ func (m *Monitor) Run(ctx context.Context) error {
 	}
 }
 
-// Measure takes one measurement now, records it as the last and passes it
-// to OnFigures.
-func (m *Monitor) Measure(ctx context.Context) (Figures, error) {
+// measure takes one measurement now, records it as the last and tells the
+// Observer.
+func (m *Monitor) measure(ctx context.Context) {
 	processing, workers := m.opts.ProcessingTime, m.opts.Workers
 	if m.opts.ProcessingTimeFunc != nil {
 		processing = m.opts.ProcessingTimeFunc()
@@ -67,12 +68,11 @@ func (m *Monitor) Measure(ctx context.Context) (Figures, error) {
 		workers = m.opts.WorkersFunc()
 	}
 	var f Figures
-	c, err := GetCounts(ctx, m.client, m.queueURL)
+	c, err := getCounts(ctx, "backlog.Monitor", m.client, m.queueURL)
 	if err == nil {
 		f = compute(c, m.opts, max(processing, 0), max(workers, 0))
-		f.QueueURL = m.queueURL
 	} else if ctx.Err() != nil {
-		return f, err // stopping: not a failure worth reporting
+		return // stopping: not a failure worth reporting
 	} else {
 		m.opts.Logger.Warn("backlog: measurement failed", slog.String("queue_url", m.queueURL), slog.Any("err", err))
 	}
@@ -82,10 +82,9 @@ func (m *Monitor) Measure(ctx context.Context) (Figures, error) {
 	}
 	m.err = err
 	m.mu.Unlock()
-	if fn := m.opts.OnFigures; fn != nil {
-		callback.Run(m.opts.Logger, "backlog: Options.OnFigures", func() { fn(f, err) })
+	if m.opts.Observer != nil {
+		callback.Observe(ctx, m.opts.Logger, m.opts.Observer, observe.Event{Kind: observe.Measured, Queue: m.queueURL, Detail: f, Err: err})
 	}
-	return f, err
 }
 
 // Last returns the last successful measurement and its time (zero before
@@ -97,18 +96,21 @@ func (m *Monitor) Last() (Figures, time.Time, error) {
 }
 
 // Var returns an expvar.Var whose value is the last figures, as JSON
-// (snake_case keys, plus "measured_at" and "error"). Publish it under a
-// name of your choice:
+// (snake_case keys, plus "queue_url", "counted" (the counts the backlog is
+// made of: "visible", "visible+in-flight", ...), "measured_at" and
+// "error"). Publish it under a name of your choice:
 //
 //	expvar.Publish("requests_backlog", monitor.Var())
 func (m *Monitor) Var() expvar.Var {
 	return expvar.Func(func() any {
 		f, at, err := m.Last()
 		v := struct {
+			QueueURL string `json:"queue_url"`
 			Figures
+			Counted    string    `json:"counted"`
 			MeasuredAt time.Time `json:"measured_at"`
 			Error      string    `json:"error,omitempty"`
-		}{Figures: f, MeasuredAt: at}
+		}{QueueURL: m.queueURL, Figures: f, Counted: counted(m.opts), MeasuredAt: at}
 		if err != nil {
 			v.Error = err.Error()
 		}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/deflog"
 	"github.com/tempqueues/tempqueues/internal/wire"
+	"github.com/tempqueues/tempqueues/observe"
 )
 
 // Options configure Compute, Measure and a Monitor; each uses the fields
@@ -43,17 +44,18 @@ type Options struct {
 	ProcessingTimeFunc func() time.Duration
 	// WorkersFunc, if set, is read at each measurement in place of Workers.
 	WorkersFunc func() int
-	// OnFigures, if set, receives each measurement, or its error, from the
-	// Monitor's goroutine. It must not block for long.
-	OnFigures func(Figures, error)
+	// Observer, if set, is told of each measurement of a Monitor, on its
+	// goroutine: an observe.Measured event whose Queue is the queue, Detail
+	// the Figures (zero when Err is set) and Err a failed measurement's
+	// error. It must not block.
+	Observer observe.Observer
 	// Logger receives failed measurements at Warn; nil logs operational failures (Warn and above) through
 	// slog.Default(), each message at most once a minute;
 	// slog.New(slog.DiscardHandler) silences it.
 	Logger *slog.Logger
 }
 
-// DefaultPeriod is the default measuring period of a Monitor.
-const DefaultPeriod = 30 * time.Second
+const defaultPeriod = 30 * time.Second
 
 func buildOptions(op string, optFns []func(*Options)) (Options, error) {
 	var o Options
@@ -66,7 +68,7 @@ func buildOptions(op string, optFns []func(*Options)) (Options, error) {
 		o.MaxConcurrency = 1
 	}
 	if o.Period == 0 {
-		o.Period = DefaultPeriod
+		o.Period = defaultPeriod
 	}
 	o.Logger = deflog.Or(o.Logger)
 	switch {
@@ -84,4 +86,17 @@ func buildOptions(op string, optFns []func(*Options)) (Options, error) {
 		return o, wire.Invalid(op, "Period", "%v is below 1s", o.Period)
 	}
 	return o, nil
+}
+
+// counted names the counts the backlog is made of: "visible",
+// "visible+in-flight", ...
+func counted(o Options) string {
+	s := "visible"
+	if o.IncludeInFlight {
+		s += "+in-flight"
+	}
+	if o.IncludeDelayed {
+		s += "+delayed"
+	}
+	return s
 }

@@ -61,12 +61,12 @@ func (l *Redrive) HandleSQSEvent(ctx context.Context, ev events.SQSEvent) (event
 		for i, rec := range recs {
 			msgs[i] = continueReplayCount(Message(rec))
 		}
-		evs, err := l.rd.Process(ctx, msgs)
+		done, err := l.rd.Process(ctx, msgs)
 		if err != nil {
 			return events.SQSEventResponse{}, err
 		}
-		for i, e := range evs {
-			if !e.Done() {
+		for i, ok := range done {
+			if !ok {
 				resp.BatchItemFailures = append(resp.BatchItemFailures, events.SQSBatchItemFailure{ItemIdentifier: recs[i].MessageId})
 			}
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
 	"github.com/tempqueues/tempqueues/lambdatempq"
+	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/redrive"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -47,12 +48,15 @@ func TestRedriveMovesABatch(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		var events []redrive.Event
+		var events []observe.Event // Process tells its observer on the function's goroutine
 		fn, err := lambdatempq.NewRedrive(client, dlq, func(o *redrive.Options) {
 			o.Target, o.ParkingQueue = target, parking
 			o.MaxAttempts = 3
 			o.BackoffBase, o.BackoffCap = time.Second, 2*time.Second
-			o.OnEvent = func(ev redrive.Event) { events = append(events, ev) }
+			o.Observer = observe.Func(func(_ context.Context, e observe.Event) func(*types.Message, error) {
+				events = append(events, e)
+				return nil
+			})
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -76,7 +80,7 @@ func TestRedriveMovesABatch(t *testing.T) {
 		}
 		// What went where, with which count and delay ceiling.
 		want := map[string]struct {
-			action  redrive.Action
+			action  string
 			attempt int
 		}{
 			"fresh": {redrive.ActionReplay, 1}, "ours-1": {redrive.ActionReplay, 2}, "aws-1": {redrive.ActionReplay, 2},
@@ -88,11 +92,12 @@ func TestRedriveMovesABatch(t *testing.T) {
 		for i, ev := range events {
 			body := aws.ToString(msgs[i].Body)
 			w := want[body]
-			if ev.Action != w.action || ev.Attempt != w.attempt || ev.Err != nil {
-				t.Errorf("%s: %s attempt %d err %v, want %s attempt %d", body, ev.Action, ev.Attempt, ev.Err, w.action, w.attempt)
+			d, _ := ev.Detail.(redrive.Detail)
+			if ev.Kind != observe.Redriven || ev.Reason != w.action || d.Attempt != w.attempt || ev.Err != nil {
+				t.Errorf("%s: %v %s attempt %d err %v, want %s attempt %d", body, ev.Kind, ev.Reason, d.Attempt, ev.Err, w.action, w.attempt)
 			}
-			if ceiling := time.Second << (w.attempt - 1); ev.Action == redrive.ActionReplay && ev.Delay > min(ceiling, 2*time.Second) {
-				t.Errorf("%s: delay %v above the full-jitter ceiling", body, ev.Delay)
+			if ceiling := time.Second << (w.attempt - 1); ev.Reason == redrive.ActionReplay && ev.Duration > min(ceiling, 2*time.Second) {
+				t.Errorf("%s: delay %v above the full-jitter ceiling", body, ev.Duration)
 			}
 		}
 		replayed := receive(t, client, target, 3, 15*time.Second)

@@ -37,7 +37,7 @@ func TestDelayBounds(t *testing.T) {
 		ceiling := min(10*time.Minute, time.Second<<n)
 		var hi time.Duration
 		for range 500 {
-			d := r.Delay(n)
+			d := r.policy.Delay(n)
 			if d < 0 || d > ceiling {
 				t.Fatalf("attempt %d: delay %v outside [0, %v]", n, d, ceiling)
 			}
@@ -52,11 +52,11 @@ func TestDelayBounds(t *testing.T) {
 		o.clock = clock.Clock{Int64NFunc: func(n int64) int64 { return n - 1 }}
 	})
 	for n, want := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second} {
-		if got := pinned.Delay(n); got != want {
+		if got := pinned.policy.Delay(n); got != want {
 			t.Errorf("pinned attempt %d: %v, want %v", n, got, want)
 		}
 	}
-	if got := pinned.Delay(60); got != 10*time.Minute {
+	if got := pinned.policy.Delay(60); got != 10*time.Minute {
 		t.Errorf("attempt 60: %v, want the cap", got)
 	}
 }
@@ -77,7 +77,7 @@ func TestJitterIsUniform(t *testing.T) {
 		var hist [buckets]int
 		var sum float64
 		for range samples {
-			d := r.Delay(n)
+			d := r.policy.Delay(n)
 			sum += float64(d)
 			hist[min(buckets-1, int(float64(d)/float64(ceiling)*buckets))]++
 		}
@@ -150,15 +150,15 @@ func TestDecideLongDelays(t *testing.T) {
 	p := &pass{r: r, target: r.opts.Target}
 	m := types.Message{MessageId: aws.String("m1"), Body: aws.String("b")}
 	pl := p.decide(m, now)
-	if pl.ev.Action != ActionSchedule || pl.ev.Queue != r.dlq || pl.entry.DelaySeconds != 900 || !pl.ev.Due.Equal(now.Add(20*time.Hour)) {
-		t.Fatalf("first decision %+v, delay %d", pl.ev, pl.entry.DelaySeconds)
+	if pl.action != ActionSchedule || pl.detail.To != r.dlq || pl.entry.DelaySeconds != 900 || !pl.detail.Due.Equal(now.Add(20*time.Hour)) {
+		t.Fatalf("first decision %+v, delay %d", pl, pl.entry.DelaySeconds)
 	}
 	copyMsg := types.Message{MessageId: aws.String("m2"), Body: m.Body, MessageAttributes: pl.entry.MessageAttributes}
 	at := now.Add(900 * time.Second)
 	waits := 0
 	for {
 		pl := p.decide(copyMsg, at)
-		if pl.ev.Action == ActionReplay {
+		if pl.action == ActionReplay {
 			if pl.entry.DelaySeconds < 0 || pl.entry.DelaySeconds > 900 || at.Add(time.Duration(pl.entry.DelaySeconds)*time.Second).Before(now.Add(20*time.Hour)) {
 				t.Fatalf("replay at %v with delay %d misses the due time", at.Sub(now), pl.entry.DelaySeconds)
 			}
@@ -167,8 +167,8 @@ func TestDecideLongDelays(t *testing.T) {
 			}
 			break
 		}
-		if pl.ev.Action != ActionWait || pl.hop <= 0 || pl.hop > 43200 {
-			t.Fatalf("at %v: %+v hop %d", at.Sub(now), pl.ev, pl.hop)
+		if pl.action != ActionWait || pl.hop <= 0 || pl.hop > 43200 {
+			t.Fatalf("at %v: %+v hop %d", at.Sub(now), pl, pl.hop)
 		}
 		waits++
 		at = at.Add(time.Duration(pl.hop) * time.Second)
@@ -191,8 +191,8 @@ func TestWholeSecondsAreUniform(t *testing.T) {
 		for range samples {
 			pl := p.decide(types.Message{MessageId: aws.String("m"), Body: aws.String("b")}, time.Now())
 			s := int(pl.entry.DelaySeconds)
-			if s < 0 || s > top || pl.ev.Delay != time.Duration(s)*time.Second {
-				t.Fatalf("ceiling %v: DelaySeconds %d, event delay %v", ceiling, s, pl.ev.Delay)
+			if s < 0 || s > top || pl.delay != time.Duration(s)*time.Second {
+				t.Fatalf("ceiling %v: DelaySeconds %d, event delay %v", ceiling, s, pl.delay)
 			}
 			hist[s]++
 		}

@@ -53,18 +53,19 @@
 // (the requester's TempQueues.RequestId and ResponseQueueUrl two more). A
 // message that already has 10 other attributes, or would exceed 1 MiB with
 // the attribute, cannot be replayed with its count: it is parked unchanged
-// with the reason *NoRoomError (ErrNoRoom), rather than left to loop on
-// the dead-letter queue or replayed without a count. A malformed attempt
-// attribute parks the message too (ErrBadAttempt).
+// with the cause ErrNoRoom, rather than left to loop on the dead-letter
+// queue or replayed without a count. A malformed attempt attribute parks
+// the message too (ErrBadAttempt).
 //
 // # Dry run, progress, rate
 //
 // With Options.DryRun, Drain receives every message once, reports the
 // action it would take (with a sample delay) and makes the messages
 // visible again at the end; it sends, deletes and re-hides nothing. Only
-// the dead-letter queue's receive counts change. Options.OnEvent receives
-// an Event per message, and Drain and Run return a Report with the counts.
-// Options.RateLimit bounds the messages handled per second.
+// the dead-letter queue's receive counts change. Options.Observer is told
+// of each message (an observe.Redriven event, its Detail a Detail), and
+// Drain and Run return a Report with the counts. Options.RateLimit bounds
+// the messages handled per second.
 //
 // # Stopping
 //

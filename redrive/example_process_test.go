@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/redrive"
 	"github.com/tempqueues/tempqueues/sqsapi"
 	"github.com/tempqueues/tempqueues/sqstest"
@@ -38,6 +39,10 @@ func ExampleRedriver_Process() {
 	}
 	rd, err := redrive.New(client, dlq, func(o *redrive.Options) {
 		o.Target, o.ParkingQueue, o.MaxAttempts = source, parking, 3
+		o.Observer = observe.Func(func(_ context.Context, e observe.Event) func(*types.Message, error) {
+			fmt.Printf("%s: %s, attempt %d\n", *e.Message.Body, e.Reason, e.Detail.(redrive.Detail).Attempt)
+			return nil
+		})
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -46,14 +51,16 @@ func ExampleRedriver_Process() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	events, err := rd.Process(ctx, got.Messages)
+	done, err := rd.Process(ctx, got.Messages)
 	if err != nil {
 		log.Fatal(err)
 	}
-	for i, ev := range events {
-		fmt.Printf("%s: %s, attempt %d, done %v\n", *got.Messages[i].Body, ev.Action, ev.Attempt, ev.Done())
+	for i, m := range got.Messages {
+		fmt.Printf("%s: done %v\n", *m.Body, done[i])
 	}
 	// Output:
-	// job replayed 1: replay, attempt 2, done true
-	// job replayed 3: park, attempt 3, done true
+	// job replayed 1: replay, attempt 2
+	// job replayed 3: park, attempt 3
+	// job replayed 1: done true
+	// job replayed 3: done true
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/redrive"
 	"github.com/tempqueues/tempqueues/sqsapi"
 	"github.com/tempqueues/tempqueues/sqstest"
@@ -44,9 +45,11 @@ func Example() {
 		o.ParkingQueue = parking // the target is the DLQ's source queue, "orders"
 		o.MaxAttempts = 3
 		o.BackoffBase, o.BackoffCap = time.Second, time.Minute
-		o.OnEvent = func(ev redrive.Event) {
-			fmt.Printf("%s: attempt %d, reason: %v\n", ev.Action, ev.Attempt, ev.Reason)
-		}
+		o.Observer = observe.Func(func(_ context.Context, e observe.Event) func(*types.Message, error) {
+			d := e.Detail.(redrive.Detail)
+			fmt.Printf("%s: attempt %d, cause: %v\n", e.Reason, d.Attempt, d.Cause)
+			return nil
+		})
 	})
 	if err != nil {
 		panic(err)
@@ -57,7 +60,7 @@ func Example() {
 	}
 	fmt.Printf("received %d, replayed %d, parked %d, failed %d\n", rep.Received, rep.Replayed, rep.Parked, rep.Failed)
 	// Output:
-	// replay: attempt 3, reason: <nil>
-	// park: attempt 3, reason: redrive: maximum replay attempts reached
+	// replay: attempt 3, cause: <nil>
+	// park: attempt 3, cause: redrive: maximum replay attempts reached
 	// received 2, replayed 1, parked 1, failed 0
 }

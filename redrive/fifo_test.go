@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/clock"
+	"github.com/tempqueues/tempqueues/internal/testkit/observetest"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
 	"github.com/tempqueues/tempqueues/redrive"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -80,8 +81,9 @@ func TestFIFOReplay(t *testing.T) {
 		parking := createFIFO(t, client, "parking", false)
 		// Every jitter draws 0: replays go at once.
 		clk := clock.Clock{NowFunc: time.Now, Int64NFunc: func(int64) int64 { return 0 }}
+		var rec observetest.Recorder
 		rd, err := redrive.New(client, dlq, func(o *redrive.Options) {
-			o.Target, o.ParkingQueue = target, parking
+			o.Target, o.ParkingQueue, o.Observer = target, parking, &rec
 		}, redrive.WithClock(clk))
 		if err != nil {
 			t.Fatalf("New with a FIFO dead-letter queue: %v", err)
@@ -131,9 +133,10 @@ func TestFIFOReplay(t *testing.T) {
 			t.Fatalf("received %d from the dead-letter queue, want 1", len(msgs))
 		}
 		for i := range 2 {
-			events, err := rd.Process(ctx, msgs)
-			if err != nil || len(events) != 1 || events[0].Action != redrive.ActionReplay || !events[0].Done() {
-				t.Fatalf("Process %d = %+v, %v", i, events, err)
+			before := len(redriven(t, &rec))
+			done, err := rd.Process(ctx, msgs)
+			if events := redriven(t, &rec)[before:]; err != nil || len(done) != 1 || !done[0] || len(events) != 1 || events[0].Action != redrive.ActionReplay {
+				t.Fatalf("Process %d = %v, %v; events %+v", i, done, err, events)
 			}
 		}
 		check("replayed twice", 1)
@@ -153,15 +156,16 @@ func TestFIFODelay(t *testing.T) {
 		now := time.Now()
 		// Every jitter draws its ceiling: replay 1 waits BackoffBase.
 		clk := clock.Clock{NowFunc: func() time.Time { return now }, Int64NFunc: func(n int64) int64 { return n - 1 }}
+		var rec observetest.Recorder
 		rd, err := redrive.New(client, dlq, func(o *redrive.Options) {
-			o.Target, o.ParkingQueue = target, parking
+			o.Target, o.ParkingQueue, o.Observer = target, parking, &rec
 			o.BackoffBase = 10 * time.Second
 		}, redrive.WithClock(clk))
 		if err != nil {
 			t.Fatalf("New with a FIFO dead-letter queue: %v", err)
 		}
 		ctx := context.Background()
-		process := func(step string, want redrive.Action) {
+		process := func(step string, want string) {
 			t.Helper()
 			msgs := receiveFIFO(t, client, dlq, false)
 			if len(msgs) != 1 {
@@ -170,9 +174,11 @@ func TestFIFODelay(t *testing.T) {
 			if g := msgs[0].Attributes[string(types.MessageSystemAttributeNameMessageGroupId)]; g != "orders-7" {
 				t.Fatalf("%s: dead letter in group %q, want orders-7", step, g)
 			}
-			events, err := rd.Process(ctx, msgs)
-			if err != nil || len(events) != 1 || events[0].Err != nil || events[0].Action != want {
-				t.Fatalf("%s: Process = %+v, %v; want %s", step, events, err, want)
+			before := len(redriven(t, &rec))
+			done, err := rd.Process(ctx, msgs)
+			events := redriven(t, &rec)[before:]
+			if err != nil || len(done) != 1 || done[0] != (want != redrive.ActionWait) || len(events) != 1 || events[0].Err != nil || events[0].Action != want {
+				t.Fatalf("%s: Process = %v, %v, events %+v; want %s", step, done, err, events, want)
 			}
 			if want == redrive.ActionWait {
 				// Make it visible again for the next step rather than wait

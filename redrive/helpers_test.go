@@ -11,7 +11,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/testkit/observetest"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/observe"
+	"github.com/tempqueues/tempqueues/redrive"
 )
 
 // createQueue creates a queue, deleted when the test ends; a base ending
@@ -93,4 +96,34 @@ func attrValue(m types.Message, name string) string {
 		return "<none>"
 	}
 	return aws.ToString(v.StringValue)
+}
+
+// event is what the tests read of an observe.Redriven event.
+type event struct {
+	Action               string
+	MessageID, RequestID string
+	Attempt              int
+	Delay                time.Duration
+	Due                  time.Time
+	Queue                string // where it was sent (Detail.To)
+	Reason               error  // why it was parked (Detail.Cause)
+	Err                  error
+}
+
+// redriven returns the Redriven events rec holds, in order.
+func redriven(t testing.TB, rec *observetest.Recorder) []event {
+	t.Helper()
+	var out []event
+	for _, e := range rec.Events() {
+		if e.Kind != observe.Redriven {
+			continue
+		}
+		d, ok := e.Detail.(redrive.Detail)
+		if !ok || e.Message == nil {
+			t.Fatalf("Redriven event %+v: want a redrive.Detail and the message", e)
+		}
+		out = append(out, event{Action: e.Reason, MessageID: aws.ToString(e.Message.MessageId), RequestID: e.RequestID,
+			Attempt: d.Attempt, Delay: e.Duration, Due: d.Due, Queue: d.To, Reason: d.Cause, Err: e.Err})
+	}
+	return out
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/tempqueues/tempqueues/internal/clock"
+	"github.com/tempqueues/tempqueues/internal/testkit/observetest"
 	"github.com/tempqueues/tempqueues/redrive"
 	"github.com/tempqueues/tempqueues/sqsapi"
 	"github.com/tempqueues/tempqueues/sqstest"
@@ -29,11 +30,11 @@ func TestDelayBeyond900Seconds(t *testing.T) {
 	start := clk.Now()
 	const delay = 20 * time.Hour
 
-	var events []redrive.Event
+	var rec observetest.Recorder
 	rd, err := redrive.New(client, dlq, func(o *redrive.Options) {
 		o.Target, o.ParkingQueue = target, parking
 		o.BackoffBase, o.BackoffCap = delay, delay
-		o.OnEvent = func(ev redrive.Event) { events = append(events, ev) }
+		o.Observer = &rec
 	}, redrive.WithClock(clock.Clock{NowFunc: clk.Now, Int64NFunc: func(n int64) int64 { return n - 1 }}))
 	if err != nil {
 		t.Fatal(err)
@@ -68,11 +69,12 @@ func TestDelayBeyond900Seconds(t *testing.T) {
 		total.Replayed += rep.Replayed
 		total.Failed += rep.Failed
 		if rep.Failed > 0 {
-			t.Fatalf("a call failed: %v", rep.Err())
+			t.Fatalf("a call failed: %v", rep.Errors)
 		}
 		// Jump to when the dead-letter queue shows a message again.
 		if total.Replayed == 0 {
 			next := clk.Now().Add(12 * time.Hour)
+			events := redriven(t, &rec)
 			for _, ev := range events[len(events)-rep.Received:] {
 				switch ev.Action {
 				case redrive.ActionSchedule:
@@ -85,6 +87,7 @@ func TestDelayBeyond900Seconds(t *testing.T) {
 			clk.Set(next.Add(time.Second))
 		}
 	}
+	events := redriven(t, &rec)
 	if total.Scheduled != 1 || total.Waiting != 2 || total.Replayed != 1 {
 		t.Fatalf("totals %+v, events %+v", total, events)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/clock"
 	"github.com/tempqueues/tempqueues/internal/deflog"
 	"github.com/tempqueues/tempqueues/internal/wire"
+	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -23,17 +24,18 @@ type Client interface {
 
 var _ Client = (*sqs.Client)(nil)
 
-// Defaults and limits of Options.
+// MaxBackoffCap is the largest accepted Options.BackoffCap. A replay
+// delayed beyond SQS's 900 s waits on the dead-letter queue, so keep
+// BackoffCap well below the dead-letter queue's MessageRetentionPeriod too.
+const MaxBackoffCap = 24 * time.Hour
+
+// The defaults of Options.
 const (
-	DefaultBackoffBase       = time.Second
-	DefaultBackoffCap        = 15 * time.Minute
-	DefaultMaxAttempts       = 5
-	DefaultVisibilityTimeout = 30 * time.Second
-	DefaultPollWaitTime      = 20 * time.Second
-	// MaxBackoffCap is the largest accepted BackoffCap. A replay delayed
-	// beyond SQS's 900 s waits on the dead-letter queue, so keep BackoffCap
-	// well below the dead-letter queue's MessageRetentionPeriod too.
-	MaxBackoffCap = 24 * time.Hour
+	defaultBackoffBase       = time.Second
+	defaultBackoffCap        = 15 * time.Minute
+	defaultMaxAttempts       = 5
+	defaultVisibilityTimeout = 30 * time.Second
+	defaultPollWaitTime      = 20 * time.Second
 	// drainWait is the long-poll wait of Drain's receives: a long poll, even
 	// a short one, asks every SQS server, so an empty answer means empty.
 	drainWait = time.Second
@@ -44,7 +46,7 @@ type Options struct {
 	// Target is the URL of the queue messages are replayed to. Default: the
 	// dead-letter queue's source queue, found with
 	// ListDeadLetterSourceQueues on first use; it must be exactly one
-	// queue (a *SourceError otherwise). Some emulators lack that call:
+	// queue (ErrNoSource or ErrAmbiguousSource otherwise). Some emulators lack that call:
 	// name the target there. A FIFO dead-letter queue needs a FIFO
 	// target, a standard one a standard target.
 	Target string
@@ -56,17 +58,18 @@ type Options struct {
 	// BackoffBase and BackoffCap shape the replay delay: replay n (1-based)
 	// waits a uniformly random time in
 	// [0, min(BackoffCap, BackoffBase x 2^(n-1))] (exponential backoff with
-	// full jitter). Defaults DefaultBackoffBase and DefaultBackoffCap;
+	// full jitter). Defaults 1 s and 15 min (or BackoffBase if larger);
 	// BackoffCap may exceed SQS's 900 s limit on DelaySeconds, up to
 	// MaxBackoffCap (see the package documentation for how). SQS delays
 	// whole seconds: up to 900 s the delay is drawn uniformly from the whole
 	// seconds 0 to floor(min(BackoffCap, BackoffBase x 2^(n-1))).
 	BackoffBase, BackoffCap time.Duration
 	// MaxAttempts is how many times a message is replayed; the next time it
-	// reaches the dead-letter queue it is parked. Default
-	// DefaultMaxAttempts.
+	// reaches the dead-letter queue it is parked. Default 5.
 	MaxAttempts int
-	// RateLimit, if positive, bounds the messages handled per second.
+	// RateLimit, if positive, bounds the messages handled per second: a
+	// receive asks for at most that many (10 at most), and the next waits
+	// until the rate allows the messages handled so far.
 	RateLimit float64
 	// DryRun receives the messages and reports what would be done to each,
 	// sending, deleting and re-hiding nothing; the messages are made
@@ -74,12 +77,12 @@ type Options struct {
 	DryRun bool
 
 	// VisibilityTimeout is how long a received message stays hidden while
-	// it is replayed; after a failure it reappears that much later.
-	// Default DefaultVisibilityTimeout.
+	// it is replayed (extended while its batch's calls run); after a
+	// failure it reappears that much later. Default 30 s.
 	VisibilityTimeout time.Duration
 	// PollWaitTime is the long-poll wait of Run's receives, 1 s to 20 s.
-	// Default DefaultPollWaitTime. Drain polls for 1 s and stops at the first
-	// empty answer.
+	// Default 20 s. Drain polls for 1 s and stops at the first empty
+	// answer.
 	PollWaitTime time.Duration
 
 	// Logger receives a record per action at Debug and failures at Warn;
@@ -87,9 +90,16 @@ type Options struct {
 	// slog.Default(), each message at most once a minute;
 	// slog.New(slog.DiscardHandler) silences it.
 	Logger *slog.Logger
-	// OnEvent, if set, is called for each message handled, in order, from
-	// the goroutine of Drain or Run. It must not block for long.
-	OnEvent func(Event)
+	// Observer, if set, is told of each message handled, in order: an
+	// observe.Redriven event whose Reason is the action (ActionReplay,
+	// ActionSchedule, ActionWait or ActionPark; in a dry run, the action
+	// that would be taken), Queue the dead-letter queue, Message the dead
+	// letter, RequestID its TempQueues.RequestId, Duration the delay (the
+	// DelaySeconds of a replay, the whole delay of a scheduled replay, the
+	// time left for a wait), Err the action's failure, and Detail a
+	// Detail. It runs on the goroutine of Drain, Run or Process, and must
+	// not block.
+	Observer observe.Observer
 
 	// clock is the time of due dates and the jitter's random source; tests
 	// replace it (export_test.go).
@@ -105,19 +115,19 @@ func buildOptions(dlqURL string, optFns []func(*Options)) (Options, error) {
 		}
 	}
 	if o.BackoffBase == 0 {
-		o.BackoffBase = DefaultBackoffBase
+		o.BackoffBase = defaultBackoffBase
 	}
 	if o.BackoffCap == 0 {
-		o.BackoffCap = max(DefaultBackoffCap, o.BackoffBase)
+		o.BackoffCap = max(defaultBackoffCap, o.BackoffBase)
 	}
 	if o.MaxAttempts == 0 {
-		o.MaxAttempts = DefaultMaxAttempts
+		o.MaxAttempts = defaultMaxAttempts
 	}
 	if o.VisibilityTimeout == 0 {
-		o.VisibilityTimeout = DefaultVisibilityTimeout
+		o.VisibilityTimeout = defaultVisibilityTimeout
 	}
 	if o.PollWaitTime == 0 {
-		o.PollWaitTime = DefaultPollWaitTime
+		o.PollWaitTime = defaultPollWaitTime
 	}
 	o.Logger = deflog.Or(o.Logger)
 	switch {

@@ -15,17 +15,19 @@ import (
 // 900 s, hide a scheduled copy until due, or park) and the same calls
 // (sends grouped per queue, then the deletes of what was sent, then the
 // visibility hops). The messages need their message attributes, their
-// receipt handles and, to keep a trace, their AWSTraceHeader.
+// receipt handles and, to keep a trace, their AWSTraceHeader. The
+// Observer is told of each, as by Run.
 //
-// It returns one Event per message, in order (also passed to
-// Options.OnEvent). A message is done with, and may be deleted by the
-// caller, unless its Event has Action ActionWait (it must stay hidden on
-// the dead-letter queue) or an Err other than a failed delete (the action
-// failed; it stays on the dead-letter queue). The error is non-nil when
-// the target cannot be found or every later message would fail the same
-// way (a missing queue, denied access). DryRun is refused (an
-// *sqsapi.InvalidInputError): only Drain accepts it.
-func (r *Redriver) Process(ctx context.Context, msgs []types.Message) ([]Event, error) {
+// It reports for each message, in order, whether it is done with on the
+// dead-letter queue, so that a caller that deletes what it was given (a
+// Lambda event source mapping) may delete it: its action happened (a
+// replay whose own delete failed included), and it is not a scheduled
+// copy hidden until due (ActionWait). A message not done must stay: its
+// action failed, or it waits. The error is non-nil when the target cannot
+// be found or every later message would fail the same way (a missing
+// queue, denied access). DryRun is refused (an *sqsapi.InvalidInputError):
+// only Drain accepts it.
+func (r *Redriver) Process(ctx context.Context, msgs []types.Message) (done []bool, err error) {
 	if r.opts.DryRun {
 		return nil, wire.Invalid("redrive.Process", "DryRun", "only Drain accepts a dry run")
 	}
@@ -36,19 +38,4 @@ func (r *Redriver) Process(ctx context.Context, msgs []types.Message) ([]Event, 
 	p := r.newPass(target)
 	defer p.close(ctx)
 	return p.act(ctx, msgs)
-}
-
-// Done reports whether the message an Event describes is finished with on
-// the dead-letter queue, so a caller that deletes what it was given (a
-// Lambda event source mapping) may delete it: its action happened (a
-// replay whose own delete failed included), and it is not a scheduled copy
-// hidden until due.
-func (e Event) Done() bool {
-	if e.Action == ActionWait {
-		return false
-	}
-	if me, ok := e.Err.(*MessageError); ok && me.Op == "DeleteMessageBatch" {
-		return true
-	}
-	return e.Err == nil
 }

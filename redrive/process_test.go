@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/clock"
+	"github.com/tempqueues/tempqueues/internal/testkit/observetest"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
 	"github.com/tempqueues/tempqueues/redrive"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -25,7 +26,7 @@ func TestProcessDecidesAsDrain(t *testing.T) {
 		now := time.Now()
 		clk := clock.Clock{NowFunc: func() time.Time { return now }, Int64NFunc: func(n int64) int64 { return n - 1 }}
 		attempts := []string{"", "1", "2", "3", "x"} // 3 = MaxAttempts: park; x: malformed
-		results := make([]map[string]redrive.Event, 2)
+		results := make([]map[string]event, 2)
 		for run := range 2 {
 			dlq := createQueue(t, client, fmt.Sprint("pdlq", run), nil)
 			target := createQueue(t, client, fmt.Sprint("ptarget", run), nil)
@@ -37,27 +38,21 @@ func TestProcessDecidesAsDrain(t *testing.T) {
 				}
 				sendMsg(t, client, dlq, fmt.Sprint("m", i), attrs)
 			}
+			var rec observetest.Recorder
 			rd, err := redrive.New(client, dlq, func(o *redrive.Options) {
-				o.Target, o.ParkingQueue = target, parking
+				o.Target, o.ParkingQueue, o.Observer = target, parking, &rec
 				o.MaxAttempts = 3
 				o.BackoffBase, o.BackoffCap = 300*time.Second, 2400*time.Second // attempt 2 and 3 go beyond 900 s
 			}, redrive.WithClock(clk))
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := map[string]redrive.Event{}
+			got := map[string]event{}
 			if run == 0 {
-				var events []redrive.Event
-				rd2, _ := redrive.New(client, dlq, func(o *redrive.Options) {
-					o.Target, o.ParkingQueue = target, parking
-					o.MaxAttempts = 3
-					o.BackoffBase, o.BackoffCap = 300*time.Second, 2400*time.Second
-					o.OnEvent = func(ev redrive.Event) { events = append(events, ev) }
-				}, redrive.WithClock(clk))
-				if _, err := rd2.Drain(context.Background()); err != nil {
+				if _, err := rd.Drain(context.Background()); err != nil {
 					t.Fatal(err)
 				}
-				for _, ev := range events {
+				for _, ev := range redriven(t, &rec) {
 					got[ev.RequestID] = ev
 				}
 			} else {
@@ -65,16 +60,20 @@ func TestProcessDecidesAsDrain(t *testing.T) {
 				if len(msgs) != len(attempts) {
 					t.Fatalf("received %d of %d", len(msgs), len(attempts))
 				}
-				events, err := rd.Process(context.Background(), msgs)
+				done, err := rd.Process(context.Background(), msgs)
 				if err != nil {
 					t.Fatal(err)
+				}
+				events := redriven(t, &rec)
+				if len(done) != len(msgs) || len(events) != len(msgs) {
+					t.Fatalf("Process: %d results, %d events for %d messages", len(done), len(events), len(msgs))
 				}
 				for i, ev := range events {
 					if ev.MessageID != aws.ToString(msgs[i].MessageId) {
 						t.Errorf("event %d is for %s, message %s", i, ev.MessageID, aws.ToString(msgs[i].MessageId))
 					}
-					if !ev.Done() {
-						t.Errorf("event %+v not done", ev)
+					if !done[i] {
+						t.Errorf("message of event %+v not done", ev)
 					}
 					got[ev.RequestID] = ev
 				}

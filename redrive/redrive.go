@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,75 +21,57 @@ import (
 	"github.com/tempqueues/tempqueues/internal/consume"
 	"github.com/tempqueues/tempqueues/internal/httpbody"
 	"github.com/tempqueues/tempqueues/internal/wire"
+	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
-// Action is what a Redriver did, or would do in a dry run, with a message.
-type Action string
-
-// Actions.
+// The actions, the Reason of the observe.Redriven event of each message
+// handled.
 const (
 	// ActionReplay: sent to the target with DelaySeconds, then deleted
 	// from the dead-letter queue.
-	ActionReplay Action = "replay"
+	ActionReplay = "replay"
 	// ActionSchedule: the replay delay exceeds 900 s, so a copy carrying
 	// the due time was sent back to the dead-letter queue (delayed, and
 	// re-hidden when received early) and the original deleted.
-	ActionSchedule Action = "schedule"
+	ActionSchedule = "schedule"
 	// ActionWait: a scheduled copy received before its due time was hidden
 	// again with ChangeMessageVisibility (a visibility hop).
-	ActionWait Action = "wait"
+	ActionWait = "wait"
 	// ActionPark: sent unchanged to the parking queue, then deleted from
-	// the dead-letter queue. Event.Reason says why.
-	ActionPark Action = "park"
+	// the dead-letter queue. Detail.Cause says why.
+	ActionPark = "park"
 )
 
-// Event describes one message handled. It is passed to Options.OnEvent.
-type Event struct {
-	Action    Action
-	MessageID string // the message's id on the dead-letter queue
-	RequestID string // its TempQueues.RequestId, if any
+// Detail is the Detail of a Redriven event: what redrive alone knows of
+// the action.
+type Detail struct {
 	// Attempt is the number of the replay (1 for the first) for replay,
 	// schedule and wait, and the replays done for park.
 	Attempt int
-	// Delay is the DelaySeconds given to a replay, the whole delay of a
-	// scheduled replay, and the time left for a wait.
-	Delay time.Duration
 	// Due is when a scheduled or waiting replay is due on the target.
 	Due time.Time
-	// Queue is where the message was sent: the target, the dead-letter
-	// queue (schedule) or the parking queue; empty for a wait.
-	Queue string
-	// Reason is why a message was parked: ErrMaxAttempts, a *NoRoomError
-	// or ErrBadAttempt.
-	Reason error
-	// Err is set when the action failed (a *MessageError); the message
-	// stays on the dead-letter queue. For a replay whose delete failed the
-	// replay happened, and it will happen again (a duplicate).
-	Err    error
-	DryRun bool
+	// To is where the message was sent: the target, the dead-letter queue
+	// (schedule) or the parking queue; empty for a wait.
+	To string
+	// Cause is why a message was parked: ErrMaxAttempts, ErrNoRoom or
+	// ErrBadAttempt.
+	Cause error
 }
 
 // Report counts what a Drain or Run did (in a dry run, would have done).
 type Report struct {
-	DeadLetterQueue string
-	Target          string
-	DryRun          bool
-	Received        int // messages received from the dead-letter queue (in a dry run, distinct ones)
-	Replayed        int // sent back to the target
-	Scheduled       int // delays beyond 900 s: copies sent to wait on the dead-letter queue
-	Waiting         int // scheduled copies hidden again until due
-	Parked          int // sent to the parking queue
-	NoRoom          int // of Parked: no room for the attempt attribute
-	Failed          int // left on the dead-letter queue after an error
-	DeleteErrors    int // sent, but not deleted from the dead-letter queue: will be sent again
-	// Errors holds the first 100 per-message errors.
-	Errors   []error
-	Duration time.Duration
+	Received  int // messages received from the dead-letter queue (in a dry run, distinct ones)
+	Replayed  int // sent back to the target
+	Scheduled int // delays beyond 900 s: copies sent to wait on the dead-letter queue
+	Waiting   int // scheduled copies hidden again until due
+	Parked    int // sent to the parking queue
+	Failed    int // left on the dead-letter queue after an error
+	// Errors holds the first 100 per-message errors: the failed actions,
+	// and the deletes that failed after a send (that message will be sent
+	// again).
+	Errors []error
 }
-
-// Err joins the per-message errors, nil when there were none.
-func (r Report) Err() error { return errors.Join(r.Errors...) }
 
 const maxReportErrors = 100
 
@@ -138,14 +121,10 @@ func New(client Client, dlqURL string, optFns ...func(*Options)) (*Redriver, err
 	}, nil
 }
 
-// Delay returns a random replay delay for a message replayed attempts
-// times before: uniform in [0, min(BackoffCap, BackoffBase x 2^attempts)].
-func (r *Redriver) Delay(attempts int) time.Duration { return r.policy.Delay(attempts) }
-
 // Target returns the queue messages are replayed to: Options.Target, or
 // the dead-letter queue's only source queue. The latter costs one
-// ListDeadLetterSourceQueues call, on first use; a *SourceError reports no
-// source or several.
+// ListDeadLetterSourceQueues call, on first use; ErrNoSource or
+// ErrAmbiguousSource reports no source or several.
 func (r *Redriver) Target(ctx context.Context) (string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -156,8 +135,12 @@ func (r *Redriver) Target(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("redrive: ListDeadLetterSourceQueues on %s (name the target if the server lacks the call): %w", r.dlq, err)
 	}
-	if len(out.QueueUrls) != 1 {
-		return "", &SourceError{DeadLetterQueue: r.dlq, Sources: out.QueueUrls}
+	switch len(out.QueueUrls) {
+	case 0:
+		return "", fmt.Errorf("%w: no queue names %s as its dead-letter queue: set the target", ErrNoSource, r.dlq)
+	case 1:
+	default:
+		return "", fmt.Errorf("%w: %s is the dead-letter queue of %d queues (%s): set the target", ErrAmbiguousSource, r.dlq, len(out.QueueUrls), strings.Join(out.QueueUrls, ", "))
 	}
 	t := out.QueueUrls[0]
 	if isFIFO(t) != isFIFO(r.dlq) || t == r.opts.ParkingQueue {
@@ -194,7 +177,7 @@ func (r *Redriver) Drain(ctx context.Context) (Report, error) {
 // fix; throttling and server errors are retried with backoff.
 func (r *Redriver) Run(ctx context.Context) (Report, error) {
 	if r.opts.DryRun {
-		return Report{DeadLetterQueue: r.dlq, DryRun: true}, ErrDryRunOnlyDrain
+		return Report{}, ErrDryRunOnlyDrain
 	}
 	return r.run(ctx, false)
 }
@@ -227,7 +210,6 @@ func (r *Redriver) newPass(target string) *pass {
 	return &pass{
 		r:      r,
 		target: target,
-		rep:    Report{DeadLetterQueue: r.dlq, Target: target, DryRun: r.opts.DryRun},
 		sends:  batch.NewSends(r.client, 2),
 		dels:   batch.NewDeletes(r.client, 2, 0),
 		vis:    batch.NewVisibilities(r.client, 2),
@@ -251,7 +233,7 @@ func (r *Redriver) run(ctx context.Context, drain bool) (Report, error) {
 	start := time.Now()
 	target, err := r.Target(ctx)
 	if err != nil {
-		return Report{DeadLetterQueue: r.dlq, DryRun: r.opts.DryRun, Duration: time.Since(start)}, err
+		return Report{}, err
 	}
 	p := r.newPass(target)
 	defer p.close(ctx)
@@ -270,10 +252,9 @@ func (r *Redriver) run(ctx context.Context, drain bool) (Report, error) {
 	if err == nil && drain && !p.finished && counters.EmptyReceives.Load() == 0 {
 		err = ctx.Err() // Drain did not get to the end
 	}
-	p.rep.Duration = time.Since(start)
 	r.opts.Logger.Info("redrive: done", slog.String("dlq", r.dlq), slog.String("target", target), slog.Bool("dry_run", r.opts.DryRun),
 		slog.Int("received", p.rep.Received), slog.Int("replayed", p.rep.Replayed), slog.Int("scheduled", p.rep.Scheduled),
-		slog.Int("parked", p.rep.Parked), slog.Int("failed", p.rep.Failed))
+		slog.Int("parked", p.rep.Parked), slog.Int("failed", p.rep.Failed), slog.Duration("duration", time.Since(start)))
 	return p.rep, err
 }
 
@@ -386,30 +367,31 @@ func (p *pass) unseen(msgs []types.Message) []types.Message {
 
 // plan is the action decided for one message.
 type plan struct {
-	m      types.Message
-	ev     Event
-	entry  types.SendMessageBatchRequestEntry // for sends to ev.Queue
-	hop    int32                              // for ActionWait: visibility seconds
-	err    error                              // set when the action failed
-	delErr error                              // set when the delete after the send failed
+	m         types.Message
+	id        string // the message's id on the dead-letter queue
+	requestID string
+	action    string
+	delay     time.Duration // as the Observer's Event.Duration
+	detail    Detail
+	entry     types.SendMessageBatchRequestEntry // for sends to detail.To
+	hop       int32                              // for ActionWait: visibility seconds
+	err       error                              // set when the action failed
+	delErr    error                              // set when the delete after the send failed
 }
 
 // decide chooses the action for m at now.
 func (p *pass) decide(m types.Message, now time.Time) *plan {
 	o := p.r.opts
 	fifo := isFIFO(p.r.dlq)
-	pl := &plan{m: m, ev: Event{MessageID: aws.ToString(m.MessageId), DryRun: o.DryRun}}
-	if v, ok := m.MessageAttributes[sqsapi.RequestIDAttribute]; ok {
-		pl.ev.RequestID = aws.ToString(v.StringValue)
-	}
+	pl := &plan{m: m, id: aws.ToString(m.MessageId), requestID: requestID(m)}
 	pl.entry = types.SendMessageBatchRequestEntry{MessageBody: m.Body, MessageAttributes: m.MessageAttributes}
 	if th, ok := m.Attributes[string(types.MessageSystemAttributeNameAWSTraceHeader)]; ok && th != "" {
 		pl.entry.MessageSystemAttributes = map[string]types.MessageSystemAttributeValue{
 			string(types.MessageSystemAttributeNameAWSTraceHeader): {DataType: aws.String("String"), StringValue: aws.String(th)},
 		}
 	}
-	park := func(reason error) *plan {
-		pl.ev.Action, pl.ev.Queue, pl.ev.Reason = ActionPark, o.ParkingQueue, reason
+	park := func(cause error) *plan {
+		pl.action, pl.detail.To, pl.detail.Cause = ActionPark, o.ParkingQueue, cause
 		return pl // sent unchanged
 	}
 	a, ok := parseAttempt(m)
@@ -417,7 +399,7 @@ func (p *pass) decide(m types.Message, now time.Time) *plan {
 	case !ok:
 		return park(ErrBadAttempt)
 	case !a.due.IsZero(): // a scheduled copy
-		pl.ev.Attempt, pl.ev.Due = a.n, a.due
+		pl.detail.Attempt, pl.detail.Due = a.n, a.due
 		left := a.due.Sub(now)
 		// The part of the delay the target's DelaySeconds takes; on FIFO
 		// queues none, so the copy waits here until due.
@@ -427,34 +409,34 @@ func (p *pass) decide(m types.Message, now time.Time) *plan {
 		}
 		if left > onTarget {
 			hop := int32(math.Ceil((left - onTarget).Seconds()))
-			pl.ev.Action, pl.ev.Delay = ActionWait, left
+			pl.action, pl.delay = ActionWait, left
 			// Counted from the receipt just made; leave a minute for the
 			// 12-hour cap since receipt.
 			pl.hop = min(hop, sqsapi.MaxVisibilityTimeout-60)
 			return pl
 		}
 		secs := int32(math.Ceil(max(left, 0).Seconds()))
-		pl.ev.Action, pl.ev.Queue, pl.ev.Delay = ActionReplay, p.target, time.Duration(secs)*time.Second
+		pl.action, pl.detail.To, pl.delay = ActionReplay, p.target, time.Duration(secs)*time.Second
 		pl.entry.MessageAttributes = withAttempt(m.MessageAttributes, attempt{n: a.n})
 		pl.entry.DelaySeconds = secs
 		return pl
 	case a.n >= o.MaxAttempts:
-		pl.ev.Attempt = a.n
+		pl.detail.Attempt = a.n
 		return park(ErrMaxAttempts)
 	}
 	next := attempt{n: a.n + 1}
-	pl.ev.Attempt = next.n
+	pl.detail.Attempt = next.n
 	// Room for the attribute, checked with its longest (scheduled) form.
 	longest := withAttempt(m.MessageAttributes, attempt{n: next.n, due: now.Add(MaxBackoffCap)})
 	if others := len(longest) - 1; others >= sqsapi.MaxMessageAttributes || wire.MessageSize(m.Body, longest) > sqsapi.MaxMessageSize {
-		pl.ev.Attempt = a.n
-		return park(&NoRoomError{MessageID: pl.ev.MessageID, Attributes: others, Size: wire.MessageSize(m.Body, longest)})
+		pl.detail.Attempt = a.n
+		return park(fmt.Errorf("%w: message %s has %d other attributes, and %d bytes with it", ErrNoRoom, pl.id, others, wire.MessageSize(m.Body, longest)))
 	}
 	d := p.r.policy.Delay(a.n)
 	if d <= maxDelay {
 		secs := wholeSeconds(d, p.r.policy.Ceiling(a.n))
 		if !fifo || secs == 0 {
-			pl.ev.Action, pl.ev.Queue, pl.ev.Delay = ActionReplay, p.target, time.Duration(secs)*time.Second
+			pl.action, pl.detail.To, pl.delay = ActionReplay, p.target, time.Duration(secs)*time.Second
 			pl.entry.MessageAttributes = withAttempt(m.MessageAttributes, next)
 			pl.entry.DelaySeconds = secs
 			return pl
@@ -463,7 +445,7 @@ func (p *pass) decide(m types.Message, now time.Time) *plan {
 		d = time.Duration(secs) * time.Second
 	}
 	next.due = now.Add(d)
-	pl.ev.Action, pl.ev.Queue, pl.ev.Delay, pl.ev.Due = ActionSchedule, p.r.dlq, d, next.due
+	pl.action, pl.detail.To, pl.delay, pl.detail.Due = ActionSchedule, p.r.dlq, d, next.due
 	pl.entry.MessageAttributes = withAttempt(m.MessageAttributes, next)
 	if !fifo {
 		pl.entry.DelaySeconds = int32(min(maxDelay, d-maxDelay) / time.Second)
@@ -505,11 +487,12 @@ func wholeSeconds(d, ceiling time.Duration) int32 {
 // act decides and carries out the actions for messages received
 // together: the sends (one SendMessageBatch per destination queue), then
 // the deletes of the messages sent (one DeleteMessageBatch), and the
-// visibility hops; a dry run only decides. It returns one Event per
-// message, in order, and an error only when the whole pass should stop.
+// visibility hops; a dry run only decides. It reports for each message
+// whether it is done with on the dead-letter queue (Process), and returns
+// an error only when the whole pass should stop.
 // The calls run on after ctx is cancelled, within callTimeout, so that a
 // batch is never half done.
-func (p *pass) act(ctx context.Context, msgs []types.Message) ([]Event, error) {
+func (p *pass) act(ctx context.Context, msgs []types.Message) ([]bool, error) {
 	o := p.r.opts
 	now := o.clock.Now()
 	plans := make([]*plan, len(msgs))
@@ -522,15 +505,15 @@ func (p *pass) act(ctx context.Context, msgs []types.Message) ([]Event, error) {
 		defer cancel()
 		p.execute(cctx, plans)
 	}
-	events := make([]Event, len(plans))
+	done := make([]bool, len(plans))
 	var fatal error
 	for i, pl := range plans {
-		events[i] = p.account(pl)
+		done[i] = p.account(ctx, pl)
 		if pl.err != nil && fatal == nil && isFatal(pl.err) {
 			fatal = pl.err
 		}
 	}
-	return events, fatal
+	return done, fatal
 }
 
 func (p *pass) execute(ctx context.Context, plans []*plan) {
@@ -539,11 +522,11 @@ func (p *pass) execute(ctx context.Context, plans []*plan) {
 	byQueue := make(map[string][]*plan)
 	var hops []*plan
 	for _, pl := range plans {
-		if pl.ev.Action == ActionWait {
+		if pl.action == ActionWait {
 			hops = append(hops, pl)
 			continue
 		}
-		q := pl.ev.Queue
+		q := pl.detail.To
 		if _, ok := byQueue[q]; !ok {
 			queues = append(queues, q)
 		}
@@ -561,7 +544,7 @@ func (p *pass) execute(ctx context.Context, plans []*plan) {
 		}
 		for i, res := range p.sends.DoAll(ctx, q, entries) {
 			if res.Err != nil {
-				group[i].err = &MessageError{MessageID: group[i].ev.MessageID, Op: "SendMessageBatch", Queue: q, Err: res.Err}
+				group[i].err = &actionError{messageID: group[i].id, op: "SendMessageBatch", queue: q, err: res.Err}
 				continue
 			}
 			sent = append(sent, group[i])
@@ -575,7 +558,7 @@ func (p *pass) execute(ctx context.Context, plans []*plan) {
 		}
 		for i, res := range p.dels.DoAll(ctx, p.r.dlq, handles) {
 			if res.Err != nil {
-				sent[i].delErr = &MessageError{MessageID: sent[i].ev.MessageID, Op: "DeleteMessageBatch", Queue: p.r.dlq, Err: res.Err}
+				sent[i].delErr = &actionError{messageID: sent[i].id, op: "DeleteMessageBatch", queue: p.r.dlq, err: res.Err}
 			}
 		}
 	}
@@ -586,32 +569,33 @@ func (p *pass) execute(ctx context.Context, plans []*plan) {
 		}
 		for i, res := range p.vis.DoAll(ctx, p.r.dlq, vs) {
 			if res.Err != nil {
-				hops[i].err = &MessageError{MessageID: hops[i].ev.MessageID, Op: "ChangeMessageVisibilityBatch", Queue: p.r.dlq, Err: res.Err}
+				hops[i].err = &actionError{messageID: hops[i].id, op: "ChangeMessageVisibilityBatch", queue: p.r.dlq, err: res.Err}
 			}
 		}
 	}
 }
 
-// account counts a plan's outcome, logs it, reports its event and
-// returns it.
-func (p *pass) account(pl *plan) Event {
+// account counts a plan's outcome, logs it, tells the Observer, and
+// reports whether the message is done with on the dead-letter queue: its
+// action happened (a replay whose own delete failed included), and it is
+// not a scheduled copy hidden until due.
+func (p *pass) account(ctx context.Context, pl *plan) bool {
 	o := p.r.opts
-	ev := pl.ev
 	rep := &p.rep
 	addErr := func(err error) {
 		if len(rep.Errors) < maxReportErrors {
 			rep.Errors = append(rep.Errors, err)
 		}
 	}
+	err := pl.err
 	switch {
 	case pl.err != nil:
-		ev.Err = pl.err
 		rep.Failed++
 		addErr(pl.err)
-		o.Logger.Warn("redrive: action failed; the message stays on the dead-letter queue", slog.String("action", string(ev.Action)),
-			slog.String("message_id", ev.MessageID), slog.Any("err", pl.err))
+		o.Logger.Warn("redrive: action failed; the message stays on the dead-letter queue", slog.String("action", pl.action),
+			slog.String("message_id", pl.id), slog.Any("err", pl.err))
 	default:
-		switch ev.Action {
+		switch pl.action {
 		case ActionReplay:
 			rep.Replayed++
 		case ActionSchedule:
@@ -620,23 +604,21 @@ func (p *pass) account(pl *plan) Event {
 			rep.Waiting++
 		case ActionPark:
 			rep.Parked++
-			if errors.Is(ev.Reason, ErrNoRoom) {
-				rep.NoRoom++
-			}
 		}
 		if pl.delErr != nil {
-			ev.Err = pl.delErr
-			rep.DeleteErrors++
+			err = pl.delErr
 			addErr(pl.delErr)
-			o.Logger.Warn("redrive: sent but not deleted; the message will be sent again", slog.String("message_id", ev.MessageID), slog.Any("err", pl.delErr))
+			o.Logger.Warn("redrive: sent but not deleted; the message will be sent again", slog.String("message_id", pl.id), slog.Any("err", pl.delErr))
 		}
-		o.Logger.Debug("redrive: "+string(ev.Action), slog.String("message_id", ev.MessageID), slog.String("request_id", ev.RequestID),
-			slog.Int("attempt", ev.Attempt), slog.Duration("delay", ev.Delay), slog.String("queue", ev.Queue), slog.Bool("dry_run", ev.DryRun))
+		o.Logger.Debug("redrive: "+pl.action, slog.String("message_id", pl.id), slog.String("request_id", pl.requestID),
+			slog.Int("attempt", pl.detail.Attempt), slog.Duration("delay", pl.delay), slog.String("queue", pl.detail.To), slog.Bool("dry_run", o.DryRun))
 	}
-	if fn := o.OnEvent; fn != nil {
-		callback.Run(o.Logger, "redrive: Options.OnEvent", func() { fn(ev) })
+	if o.Observer != nil {
+		m := pl.m
+		callback.Observe(ctx, o.Logger, o.Observer, observe.Event{Kind: observe.Redriven, Queue: p.r.dlq, Message: &m,
+			RequestID: pl.requestID, Reason: pl.action, Duration: pl.delay, Err: err, Detail: pl.detail})
 	}
-	return ev
+	return pl.action != ActionWait && pl.err == nil
 }
 
 // isFatal reports a failure that every following message would meet too:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/clock"
+	"github.com/tempqueues/tempqueues/internal/testkit/observetest"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
 	"github.com/tempqueues/tempqueues/redrive"
 	"github.com/tempqueues/tempqueues/responder"
@@ -65,7 +67,7 @@ func TestPoisonRequestReplayedThenParked(t *testing.T) {
 			}))
 		}()
 
-		var events []redrive.Event
+		var rec observetest.Recorder
 		rd, err := redrive.New(client, dlq, func(o *redrive.Options) {
 			o.ParkingQueue = parking
 			if b.Name == "fauxqs" {
@@ -74,7 +76,7 @@ func TestPoisonRequestReplayedThenParked(t *testing.T) {
 			o.MaxAttempts = 2
 			o.BackoffBase, o.BackoffCap = time.Second, 10*time.Second
 			o.PollWaitTime = time.Second
-			o.OnEvent = func(ev redrive.Event) { events = append(events, ev) }
+			o.Observer = &rec
 		}, redrive.WithClock(clock.Clock{Int64NFunc: func(n int64) int64 { return n - 1 }})) // always the ceiling
 		if err != nil {
 			t.Fatal(err)
@@ -139,6 +141,7 @@ func TestPoisonRequestReplayedThenParked(t *testing.T) {
 			}
 		}
 		var actions []string
+		events := redriven(t, &rec)
 		for _, ev := range events {
 			actions = append(actions, fmt.Sprintf("%s/%d/%v", ev.Action, ev.Attempt, ev.Delay))
 			if ev.Err != nil || ev.RequestID != "req-42" {
@@ -168,10 +171,10 @@ func TestDryRunChangesNothing(t *testing.T) {
 		sendMsg(t, client, dlq, "a", nil)
 		sendMsg(t, client, dlq, "b", map[string]types.MessageAttributeValue{sqsapi.RedriveAttemptAttribute: strAttr("1")})
 		sendMsg(t, client, dlq, "c", map[string]types.MessageAttributeValue{sqsapi.RedriveAttemptAttribute: strAttr("3")})
-		var events []redrive.Event
+		var rec observetest.Recorder
 		rd, err := redrive.New(client, dlq, func(o *redrive.Options) {
 			o.Target, o.ParkingQueue, o.MaxAttempts, o.DryRun = target, parking, 3, true
-			o.OnEvent = func(ev redrive.Event) { events = append(events, ev) }
+			o.Observer = &rec
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -181,7 +184,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !rep.DryRun || rep.Received != 3 || rep.Replayed != 2 || rep.Parked != 1 || len(events) != 3 || !events[0].DryRun {
+		if events := redriven(t, &rec); rep.Received != 3 || rep.Replayed != 2 || rep.Parked != 1 || len(events) != 3 {
 			t.Errorf("report %+v, %d events", rep, len(events))
 		}
 		for _, op := range []string{"SendMessage", "SendMessageBatch", "DeleteMessage", "DeleteMessageBatch"} {
@@ -226,14 +229,10 @@ func TestAttributeBudget(t *testing.T) {
 			MessageSystemAttributes: map[string]types.MessageSystemAttributeValue{"AWSTraceHeader": {DataType: aws.String("String"), StringValue: aws.String(trace)}}}); err != nil {
 			t.Fatal(err)
 		}
-		var reasons []error
+		var rec observetest.Recorder
 		rd, err := redrive.New(client, dlq, func(o *redrive.Options) {
 			o.Target, o.ParkingQueue, o.BackoffBase, o.BackoffCap = target, parking, time.Millisecond, time.Millisecond
-			o.OnEvent = func(ev redrive.Event) {
-				if ev.Action == redrive.ActionPark {
-					reasons = append(reasons, ev.Reason)
-				}
-			}
+			o.Observer = &rec
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -242,8 +241,13 @@ func TestAttributeBudget(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var nr *redrive.NoRoomError
-		if rep.Parked != 1 || rep.NoRoom != 1 || rep.Replayed != 1 || len(reasons) != 1 || !errors.As(reasons[0], &nr) || !errors.Is(reasons[0], redrive.ErrNoRoom) || nr.Attributes != 10 {
+		var reasons []error
+		for _, ev := range redriven(t, &rec) {
+			if ev.Action == redrive.ActionPark {
+				reasons = append(reasons, ev.Reason)
+			}
+		}
+		if rep.Parked != 1 || rep.Replayed != 1 || len(reasons) != 1 || !errors.Is(reasons[0], redrive.ErrNoRoom) || !strings.Contains(reasons[0].Error(), "has 10 other attributes") {
 			t.Fatalf("report %+v, reasons %v", rep, reasons)
 		}
 		p := receiveAll(t, client, parking, 5*time.Second)
@@ -327,8 +331,7 @@ func TestTargetFromSourceQueues(t *testing.T) {
 	}
 	createQueue(t, client, "src2", map[string]string{"RedrivePolicy": policy})
 	_, err := newRedriver().Target(ctx)
-	var se *redrive.SourceError
-	if !errors.Is(err, redrive.ErrAmbiguousSource) || !errors.As(err, &se) || len(se.Sources) != 2 {
+	if !errors.Is(err, redrive.ErrAmbiguousSource) || !strings.Contains(err.Error(), src) {
 		t.Fatalf("two sources: %v", err)
 	}
 	if _, err := newRedriver().Drain(ctx); !errors.Is(err, redrive.ErrAmbiguousSource) {
@@ -350,8 +353,7 @@ func TestMissingTargetStopsTheRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	rep, err := rd.Drain(context.Background())
-	var me *redrive.MessageError
-	if !errors.As(err, &me) || !awserr.IsQueueDoesNotExist(err) || rep.Failed != 1 {
+	if !awserr.IsQueueDoesNotExist(err) || !strings.Contains(err.Error(), "SendMessageBatch") || rep.Failed != 1 {
 		t.Fatalf("Drain = %+v, %v", rep, err)
 	}
 	if c := counts(t, client, dlq); c[0]+c[1] != 1 {

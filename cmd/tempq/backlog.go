@@ -6,7 +6,10 @@ import (
 	"io"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
 	"github.com/tempqueues/tempqueues/backlog"
+	"github.com/tempqueues/tempqueues/observe"
 )
 
 func runBacklog(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -58,15 +61,25 @@ func runBacklog(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
+	counted := "visible"
+	if *inFlight {
+		counted += "+in-flight"
+	}
+	if *delayed {
+		counted += "+delayed"
+	}
 	show := func(f backlog.Figures) error {
+		hasTarget := f.TargetBacklogPerWorker > 0
 		if *asJSON {
 			return writeJSON(stdout, struct {
+				QueueURL string `json:"queue_url"`
 				backlog.Figures
-				HasTarget bool `json:"has_target"`
-			}{f, f.HasTarget()})
+				Counted   string `json:"counted"`
+				HasTarget bool   `json:"has_target"`
+			}{queueURL, f, counted, hasTarget})
 		}
 		target, desired := "unknown (pass --latency and --processing)", fmt.Sprint(f.DesiredWorkers)
-		if f.HasTarget() {
+		if hasTarget {
 			target = fmt.Sprintf("%.1f  (%d x %v / %v)", f.TargetBacklogPerWorker, *concurrency, *latency, *processing)
 		} else {
 			desired += " (no target: the running workers, at least 1 with a backlog)"
@@ -76,7 +89,7 @@ func runBacklog(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			perWorker = "- (no workers running)"
 		}
 		_, err := fmt.Fprintf(stdout, "queue             %s\nmessages          %d %s  (visible %d, in flight %d, delayed %d)\nworkers           %d\nbacklog/worker    %s\ntarget/worker     %s\ndesired workers   %s\n",
-			queueNameOf(queueURL), f.Messages, f.Counted, f.Visible, f.InFlight, f.Delayed, f.Workers, perWorker, target, desired)
+			queueNameOf(queueURL), f.Messages, counted, f.Visible, f.InFlight, f.Delayed, f.Workers, perWorker, target, desired)
 		return err
 	}
 	if *watch == 0 {
@@ -88,7 +101,8 @@ func runBacklog(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	var showErr error
 	m, err := backlog.NewMonitor(env.Client, queueURL, optFn, func(o *backlog.Options) {
-		o.OnFigures = func(f backlog.Figures, err error) {
+		o.Observer = observe.Func(func(_ context.Context, e observe.Event) func(*types.Message, error) {
+			f, err := e.Detail.(backlog.Figures), e.Err
 			if err != nil {
 				// The monitor measures again at the next period: an
 				// error here is reported, not fatal (so it has no code).
@@ -97,7 +111,7 @@ func runBacklog(ctx context.Context, args []string, stdout, stderr io.Writer) er
 				} else {
 					fmt.Fprintf(stderr, "tempq backlog: %v\n", err)
 				}
-				return
+				return nil
 			}
 			if !*asJSON {
 				fmt.Fprintf(stdout, "--- %s\n", time.Now().Format(time.RFC3339))
@@ -105,7 +119,8 @@ func runBacklog(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			if err := show(f); err != nil && showErr == nil {
 				showErr = err
 			}
-		}
+			return nil
+		})
 	})
 	if err != nil {
 		return flagError(err, backlogFlags)

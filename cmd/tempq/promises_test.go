@@ -113,12 +113,26 @@ func TestUnknownCommandSuggests(t *testing.T) {
 // Errors name the command's flags, not the library's fields: redrive
 // without a source queue says --target.
 func TestRedriveErrorsNameFlags(t *testing.T) {
-	_, ep, create := server(t)
+	client, ep, create := server(t)
 	create("lonely-dlq", nil)
 	create("lonely-parking", nil)
 	_, errOut, code := tempq(t, noEnvEndpoint, append([]string{"redrive", "--dlq", "lonely-dlq", "--parking", "lonely-parking"}, ep...)...)
 	if code != exitUsage || !strings.Contains(errOut, "pass --target QUEUE") || strings.Contains(errOut, "set the target") {
 		t.Errorf("no source queue: code %d, stderr %q", code, errOut)
+	}
+	// Two source queues: both are named.
+	dlq := create("shared-dlq", nil)
+	arn, err := client.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(dlq), AttributeNames: []types.QueueAttributeName{"QueueArn"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy := map[string]string{"RedrivePolicy": `{"deadLetterTargetArn":"` + arn.Attributes["QueueArn"] + `","maxReceiveCount":"3"}`}
+	create("orders-eu", policy)
+	create("orders-us", policy)
+	_, errOut, code = tempq(t, noEnvEndpoint, append([]string{"redrive", "--dlq", "shared-dlq", "--parking", "lonely-parking"}, ep...)...)
+	if code != exitUsage || !strings.Contains(errOut, "shared-dlq is the dead-letter queue of several queues (orders-") ||
+		!strings.Contains(errOut, "orders-eu") || !strings.Contains(errOut, "orders-us") || !strings.Contains(errOut, "pass --target QUEUE") {
+		t.Errorf("two source queues: code %d, stderr %q", code, errOut)
 	}
 }
 

@@ -30,6 +30,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/backlog"
+	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/sqsclient"
 	"github.com/tempqueues/tempqueues/sqstest"
@@ -123,15 +124,16 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 		o.Workers = 1
 		o.MinWorkers, o.MaxWorkers = 1, 20
 		o.ProcessingTimeFunc = func() time.Duration { return worker.Stats().AverageProcessingTime }
-		o.OnFigures = func(f backlog.Figures, err error) {
+		o.Observer = observe.Func(func(_ context.Context, e observe.Event) func(*types.Message, error) {
 			mu.Lock()
 			defer mu.Unlock()
-			if err != nil {
-				fmt.Fprintln(out, "measure:", err)
-				return
+			if e.Err != nil {
+				fmt.Fprintln(out, "measure:", e.Err)
+				return nil
 			}
+			f := e.Detail.(backlog.Figures) // Measured: the only kind a Monitor tells
 			target := "-"
-			if f.HasTarget() {
+			if f.TargetBacklogPerWorker > 0 {
 				target = fmt.Sprintf("%.0f", f.TargetBacklogPerWorker)
 			}
 			fmt.Fprintf(out, "%5.1fs %8d %9d %10.0f %9v %7s %8d\n", time.Since(start).Seconds(), f.Visible, f.InFlight, f.BacklogPerWorker,
@@ -139,7 +141,8 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 			if f.Visible == 0 && f.InFlight == 0 && f.Delayed == 0 {
 				once.Do(func() { close(drained) })
 			}
-		}
+			return nil
+		})
 	})
 	if err != nil {
 		return err

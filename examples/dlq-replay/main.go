@@ -31,6 +31,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/redrive"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
@@ -151,14 +152,16 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 		o.MaxAttempts = *attempts
 		o.BackoffBase, o.BackoffCap = *base, 30*time.Second
 		o.PollWaitTime = time.Second
-		o.OnEvent = func(ev redrive.Event) {
-			switch ev.Action {
+		o.Observer = observe.Func(func(_ context.Context, ev observe.Event) func(*types.Message, error) {
+			d := ev.Detail.(redrive.Detail) // a Redriven event: the only kind redrive tells
+			switch ev.Reason {
 			case redrive.ActionPark:
-				logf("redrive: parked request %s after %d replays: %v", ev.RequestID, ev.Attempt, ev.Reason)
+				logf("redrive: parked request %s after %d replays: %v", ev.RequestID, d.Attempt, d.Cause)
 			default:
-				logf("redrive: %s request %s, attempt %d, delay %v (at most %v)", ev.Action, ev.RequestID, ev.Attempt, ev.Delay, min(30*time.Second, *base<<(ev.Attempt-1)))
+				logf("redrive: %s request %s, attempt %d, delay %v (at most %v)", ev.Reason, ev.RequestID, d.Attempt, ev.Duration, min(30*time.Second, *base<<(d.Attempt-1)))
 			}
-		}
+			return nil
+		})
 	})
 	if err != nil {
 		return err
