@@ -196,8 +196,8 @@ type pass struct {
 	pace   pacer
 	// Batches in a row whose actions all failed.
 	actionFailures int
-	// halted, closed by halt, stops the engine: at ctx's end, after a
-	// fatal error, or when a dry run has seen every message.
+	// halted, closed by halt, stops the engine after a fatal error or
+	// when a dry run has seen every message.
 	halted   chan struct{}
 	haltOnce sync.Once
 	finished bool  // a dry run saw every message
@@ -240,12 +240,8 @@ func (r *Redriver) run(ctx context.Context, drain bool) (Report, error) {
 	if r.opts.DryRun {
 		p.seen = make(map[string]bool)
 	}
-	// The engine runs on until halted: ctx's end is a halt, so that a
-	// batch at hand is never cut short (its calls are bounded by
-	// callTimeout).
-	defer context.AfterFunc(ctx, p.halt)()
 	var counters consume.Counters
-	err = consume.RunBatch(context.WithoutCancel(ctx), r.engine(p, drain, &counters), p.handleBatch)
+	err = consume.RunBatch(ctx, r.engine(p, drain, &counters), p.handleBatch)
 	if err == nil {
 		err = p.err
 	}
@@ -286,8 +282,8 @@ func (r *Redriver) engine(p *pass, drain bool, counters *consume.Counters) consu
 		MaxPollers:        1,
 		PollWaitTime:      wait,
 		VisibilityTimeout: visibility,
-		// Only after a receive failed for good, when no batch runs: the
-		// batch handler's calls are bounded anyway.
+		// Longer than a batch's calls (callTimeout): a batch at hand when
+		// ctx ends is never cut short.
 		DrainTimeout:  2 * callTimeout,
 		MaxVisibility: sqsapi.MaxVisibilityTimeout * time.Second,
 		NoSpare:       true,

@@ -174,6 +174,7 @@ func run(ctx context.Context, cfg Config, h Handler, bh BatchHandler) error {
 		cfg:   cfg,
 		h:     h,
 		batch: bh,
+		ctx:   ctx,
 		base:  context.WithoutCancel(ctx),
 		slots: make(chan struct{}, cfg.MaxConcurrency),
 		fatal: make(chan struct{}),
@@ -301,6 +302,7 @@ type consumer struct {
 	cfg   Config
 	h     Handler         // per message, or
 	batch BatchHandler    // per receive
+	ctx   context.Context // Run's: its end begins the stop
 	base  context.Context // Run's context without its cancellation
 
 	paceCtx  context.Context // Config.Pace's: ends when the stop begins

@@ -68,7 +68,7 @@ func (p poller) Want() int {
 	c := p.c
 	// Checked first: select picks at random among ready cases, and a free
 	// slot must not win over a stop.
-	if c.loop.Stopped() {
+	if c.stopBegun() {
 		c.pollerExit()
 		return 0
 	}
@@ -88,12 +88,29 @@ more:
 			break more
 		}
 	}
-	if c.cfg.Pace != nil && c.cfg.Pace(c.paceCtx) != nil {
+	if c.stopBegun() || c.cfg.Pace != nil && c.cfg.Pace(c.paceCtx) != nil {
 		c.releaseSlots(n)
 		c.pollerExit()
 		return 0
 	}
 	return n
+}
+
+// stopBegun reports whether the stop has begun, or was asked for (ctx's
+// end, Stopping, an empty receive) and the run has not seen it yet: then
+// no receive may start, and what one returns is handed back.
+func (c *consumer) stopBegun() bool {
+	if c.loop.Stopped() || c.ctx.Err() != nil {
+		return true
+	}
+	select {
+	case <-c.cfg.Stopping:
+		return true
+	case <-c.empty:
+		return true
+	default:
+		return false
+	}
 }
 
 // Handle starts a handler per received message (a batch handler per
@@ -103,11 +120,12 @@ func (p poller) Handle(res poll.Result) bool {
 	c := p.c
 	n := c.cfg.Counters
 	got := len(res.Messages)
-	if c.batch == nil || got == 0 || res.Stopped {
+	stopped := res.Stopped || c.stopBegun()
+	if c.batch == nil || got == 0 || stopped {
 		// A message holds its slot; a batch holds them all (below).
 		c.releaseSlots(res.Asked - got)
 	}
-	if res.Stopped {
+	if stopped {
 		// Stopping: hand these back untouched rather than start work.
 		for _, m := range res.Messages {
 			c.release(NewDelivery(m, res.At), 0)
