@@ -41,10 +41,10 @@ import (
 	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/batch"
 	"github.com/tempqueues/tempqueues/internal/callback"
-	"github.com/tempqueues/tempqueues/internal/callcount"
+	"github.com/tempqueues/tempqueues/internal/core"
 	"github.com/tempqueues/tempqueues/internal/deflog"
 	"github.com/tempqueues/tempqueues/internal/hostq"
-	"github.com/tempqueues/tempqueues/internal/httpbody"
+	"github.com/tempqueues/tempqueues/internal/reap"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/reaper"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -185,14 +185,10 @@ const sendsInFlight = 16
 // Requester sends requests and waits for responses. It is safe for
 // concurrent use.
 type Requester struct {
-	owner    *hostq.Owner
-	reaper   *reaper.Reaper
+	core     *core.Core // the host queue's owner and reaper, and the sender
 	opts     Options
 	log      *slog.Logger
-	client   sqsapi.Client // counting
-	calls    *callcount.Counter
 	counters *hostq.Counters
-	sends    *batch.Sends
 
 	host atomic.Pointer[hostq.Host] // the current host, once opened
 
@@ -246,39 +242,25 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 	if err := hostq.CheckAttributes(op, opts.HostQueueAttributes); err != nil {
 		return nil, err
 	}
-	if err := hostq.CheckOwner(op, opts.Prefix, opts.IdleQueueRetention); err != nil {
-		return nil, err
-	}
 	if err := hostq.CheckFIFOPrefix(op, opts.Prefix, opts.HostQueueAttributes); err != nil {
 		return nil, err
 	}
-	if err := hostq.CheckTags(op, opts.HostQueueTags); err != nil {
-		return nil, err
-	}
-	client = httpbody.Ensure(client)
 	r := &Requester{
 		opts:     opts,
 		log:      opts.Logger,
-		calls:    new(callcount.Counter),
 		counters: new(hostq.Counters),
 		pending:  make(map[*Call]struct{}),
 	}
-	r.client = hostq.CountCalls(client, r.calls)
-	rp, err := reaper.New(client, append([]func(*reaper.Options){func(o *reaper.Options) {
-		o.Prefix, o.Logger, o.DisableSweeping = opts.Prefix, opts.Logger, opts.DisableSweeping
-		o.OnQueueGone = func(url string, _ error) { r.owner.Gone(url) }
-	}}, opts.Reaper...)...)
-	if err != nil {
-		return nil, err
-	}
-	r.reaper = rp
-	owner, err := hostq.NewOwner(op, client, hostq.OwnerOptions{
-		Prefix:     opts.Prefix,
-		Retention:  opts.IdleQueueRetention,
-		Heartbeats: rp,
-		Tags:       opts.HostQueueTags,
-		Logger:     opts.Logger,
-		Calls:      r.calls,
+	c, err := core.New(op, client, core.Options{
+		Logger:              opts.Logger,
+		Prefix:              opts.Prefix,
+		Retention:           opts.IdleQueueRetention,
+		Tags:                opts.HostQueueTags,
+		DisableSweeping:     opts.DisableSweeping,
+		Reaper:              reaperConfig(opts),
+		MaxSends:            sendsInFlight,
+		DisableSendBatching: opts.DisableSendBatching,
+		PreferFewerCalls:    opts.PreferFewerCalls,
 		Host: &hostq.Options{
 			Logger:                   opts.Logger,
 			PollWaitTime:             opts.PollWaitTime,
@@ -295,13 +277,9 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 		},
 	})
 	if err != nil {
-		return nil, errors.Join(err, rp.Close(context.Background()))
+		return nil, err
 	}
-	r.owner = owner
-	r.sends = batch.NewSends(r.client, sendsInFlight)
-	if opts.PreferFewerCalls {
-		r.sends.PreferFewerCalls()
-	}
+	r.core = c
 	return r, nil
 }
 
@@ -623,7 +601,7 @@ func (r *Requester) expect(ctx context.Context, call *Call) (*hostq.Host, error)
 // call instead of racing each other out (internal/batch's Expect, which
 // stops heeding a queue's announcements when they go unfulfilled, as for
 // callers that send no next request).
-func (r *Requester) answering(counts []batch.Count) { r.sends.ExpectAll(counts) }
+func (r *Requester) answering(counts []batch.Count) { r.core.Expect(counts) }
 
 // expectWith is expect for any registration on the host.
 func (r *Requester) expectWith(ctx context.Context, register func(*hostq.Host) error) (*hostq.Host, error) {
@@ -631,7 +609,7 @@ func (r *Requester) expectWith(ctx context.Context, register func(*hostq.Host) e
 		host := r.host.Load()
 		if host == nil || host.Closed() {
 			var err error
-			if host, err = r.owner.Open(ctx, r.opts.HostQueueAttributes); err != nil {
+			if host, err = r.core.Open(ctx, r.opts.HostQueueAttributes); err != nil {
 				return nil, err
 			}
 			r.host.Store(host)
@@ -657,23 +635,18 @@ func (r *Requester) closedErr(err error) error {
 	return err
 }
 
-// send sends the request of the caller's operation op, coalescing
-// concurrent sends to one queue. A request to a virtual queue goes to its
-// host queue with the routing attribute. An SQS error names op and the
-// caller's queue, not the call that failed (often a SendMessageBatch the
-// caller never made), and wraps the SDK's error.
+// send sends the request of the caller's operation op through the core's
+// sender, coalescing concurrent sends to one queue. A request to a virtual
+// queue goes to its host queue with the routing attribute. An SQS error
+// names op and the caller's queue.
 func (r *Requester) send(ctx context.Context, op string, in *sqs.SendMessageInput, optFns []func(*sqs.Options)) error {
 	to := aws.ToString(in.QueueUrl)
-	return awserr.ForSend(op, to, r.sendOnce(ctx, in, optFns))
-}
-
-func (r *Requester) sendOnce(ctx context.Context, in *sqs.SendMessageInput, optFns []func(*sqs.Options)) error {
-	if to := aws.ToString(in.QueueUrl); wire.IsVirtualQueueURL(to) {
+	if wire.IsVirtualQueueURL(to) {
 		hostURL, name, _ := wire.ParseVirtualQueueURL(to) // checked by checkRequest
 		in.QueueUrl = aws.String(hostURL)
 		in.MessageAttributes[sqsapi.VirtualQueueNameAttribute] = wire.StringAttribute(name)
 	}
-	_, err := batch.SendMessage(ctx, r.sends, r.client, in, optFns, r.opts.DisableSendBatching)
+	_, err := r.core.Send(ctx, op, to, in, optFns)
 	return err
 }
 
@@ -754,7 +727,7 @@ type Stats struct {
 	// logged once each; and replies to streams that stopped early.
 	LateReplies int64
 	// Calls counts SQS API calls by operation, heartbeats and sweeps
-	// excluded (see Reaper().Stats()).
+	// excluded.
 	Calls map[string]int64
 }
 
@@ -765,13 +738,9 @@ func (r *Requester) Stats() Stats {
 	r.mu.Unlock()
 	return Stats{
 		Sent: r.sent.Load(), Replied: r.replied.Load(), TimedOut: r.timedOut.Load(), Failed: r.failed.Load(),
-		Pending: n, LateReplies: r.counters.Orphaned.Load() + r.late.Load(), Calls: r.calls.Snapshot(),
+		Pending: n, LateReplies: r.counters.Orphaned.Load() + r.late.Load(), Calls: r.core.Calls(),
 	}
 }
-
-// Reaper returns the requester's reaper (heartbeats, sweeps), for its
-// statistics.
-func (r *Requester) Reaper() *reaper.Reaper { return r.reaper }
 
 // Close fails pending requests with ErrClosed, flushes request sends and
 // reply deletes, stops the poller and the reaper, and deletes this
@@ -794,8 +763,31 @@ func (r *Requester) Close(ctx context.Context) error {
 		}
 		// The host queue's heartbeats stop before its delete; the reaper
 		// closes after it.
-		return errors.Join(r.sends.Close(ctx), r.owner.Close(ctx), r.reaper.Close(ctx))
+		return r.core.Close(ctx)
 	})
+}
+
+// reaperConfig applies Options.Reaper to the reaper's settings, over the
+// Prefix, Logger and DisableSweeping set from the requester's own.
+func reaperConfig(opts Options) []func(*reap.Config) {
+	if len(opts.Reaper) == 0 {
+		return nil
+	}
+	ro := reaper.Options{Prefix: opts.Prefix, Logger: opts.Logger, DisableSweeping: opts.DisableSweeping}
+	for _, fn := range opts.Reaper {
+		if fn != nil {
+			fn(&ro)
+		}
+	}
+	return []func(*reap.Config){func(c *reap.Config) {
+		c.Prefix, c.Period, c.DisableSweeping, c.DryRun, c.Logger = ro.Prefix, ro.Period, ro.DisableSweeping, ro.DryRun, ro.Logger
+		c.OnQueueGone = ro.OnQueueGone
+		if fn := ro.OnSweep; fn != nil {
+			c.OnSweep = func(r reap.Report) {
+				fn(reaper.Report{Duration: r.Duration, Listed: r.Listed, Kept: r.Kept, Deleted: r.Deleted, Errors: r.Errors})
+			}
+		}
+	}}
 }
 
 // stampDeadline puts ctx's deadline on the request in (whose attributes

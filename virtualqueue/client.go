@@ -9,12 +9,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/awserr"
-	"github.com/tempqueues/tempqueues/internal/batch"
 	"github.com/tempqueues/tempqueues/internal/callback"
-	"github.com/tempqueues/tempqueues/internal/callcount"
+	"github.com/tempqueues/tempqueues/internal/core"
 	"github.com/tempqueues/tempqueues/internal/deflog"
 	"github.com/tempqueues/tempqueues/internal/hostq"
-	"github.com/tempqueues/tempqueues/internal/httpbody"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -24,11 +22,10 @@ import (
 // URLs pass through to the wrapped client. It is safe for concurrent use. Its
 // background work (host pollers, expiry, batch calls) stops on Close.
 type Client struct {
+	core     *core.Core    // the sender, and the calls counted
 	sqs      sqsapi.Client // the wrapped client, counting calls
-	calls    *callcount.Counter
 	opts     Options
 	hostOpts hostq.Options
-	sends    *batch.Sends
 
 	hosts   hostq.Set[*hostq.Host] // by URL
 	mu      sync.Mutex
@@ -53,13 +50,7 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Client, error) {
 		fn(&opts)
 	}
 	opts.Logger = deflog.Or(opts.Logger)
-	calls := new(callcount.Counter)
-	wrapped := hostq.CountCalls(httpbody.Ensure(client), calls)
-	c := &Client{
-		sqs:   wrapped,
-		calls: calls,
-		opts:  opts,
-	}
+	c := &Client{opts: opts}
 	c.hostOpts = hostq.Options{
 		Logger:                   opts.Logger,
 		OrphanReleaseDelay:       opts.OrphanReleaseDelay,
@@ -74,7 +65,15 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Client, error) {
 		OnGone:                   c.forget,
 	}
 	c.hostOpts.SetDefaults()
-	c.sends = batch.NewSends(wrapped, c.hostOpts.MaxBatchCalls)
+	cc, err := core.New("virtualqueue.New", client, core.Options{
+		Logger:              opts.Logger,
+		MaxSends:            c.hostOpts.MaxBatchCalls,
+		DisableSendBatching: opts.DisableSendBatching,
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.core, c.sqs = cc, cc.Client()
 	return c, nil
 }
 
@@ -123,7 +122,7 @@ type Stats struct {
 func (c *Client) Stats() Stats {
 	n := c.hostOpts.Counters
 	return Stats{
-		Calls:         c.calls.Snapshot(),
+		Calls:         c.core.Calls(),
 		Routed:        n.Routed.Load(),
 		Orphaned:      n.Orphaned.Load(),
 		Released:      n.Released.Load(),
@@ -151,7 +150,7 @@ func (c *Client) Close(ctx context.Context) error {
 		c.mu.Lock()
 		hosts = append(hosts, c.retired...)
 		c.mu.Unlock()
-		return errors.Join(hostq.CloseAll(ctx, hosts), c.sends.Close(ctx))
+		return errors.Join(hostq.CloseAll(ctx, hosts), c.core.Close(ctx))
 	})
 }
 

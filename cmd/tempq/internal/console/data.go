@@ -22,6 +22,7 @@ import (
 	"github.com/tempqueues/tempqueues/cmd/tempq/internal/bench"
 	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/reaper"
+	"github.com/tempqueues/tempqueues/sqsapi"
 	"github.com/tempqueues/tempqueues/sqstest"
 )
 
@@ -112,10 +113,11 @@ func (c *Console) readQueue(ctx context.Context, queueURL string) (*queue, error
 		v, _ := strconv.ParseInt(a[string(n)], 10, 64)
 		return v
 	}
+	_, temporary := tags.Tags[sqsapi.RetentionTag] // the idle rule's test
 	q := &queue{
 		URL: queueURL, Name: queueName(queueURL), ARN: a[string(types.QueueAttributeNameQueueArn)],
 		FIFO:       a[string(types.QueueAttributeNameFifoQueue)] == "true",
-		Temporary:  reaper.IdleStatus(tags.Tags, time.Now()).Verdict != reaper.VerdictNotTemporary,
+		Temporary:  temporary,
 		Visible:    count(types.QueueAttributeNameApproximateNumberOfMessages),
 		InFlight:   count(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible),
 		Delayed:    count(types.QueueAttributeNameApproximateNumberOfMessagesDelayed),

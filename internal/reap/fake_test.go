@@ -1,4 +1,4 @@
-package reaper_test
+package reap_test
 
 import (
 	"context"
