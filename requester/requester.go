@@ -51,41 +51,40 @@ import (
 )
 
 var (
-	// ErrTimeout is matched by the error of a request whose context deadline
-	// passed before its response arrived. That error also matches
-	// context.DeadlineExceeded.
+	// ErrTimeout is matched by the error of a request whose context
+	// deadline passed before its response arrived. That error also matches
+	// context.DeadlineExceeded and names the request, its queue and how long
+	// it waited. When the deadline passed while the request's send was
+	// still being retried (throttled, or after a server error), it wraps the
+	// send's last failure, which errors.As then finds (a smithy.APIError
+	// with the throttling code).
 	ErrTimeout = errors.New("requester: timed out waiting for the response")
 	// ErrClosed is returned for requests made after Close, and to requests
 	// pending when Close is called.
 	ErrClosed = sqsapi.ErrClosed
 )
 
-// TimeoutError is the error of a request that timed out. It matches both
-// ErrTimeout and context.DeadlineExceeded with errors.Is. When the deadline
-// passed while the request's send was still being retried (throttled, or
-// after a server error), it wraps the send's last failure, which errors.As
-// then finds (a smithy.APIError with the throttling code).
-type TimeoutError struct {
-	RequestID string        // the request's TempQueues.RequestId
-	QueueURL  string        // the queue the request was sent to
-	Waited    time.Duration // from the send to the deadline
-
-	sendErr error // the send's last failure when its retries were cut short
+// timeoutError is the error of a request that timed out (ErrTimeout).
+type timeoutError struct {
+	requestID string        // the request's TempQueues.RequestId
+	queueURL  string        // the queue the request was sent to
+	waited    time.Duration // from the send to the deadline
+	sendErr   error         // the send's last failure when its retries were cut short
 }
 
-func (e *TimeoutError) Error() string {
+func (e *timeoutError) Error() string {
 	if e.sendErr != nil {
-		return fmt.Sprintf("requester: request %s to %s: deadline passed after %v while its send was retried: %v", e.RequestID, e.QueueURL, e.Waited.Round(time.Millisecond), e.sendErr)
+		return fmt.Sprintf("requester: request %s to %s: deadline passed after %v while its send was retried: %v", e.requestID, e.queueURL, e.waited.Round(time.Millisecond), e.sendErr)
 	}
-	return fmt.Sprintf("requester: no response to request %s on %s within %v", e.RequestID, e.QueueURL, e.Waited.Round(time.Millisecond))
+	return fmt.Sprintf("requester: no response to request %s on %s within %v", e.requestID, e.queueURL, e.waited.Round(time.Millisecond))
 }
 
 // Unwrap returns the send's last failure when the deadline cut its retries
 // short, or nil.
-func (e *TimeoutError) Unwrap() error { return e.sendErr }
+func (e *timeoutError) Unwrap() error { return e.sendErr }
 
 // Is makes errors.Is match ErrTimeout and context.DeadlineExceeded.
-func (e *TimeoutError) Is(target error) bool {
+func (e *timeoutError) Is(target error) bool {
 	return target == ErrTimeout || target == context.DeadlineExceeded
 }
 
@@ -107,18 +106,14 @@ type Options struct {
 	// list: DelaySeconds, MaximumMessageSize, MessageRetentionPeriod,
 	// Policy, ReceiveMessageWaitTimeSeconds, RedrivePolicy,
 	// VisibilityTimeout, KmsMasterKeyId, KmsDataKeyReusePeriodSeconds,
-	// SqsManagedSseEnabled.
+	// SqsManagedSseEnabled. FifoQueue "true" makes it a FIFO queue
+	// (<prefix><uuid>-<n>.fifo, so Prefix has at most 35 characters), with
+	// ContentBasedDeduplication, DeduplicationScope and FifoThroughputLimit
+	// if wanted: each reply queue is then a message group of its own, so
+	// replies to one request arrive in the order they were sent, and one
+	// request's replies never hold up another's. FIFO queues cost more per
+	// call and allow fewer calls per second (docs/limits.md).
 	HostQueueAttributes map[string]string
-	// FIFOHostQueue creates the host queue as a FIFO queue
-	// (<prefix><uuid>-<n>.fifo, so Prefix has at most 35 characters):
-	// each reply queue is then a message group of its own, so replies to
-	// one request arrive in the order they were sent, and one request's
-	// replies never hold up another's. FIFO queues cost more per call and
-	// allow fewer calls per second (docs/limits.md). The same as
-	// FifoQueue "true" in HostQueueAttributes, which may also set
-	// ContentBasedDeduplication, DeduplicationScope and
-	// FifoThroughputLimit.
-	FIFOHostQueue bool
 	// HostQueueTags are the user's tags (cost allocation, ownership) for
 	// every host queue, set in its CreateQueue together with the reaper's
 	// two tags; heartbeats leave them in place. New rejects tags SQS would
@@ -137,10 +132,6 @@ type Options struct {
 	// DisableSweeping stops this process from sweeping idle host queues of
 	// dead processes; it still heartbeats its own.
 	DisableSweeping bool
-	// DisableSendBatching sends each request with its own SendMessage call
-	// instead of coalescing concurrent requests to one queue into
-	// SendMessageBatch calls.
-	DisableSendBatching bool
 	// PreferFewerCalls trades latency for calls at moderate loads: a
 	// request waits for the send in flight to its queue instead of going
 	// in a call of its own, and the host keeps no spare poller parked for
@@ -163,7 +154,7 @@ type Options struct {
 	// SQS's limits, which are checked after it returns and before any call.
 	// The function it returns, if not nil, is called once when the call
 	// ends, with the reply or the error (bad input, a failed send, a
-	// *TimeoutError, ErrClosed); for a stream, when the stream ends, with
+	// timeout matching ErrTimeout, ErrClosed); for a stream, when the stream ends, with
 	// its final reply (nil when the handler sent none) or what stopped it.
 	// It may run on the host queue's poller and must not block. Tracing
 	// and metrics hang on this pair of hooks.
@@ -198,8 +189,9 @@ type Requester struct {
 
 	closer hostq.Closer
 
-	sent, replied, timedOut, failed atomic.Int64
-	late                            atomic.Int64 // replies to streams that stopped early
+	timedOut, failed atomic.Int64
+	replied          atomic.Int64 // replies handed to callers (export_test.go)
+	late             atomic.Int64 // replies to streams that stopped early
 }
 
 // isClosed reports whether Close was called.
@@ -232,13 +224,7 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 	if opts.Timeout == 0 {
 		opts.Timeout = 30 * time.Second
 	}
-	if opts.FIFOHostQueue {
-		opts.HostQueueAttributes = maps.Clone(opts.HostQueueAttributes)
-		if opts.HostQueueAttributes == nil {
-			opts.HostQueueAttributes = make(map[string]string, 1)
-		}
-		opts.HostQueueAttributes[string(types.QueueAttributeNameFifoQueue)] = "true"
-	}
+	opts.HostQueueAttributes = maps.Clone(opts.HostQueueAttributes) // the caller may change theirs
 	if err := hostq.CheckAttributes(op, opts.HostQueueAttributes); err != nil {
 		return nil, err
 	}
@@ -252,15 +238,14 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 		pending:  make(map[*Call]struct{}),
 	}
 	c, err := core.New(op, client, core.Options{
-		Logger:              opts.Logger,
-		Prefix:              opts.Prefix,
-		Retention:           opts.IdleQueueRetention,
-		Tags:                opts.HostQueueTags,
-		DisableSweeping:     opts.DisableSweeping,
-		Reaper:              reaperConfig(opts),
-		MaxSends:            sendsInFlight,
-		DisableSendBatching: opts.DisableSendBatching,
-		PreferFewerCalls:    opts.PreferFewerCalls,
+		Logger:           opts.Logger,
+		Prefix:           opts.Prefix,
+		Retention:        opts.IdleQueueRetention,
+		Tags:             opts.HostQueueTags,
+		DisableSweeping:  opts.DisableSweeping,
+		Reaper:           reaperConfig(opts),
+		MaxSends:         sendsInFlight,
+		PreferFewerCalls: opts.PreferFewerCalls,
 		Host: &hostq.Options{
 			Logger:                   opts.Logger,
 			PollWaitTime:             opts.PollWaitTime,
@@ -316,17 +301,6 @@ func (c *Call) RequestID() string { return c.requestID }
 
 // Done is closed when the call has its response or error.
 func (c *Call) Done() <-chan struct{} { return c.done }
-
-// Result returns the response or the error once Done is closed, and
-// (nil, nil) before.
-func (c *Call) Result() (*types.Message, error) {
-	select {
-	case <-c.done:
-		return c.msg, c.err
-	default:
-		return nil, nil
-	}
-}
 
 // Wait waits for the response or the call's error. If ctx ends first, Wait
 // returns ctx's error and the call goes on until its own context ends.
@@ -400,7 +374,7 @@ func (c *Call) onContextDone(ctx context.Context) {
 	err := ctx.Err()
 	if errors.Is(err, context.DeadlineExceeded) {
 		c.r.timedOut.Add(1)
-		err = &TimeoutError{RequestID: c.requestID, QueueURL: c.queueURL, Waited: time.Since(c.sentAt)}
+		err = &timeoutError{requestID: c.requestID, queueURL: c.queueURL, waited: time.Since(c.sentAt)}
 	}
 	c.finish(nil, err)
 }
@@ -410,7 +384,7 @@ func (c *Call) onContextDone(ctx context.Context) {
 // attributes only AWSTraceHeader is requested, to save decoding the rest
 // on every reply). The
 // context bounds the whole call (Options.Timeout applies when it has no
-// deadline). A timeout returns a *TimeoutError, which matches ErrTimeout and
+// deadline). A timeout returns an error matching ErrTimeout and
 // context.DeadlineExceeded; a failed send returns the send's error.
 func (r *Requester) SendMessageAndGetResponse(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*types.Message, error) {
 	call, err := r.sendRequest(ctx, in, optFns, false)
@@ -509,14 +483,13 @@ func (r *Requester) sendRequest(ctx context.Context, in *sqs.SendMessageInput, o
 				// The reply arrived before the send's own response, and
 				// finishing the call cancelled the send's context: the
 				// request got through.
-				r.sent.Add(1)
 				return call, nil
 			}
 		default:
 		}
 		if errors.Is(err, context.DeadlineExceeded) && waitCtx.Err() != nil {
 			r.timedOut.Add(1)
-			te := &TimeoutError{RequestID: requestID, QueueURL: call.queueURL, Waited: time.Since(call.sentAt)}
+			te := &timeoutError{requestID: requestID, queueURL: call.queueURL, waited: time.Since(call.sentAt)}
 			if awserr.IsTransient(err) {
 				te.sendErr = err // the deadline cut the send's retries short
 			}
@@ -529,7 +502,6 @@ func (r *Requester) sendRequest(ctx context.Context, in *sqs.SendMessageInput, o
 		call.finish(nil, err)
 		return nil, err
 	}
-	r.sent.Add(1)
 
 	// Watch the context only now: a send that outlives the deadline must
 	// report its own error, not a timeout.
@@ -717,8 +689,6 @@ func checkRequest(op string, in *sqs.SendMessageInput, own ...string) (string, m
 
 // Stats are counters of a Requester.
 type Stats struct {
-	Sent     int64 // requests sent
-	Replied  int64 // responses delivered to callers
 	TimedOut int64 // requests whose deadline passed first
 	Failed   int64 // sends that failed, or waits ended by an error
 	Pending  int   // requests waiting for a response now
@@ -737,7 +707,7 @@ func (r *Requester) Stats() Stats {
 	n := len(r.pending)
 	r.mu.Unlock()
 	return Stats{
-		Sent: r.sent.Load(), Replied: r.replied.Load(), TimedOut: r.timedOut.Load(), Failed: r.failed.Load(),
+		TimedOut: r.timedOut.Load(), Failed: r.failed.Load(),
 		Pending: n, LateReplies: r.counters.Orphaned.Load() + r.late.Load(), Calls: r.core.Calls(),
 	}
 }

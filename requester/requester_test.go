@@ -137,7 +137,7 @@ func TestRoundTripsWithAJavaStyleResponder(t *testing.T) {
 		}
 		wg.Wait()
 		s := r.Stats()
-		if s.Sent != 20 || s.Replied != 20 || s.Pending != 0 {
+		if requester.Replied(r) != 20 || s.Pending != 0 || s.Failed != 0 || s.TimedOut != 0 {
 			t.Fatalf("stats %+v", s)
 		}
 		t.Logf("calls for 20 concurrent round trips (requester side): %v", s.Calls)
@@ -158,9 +158,8 @@ func TestTimeoutIsDistinctAndLateReplyIsOrphaned(t *testing.T) {
 		if !errors.Is(err, requester.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("err = %v, want ErrTimeout and DeadlineExceeded", err)
 		}
-		var te *requester.TimeoutError
-		if !errors.As(err, &te) || te.RequestID == "" {
-			t.Fatalf("err = %#v, want *TimeoutError with the request id", err)
+		if !strings.Contains(err.Error(), "no response to request ") {
+			t.Fatalf("err = %v, want the timeout to name the request", err)
 		}
 		// Keep the host polled so the late reply arrives and is orphaned.
 		c2, cancel2 := context.WithTimeout(ctx, 3*time.Second)

@@ -72,7 +72,7 @@ type Stream struct {
 // returns once it is sent. The request carries TempQueues.Stream, so it
 // has room for 7 attributes of the caller's. The context bounds the whole
 // stream (Options.Timeout applies when it has no deadline): when it ends
-// before the final reply, Next returns a *TimeoutError (or ctx's error).
+// before the final reply, Next returns an error matching ErrTimeout (or ctx's error).
 // A responder that does not stream (a Java one) sends one reply, which the
 // stream returns and ends with.
 func (r *Requester) SendMessageAndStream(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*Stream, error) {
@@ -130,12 +130,11 @@ func (s *Stream) open(ctx context.Context, in *sqs.SendMessageInput, attrs map[s
 		}
 		if errors.Is(err, context.DeadlineExceeded) && s.ctx.Err() != nil {
 			r.timedOut.Add(1)
-			return &TimeoutError{RequestID: s.requestID, QueueURL: s.queueURL, Waited: time.Since(s.sentAt), sendErr: err}
+			return &timeoutError{requestID: s.requestID, queueURL: s.queueURL, waited: time.Since(s.sentAt), sendErr: err}
 		}
 		r.failed.Add(1)
 		return r.closedErr(err)
 	}
-	r.sent.Add(1)
 	s.mu.Lock()
 	if !s.stopped {
 		s.stopWatch = context.AfterFunc(s.ctx, s.onContextDone)
@@ -150,7 +149,7 @@ func (s *Stream) RequestID() string { return s.requestID }
 
 // Next returns the stream's next message in order, waiting for it; io.EOF
 // after the final reply; the stream's error once it stopped early
-// (*TimeoutError at its deadline, ErrClosed after Close or the requester's
+// (ErrTimeout at its deadline, ErrClosed after Close or the requester's
 // Close). When ctx ends first, Next returns ctx's error and the stream goes
 // on.
 func (s *Stream) Next(ctx context.Context) (*types.Message, error) {
@@ -208,7 +207,7 @@ func (s *Stream) Close() { s.stop(ErrClosed) }
 func (s *Stream) onContextDone() {
 	err := s.ctx.Err()
 	if errors.Is(err, context.DeadlineExceeded) {
-		err = &TimeoutError{RequestID: s.requestID, QueueURL: s.queueURL, Waited: time.Since(s.sentAt)}
+		err = &timeoutError{requestID: s.requestID, queueURL: s.queueURL, waited: time.Since(s.sentAt)}
 	}
 	s.stop(err)
 }
