@@ -49,11 +49,11 @@ func TestRequestOutlivedByItsCallerIsNotHandled(t *testing.T) {
 		if err != nil || aws.ToString(m.Body) != "echo waiting" {
 			t.Fatalf("live request: %v, %v", m, err)
 		}
-		for res.Stats().Expired < 1 && ctx.Err() == nil {
+		for res.Stats().Dropped < 1 && ctx.Err() == nil {
 			time.Sleep(10 * time.Millisecond)
 		}
-		if s := res.Stats(); s.Expired != 1 || ran.Load() != 1 {
-			t.Fatalf("Expired %d, handler runs %d; want 1 and 1", s.Expired, ran.Load())
+		if s := res.Stats(); s.Dropped != 1 || ran.Load() != 1 {
+			t.Fatalf("Dropped %d, handler runs %d; want 1 (expired) and 1", s.Dropped, ran.Load())
 		}
 	})
 }

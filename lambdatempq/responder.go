@@ -24,9 +24,8 @@ import (
 // defaults.
 type Options struct {
 	// Responder configures the responder.Responder the requests go
-	// through: Store, StoreTTL, InProgressDelay, Middleware, OnReply,
-	// Retry, BackoffBase, BackoffCap, HandlerTimeout, OnRequestDone,
-	// Logger, AllowReplyTo (where replies may go: by default only to
+	// through: Store, StoreTTL, InProgressDelay, Middleware, Observer,
+	// Retry, BackoffBase, BackoffCap, HandlerTimeout, Logger, AllowReplyTo (where replies may go: by default only to
 	// requesters' host queues next to the request queue), and
 	// VisibilityTimeout, which here is only the length of a Store lease:
 	// keep it at least the function's timeout. The options of Serve's loop

@@ -288,7 +288,7 @@ func TestResponderRefusesForeignReplyQueues(t *testing.T) {
 	if err != nil || len(resp.BatchItemFailures) != 0 {
 		t.Fatalf("refused request: %v %v, want done", resp, err)
 	}
-	if got := receive(t, client, victim, 1, time.Second); len(got) != 0 || runs.Load() != 0 || fn.Responder().Stats().RepliesRefused != 1 {
+	if got := receive(t, client, victim, 1, time.Second); len(got) != 0 || runs.Load() != 0 || fn.Responder().Stats().Dropped != 1 {
 		t.Fatalf("refused request: %d replies sent, %d handler runs, stats %+v", len(got), runs.Load(), fn.Responder().Stats())
 	}
 

@@ -15,7 +15,7 @@
 // message attribute, when there is room for it (an attribute, and its
 // bytes within SQS's message size). The responder's
 // middleware starts the consumer span as a child of that context; its
-// reply hook (responder.Options.OnReply) starts each reply's producer span
+// observer of Reply events (responder.Options.Observer) starts each reply's producer span
 // as the consumer span's child, linked to the request's span, ends it when
 // the reply's send call returns, and puts its context on the reply the
 // same way. The requester marks the reply's arrival with a consumer span,

@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -122,7 +123,11 @@ func (i *Instrumentation) Requester(o *requester.Options) {
 		dest := destinationOf(aws.ToString(in.QueueUrl), false)
 		ctx, span := i.tracer.Start(ctx, "send "+dest.name, trace.WithSpanKind(trace.SpanKindProducer),
 			trace.WithAttributes(dest.attributes("send", "send")...))
-		i.inject(ctx, in.MessageAttributes, in.MessageSystemAttributes, requestRoom(in), messageSize(in.MessageBody, in.MessageAttributes))
+		sys := map[string]string{}
+		i.inject(ctx, in.MessageAttributes, sys, requestRoom(in), messageSize(in.MessageBody, in.MessageAttributes))
+		if h, ok := sys[TraceHeaderAttribute]; ok && in.MessageSystemAttributes != nil {
+			in.MessageSystemAttributes[TraceHeaderAttribute] = types.MessageSystemAttributeValue{DataType: aws.String("String"), StringValue: aws.String(h)}
+		}
 		start := time.Now()
 		return func(reply *types.Message, err error) {
 			outcome := "ok"
@@ -185,29 +190,23 @@ func (i *Instrumentation) Observe(r *requester.Requester) (metric.Registration, 
 }
 
 // Responder is a responder option: it puts Middleware first (outermost)
-// in Options.Middleware, and chains a reply hook onto Options.OnReply that
-// makes each reply's producer span, from the moment the responder has the
-// reply to the end of its send, and writes the span's context into the
-// reply's AWSTraceHeader (and traceparent, see Options.TraceParent).
-// Streamed messages (Request.Send) get one each.
+// in Options.Middleware, and joins to Options.Observer (after any set
+// before it) an observer of Reply events that makes each reply's producer
+// span, from the moment the responder has the reply to the end of its
+// send, and writes the span's context into the reply's AWSTraceHeader
+// (and traceparent, see Options.TraceParent). Streamed messages
+// (Request.Send) get one each.
 //
 //	r, err := responder.New(client, inst.Responder)
 func (i *Instrumentation) Responder(o *responder.Options) {
 	o.Middleware = append([]func(responder.Handler) responder.Handler{i.Middleware}, o.Middleware...)
-	prev := o.OnReply
-	o.OnReply = func(ctx context.Context, req *responder.Request, reply *responder.Reply) func(error) {
-		var prevDone func(error)
-		if prev != nil {
-			prevDone = prev(ctx, req, reply)
+	o.Observer = observe.Join(o.Observer, observe.Func(func(ctx context.Context, e observe.Event) func(*types.Message, error) {
+		req, ok := e.Detail.(*responder.Request)
+		if e.Kind != observe.Reply || !ok || e.Message == nil {
+			return nil
 		}
-		done := i.traceReply(ctx, req, reply)
-		return func(err error) {
-			done(err)
-			if prevDone != nil {
-				prevDone(err)
-			}
-		}
-	}
+		return i.traceReply(ctx, req, e.Message)
+	}))
 }
 
 // Middleware traces and measures each handler run: a consumer span, child
@@ -252,9 +251,10 @@ func (i *Instrumentation) Middleware(next responder.Handler) responder.Handler {
 
 // traceReply starts the span of a reply about to be checked and sent: a
 // child of ctx's span (the handler's consumer span; the request's span
-// when there is none), linked to the request's span; it writes the span's context into the reply and returns
-// the function that ends the span with the send's result.
-func (i *Instrumentation) traceReply(ctx context.Context, req *responder.Request, reply *responder.Reply) func(error) {
+// when there is none), linked to the request's span; it writes the span's
+// context into the reply and returns the function that ends the span with
+// the send's result.
+func (i *Instrumentation) traceReply(ctx context.Context, req *responder.Request, reply *types.Message) func(*types.Message, error) {
 	to, _ := req.Attribute(sqsapi.ResponseQueueURLAttribute)
 	dest := destinationOf(to, true) // a reply queue is a requester's own
 	opts := []trace.SpanStartOption{
@@ -271,8 +271,8 @@ func (i *Instrumentation) traceReply(ctx context.Context, req *responder.Request
 		}
 	}
 	ctx, span := i.tracer.Start(ctx, "send "+dest.name, opts...)
-	i.inject(ctx, reply.Attributes, reply.SystemAttributes, replyRoom(req, reply), messageSize(&reply.Body, reply.Attributes))
-	return func(err error) {
+	i.inject(ctx, reply.MessageAttributes, reply.Attributes, replyRoom(req, reply), messageSize(reply.Body, reply.MessageAttributes))
+	return func(_ *types.Message, err error) {
 		if err != nil {
 			span.RecordError(err)
 			span.SetStatus(codes.Error, "reply not sent")
@@ -285,8 +285,8 @@ func (i *Instrumentation) traceReply(ctx context.Context, req *responder.Request
 // the responder adds: the correlation id, the routing name for a virtual
 // queue, a stream's sequence number and an origin when the request asks
 // for them.
-func replyRoom(req *responder.Request, reply *responder.Reply) int {
-	room := sqsapi.MaxMessageAttributes - len(reply.Attributes) - 1
+func replyRoom(req *responder.Request, reply *types.Message) int {
+	room := sqsapi.MaxMessageAttributes - len(reply.MessageAttributes) - 1
 	if to, _ := req.Attribute(sqsapi.ResponseQueueURLAttribute); strings.Contains(to, "#") {
 		room--
 	}
@@ -315,21 +315,22 @@ func requestRoom(in *sqs.SendMessageInput) int {
 }
 
 // ownAttributeBytes is room kept in a message's size for the attributes
-// the requester or responder adds after OnSend or OnReply (reply queue
+// the requester or responder adds after their Send or Reply events (reply queue
 // URL, request id, routing name, stream number): well under 1 KiB.
 const ownAttributeBytes = 1024
 
 // inject writes ctx's span context: AWSTraceHeader into sys (when not
-// nil), which counts against no limit, and traceparent into attrs when
+// nil; a message's system attributes as its receiver sees them), which
+// counts against no limit, and traceparent into attrs when
 // enabled and room allows it: room more attributes, and size (the
 // message's bytes so far) leaving space for it under SQS's maximum.
-func (i *Instrumentation) inject(ctx context.Context, attrs map[string]types.MessageAttributeValue, sys map[string]types.MessageSystemAttributeValue, room, size int) {
+func (i *Instrumentation) inject(ctx context.Context, attrs map[string]types.MessageAttributeValue, sys map[string]string, room, size int) {
 	sc := trace.SpanContextFromContext(ctx)
 	if !sc.IsValid() {
 		return
 	}
 	if sys != nil {
-		sys[TraceHeaderAttribute] = types.MessageSystemAttributeValue{DataType: aws.String("String"), StringValue: aws.String(formatXRay(sc))}
+		sys[TraceHeaderAttribute] = formatXRay(sc)
 	}
 	if i.traceParent && room > 0 && attrs != nil {
 		carrier := propagation.MapCarrier{}

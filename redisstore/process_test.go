@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/redisstore"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -93,7 +95,17 @@ func childMain(name string) int {
 	if err != nil {
 		return fail(err)
 	}
+	var deduplicated, deferred atomic.Int64
 	r, err := responder.New(client, func(o *responder.Options) {
+		o.Observer = observe.Func(func(_ context.Context, e observe.Event) func(*types.Message, error) {
+			switch {
+			case e.Kind == observe.Dropped && e.Reason == "duplicate":
+				deduplicated.Add(1)
+			case e.Kind == observe.Released && e.Reason == "in-progress":
+				deferred.Add(1)
+			}
+			return nil
+		})
 		o.Logger = log
 		o.MaxConcurrency = 1 // a busy child leaves the next delivery to the other
 		o.PollWaitTime = time.Second
@@ -130,8 +142,8 @@ func childMain(name string) int {
 	report("ready")
 	serveErr := r.Serve(ctx, os.Getenv(childQueue), h)
 	st := r.Stats()
-	report("stats received=%d handled=%d deduplicated=%d deferred=%d storeErrors=%d",
-		st.Received, st.Handled, st.Deduplicated, st.Deferred, st.StoreErrors)
+	report("stats received=%d handled=%d deduplicated=%d deferred=%d errors=%d",
+		st.Received, st.Handled, deduplicated.Load(), deferred.Load(), st.Errors)
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := r.Shutdown(sctx); err != nil {
@@ -386,7 +398,7 @@ func TestSeparateProcessesHandleOnce(t *testing.T) {
 	if sa["deferred"]+sb["deferred"] == 0 {
 		t.Fatalf("the second delivery arrived during the first and was not deferred: a %v, b %v", sa, sb)
 	}
-	if sa["storeErrors"]+sb["storeErrors"] != 0 {
+	if sa["errors"]+sb["errors"] != 0 {
 		t.Fatalf("store errors: a %v, b %v", sa, sb)
 	}
 }
@@ -426,7 +438,7 @@ func TestLeaseExpiresAfterResponderDies(t *testing.T) {
 	}
 	s := stats(t, lines)
 	t.Logf("b: %v", s)
-	if s["handled"] != 1 || s["storeErrors"] != 0 {
+	if s["handled"] != 1 || s["errors"] != 0 {
 		t.Fatalf("b stats %v", s)
 	}
 	if v := rdb.Get(ctx, key).Val(); !strings.HasPrefix(v, `D{"v":1,"reply":{"body":"answer to order 2 from b"`) {

@@ -7,7 +7,7 @@ import (
 	"runtime/debug"
 	"time"
 
-	"github.com/tempqueues/tempqueues/internal/callback"
+	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -18,7 +18,7 @@ import (
 // released already and may be running elsewhere).
 func (s *server) answer(ctx context.Context, x *exchange) action {
 	r, req := s.r, x.req
-	if r.opts.OnReply != nil {
+	if r.opts.Observer != nil {
 		req.inner = &innerCtx{}
 	}
 	if x.d.Abandoned() {
@@ -37,14 +37,14 @@ func (s *server) answer(ctx context.Context, x *exchange) action {
 		return action{kind: actNone}
 	}
 	r.stats.observe(d)
-	if fn := r.opts.OnRequestDone; fn != nil {
-		callback.Run(r.log, "responder: Options.OnRequestDone", func() { fn(req, d, err) })
+	if r.opts.Observer != nil {
+		m := req.Message
+		r.tell(ctx, observe.Event{Kind: observe.Handled, Queue: s.queueURL, Message: &m, RequestID: req.ID, Duration: d, Err: err})
 	}
 	if err != nil {
 		r.stats.failed.Add(1)
 		var pe *PanicError
 		if errors.As(err, &pe) {
-			r.stats.panics.Add(1)
 			x.log.Error("responder: handler panicked", slog.Any("panic", pe.Value), slog.String("stack", string(pe.Stack)))
 		} else {
 			x.log.Warn("responder: handler failed", slog.Any("error", err), slog.Duration("duration", d))
@@ -52,7 +52,7 @@ func (s *server) answer(ctx context.Context, x *exchange) action {
 		return fail(err)
 	}
 	if x.requested && final != nil {
-		sent := noDone      // reports the reply's send to Options.OnReply
+		sent := noDone      // reports the reply's send to Options.Observer
 		if final == reply { // not a stream's end mark
 			final, sent = r.onReply(req.inner.get(ctx), req, final)
 		}

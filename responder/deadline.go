@@ -9,11 +9,12 @@ import (
 
 // expired reports whether req's caller gave up before the request reached
 // the handler: its sqsapi.DeadlineAttribute, plus the clock skew allowed,
-// has passed. Such a request is deleted unhandled, counted in
-// Stats.Expired and logged. Otherwise it notes the deadline in req, for
+// has passed. Such a request is deleted unhandled, dropped as "expired"
+// and logged. Otherwise it notes the deadline in req, for
 // the handler's context. A request without the attribute (a Java
 // requester's) or with a malformed one runs with no deadline of its own.
-func (r *Responder) expired(req *Request, log *slog.Logger) bool {
+func (r *Responder) expired(ctx context.Context, x *exchange) bool {
+	req, log := x.req, x.log
 	d, ok, err := wire.Deadline(req.Message)
 	if err != nil {
 		log.Warn("responder: ignoring a malformed request deadline", slog.Any("error", err))
@@ -24,7 +25,7 @@ func (r *Responder) expired(req *Request, log *slog.Logger) bool {
 	}
 	d = d.Add(wire.DeadlineClockSkew)
 	if now := r.clk.Now(); !now.Before(d) {
-		r.stats.expired.Add(1)
+		r.dropped(ctx, x, reasonExpired)
 		log.Warn("responder: request deleted unhandled: its caller's deadline had passed", slog.Duration("late_by", now.Sub(d)))
 		return true
 	}
@@ -35,7 +36,7 @@ func (r *Responder) expired(req *Request, log *slog.Logger) bool {
 // expire is the stage that deletes, without running the handler, a
 // request whose caller gave up before it arrived (expired).
 func expire(ctx context.Context, x *exchange, next step) action {
-	if x.s.r.expired(x.req, x.log) {
+	if x.s.r.expired(ctx, x) {
 		return action{kind: actDelete}
 	}
 	return next(ctx, x)

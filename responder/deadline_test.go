@@ -89,12 +89,12 @@ func TestRequestsPastTheirDeadlineAreDeletedUnhandled(t *testing.T) {
 		}
 		// The expired request is deleted once the others were handled.
 		deadline := time.Now().Add(10 * time.Second)
-		for r.Stats().Deleted < 4 && time.Now().Before(deadline) {
+		for r.stats.Deleted.Load() < 4 && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		s := r.Stats()
-		if s.Expired != 1 || s.Deleted != 4 || s.Handled != 3 {
-			t.Errorf("stats: Expired %d, Deleted %d, Handled %d; want 1, 4, 3", s.Expired, s.Deleted, s.Handled)
+		if s.Dropped != 1 || r.stats.Deleted.Load() != 4 || s.Handled != 3 {
+			t.Errorf("stats: Dropped %d, Deleted %d, Handled %d; want 1, 4, 3", s.Dropped, r.stats.Deleted.Load(), s.Handled)
 		}
 		mu.Lock()
 		defer mu.Unlock()

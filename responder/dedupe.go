@@ -23,13 +23,13 @@ func dedupe(ctx context.Context, x *exchange, next step) action {
 	token := uuid.NewString()
 	e, err := st.Begin(x.cctx, x.req.ID, token, r.opts.VisibilityTimeout)
 	if err != nil {
-		r.stats.storeErrors.Add(1)
+		r.stats.errors.Add(1)
 		x.log.Error("responder: idempotency store failed; request left for redelivery", slog.Any("error", err))
 		return fail(err)
 	}
 	switch e.Status {
 	case Done:
-		r.stats.deduplicated.Add(1)
+		r.dropped(ctx, x, reasonDuplicate)
 		x.log.Debug("responder: request answered before; replaying the stored reply")
 		if x.requested && e.Reply != nil {
 			rep, done := e.Reply, noDone
@@ -45,21 +45,20 @@ func dedupe(ctx context.Context, x *exchange, next step) action {
 		}
 		return action{kind: actDelete}
 	case InProgress:
-		r.stats.deferred.Add(1)
 		x.log.Debug("responder: request in progress elsewhere; put back", slog.Duration("delay", r.opts.InProgressDelay))
-		return action{kind: actRelease, delay: r.opts.InProgressDelay, err: ErrInProgress}
+		return action{kind: actRelease, delay: r.opts.InProgressDelay, reason: reasonBusy, err: ErrInProgress}
 	}
 	x.d.SetLease(token)
 	act := next(ctx, x)
 	if act.kind == actDelete {
 		if err := st.Complete(x.cctx, x.req.ID, token, x.stored, r.opts.StoreTTL); err != nil {
-			r.stats.storeErrors.Add(1)
+			r.stats.errors.Add(1)
 			x.log.Warn("responder: storing the reply failed", slog.Any("error", err))
 		}
 		return act
 	}
 	if err := st.Release(x.cctx, x.req.ID, token); err != nil {
-		r.stats.storeErrors.Add(1)
+		r.stats.errors.Add(1)
 		x.log.Warn("responder: releasing idempotency lease failed", slog.Any("error", err))
 	}
 	return act

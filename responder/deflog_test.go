@@ -33,7 +33,7 @@ func (downStore) Release(context.Context, string, string) error { return errDown
 
 // A responder given no Logger is not silent: with its Store down, the
 // failure reaches slog.Default() at Warn or above (it showed only in
-// Stats().StoreErrors), once however often it repeats.
+// Stats().Errors), once however often it repeats.
 func TestNoLoggerStillReportsFailures(t *testing.T) {
 	var buf bytes.Buffer
 	prev := slog.Default()
@@ -59,7 +59,7 @@ func TestNoLoggerStillReportsFailures(t *testing.T) {
 		_ = r.Process(ctx, *q.QueueUrl, m, h)
 	}
 	out := buf.String()
-	if r.Stats().StoreErrors != 3 || strings.Count(out, "idempotency store failed") != 1 || !strings.Contains(out, "connection refused") {
-		t.Fatalf("store errors %d; default log:\n%s", r.Stats().StoreErrors, out)
+	if r.Stats().Errors != 3 || strings.Count(out, "idempotency store failed") != 1 || !strings.Contains(out, "connection refused") {
+		t.Fatalf("store errors %d; default log:\n%s", r.Stats().Errors, out)
 	}
 }

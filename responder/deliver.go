@@ -18,7 +18,11 @@ func deliver(ctx context.Context, x *exchange, next step) action {
 	}
 	err := x.s.r.send(x.cctx, x.req.Message, x.target, x.entry)
 	x.sent(err)
-	if err != nil && !errors.Is(err, ErrResponseQueueGone) {
+	if errors.Is(err, ErrResponseQueueGone) {
+		x.s.r.dropped(ctx, x, reasonQueueGone)
+		return act
+	}
+	if err != nil {
 		x.log.Warn("responder: sending reply failed; request left for redelivery", slog.Any("error", err))
 		return fail(err)
 	}
@@ -26,7 +30,12 @@ func deliver(ctx context.Context, x *exchange, next step) action {
 		// The stream's messages went out with the final reply or before
 		// it; one that failed fails the request, whose redelivery sends the
 		// stream again.
-		if err := x.req.stream.wait(x.cctx); err != nil && !errors.Is(err, ErrResponseQueueGone) {
+		err := x.req.stream.wait(x.cctx)
+		if errors.Is(err, ErrResponseQueueGone) {
+			x.s.r.dropped(ctx, x, reasonQueueGone)
+			return act
+		}
+		if err != nil {
 			x.log.Warn("responder: sending a streamed reply failed; request left for redelivery", slog.Any("error", err))
 			return fail(err)
 		}

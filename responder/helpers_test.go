@@ -18,8 +18,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/callcount"
+	"github.com/tempqueues/tempqueues/internal/testkit/observetest"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
 	"github.com/tempqueues/tempqueues/internal/wire"
+	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -336,4 +338,26 @@ type tWriter struct{ t *testing.T }
 func (w tWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
+}
+
+// replied counts the replies rec saw sent.
+func replied(rec *observetest.Recorder) int {
+	n := 0
+	for _, o := range rec.Outcomes() {
+		if o.Event.Kind == observe.Reply && o.Err == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// failures returns the errors of the handler runs rec saw fail.
+func failures(rec *observetest.Recorder) []error {
+	var errs []error
+	for _, e := range rec.Events() {
+		if e.Kind == observe.Handled && e.Err != nil {
+			errs = append(errs, e.Err)
+		}
+	}
+	return errs
 }

@@ -48,7 +48,7 @@ func (e *RetryError) Unwrap() error { return e.Err }
 // unanswered: nil), the idempotency Store (a request answered before is
 // answered again from the stored reply without running the handler),
 // Options.Middleware, the handler under Options.HandlerTimeout and the
-// caller's deadline with panics recovered, OnRequestDone, and the reply.
+// caller's deadline with panics recovered, the Observer's events, and the reply.
 // The handler runs under ctx. queueURL is the queue m came from.
 // Nothing extends the request's visibility or renews its Store lease,
 // which lasts Options.VisibilityTimeout: keep that above the longest
@@ -87,8 +87,8 @@ func (r *Responder) wrap(op string, h Handler) (Handler, error) {
 	if h == nil {
 		return nil, wire.Invalid(op, "handler", "nil handler")
 	}
-	if r.opts.OnReply != nil {
-		// OnReply gets the context the handler ran under, with what the
+	if r.opts.Observer != nil {
+		// The Observer's Reply event gets the context the handler ran under, with what the
 		// middleware put in it (a span).
 		inner := h
 		h = HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {

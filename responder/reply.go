@@ -8,11 +8,12 @@ import (
 	"maps"
 	"net/url"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/batch"
-	"github.com/tempqueues/tempqueues/internal/callback"
 	"github.com/tempqueues/tempqueues/internal/wire"
+	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -27,7 +28,7 @@ type Reply struct {
 	// takes one, AWSTraceHeader (a non-empty String, checked before any
 	// call), which counts neither against the 10 attributes nor against
 	// the size: tracing puts the reply's span context there
-	// (Options.OnReply).
+	// (Options.Observer).
 	SystemAttributes map[string]types.MessageSystemAttributeValue
 }
 
@@ -53,7 +54,7 @@ const opSendResponse = "responder.SendResponseMessage"
 // received from. The response queue must be one Options.AllowReplyTo
 // allows (by default, a requester's host queue with the default prefix
 // next to queueURL); for any other, SendResponseMessage sends nothing and
-// returns ErrReplyRefused, counted in Stats.RepliesRefused. Otherwise it
+// returns ErrReplyRefused. Otherwise it
 // sends as the Java client does: a virtual queue URL
 // "<host>#<name>" becomes a send to <host> with the String attribute
 // __AmazonSQSVirtualQueuesClient.QueueName = <name>; any other URL gets a
@@ -68,8 +69,8 @@ const opSendResponse = "responder.SendResponseMessage"
 // an *sqsapi.InvalidInputError (errors.Is ErrInvalidInput) for a malformed
 // URL, an empty body, a reserved attribute name, too many attributes or an
 // oversized reply, before any API call; ErrResponseQueueGone when the
-// response queue no longer exists, which is logged and counted once and
-// must not be retried; ErrClosed after Shutdown; otherwise the SDK's error,
+// response queue no longer exists, which is logged and must not be
+// retried; ErrClosed after Shutdown; otherwise the SDK's error,
 // wrapped.
 //
 // Sends go through a coalescer: a lone reply is sent at once with
@@ -97,28 +98,38 @@ func (r *Responder) send(ctx context.Context, request types.Message, target stri
 	return r.replyResult(ctx, request, target, err)
 }
 
-// onReply runs Options.OnReply on a copy of reply whose attribute maps
-// (never nil) it may change, and returns the copy and a function that
-// reports the send's result to the hook (a no-op without one). ctx loses
-// its cancellation: the hook's work outlives the handler.
+// onReply tells Options.Observer of reply, about to be sent to the
+// request's response queue, as a copy whose attributes (never nil) it may
+// add to, and returns the copy and a function that reports the send's
+// result (a no-op without an observer). ctx loses its cancellation: the
+// observer's work outlives the handler.
 func (r *Responder) onReply(ctx context.Context, req *Request, reply *Reply) (*Reply, func(error)) {
-	hook := r.opts.OnReply
-	if hook == nil || reply == nil {
+	if r.opts.Observer == nil || reply == nil {
 		return reply, noDone
 	}
-	cp := &Reply{Body: reply.Body,
-		Attributes:       make(map[string]types.MessageAttributeValue, len(reply.Attributes)+1),
-		SystemAttributes: make(map[string]types.MessageSystemAttributeValue, len(reply.SystemAttributes)+1)}
+	cp := &Reply{Body: reply.Body, Attributes: make(map[string]types.MessageAttributeValue, len(reply.Attributes)+1)}
 	maps.Copy(cp.Attributes, reply.Attributes)
-	maps.Copy(cp.SystemAttributes, reply.SystemAttributes)
-	var done func(error)
-	callback.Run(r.log, "responder: Options.OnReply", func() { done = hook(context.WithoutCancel(ctx), req, cp) })
-	if done == nil {
-		return cp, noDone
+	m := &types.Message{Body: &cp.Body, MessageAttributes: cp.Attributes, Attributes: make(map[string]string, len(reply.SystemAttributes)+1)}
+	for k, v := range reply.SystemAttributes {
+		if v.StringValue != nil {
+			m.Attributes[k] = *v.StringValue
+		}
 	}
-	return cp, func(err error) {
-		callback.Run(r.log, "responder: the function Options.OnReply returned", func() { done(err) })
+	to, _ := req.Attribute(sqsapi.ResponseQueueURLAttribute)
+	done := r.tell(context.WithoutCancel(ctx), observe.Event{Kind: observe.Reply, Queue: to, Message: m, RequestID: req.ID, Detail: req})
+	// Message.Attributes, as the receiver sees them, are the reply's
+	// system attributes: what the observer added there is checked with
+	// the rest (SQS takes only AWSTraceHeader).
+	cp.SystemAttributes = make(map[string]types.MessageSystemAttributeValue, len(m.Attributes))
+	for k, v := range reply.SystemAttributes {
+		if v.StringValue == nil {
+			cp.SystemAttributes[k] = v
+		}
 	}
+	for k, v := range m.Attributes {
+		cp.SystemAttributes[k] = types.MessageSystemAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+	}
+	return cp, func(err error) { done(nil, err) }
 }
 
 func noDone(error) {}
@@ -128,20 +139,18 @@ func noDone(error) {}
 func (r *Responder) replyResult(ctx context.Context, request types.Message, target string, err error) error {
 	switch {
 	case err == nil:
-		r.stats.replied.Add(1)
 		return nil
 	case errors.Is(err, batch.ErrClosed):
 		return ErrClosed
 	}
 	var gone *types.QueueDoesNotExist
 	if errors.As(err, &gone) {
-		r.stats.repliesDropped.Add(1)
 		u, _ := stringAttribute(request, sqsapi.ResponseQueueURLAttribute)
 		r.log.LogAttrs(ctx, slog.LevelWarn, "responder: dropping reply to a response queue that no longer exists",
 			slog.String("response_queue_url", u), slog.String("correlation_id", requestID(request)))
 		return fmt.Errorf("%w: %s: %w", ErrResponseQueueGone, u, err)
 	}
-	r.stats.replyErrors.Add(1)
+	r.stats.errors.Add(1)
 	return fmt.Errorf("%s: sending the reply to %s: %w", opSendResponse, target, err)
 }
 

@@ -74,8 +74,8 @@ func TestReplyHasItsOwnDeadline(t *testing.T) {
 			t.Errorf("send %d ran under a deadline %v away, want at most ReplyTimeout (%v)", i, lead, timeout)
 		}
 	}
-	if st := r.Stats(); st.ReplyErrors != 1 || st.Handled != 1 {
-		t.Errorf("Stats: ReplyErrors %d, Handled %d; want 1 and 1", st.ReplyErrors, st.Handled)
+	if st := r.Stats(); st.Errors != 1 || st.Handled != 1 {
+		t.Errorf("Stats: Errors %d, Handled %d; want 1 and 1", st.Errors, st.Handled)
 	}
 }
 

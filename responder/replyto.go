@@ -201,10 +201,9 @@ func (r *Responder) replyTarget(ctx context.Context, queueURL string, request ty
 	return target, name, nil
 }
 
-// refuse counts a refused reply, logs it (the first, then at most one a
+// refuse logs a refused reply (the first, then at most one a
 // deflog.Interval, with the number left unlogged) and returns its error.
 func (r *Responder) refuse(ctx context.Context, queueURL, responseURL string, request types.Message) error {
-	r.stats.repliesRefused.Add(1)
 	now := r.clk.Now()
 	f := &r.refused
 	f.mu.Lock()

@@ -130,7 +130,7 @@ func TestReplyToForeignQueueRefused(t *testing.T) {
 			runs.Add(1)
 			return echo(ctx, req)
 		}))
-		waitFor(t, "three requests deleted", func() bool { return r.Stats().Deleted == 3 })
+		waitFor(t, "three requests deleted", func() bool { return r.stats.Deleted.Load() == 3 })
 
 		got := e.replies(host, 1, 5*time.Second)
 		if len(got) != 1 || aws.ToString(got[0].Body) != "re:java" || attr(got[0], sqsapi.VirtualQueueNameAttribute) != "vq-java" {
@@ -142,8 +142,8 @@ func TestReplyToForeignQueueRefused(t *testing.T) {
 		if got := e.replies(plain, 1, time.Second); len(got) != 0 {
 			t.Errorf("unprefixed queue got a reply: %q", aws.ToString(got[0].Body))
 		}
-		if s := r.Stats(); s.RepliesRefused != 2 || s.Replied != 1 || s.Handled != 1 || runs.Load() != 1 || s.Failed != 0 {
-			t.Errorf("stats %+v, %d handler runs; want 2 refused, 1 handled and replied", s, runs.Load())
+		if s := r.Stats(); s.Dropped != 2 || s.Handled != 1 || runs.Load() != 1 || s.Failed != 0 {
+			t.Errorf("stats %+v, %d handler runs; want 2 dropped (refused), 1 handled", s, runs.Load())
 		}
 		if v, f := e.depth(reqQ); v != "0" || f != "0" {
 			t.Errorf("request queue holds %s visible, %s in flight; want the refused requests deleted", v, f)
@@ -170,8 +170,8 @@ func TestReplyToForeignQueueRefused(t *testing.T) {
 			t.Errorf("with AllowReplyTo the unprefixed queue got %v, want the reply", got)
 		}
 		// Process also refuses, and the request is done (to be deleted).
-		if err := r.Process(ctx, reqQ, req, echo); err != nil || r.Stats().RepliesRefused != 4 {
-			t.Errorf("Process of a refused request = %v, %d refused; want nil (delete it) and 4", err, r.Stats().RepliesRefused)
+		if err := r.Process(ctx, reqQ, req, echo); err != nil || r.Stats().Dropped != 3 {
+			t.Errorf("Process of a refused request = %v, %d dropped; want nil (delete it) and 3", err, r.Stats().Dropped)
 		}
 	})
 }

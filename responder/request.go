@@ -31,11 +31,11 @@ type Request struct {
 
 	deadline time.Time    // the caller's, plus the clock skew allowed; zero when none
 	stream   *replyStream // set by Serve when the requester takes a stream
-	inner    *innerCtx    // with Options.OnReply: the handler's context
+	inner    *innerCtx    // with Options.Observer: the handler's context
 }
 
 // innerCtx keeps the context the handler ran under, inside all
-// middleware, for Options.OnReply. A lock, since a middleware may leave
+// middleware, for Options.Observer's Reply events. A lock, since a middleware may leave
 // its inner handler running on a goroutine of its own when it returns.
 type innerCtx struct {
 	mu  sync.Mutex

@@ -12,6 +12,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/deflog"
 	"github.com/tempqueues/tempqueues/internal/httpbody"
 	"github.com/tempqueues/tempqueues/internal/wire"
+	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -118,19 +119,33 @@ type Options struct {
 	// a middleware that panics fails only its request.
 	Middleware []func(Handler) Handler
 
-	// OnReply, if set, is called before each reply Serve and Process send
-	// is checked (the handler's final Reply, each message a handler sends
-	// with Request.Send, a reply replayed from the Store), with a copy of
-	// the reply whose attribute maps (never nil) it may change: add a
-	// traceparent attribute or an AWSTraceHeader system attribute. What it
-	// adds counts against SQS's limits, checked after it returns and
-	// before any call. ctx carries the values of the context the handler
-	// (inside all Middleware) ran under, or for a streamed message the one
-	// given to Send, without their cancellation. The function it returns,
-	// if not nil, is called once when the send ends, with nil or the error
-	// (a failed check included); it may run on a batch call's goroutine and
-	// must not block. A reply's trace span hangs on this pair of hooks.
-	OnReply func(ctx context.Context, req *Request, reply *Reply) (done func(err error))
+	// Observer, if set, is told what Serve and Process do
+	// (package observe):
+	//   - Reply, before each reply is checked and sent (the handler's final
+	//     Reply, each message a handler sends with Request.Send, a reply
+	//     replayed from the Store). Message is the outgoing reply: the
+	//     Observer may add MessageAttributes, and an AWSTraceHeader as
+	//     Message.Attributes["AWSTraceHeader"], which becomes the reply's
+	//     system attribute; what it adds counts against SQS's limits,
+	//     checked after it returns and before any call. Queue is the
+	//     response queue's URL, Detail the *Request. ctx carries the values
+	//     of the context the handler (inside all Middleware) ran under, or
+	//     for a streamed message the one given to Send, without their
+	//     cancellation. The done func is called once when the send ends,
+	//     with nil or the error (a failed check included), perhaps on a batch
+	//     call's goroutine. A reply's trace span hangs on this pair.
+	//   - Handled, after each handler run: Duration is the handler's time,
+	//     Err its error (a *PanicError after a panic).
+	//   - Dropped, for a request deleted without its handler run or its
+	//     reply sent; Reason is "expired" (its caller's deadline had
+	//     passed), "refused" (its reply may not go where it asks,
+	//     AllowReplyTo), "reply-queue-gone" (the response queue no longer
+	//     exists) or "duplicate" (answered again from the Store).
+	//   - Released, for a request made visible again by the responder's
+	//     decision; Reason is "failed" (Retry) or "in-progress" (the Store
+	//     says another consumer holds it), Duration the delay. Releases at a
+	//     stop are counted in Stats.Released only.
+	Observer observe.Observer
 
 	// AllowReplyTo widens the queues replies may go to. A request names
 	// its reply's queue (ResponseQueueUrl), and whoever may send to the
@@ -149,15 +164,10 @@ type Options struct {
 	//     whose URL starts with it, in any account or region. End it with
 	//     '/' to allow a whole account.
 	// A request naming any other queue is deleted unanswered, without
-	// running its handler; it is counted in Stats.RepliesRefused and
-	// logged at Warn (at most once a minute). Pair it with an IAM policy
+	// running its handler; it is counted in Stats.Dropped, told to the
+	// Observer (Dropped, "refused") and logged at Warn (at most once a minute). Pair it with an IAM policy
 	// that grants sqs:SendMessage only on these queues (docs/iam.md).
 	AllowReplyTo []string
-
-	// OnRequestDone, if set, is called after each handler run with the
-	// request, the handler's duration and its error (a *PanicError after a
-	// panic). It runs on the request's goroutine and must not block.
-	OnRequestDone func(req *Request, d time.Duration, err error)
 }
 
 const (

@@ -18,10 +18,10 @@ func retry(ctx context.Context, x *exchange, next step) action {
 	o := &x.s.r.opts
 	switch o.Retry {
 	case RetryImmediately:
-		return action{kind: actRelease, err: act.err}
+		return action{kind: actRelease, reason: reasonFailed, err: act.err}
 	case RetryWithBackoff:
 		p := backoff.Policy{Base: o.BackoffBase, Cap: o.BackoffCap}
-		return action{kind: actRelease, delay: p.Delay(x.req.ReceiveCount - 1), err: act.err}
+		return action{kind: actRelease, delay: p.Delay(x.req.ReceiveCount - 1), reason: reasonFailed, err: act.err}
 	}
 	return action{kind: actNone, err: act.err}
 }

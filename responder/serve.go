@@ -101,7 +101,7 @@ func (s *server) renew(ctx context.Context, d *consume.Delivery, lease string) {
 	id := requestID(d.Message)
 	err := r.opts.Store.Renew(ctx, id, lease, r.opts.VisibilityTimeout)
 	if err != nil && (!errors.Is(err, ErrLeaseLost) || d.Running()) {
-		r.stats.storeErrors.Add(1)
+		r.stats.errors.Add(1)
 		r.log.Warn("responder: renewing idempotency lease failed", slog.String("request_id", id), slog.Any("error", err))
 	}
 }

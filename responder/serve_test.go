@@ -15,8 +15,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 
+	"github.com/tempqueues/tempqueues/internal/testkit/observetest"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
 	"github.com/tempqueues/tempqueues/internal/wire"
+	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -66,7 +68,7 @@ func TestRoundTripJavaWireFormat(t *testing.T) {
 			t.Errorf("request %+v: want id rid-1, receive count 1, system attributes", seen)
 		}
 		mu.Unlock()
-		waitFor(t, "request deleted", func() bool { return r.Stats().Deleted == 1 })
+		waitFor(t, "request deleted", func() bool { return r.stats.Deleted.Load() == 1 })
 		if v, f := e.depth(reqQ); v != "0" || f != "0" {
 			t.Errorf("request queue: %s visible, %s in flight", v, f)
 		}
@@ -86,7 +88,8 @@ func TestPlainResponseQueueAndFireAndForget(t *testing.T) {
 		e := newEnv(t, be)
 		replyQ := e.replyQueue("reply", nil)
 		reqQ := e.queue("req", nil)
-		r := newResponder(t, e.client, func(o *Options) { o.PollWaitTime = time.Second })
+		var rec observetest.Recorder
+		r := newResponder(t, e.client, func(o *Options) { o.PollWaitTime = time.Second; o.Observer = &rec })
 		var runs atomic.Int32
 		serve(t, r, reqQ, HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
 			runs.Add(1)
@@ -101,12 +104,11 @@ func TestPlainResponseQueueAndFireAndForget(t *testing.T) {
 			t.Error("reply to a plain queue carries the routing attribute")
 		}
 		// The reply can be received before the responder counts its send.
-		waitFor(t, "the reply counted", func() bool { return r.Stats().Replied == 1 })
-		sendsBefore := r.Stats().Replied
+		waitFor(t, "the reply counted", func() bool { return replied(&rec) == 1 })
 		e.request(reqQ, "fire", "", "rid-f")
-		waitFor(t, "both requests deleted", func() bool { return r.Stats().Deleted == 2 })
-		if runs.Load() != 2 || r.Stats().Replied != sendsBefore {
-			t.Errorf("fire-and-forget: %d runs, %d replies", runs.Load(), r.Stats().Replied-sendsBefore)
+		waitFor(t, "both requests deleted", func() bool { return r.stats.Deleted.Load() == 2 })
+		if runs.Load() != 2 || replied(&rec) != 1 || rec.Count(observe.Reply, "") != 1 {
+			t.Errorf("fire-and-forget: %d runs, %d replies", runs.Load(), replied(&rec)-1)
 		}
 	})
 }
@@ -144,7 +146,7 @@ func TestManyConcurrentRequests(t *testing.T) {
 		if len(seen) != n {
 			t.Fatalf("%d distinct replies, want %d", len(seen), n)
 		}
-		waitFor(t, "all deleted", func() bool { return r.Stats().Deleted == n })
+		waitFor(t, "all deleted", func() bool { return r.stats.Deleted.Load() == n })
 		calls := rc.counter.Snapshot()
 		t.Logf("%d requests: %v (%.2f calls per request), up to %d pollers", n, calls, float64(rc.counter.Total())/n, maxPollers.Load())
 		if maxPollers.Load() < 2 || maxPollers.Load() > 4 {
@@ -184,7 +186,7 @@ func TestSlowHandlerKeptAliveByHeartbeat(t *testing.T) {
 			t.Fatalf("%d replies, %d handler runs; want 1 and 1 (the request was redelivered?)", len(got), runs.Load())
 		}
 		s := r.Stats()
-		if s.Extended < 3 || s.Received != 1 {
+		if r.stats.Extended.Load() < 3 || s.Received != 1 {
 			t.Errorf("stats %+v: want at least 3 extensions and 1 receive", s)
 		}
 	})
@@ -217,7 +219,7 @@ func TestVisibilityLimitCancelsHandler(t *testing.T) {
 			t.Fatal("handler not cancelled at the visibility limit")
 		}
 		waitFor(t, "the failure recorded", func() bool { return r.Stats().Failed >= 1 })
-		if s := r.Stats(); s.VisibilityLimits != 1 || s.Extended < 1 {
+		if s := r.Stats(); r.stats.VisibilityLimits.Load() != 1 || r.stats.Extended.Load() < 1 {
 			t.Errorf("stats %+v", s)
 		}
 	})
@@ -233,16 +235,12 @@ func TestHandlerErrorsReachDLQ(t *testing.T) {
 			"VisibilityTimeout": "1",
 			"RedrivePolicy":     fmt.Sprintf(`{"deadLetterTargetArn":%q,"maxReceiveCount":"3"}`, e.queueARN(dlq)),
 		})
-		var done atomic.Int32
+		var rec observetest.Recorder
 		r := newResponder(t, e.client, func(o *Options) {
 			o.VisibilityTimeout = time.Second
 			o.PollWaitTime = time.Second
 			o.Retry = RetryImmediately
-			o.OnRequestDone = func(_ *Request, _ time.Duration, err error) {
-				if err != nil {
-					done.Add(1)
-				}
-			}
+			o.Observer = &rec
 		})
 		serve(t, r, reqQ, HandlerFunc(func(context.Context, *Request) (*Reply, error) {
 			return nil, errors.New("poison")
@@ -255,8 +253,8 @@ func TestHandlerErrorsReachDLQ(t *testing.T) {
 		// The server can move the request to the DLQ before the client has
 		// counted the release that made it visible for the last time.
 		waitFor(t, "the third release counted", func() bool { return r.Stats().Released >= 3 })
-		if s := r.Stats(); s.Failed != 3 || s.Released != 3 || done.Load() != 3 || s.Deleted != 0 {
-			t.Errorf("stats %+v (hook saw %d failures): want 3 failures and releases, no delete", s, done.Load())
+		if s := r.Stats(); s.Failed != 3 || s.Released != 3 || len(failures(&rec)) != 3 || rec.Count(observe.Released, "failed") != 3 || r.stats.Deleted.Load() != 0 {
+			t.Errorf("stats %+v (observer saw %d failures): want 3 failures and releases, no delete", s, len(failures(&rec)))
 		}
 	})
 }
@@ -268,17 +266,13 @@ func TestPanicRecoveredAndRetried(t *testing.T) {
 		e := newEnv(t, be)
 		host := e.replyQueue("host", nil)
 		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
-		var hookErr atomic.Value
+		var rec observetest.Recorder
 		r := newResponder(t, e.client, func(o *Options) {
 			o.VisibilityTimeout = time.Second
 			o.PollWaitTime = time.Second
 			o.Retry = RetryWithBackoff
 			o.BackoffBase = 100 * time.Millisecond
-			o.OnRequestDone = func(_ *Request, _ time.Duration, err error) {
-				if err != nil {
-					hookErr.Store(err)
-				}
-			}
+			o.Observer = &rec
 		})
 		serve(t, r, reqQ, HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
 			if req.ReceiveCount == 1 {
@@ -292,11 +286,11 @@ func TestPanicRecoveredAndRetried(t *testing.T) {
 			t.Fatal("no reply after the panic")
 		}
 		var pe *PanicError
-		if err, _ := hookErr.Load().(error); !errors.As(err, &pe) || pe.Value != "boom" || len(pe.Stack) == 0 {
-			t.Errorf("hook saw %v, want *PanicError", hookErr.Load())
+		if errs := failures(&rec); len(errs) != 1 || !errors.As(errs[0], &pe) || pe.Value != "boom" || len(pe.Stack) == 0 {
+			t.Errorf("observer saw %v, want one *PanicError", errs)
 		}
 		waitFor(t, "the retry counted", func() bool { return r.Stats().Handled >= 1 })
-		if s := r.Stats(); s.Panics != 1 || s.Failed != 1 || s.Handled != 1 {
+		if s := r.Stats(); s.Failed != 1 || s.Handled != 1 {
 			t.Errorf("stats %+v", s)
 		}
 	})
@@ -366,7 +360,7 @@ func TestCrashBeforeDeleteRepliesFromStore(t *testing.T) {
 		stopA := serve(t, a, reqQ, h)
 		e.request(reqQ, "once", host+"#vq", "rid-once")
 		first := e.replies(host, 1, 10*time.Second)
-		waitFor(t, "A's failed delete", func() bool { return a.Stats().DeleteErrors == 1 })
+		waitFor(t, "A's failed delete", func() bool { return a.stats.DeleteErrors.Load() == 1 })
 		fa.dead.Store(true)
 		_ = stopA()
 
@@ -376,8 +370,8 @@ func TestCrashBeforeDeleteRepliesFromStore(t *testing.T) {
 		if len(first) != 1 || len(second) != 1 || aws.ToString(second[0].Body) != "run 1" || runs.Load() != 1 {
 			t.Fatalf("replies %v then %v, %d runs: want the stored reply replayed, handler run once", first, second, runs.Load())
 		}
-		waitFor(t, "B deletes", func() bool { return b.Stats().Deleted == 1 })
-		if s := b.Stats(); s.Deduplicated != 1 || s.Handled != 0 {
+		waitFor(t, "B deletes", func() bool { return b.stats.Deleted.Load() == 1 })
+		if s := b.Stats(); s.Dropped != 1 || s.Handled != 0 {
 			t.Errorf("B stats %+v", s)
 		}
 	})
@@ -391,11 +385,13 @@ func TestDuplicateInProgressNotRunTwice(t *testing.T) {
 		host := e.replyQueue("host", nil)
 		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
 		var runs atomic.Int32
+		var rec observetest.Recorder
 		r := newResponder(t, e.client, func(o *Options) {
 			o.VisibilityTimeout = time.Second
 			o.PollWaitTime = time.Second
 			o.Store = NewMemoryStore()
 			o.InProgressDelay = time.Second
+			o.Observer = &rec
 		})
 		serve(t, r, reqQ, HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
 			runs.Add(1)
@@ -409,9 +405,9 @@ func TestDuplicateInProgressNotRunTwice(t *testing.T) {
 		if len(got) != 2 || runs.Load() != 1 {
 			t.Fatalf("%d replies, %d runs: want the handler once and both deliveries answered", len(got), runs.Load())
 		}
-		waitFor(t, "both deleted", func() bool { return r.Stats().Deleted == 2 })
-		if s := r.Stats(); s.Deferred < 1 || s.Deduplicated != 1 {
-			t.Errorf("stats %+v", s)
+		waitFor(t, "both deleted", func() bool { return r.stats.Deleted.Load() == 2 })
+		if s := r.Stats(); rec.Count(observe.Released, "in-progress") < 1 || rec.Count(observe.Dropped, "duplicate") != 1 || s.Dropped != 1 {
+			t.Errorf("stats %+v, events %+v", s, rec.Events())
 		}
 	})
 }
@@ -435,14 +431,14 @@ func TestBatchingUnderLoad(t *testing.T) {
 			time.Sleep(2500 * time.Millisecond)
 			return nil, nil
 		}))
-		waitFor(t, "all deleted", func() bool { return r.Stats().Deleted == n })
+		waitFor(t, "all deleted", func() bool { return r.stats.Deleted.Load() == n })
 		s, calls := r.Stats(), rc.counter.Snapshot()
 		t.Logf("stats %+v calls %v", s, calls)
-		if s.Handled != n || s.Extended < n {
+		if s.Handled != n || r.stats.Extended.Load() < n {
 			t.Fatalf("stats %+v: want %d handled, each extended", s, n)
 		}
-		if calls["ChangeMessageVisibilityBatch"]*3 > s.Extended || calls["DeleteMessageBatch"]*3 > n {
-			t.Errorf("extensions (%d in %d calls) or deletes (%d calls) did not coalesce", s.Extended, calls["ChangeMessageVisibilityBatch"], calls["DeleteMessageBatch"])
+		if calls["ChangeMessageVisibilityBatch"]*3 > r.stats.Extended.Load() || calls["DeleteMessageBatch"]*3 > n {
+			t.Errorf("extensions (%d in %d calls) or deletes (%d calls) did not coalesce", r.stats.Extended.Load(), calls["ChangeMessageVisibilityBatch"], calls["DeleteMessageBatch"])
 		}
 	})
 }
@@ -499,7 +495,7 @@ func TestThrottlingBacksOffAndLosesNothing(t *testing.T) {
 		if during > 25 || during < 2 {
 			t.Errorf("%d receive attempts while throttled: want a few (backoff), not a hot loop", during)
 		}
-		if r.Stats().ReceiveErrors < 2 || r.Stats().DeleteErrors < 1 {
+		if r.stats.ReceiveErrors.Load() < 2 || r.stats.DeleteErrors.Load() < 1 {
 			t.Errorf("stats %+v: faults not seen", r.Stats())
 		}
 	})
@@ -510,7 +506,8 @@ func TestGracefulShutdownLosesNothing(t *testing.T) {
 		e := newEnv(t, be)
 		host := e.replyQueue("host", nil)
 		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "30"})
-		r, err := New(e.client, func(o *Options) { o.PollWaitTime = time.Second; o.MaxConcurrency = 5 })
+		var rec observetest.Recorder
+		r, err := New(e.client, func(o *Options) { o.PollWaitTime = time.Second; o.MaxConcurrency = 5; o.Observer = &rec })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -545,13 +542,13 @@ func TestGracefulShutdownLosesNothing(t *testing.T) {
 			t.Errorf("SendResponseMessage after Shutdown = %v, want ErrClosed", err)
 		}
 		s := r.Stats()
-		if started.Load() != finished.Load() || int64(finished.Load()) != s.Deleted || s.Replied != s.Deleted || s.InFlight != 0 || s.Pollers != 0 {
+		if started.Load() != finished.Load() || int64(finished.Load()) != r.stats.Deleted.Load() || int64(replied(&rec)) != r.stats.Deleted.Load() || s.InFlight != 0 || s.Pollers != 0 {
 			t.Fatalf("started %d finished %d, stats %+v: every started request must be answered and deleted", started.Load(), finished.Load(), s)
 		}
 		// Nothing lost: the requests not handled are still visible, at once.
 		v, f := e.depth(reqQ)
-		if v != fmt.Sprint(n-int(s.Deleted)) || f != "0" {
-			t.Errorf("after shutdown %s visible, %s in flight; want %d visible", v, f, n-int(s.Deleted))
+		if v != fmt.Sprint(n-int(r.stats.Deleted.Load())) || f != "0" {
+			t.Errorf("after shutdown %s visible, %s in flight; want %d visible", v, f, n-int(r.stats.Deleted.Load()))
 		}
 		if leaks := leakedGoroutines(); len(leaks) > 0 {
 			t.Errorf("%d goroutines left after Shutdown:\n%s", len(leaks), leaks[0])
@@ -599,7 +596,7 @@ func TestShutdownDeadlineReleasesUnfinished(t *testing.T) {
 		if err != nil || len(out.Messages) != 1 {
 			t.Fatalf("unfinished request not released: %v %v", out, err)
 		}
-		if s := r.Stats(); s.Released != 1 || s.Deleted != 0 {
+		if s := r.Stats(); s.Released != 1 || r.stats.Deleted.Load() != 0 {
 			t.Errorf("stats %+v", s)
 		}
 		if leaks := leakedGoroutines(); len(leaks) > 0 {

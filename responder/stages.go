@@ -58,15 +58,16 @@ type exchange struct {
 	// Set by answer, or by dedupe from the Store.
 	target string                             // where the answer goes; "" when nothing is sent
 	entry  types.SendMessageBatchRequestEntry // the answer, checked
-	sent   func(error)                        // reports the answer's send to Options.OnReply
+	sent   func(error)                        // reports the answer's send to Options.Observer
 	stored *Reply                             // what the Store keeps as the answer
 }
 
 // action is what happens to a request after the stages.
 type action struct {
-	kind  int
-	delay time.Duration // for actRelease
-	err   error         // why a request is not done (for Process)
+	kind   int
+	delay  time.Duration // for actRelease
+	reason string        // for actRelease: why, for the Observer
+	err    error         // why a request is not done (for Process)
 }
 
 const (
@@ -92,5 +93,7 @@ func (s *server) process(ctx context.Context, d *consume.Delivery) action {
 	cctx, cancel := s.callCtx()
 	defer cancel()
 	x := &exchange{s: s, d: d, req: req, log: log, cctx: cctx, requested: IsResponseMessageRequested(req.Message), sent: noDone}
-	return s.steps(ctx, x)
+	act := s.steps(ctx, x)
+	r.settled(ctx, x, act)
+	return act
 }

@@ -62,7 +62,7 @@ type replyStream struct {
 type streamMessage struct {
 	target string
 	entry  types.SendMessageBatchRequestEntry
-	sent   func(error) // reports the send to Options.OnReply
+	sent   func(error) // reports the send to Options.Observer
 }
 
 // streamTurns hands the messages of a responder's streams to its send
@@ -289,7 +289,7 @@ func storedEnd(final *Reply, more map[string]string) *Reply {
 
 // isStoredEnd reports whether reply, stored as the answer of req, is a
 // stream's end mark (storedEnd): the replay sends it as it is, as the first
-// run sent it, and not through Options.OnReply.
+// run sent it, and not through Options.Observer.
 func isStoredEnd(req *Request, reply *Reply) bool {
 	if req.stream == nil || reply == nil || reply.Body != endBody {
 		return false

@@ -7,12 +7,14 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -58,7 +60,18 @@ func runServeEcho(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 
+	var replies atomic.Int64 // replies sent, as the Observer hears of them
 	r, err := responder.New(env.Client, func(o *responder.Options) {
+		o.Observer = observe.Func(func(_ context.Context, e observe.Event) func(*types.Message, error) {
+			if e.Kind != observe.Reply {
+				return nil
+			}
+			return func(_ *types.Message, err error) {
+				if err == nil {
+					replies.Add(1)
+				}
+			}
+		})
 		o.MaxConcurrency = *concurrency
 		o.Logger = server.logger(stderr)
 		o.DrainTimeout = 2 * time.Second // Ctrl-C: running handlers get 2 s; idle, it stops in 0.5 s
@@ -94,8 +107,8 @@ func runServeEcho(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	s := r.Stats()
 	if *asJSON { // the last line of the JSON stream on stdout
-		return writeJSON(stdout, map[string]any{"stopped": time.Now().UTC(), "requests": s.Received, "replies": s.Replied})
+		return writeJSON(stdout, map[string]any{"stopped": time.Now().UTC(), "requests": s.Received, "replies": replies.Load()})
 	}
-	fmt.Fprintf(stderr, "stopped: %d requests, %d replies\n", s.Received, s.Replied)
+	fmt.Fprintf(stderr, "stopped: %d requests, %d replies\n", s.Received, replies.Load())
 	return nil
 }

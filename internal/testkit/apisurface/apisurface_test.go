@@ -12,7 +12,7 @@ const module = "github.com/tempqueues/tempqueues"
 
 // library lists the public packages of the core module, lowest layer first.
 var library = []string{
-	"sqsapi", "sqsclient", "sqstest", "backlog", "reaper", "virtualqueue", "responder",
+	"sqsapi", "observe", "sqsclient", "sqstest", "backlog", "reaper", "virtualqueue", "responder",
 	"responder/storetest", "redrive", "tempqueue", "requester",
 }
 

@@ -9,14 +9,16 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/sqstest"
 )
 
-// OnReply sees each reply before its checks and after its send: here it
-// puts a trace header on the reply, which the requester receives with it,
-// and notes the send's result. The otel module's reply spans hang on it.
-func ExampleOptions_onReply() {
+// The Observer sees each reply before its checks and after its send: here
+// it puts a trace header on the reply, which the requester receives with
+// it, and notes the send's result and the handler's run. The otel
+// module's reply spans hang on it.
+func ExampleOptions_observer() {
 	ctx := context.Background()
 	srv := sqstest.NewServer()
 	defer srv.Close(ctx)
@@ -26,11 +28,17 @@ func ExampleOptions_onReply() {
 
 	r, err := responder.New(client, func(o *responder.Options) {
 		o.AllowReplyTo = []string{"replies"} // a plain reply queue, not a requester's
-		o.OnReply = func(ctx context.Context, req *responder.Request, reply *responder.Reply) func(error) {
-			reply.SystemAttributes["AWSTraceHeader"] = types.MessageSystemAttributeValue{DataType: aws.String("String"),
-				StringValue: aws.String("Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1")}
-			return func(err error) { fmt.Println("reply to", req.Body(), "sent:", err == nil) }
-		}
+		o.Observer = observe.Func(func(ctx context.Context, e observe.Event) func(*types.Message, error) {
+			switch e.Kind {
+			case observe.Handled:
+				fmt.Println("handled", *e.Message.Body, "error:", e.Err)
+			case observe.Reply:
+				req := e.Detail.(*responder.Request)
+				e.Message.Attributes["AWSTraceHeader"] = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+				return func(_ *types.Message, err error) { fmt.Println("reply to", req.Body(), "sent:", err == nil) }
+			}
+			return nil
+		})
 	})
 	if err != nil {
 		log.Fatal(err)
@@ -53,6 +61,7 @@ func ExampleOptions_onReply() {
 		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAWSTraceHeader}})
 	fmt.Println(*out.Messages[0].Body, out.Messages[0].Attributes["AWSTraceHeader"][:7])
 	// Output:
+	// handled job 1 error: <nil>
 	// reply to job 1 sent: true
 	// done: job 1 Root=1-
 }

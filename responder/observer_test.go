@@ -14,12 +14,13 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
 	"github.com/tempqueues/tempqueues/internal/wire"
+	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 const testTraceHeader = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
 
-func traceHeader(v string) map[string]types.MessageSystemAttributeValue {
+func traceHeaderOf(v string) map[string]types.MessageSystemAttributeValue {
 	return map[string]types.MessageSystemAttributeValue{
 		string(types.MessageSystemAttributeNameForSendsAWSTraceHeader): {DataType: aws.String("String"), StringValue: aws.String(v)},
 	}
@@ -28,7 +29,7 @@ func traceHeader(v string) map[string]types.MessageSystemAttributeValue {
 func TestReplySystemAttributes(t *testing.T) {
 	req := msgWith(map[string]string{sqsapi.ResponseQueueURLAttribute: "https://sqs.us-east-1.amazonaws.com/1/host#r1"})
 	// Beside 8 attributes of its own: system attributes do not count.
-	_, entry, err := buildReply(req, &Reply{Body: "ok", Attributes: nAttrs(8), SystemAttributes: traceHeader(testTraceHeader)})
+	_, entry, err := buildReply(req, &Reply{Body: "ok", Attributes: nAttrs(8), SystemAttributes: traceHeaderOf(testTraceHeader)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +37,7 @@ func TestReplySystemAttributes(t *testing.T) {
 		t.Errorf("entry's AWSTraceHeader %q", got)
 	}
 	for name, sys := range map[string]map[string]types.MessageSystemAttributeValue{
-		"empty header": traceHeader(""),
+		"empty header": traceHeaderOf(""),
 		"other name":   {"SenderId": {DataType: aws.String("String"), StringValue: aws.String("x")}},
 		"binary":       {"AWSTraceHeader": {DataType: aws.String("Binary"), BinaryValue: []byte("x")}},
 	} {
@@ -48,7 +49,7 @@ func TestReplySystemAttributes(t *testing.T) {
 
 type ctxKey struct{}
 
-// hookRecord is what an OnReply hook saw.
+// hookRecord is what an Observer saw of Reply events.
 type hookRecord struct {
 	mu     sync.Mutex
 	bodies []string
@@ -56,28 +57,34 @@ type hookRecord struct {
 	errs   []error // done's argument per call, in the order done ran
 }
 
-func (h *hookRecord) hook(sys map[string]types.MessageSystemAttributeValue) func(context.Context, *Request, *Reply) func(error) {
-	return func(ctx context.Context, req *Request, reply *Reply) func(error) {
+func (h *hookRecord) hook(sys map[string]types.MessageSystemAttributeValue) observe.Observer {
+	return observe.Func(func(ctx context.Context, e observe.Event) func(*types.Message, error) {
+		if e.Kind != observe.Reply {
+			return nil
+		}
+		if _, ok := e.Detail.(*Request); !ok {
+			panic("a Reply event without its request")
+		}
 		h.mu.Lock()
-		h.bodies = append(h.bodies, reply.Body)
+		h.bodies = append(h.bodies, aws.ToString(e.Message.Body))
 		h.values = append(h.values, ctx.Value(ctxKey{}))
 		h.mu.Unlock()
 		for k, v := range sys {
-			reply.SystemAttributes[k] = v
+			e.Message.Attributes[k] = aws.ToString(v.StringValue)
 		}
-		return func(err error) {
+		return func(_ *types.Message, err error) {
 			h.mu.Lock()
 			h.errs = append(h.errs, err)
 			h.mu.Unlock()
 		}
-	}
+	})
 }
 
 // The hook sees each reply Serve sends, final and streamed, under the
 // handler's context, before its check; what it adds goes on the wire, and
 // its done function gets each send's result. A stream's end mark is no
 // reply of the handler's: the hook does not see it.
-func TestOnReplyInServe(t *testing.T) {
+func TestObserverReplyInServe(t *testing.T) {
 	e := newEnv(t, sqstestenv.SQSTest(t))
 	q := e.queue("onreply", nil)
 	replies := e.replyQueue("onreply-replies", nil)
@@ -89,7 +96,7 @@ func TestOnReplyInServe(t *testing.T) {
 				return next.HandleRequest(context.WithValue(ctx, ctxKey{}, "mw"), req)
 			})
 		}}
-		o.OnReply = rec.hook(traceHeader(testTraceHeader))
+		o.Observer = rec.hook(traceHeaderOf(testTraceHeader))
 	})
 	serve(t, r, q, HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
 		if err := req.Send(ctx, &Reply{Body: req.Body() + "-s0"}); err != nil {
@@ -162,13 +169,13 @@ func TestOnReplyInServe(t *testing.T) {
 
 // What the hook adds is checked before any call: a bad system attribute
 // fails the request, and done gets the error.
-func TestOnReplyCheckedBeforeSend(t *testing.T) {
+func TestObserverReplyCheckedBeforeSend(t *testing.T) {
 	e := newEnv(t, sqstestenv.SQSTest(t))
 	q := e.queue("onreply-bad", nil)
 	replies := e.replyQueue("onreply-bad-replies", nil)
 	var rec hookRecord
 	r := newResponder(t, e.client, func(o *Options) {
-		o.OnReply = rec.hook(map[string]types.MessageSystemAttributeValue{"SenderId": {DataType: aws.String("String"), StringValue: aws.String("x")}})
+		o.Observer = rec.hook(map[string]types.MessageSystemAttributeValue{"SenderId": {DataType: aws.String("String"), StringValue: aws.String("x")}})
 	})
 	m := msgWith(map[string]string{sqsapi.ResponseQueueURLAttribute: replies})
 	err := r.Process(context.Background(), q, m, HandlerFunc(func(context.Context, *Request) (*Reply, error) {
@@ -188,13 +195,13 @@ func TestOnReplyCheckedBeforeSend(t *testing.T) {
 
 // A middleware that answers without the handler: the hook gets the
 // context the middleware got, values included.
-func TestOnReplyWithoutHandler(t *testing.T) {
+func TestObserverReplyWithoutHandler(t *testing.T) {
 	e := newEnv(t, sqstestenv.SQSTest(t))
 	q := e.queue("onreply-mw", nil)
 	replies := e.replyQueue("onreply-mw-replies", nil)
 	var rec hookRecord
 	r := newResponder(t, e.client, func(o *Options) {
-		o.OnReply = rec.hook(nil)
+		o.Observer = rec.hook(nil)
 		o.Middleware = []func(Handler) Handler{func(Handler) Handler {
 			return HandlerFunc(func(context.Context, *Request) (*Reply, error) { return &Reply{Body: "cached"}, nil })
 		}}

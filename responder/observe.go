@@ -1,0 +1,47 @@
+package responder
+
+import (
+	"context"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/internal/callback"
+	"github.com/tempqueues/tempqueues/observe"
+)
+
+// Reasons the responder gives its Observer (Options.Observer documents
+// them).
+const (
+	reasonExpired   = "expired"
+	reasonRefused   = "refused"
+	reasonQueueGone = "reply-queue-gone"
+	reasonDuplicate = "duplicate"
+	reasonFailed    = "failed"
+	reasonBusy      = "in-progress"
+)
+
+// tell gives e to Options.Observer and returns the func to call when the
+// call it describes ends (a no-op without an observer).
+func (r *Responder) tell(ctx context.Context, e observe.Event) func(*types.Message, error) {
+	return callback.Observe(ctx, r.log, r.opts.Observer, e)
+}
+
+// dropped counts a request deleted without its handler run or its reply
+// sent, and tells the Observer why.
+func (r *Responder) dropped(ctx context.Context, x *exchange, reason string) {
+	r.stats.dropped.Add(1)
+	if r.opts.Observer != nil {
+		m := x.req.Message
+		r.tell(ctx, observe.Event{Kind: observe.Dropped, Queue: x.s.queueURL, Message: &m, RequestID: x.req.ID, Reason: reason})
+	}
+}
+
+// settled tells the Observer of a release the stages decided on.
+func (r *Responder) settled(ctx context.Context, x *exchange, act action) {
+	if act.kind != actRelease || r.opts.Observer == nil {
+		return
+	}
+	m := x.req.Message
+	r.tell(ctx, observe.Event{Kind: observe.Released, Queue: x.s.queueURL, Message: &m, RequestID: x.req.ID,
+		Reason: act.reason, Duration: act.delay, Err: act.err})
+}
