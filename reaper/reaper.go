@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/tempqueues/tempqueues/internal/reap"
+	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -48,16 +49,15 @@ type Options struct {
 	// slog.New(slog.DiscardHandler) silences it.
 	Logger *slog.Logger
 
-	// OnQueueGone, if set, is called from the heartbeat goroutine when a
-	// queue added to a Reaper turns out to be deleted (QueueDoesNotExist).
-	// The queue is no longer heartbeated; the owner may recreate it and Add
-	// it again. err matches *types.QueueDoesNotExist with errors.As. It
-	// must not block for long: heartbeats of other queues wait for it.
-	OnQueueGone func(queueURL string, err error)
-
-	// OnSweep, if set, is called after each sweep this process ran under
-	// the lease, with its report. It must not block for long.
-	OnSweep func(Report)
+	// Observer, if set, is told what the Reaper finds: a QueueGone event
+	// when a queue added to it turns out to be deleted (Queue is its URL,
+	// Err matches *types.QueueDoesNotExist with errors.As; the queue is no
+	// longer heartbeated, and its owner may recreate it and Add it again),
+	// and a Swept event after each sweep this process ran under the lease
+	// (Detail is its Report, Err set when the sweep failed). It runs on the
+	// Reaper's goroutines and must not block for long: heartbeats of other
+	// queues wait for it.
+	Observer observe.Observer
 }
 
 // config applies optFns and turns the result into the implementation's
@@ -70,11 +70,8 @@ func config(optFns []func(*Options)) func(*reap.Config) {
 		}
 	}
 	return func(c *reap.Config) {
-		c.Prefix, c.Period, c.DisableSweeping, c.DryRun, c.Logger = o.Prefix, o.Period, o.DisableSweeping, o.DryRun, o.Logger
-		c.OnQueueGone = o.OnQueueGone
-		if fn := o.OnSweep; fn != nil {
-			c.OnSweep = func(r reap.Report) { fn(report(r)) }
-		}
+		c.Options = reap.Options(o)
+		c.Detail = func(r reap.Report) any { return report(r) }
 	}
 }
 

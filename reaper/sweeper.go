@@ -30,8 +30,7 @@ import (
 type Sweeper struct{ s *reap.Sweeper }
 
 // NewSweeper returns a Sweeper. It makes no API call and starts no
-// goroutine; Options.DisableSweeping, OnQueueGone and OnSweep do not apply
-// to it.
+// goroutine; Options.DisableSweeping and Observer do not apply to it.
 func NewSweeper(client sqsapi.Client, optFns ...func(*Options)) (*Sweeper, error) {
 	s, err := reap.NewSweeper(client, config(optFns))
 	if err != nil {

@@ -46,6 +46,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/hostq"
 	"github.com/tempqueues/tempqueues/internal/reap"
 	"github.com/tempqueues/tempqueues/internal/wire"
+	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/reaper"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -144,21 +145,27 @@ type Options struct {
 	// slog.Default(), each message at most once a minute;
 	// slog.New(slog.DiscardHandler) silences it.
 	Logger *slog.Logger
-	// Reaper tunes heartbeats and sweeps (Prefix, Logger and
-	// DisableSweeping are set from the fields above first).
+	// Reaper tunes heartbeats and sweeps (Prefix, Logger, DisableSweeping
+	// and Observer are set from the fields above first).
 	Reaper []func(*reaper.Options)
-	// OnSend, if set, is called on the caller's goroutine before each
-	// request is checked and sent, with the call's context and a copy of
-	// the input that it may change: add message attributes (a traceparent)
-	// or system attributes (an AWSTraceHeader). What it adds counts against
-	// SQS's limits, which are checked after it returns and before any call.
-	// The function it returns, if not nil, is called once when the call
-	// ends, with the reply or the error (bad input, a failed send, a
-	// timeout matching ErrTimeout, ErrClosed); for a stream, when the stream ends, with
-	// its final reply (nil when the handler sent none) or what stopped it.
-	// It may run on the host queue's poller and must not block. Tracing
-	// and metrics hang on this pair of hooks.
-	OnSend func(ctx context.Context, in *sqs.SendMessageInput) (done func(reply *types.Message, err error))
+	// Observer, if set, is told of each request before it is checked and
+	// sent, on the caller's goroutine: an observe.Send event whose Message
+	// is the outgoing request (Body, MessageAttributes, and as Attributes
+	// its string system attributes), Queue its queue and RequestID its
+	// TempQueues.RequestId. It may add message attributes (a traceparent),
+	// and a trace header as Message.Attributes["AWSTraceHeader"], which
+	// goes out as the AWSTraceHeader system attribute. What it adds counts
+	// against SQS's limits, which are checked after it returns and before
+	// any call. The done func it returns, if not nil, is called once when
+	// the call ends, with the reply or the error (bad input, a failed
+	// send, a timeout matching ErrTimeout, ErrClosed); for a stream, when
+	// the stream ends, with its final reply (nil when the handler sent
+	// none) or what stopped it. It may run on the host queue's poller and
+	// must not block. Tracing and metrics (module oteltempq) hang on it.
+	// It also hears the requester's reaper: QueueGone when the host queue
+	// was found deleted, Swept after a sweep this process ran (Detail is
+	// its reaper.Report).
+	Observer observe.Observer
 }
 
 // replyVisibility is the visibility the host poller gives replies it
@@ -284,7 +291,7 @@ type Call struct {
 
 	cancelCtx context.CancelFunc          // releases the default-timeout context
 	waitCtx   context.Context             // bounds the wait for the response, once sent
-	after     func(*types.Message, error) // Options.OnSend's done, or nil
+	after     func(*types.Message, error) // Options.Observer's done, or nil
 
 	mu        sync.Mutex
 	finished  bool
@@ -416,7 +423,7 @@ func (r *Requester) SendMessageAndGetResponseAsync(ctx context.Context, in *sqs.
 // its context with a callback, and without it the caller must (waitCtx).
 func (r *Requester) sendRequest(ctx context.Context, in *sqs.SendMessageInput, optFns []func(*sqs.Options), watch bool) (*Call, error) {
 	const op = "requester.SendMessageAndGetResponse"
-	in, after := r.onSend(ctx, in)
+	in, replyName, after := r.onSend(ctx, in)
 	requestID, attrs, err := checkRequest(op, in)
 	if err == nil {
 		for i, fn := range optFns {
@@ -436,7 +443,6 @@ func (r *Requester) sendRequest(ctx context.Context, in *sqs.SendMessageInput, o
 		r.after(after, nil, err)
 		return nil, err
 	}
-	replyName := uuid.NewString()
 	if requestID == "" {
 		requestID = replyName
 	}
@@ -516,27 +522,51 @@ func (r *Requester) sendRequest(ctx context.Context, in *sqs.SendMessageInput, o
 	return call, nil
 }
 
-// onSend runs Options.OnSend on a copy of in whose attribute maps (never
-// nil) it may change, and returns the copy and the hook's done function.
-func (r *Requester) onSend(ctx context.Context, in *sqs.SendMessageInput) (*sqs.SendMessageInput, func(*types.Message, error)) {
-	hook := r.opts.OnSend
-	if hook == nil || in == nil {
-		return in, nil
+// onSend names a new request's reply queue and tells Options.Observer of
+// the request, as a copy of in whose attribute maps (never nil) it may add
+// to; it returns the copy, the reply queue's name (also the request id
+// when the caller set none) and the observer's done func (nil without an
+// observer).
+func (r *Requester) onSend(ctx context.Context, in *sqs.SendMessageInput) (*sqs.SendMessageInput, string, func(*types.Message, error)) {
+	replyName := uuid.NewString()
+	obs := r.opts.Observer
+	if obs == nil || in == nil {
+		return in, replyName, nil
+	}
+	requestID := replyName
+	if v, ok := in.MessageAttributes[sqsapi.RequestIDAttribute]; ok && aws.ToString(v.StringValue) != "" {
+		requestID = *v.StringValue
 	}
 	cp := *in
 	cp.MessageAttributes = make(map[string]types.MessageAttributeValue, len(in.MessageAttributes)+1)
 	maps.Copy(cp.MessageAttributes, in.MessageAttributes)
-	cp.MessageSystemAttributes = make(map[string]types.MessageSystemAttributeValue, len(in.MessageSystemAttributes)+1)
-	maps.Copy(cp.MessageSystemAttributes, in.MessageSystemAttributes)
-	var after func(*types.Message, error)
-	callback.Run(r.log, "requester: Options.OnSend", func() { after = hook(ctx, &cp) })
-	return &cp, after
+	m := &types.Message{Body: in.MessageBody, MessageAttributes: cp.MessageAttributes, Attributes: make(map[string]string, len(in.MessageSystemAttributes)+1)}
+	for k, v := range in.MessageSystemAttributes {
+		if v.StringValue != nil {
+			m.Attributes[k] = *v.StringValue
+		}
+	}
+	done := callback.Observe(ctx, r.log, obs, observe.Event{Kind: observe.Send, Queue: aws.ToString(in.QueueUrl), Message: m, RequestID: requestID})
+	// The message's Attributes are its system attributes, as a receiver
+	// sees them: what the observer added there is checked with the rest
+	// (SQS takes only AWSTraceHeader).
+	cp.MessageAttributes = m.MessageAttributes
+	cp.MessageSystemAttributes = make(map[string]types.MessageSystemAttributeValue, len(m.Attributes))
+	for k, v := range in.MessageSystemAttributes {
+		if v.StringValue == nil {
+			cp.MessageSystemAttributes[k] = v
+		}
+	}
+	for k, v := range m.Attributes {
+		cp.MessageSystemAttributes[k] = types.MessageSystemAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+	}
+	return &cp, replyName, done
 }
 
-// after runs OnSend's done function, if any, with a call's result.
+// after runs the observer's done func, if any, with a call's result.
 func (r *Requester) after(fn func(*types.Message, error), msg *types.Message, err error) {
 	if fn != nil {
-		callback.Run(r.log, "requester: the function Options.OnSend returned", func() { fn(msg, err) })
+		fn(msg, err)
 	}
 }
 
@@ -738,24 +768,22 @@ func (r *Requester) Close(ctx context.Context) error {
 }
 
 // reaperConfig applies Options.Reaper to the reaper's settings, over the
-// Prefix, Logger and DisableSweeping set from the requester's own.
+// Prefix, Logger, DisableSweeping and Observer set from the requester's
+// own, and makes the Detail of Swept events a reaper.Report.
 func reaperConfig(opts Options) []func(*reap.Config) {
-	if len(opts.Reaper) == 0 {
+	if len(opts.Reaper) == 0 && opts.Observer == nil {
 		return nil
 	}
-	ro := reaper.Options{Prefix: opts.Prefix, Logger: opts.Logger, DisableSweeping: opts.DisableSweeping}
+	ro := reaper.Options{Prefix: opts.Prefix, Logger: opts.Logger, DisableSweeping: opts.DisableSweeping, Observer: opts.Observer}
 	for _, fn := range opts.Reaper {
 		if fn != nil {
 			fn(&ro)
 		}
 	}
 	return []func(*reap.Config){func(c *reap.Config) {
-		c.Prefix, c.Period, c.DisableSweeping, c.DryRun, c.Logger = ro.Prefix, ro.Period, ro.DisableSweeping, ro.DryRun, ro.Logger
-		c.OnQueueGone = ro.OnQueueGone
-		if fn := ro.OnSweep; fn != nil {
-			c.OnSweep = func(r reap.Report) {
-				fn(reaper.Report{Duration: r.Duration, Listed: r.Listed, Kept: r.Kept, Deleted: r.Deleted, Errors: r.Errors})
-			}
+		c.Options = reap.Options(ro)
+		c.Detail = func(r reap.Report) any {
+			return reaper.Report{Duration: r.Duration, Listed: r.Listed, Kept: r.Kept, Deleted: r.Deleted, Errors: r.Errors}
 		}
 	}}
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/google/uuid"
 
 	"github.com/tempqueues/tempqueues/internal/hostq"
 	"github.com/tempqueues/tempqueues/internal/wire"
@@ -64,7 +63,7 @@ type Stream struct {
 	stopWatch func() bool
 	drain     *time.Timer
 	last      *types.Message              // the final reply, once it arrived
-	after     func(*types.Message, error) // Options.OnSend's done, or nil
+	after     func(*types.Message, error) // Options.Observer's done, or nil
 }
 
 // SendMessageAndStream sends a request whose responder answers with a
@@ -77,14 +76,14 @@ type Stream struct {
 // stream returns and ends with.
 func (r *Requester) SendMessageAndStream(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*Stream, error) {
 	const op = "requester.SendMessageAndStream"
-	in, after := r.onSend(ctx, in)
+	in, replyName, after := r.onSend(ctx, in)
 	requestID, attrs, err := checkRequest(op, in, sqsapi.StreamAttribute)
 	if err != nil {
 		r.after(after, nil, err)
 		return nil, err
 	}
 	attrs[sqsapi.StreamAttribute] = wire.StringAttribute("1")
-	s := &Stream{r: r, replyName: uuid.NewString(), requestID: requestID, queueURL: aws.ToString(in.QueueUrl), final: -1,
+	s := &Stream{r: r, replyName: replyName, requestID: requestID, queueURL: aws.ToString(in.QueueUrl), final: -1,
 		buf: make(map[int]types.Message), wake: make(chan struct{}, 1), after: after}
 	if s.requestID == "" {
 		s.requestID = s.replyName

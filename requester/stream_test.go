@@ -17,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -379,11 +380,11 @@ func TestStreamInputChecks(t *testing.T) {
 	}
 }
 
-// Options.OnSend sees a stream's request (what it adds reaches the
+// Options.Observer sees a stream's request (what it adds reaches the
 // handler) and its done function is called once, with the final reply;
 // a stream to a FIFO request queue gets its deduplication id from the
 // request id, as a call does.
-func TestStreamOnSend(t *testing.T) {
+func TestStreamObserver(t *testing.T) {
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		fifo, err := e.raw.CreateQueue(context.Background(), &sqs.CreateQueueInput{
@@ -397,7 +398,7 @@ func TestStreamOnSend(t *testing.T) {
 		inner := streamHandler(3, 0)
 		serve(t, e.raw, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
 			if v, _ := req.Attribute("hooked"); v != "yes" {
-				return nil, fmt.Errorf("request without the attribute OnSend added")
+				return nil, fmt.Errorf("request without the attribute the Observer added")
 			}
 			return inner(ctx, req)
 		}, *fifo.QueueUrl)
@@ -407,8 +408,8 @@ func TestStreamOnSend(t *testing.T) {
 		}
 		dones := make(chan done, 4)
 		r := e.requester(t, func(o *requester.Options) {
-			o.OnSend = func(_ context.Context, in *sqs.SendMessageInput) func(*types.Message, error) {
-				in.MessageAttributes["hooked"] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String("yes")}
+			o.Observer = observe.Func(func(_ context.Context, ev observe.Event) func(*types.Message, error) {
+				ev.Message.MessageAttributes["hooked"] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String("yes")}
 				return func(m *types.Message, err error) {
 					var body string
 					if m != nil {
@@ -416,7 +417,7 @@ func TestStreamOnSend(t *testing.T) {
 					}
 					dones <- done{body, err}
 				}
-			}
+			})
 		})
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -438,14 +439,14 @@ func TestStreamOnSend(t *testing.T) {
 		select {
 		case d := <-dones:
 			if d.err != nil || d.body != "final of job" {
-				t.Errorf("OnSend's done got (%q, %v), want the final reply", d.body, d.err)
+				t.Errorf("the Observer's done got (%q, %v), want the final reply", d.body, d.err)
 			}
 		case <-time.After(5 * time.Second):
-			t.Fatal("OnSend's done was not called")
+			t.Fatal("the Observer's done was not called")
 		}
 		select {
 		case d := <-dones:
-			t.Errorf("OnSend's done called again: %+v", d)
+			t.Errorf("the Observer's done called again: %+v", d)
 		case <-time.After(100 * time.Millisecond):
 		}
 	})

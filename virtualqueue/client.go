@@ -54,13 +54,11 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Client, error) {
 	c.hostOpts = hostq.Options{
 		Logger:                   opts.Logger,
 		OrphanReleaseDelay:       opts.OrphanReleaseDelay,
-		BufferSize:               opts.BufferSize,
 		PollWaitTime:             opts.PollWaitTime,
 		MaxPollers:               opts.MaxPollers,
 		Linger:                   opts.Linger,
 		ReceiveVisibilityTimeout: opts.ReceiveVisibilityTimeout,
-		ReleaseMargin:            opts.ReleaseMargin,
-		MaxBatchCalls:            opts.MaxBatchCalls,
+		Observer:                 opts.Observer,
 		Orphan:                   c.orphan,
 		OnGone:                   c.forget,
 	}
@@ -77,9 +75,9 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Client, error) {
 	return c, nil
 }
 
-// orphan applies Options.Orphans or Options.OrphanHandler.
+// orphan applies Options.OrphanHandler.
 func (c *Client) orphan(ctx context.Context, hostURL, name string, m types.Message) hostq.Verdict {
-	action := c.opts.Orphans
+	action := DeleteOrphan
 	if h := c.opts.OrphanHandler; h != nil {
 		// A handler that panics leaves the message in flight: it
 		// reappears after its visibility timeout.
@@ -96,24 +94,15 @@ func (c *Client) orphan(ctx context.Context, hostURL, name string, m types.Messa
 	return hostq.Delete
 }
 
-// Stats are counters of a Client since New.
+// Stats are counters of a Client since New. Options.Observer hears of
+// each message the client settles for nobody.
 type Stats struct {
 	// Calls counts the SQS API calls the client made, by operation
 	// ("ReceiveMessage", "DeleteMessageBatch", ...), pass-through calls
 	// included.
 	Calls map[string]int64
-	// Routed counts host messages routed to a virtual queue.
-	Routed int64
 	// Orphaned counts host messages no virtual queue could take.
 	Orphaned int64
-	// Released counts buffered messages made visible again unread (near their
-	// host visibility timeout, or on Close), overflowed ones included.
-	Released int64
-	// Overflowed counts messages released because their virtual queue's
-	// buffer was full.
-	Overflowed int64
-	// Expired counts virtual queues deleted for idleness.
-	Expired int64
 	// VirtualQueues is the number of live virtual queues.
 	VirtualQueues int64
 }
@@ -121,15 +110,7 @@ type Stats struct {
 // Stats returns the client's counters.
 func (c *Client) Stats() Stats {
 	n := c.hostOpts.Counters
-	return Stats{
-		Calls:         c.core.Calls(),
-		Routed:        n.Routed.Load(),
-		Orphaned:      n.Orphaned.Load(),
-		Released:      n.Released.Load(),
-		Overflowed:    n.Overflowed.Load(),
-		Expired:       n.Expired.Load(),
-		VirtualQueues: n.Queues.Load(),
-	}
+	return Stats{Calls: c.core.Calls(), Orphaned: n.Orphaned.Load(), VirtualQueues: n.Queues.Load()}
 }
 
 // Close stops the host pollers, wakes waiting receivers with ErrClosed,

@@ -17,10 +17,13 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
 	"github.com/tempqueues/tempqueues/internal/callcount"
 	"github.com/tempqueues/tempqueues/internal/hostq"
 	"github.com/tempqueues/tempqueues/internal/httpbody"
 	"github.com/tempqueues/tempqueues/internal/reap"
+	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -100,13 +103,12 @@ func New(op string, client sqsapi.Client, o Options) (*Core, error) {
 	rp, err := reap.New(client, append([]func(*reap.Config){func(rc *reap.Config) {
 		rc.Prefix, rc.Logger, rc.DisableSweeping = o.Prefix, o.Logger, o.DisableSweeping
 	}}, append(o.Reaper, func(rc *reap.Config) {
-		user := rc.OnQueueGone
-		rc.OnQueueGone = func(url string, err error) {
-			owner.Gone(url)
-			if user != nil {
-				user(url, err)
+		rc.Observer = observe.Join(observe.Func(func(_ context.Context, e observe.Event) func(*types.Message, error) {
+			if e.Kind == observe.QueueGone {
+				owner.Gone(e.Queue)
 			}
-		}
+			return nil
+		}), rc.Observer)
 	})...)...)
 	if err != nil {
 		return nil, err

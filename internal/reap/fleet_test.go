@@ -20,6 +20,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/tempqueues/tempqueues/internal/reap"
+	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/reaper"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
@@ -188,7 +189,15 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 			// machine says nothing about the reaper.
 			o.Timeout = 20 * time.Second
 			o.Reaper = []func(*reaper.Options){
-				func(o *reaper.Options) { o.Period = cfg.real(cfg.Period); o.OnSweep = onSweep },
+				func(o *reaper.Options) {
+					o.Period = cfg.real(cfg.Period)
+					o.Observer = observe.Func(func(_ context.Context, e observe.Event) func(*types.Message, error) {
+						if e.Kind == observe.Swept {
+							onSweep(e.Detail.(reaper.Report))
+						}
+						return nil
+					})
+				},
 			}
 		})
 		if err != nil {

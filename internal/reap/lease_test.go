@@ -14,6 +14,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/callcount"
 	"github.com/tempqueues/tempqueues/internal/reap"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/observe"
 )
 
 // The lease tests run at a 2 s period; the poll window is then 1 s long and
@@ -71,11 +72,14 @@ func (f *fleet) start(optFns ...func(*reap.Config)) *member {
 	opts := append([]func(*reap.Config){func(o *reap.Config) {
 		o.Prefix = f.prefix
 		o.Period = testPeriod
-		o.OnSweep = func(rep reap.Report) {
-			f.mu.Lock()
-			f.sweeps = append(f.sweeps, sweepRecord{id: id, at: time.Now().Add(-rep.Duration)})
-			f.mu.Unlock()
-		}
+		o.Observer = observe.Func(func(_ context.Context, e observe.Event) func(*types.Message, error) {
+			if e.Kind == observe.Swept {
+				f.mu.Lock()
+				f.sweeps = append(f.sweeps, sweepRecord{id: id, at: time.Now().Add(-e.Detail.(reap.Report).Duration)})
+				f.mu.Unlock()
+			}
+			return nil
+		})
 	}}, optFns...)
 	r, err := reap.New(client, opts...)
 	if err != nil {

@@ -9,9 +9,11 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/reap"
 	"github.com/tempqueues/tempqueues/internal/testkit/leakcheck"
+	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -167,7 +169,7 @@ func TestCloseIsQuickAndComplete(t *testing.T) {
 
 // TestCloseReportsAbandonedWait checks the other half of the lifecycle
 // contract: when a goroutine cannot stop before ctx ends (here an
-// OnQueueGone that blocks), Close returns ctx's error; a later Close waits
+// Observer that blocks on QueueGone), Close returns ctx's error; a later Close waits
 // again and returns nil once everything has stopped.
 func TestCloseReportsAbandonedWait(t *testing.T) {
 	t.Parallel()
@@ -175,7 +177,11 @@ func TestCloseReportsAbandonedWait(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	r, err := reap.New(m, func(o *reap.Config) {
 		o.DisableSweeping = true
-		o.OnQueueGone = func(string, error) { close(entered); <-release }
+		o.Observer = observe.Func(func(context.Context, observe.Event) func(*types.Message, error) {
+			close(entered)
+			<-release
+			return nil
+		})
 	})
 	if err != nil {
 		t.Fatal(err)

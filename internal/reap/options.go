@@ -7,6 +7,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/clock"
 	"github.com/tempqueues/tempqueues/internal/deflog"
 	"github.com/tempqueues/tempqueues/internal/wire"
+	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -43,8 +44,7 @@ type Options struct {
 	DisableSweeping bool
 	DryRun          bool
 	Logger          *slog.Logger
-	OnQueueGone     func(queueURL string, err error)
-	OnSweep         func(Report)
+	Observer        observe.Observer
 }
 
 // Config is Options with what the library and its tests set beside them.
@@ -54,6 +54,9 @@ type Config struct {
 	// reaper budgets itself to: simulations that run TimeScale simulated
 	// seconds per real second set it.
 	TimeScale float64
+	// Detail, if set, makes the Detail of Swept events of a Report (the
+	// face's own report type); without it the Detail is the Report.
+	Detail func(Report) any
 	// Clock is the time of heartbeats, of the idle rule and of the lease
 	// windows, and the lease's randomness; the zero Clock is the real one.
 	Clock clock.Clock

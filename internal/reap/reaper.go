@@ -10,6 +10,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/callback"
 	"github.com/tempqueues/tempqueues/internal/heartbeat"
 	"github.com/tempqueues/tempqueues/internal/wire"
+	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -162,14 +163,12 @@ func (r *Reaper) Remove(queueURL string) {
 	r.hb.Remove(queueURL)
 }
 
-// queueGone forgets a deleted queue and tells the owner.
+// queueGone forgets a deleted queue and tells the observer (the owner).
 func (r *Reaper) queueGone(queueURL string, err error) {
 	r.mu.Lock()
 	delete(r.owned, queueURL)
 	r.mu.Unlock()
-	if fn := r.opts.OnQueueGone; fn != nil {
-		callback.Run(r.opts.Logger, "reaper: Options.OnQueueGone", func() { fn(queueURL, err) })
-	}
+	callback.Observe(context.Background(), r.opts.Logger, r.opts.Observer, observe.Event{Kind: observe.QueueGone, Queue: queueURL, Err: err})
 }
 
 // owns reports whether the queue named name was added; a sweep of this
@@ -310,8 +309,12 @@ func (r *Reaper) sweepHolding(ctx context.Context, receipt string, until time.Ti
 			} else {
 				r.fleet.observe(res.rep.detail.fleet)
 			}
-			if fn := r.opts.OnSweep; fn != nil {
-				callback.Run(r.opts.Logger, "reaper: Options.OnSweep", func() { fn(res.rep) })
+			if r.opts.Observer != nil {
+				var detail any = res.rep
+				if fn := r.opts.Detail; fn != nil {
+					detail = fn(res.rep)
+				}
+				callback.Observe(ctx, r.opts.Logger, r.opts.Observer, observe.Event{Kind: observe.Swept, Err: res.err, Duration: res.rep.Duration, Detail: detail})
 			}
 			return
 		case <-timer.C:

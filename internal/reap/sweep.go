@@ -141,7 +141,7 @@ func (p *pacer) wait(ctx context.Context) error {
 func tagRate(o Config) float64 { return heartbeat.SweepTagRate * timeScale(o) }
 
 // NewSweeper returns a Sweeper. It makes no API call and starts no
-// goroutine; Options.DisableSweeping, OnQueueGone and OnSweep do not apply
+// goroutine; Options.DisableSweeping and Observer do not apply
 // to it.
 func NewSweeper(client sqsapi.Client, optFns ...func(*Config)) (*Sweeper, error) {
 	if err := wire.CheckClient("reaper.NewSweeper", "client", client); err != nil {
