@@ -27,7 +27,10 @@ import (
 	"github.com/tempqueues/tempqueues/internal/core"
 	"github.com/tempqueues/tempqueues/internal/deflog"
 	"github.com/tempqueues/tempqueues/internal/hostq"
+	"github.com/tempqueues/tempqueues/internal/reap"
 	"github.com/tempqueues/tempqueues/internal/wire"
+	"github.com/tempqueues/tempqueues/observe"
+	"github.com/tempqueues/tempqueues/reaper"
 	"github.com/tempqueues/tempqueues/sqsapi"
 	"github.com/tempqueues/tempqueues/virtualqueue"
 )
@@ -62,6 +65,11 @@ type Options struct {
 	// slog.Default(), each message at most once a minute;
 	// slog.New(slog.DiscardHandler) silences it.
 	Logger *slog.Logger
+	// Observer, if set, is told what the client's reaper finds (QueueGone
+	// when a host queue was found deleted; Swept after a sweep this
+	// process ran, with a reaper.Report as Detail) and what its virtual
+	// queues settle for nobody (virtualqueue.Options.Observer).
+	Observer observe.Observer
 	// VirtualQueue configures the virtual-queue layer. Linger is on by
 	// default: the host queues are the client's own.
 	VirtualQueue []func(*virtualqueue.Options)
@@ -103,6 +111,12 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Client, error) {
 		Tags:            opts.HostQueueTags,
 		DisableSweeping: opts.DisableSweeping,
 		OnGone:          c.hostGone,
+		Reaper: []func(*reap.Config){func(rc *reap.Config) {
+			rc.Observer = opts.Observer
+			rc.Detail = func(r reap.Report) any {
+				return reaper.Report{Duration: r.Duration, Listed: r.Listed, Kept: r.Kept, Deleted: r.Deleted, Errors: r.Errors}
+			}
+		}},
 	})
 	if err != nil {
 		return nil, err
@@ -111,7 +125,7 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Client, error) {
 	// Host queues are this client's own: a lingering poller takes nobody
 	// else's messages.
 	vc, err := virtualqueue.New(client, append([]func(*virtualqueue.Options){func(o *virtualqueue.Options) {
-		o.Logger = opts.Logger
+		o.Logger, o.Observer = opts.Logger, opts.Observer
 		o.Linger = true
 	}}, opts.VirtualQueue...)...)
 	if err != nil {
