@@ -75,7 +75,7 @@ func wantResult(t *testing.T, ch <-chan *sqs.ReceiveMessageOutput, messages int)
 	return nil
 }
 
-func TestManualClockEndsLongPoll(t *testing.T) {
+func TestClockEndsLongPoll(t *testing.T) {
 	clock := sqstest.NewClock(time.Time{})
 	srv := sqstest.Start(t, func(o *sqstest.Options) { o.Clock = clock })
 	c := srv.Client()
@@ -88,7 +88,7 @@ func TestManualClockEndsLongPoll(t *testing.T) {
 	wantResult(t, ch, 0)
 }
 
-func TestManualClockDelayedMessageWakesPoll(t *testing.T) {
+func TestClockDelayedMessageWakesPoll(t *testing.T) {
 	clock := sqstest.NewClock(time.Time{})
 	srv := sqstest.Start(t, func(o *sqstest.Options) { o.Clock = clock })
 	c := srv.Client()
@@ -105,7 +105,7 @@ func TestManualClockDelayedMessageWakesPoll(t *testing.T) {
 	wantResult(t, ch, 1)
 }
 
-func TestManualClockVisibilityExpiryWakesPoll(t *testing.T) {
+func TestClockVisibilityExpiryWakesPoll(t *testing.T) {
 	clock := sqstest.NewClock(time.Time{})
 	srv := sqstest.Start(t, func(o *sqstest.Options) { o.Clock = clock })
 	c := srv.Client()
@@ -123,7 +123,7 @@ func TestManualClockVisibilityExpiryWakesPoll(t *testing.T) {
 	wantResult(t, ch, 1)
 }
 
-func TestManualClockRetention(t *testing.T) {
+func TestClockRetention(t *testing.T) {
 	clock := sqstest.NewClock(time.Time{})
 	srv := sqstest.Start(t, func(o *sqstest.Options) { o.Clock = clock })
 	c := srv.Client()
@@ -263,7 +263,7 @@ func TestFaultTimesAndShapes(t *testing.T) {
 	remove() // removing twice is harmless
 }
 
-func TestCallCounts(t *testing.T) {
+func TestCalls(t *testing.T) {
 	srv := sqstest.Start(t)
 	c := srv.Client()
 	url := newQueue(t, c, "q", nil)
