@@ -25,7 +25,7 @@ const (
 // Fault is a failure or slowdown the server applies to the calls of one
 // operation, or of every operation, before it runs them. Build one with
 // Throttle, Fail or Latency, limit it to the next calls with Times, and
-// install it with Server.InjectFault.
+// install it with Server.InjectFault. The zero Fault changes nothing.
 type Fault struct {
 	op      string        // "" matches every operation
 	latency time.Duration // real time waited before answering (or failing)
@@ -120,7 +120,7 @@ func (fs *faults) take(op string) (Fault, bool) {
 	}
 	fs.counts[op]++
 	for i, f := range fs.list {
-		if f.op != "" && f.op != op {
+		if (f.op != "" && f.op != op) || (f.code == "" && f.latency <= 0) {
 			continue
 		}
 		if f.count > 0 {

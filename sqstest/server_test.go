@@ -239,11 +239,13 @@ func TestFaultLatency(t *testing.T) {
 }
 
 // A fault with Times applies to the next n calls and then removes itself;
-// Fail with an SQS error shape reaches the SDK typed, as a 400.
+// Fail with an SQS error shape reaches the SDK typed, as a 400; the zero
+// Fault does nothing.
 func TestFaultTimesAndShapes(t *testing.T) {
 	srv := sqstest.Start(t)
 	c := srv.Client(func(o *sqs.Options) { o.RetryMaxAttempts = 1 })
 	ctx := context.Background()
+	srv.InjectFault(sqstest.Fault{}) // changes nothing, and hides no later fault
 	srv.InjectFault(sqstest.Throttle("ListQueues").Times(1))
 	var thr *types.RequestThrottled
 	if _, err := c.ListQueues(ctx, &sqs.ListQueuesInput{}); !errors.As(err, &thr) {
