@@ -28,15 +28,15 @@ func TestThrottledSendIsRetriedUntilTheDeadline(t *testing.T) {
 	defer stop()
 	e.rawResponder(t, ctx, 0)
 
-	b.Server.ResetCalls()
-	b.Server.InjectFault(sqstest.Fault{Op: "SendMessageBatch", Code: sqstest.CodeThrottled, Count: 4})
+	before := b.Server.Calls()
+	b.Server.InjectFault(sqstest.Throttle("SendMessageBatch").Times(4))
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	m, err := r.SendMessageAndGetResponse(cctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("burst")})
 	if err != nil || aws.ToString(m.Body) != "re: burst" {
 		t.Fatalf("RPC through 4 throttled sends: %v, %v", m, err)
 	}
-	if n := b.Server.Calls("SendMessageBatch"); n != 5 {
+	if n := b.Server.Calls()["SendMessageBatch"] - before["SendMessageBatch"]; n != 5 {
 		t.Fatalf("%d SendMessageBatch calls, want 4 throttled and 1 through", n)
 	}
 
@@ -49,7 +49,7 @@ func TestThrottledSendIsRetriedUntilTheDeadline(t *testing.T) {
 	_, err = r.SendMessageAndGetResponse(cctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("never")})
 	took := time.Since(start)
 	var apiErr smithy.APIError
-	if !errors.Is(err, requester.ErrTimeout) || !errors.As(err, &apiErr) || apiErr.ErrorCode() != sqstest.CodeThrottled {
+	if !errors.Is(err, requester.ErrTimeout) || !errors.As(err, &apiErr) || apiErr.ErrorCode() != "RequestThrottled" {
 		t.Fatalf("err = %v, want ErrTimeout wrapping the throttling", err)
 	}
 	if took < wait-10*time.Millisecond {
@@ -71,8 +71,7 @@ func TestThrottledUnbatchedSendIsRetried(t *testing.T) {
 	defer stop()
 	e.rawResponder(t, ctx, 0)
 
-	b.Server.ResetCalls()
-	b.Server.InjectFault(sqstest.Fault{Op: "SendMessage", Code: sqstest.CodeThrottled, Count: 3})
+	b.Server.InjectFault(sqstest.Throttle("SendMessage").Times(3))
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	alone := func(*sqs.Options) {}

@@ -110,6 +110,12 @@ type fleetMember struct {
 	diedAt time.Time // real
 }
 
+// SQS's tagging quota: these actions together at taggingRate calls a
+// second for the account (sqstest.Quota's defaults).
+const taggingRate = 30
+
+var taggingActions = []string{"TagQueue", "UntagQueue", "ListQueueTags"}
+
 // hostSeen is what the sampler last saw of a host queue.
 type hostSeen struct {
 	owner     int
@@ -121,9 +127,10 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 	t.Helper()
 	defer reap.SimulateTimeScale(cfg.Scale)()
 	start := time.Now()
-	srv := sqstest.NewServer(sqstest.EnforceQuotas(sqstest.Quota{
-		Actions: sqstest.TaggingActions, Rate: cfg.Quota * cfg.Scale, Burst: cfg.Quota,
-	}))
+	srv := sqstest.NewServer(func(o *sqstest.Options) {
+		// SQS's tagging quota (TagQueue, UntagQueue and ListQueueTags), sped up.
+		o.Quotas = []sqstest.Quota{{Rate: cfg.Quota * cfg.Scale, Burst: cfg.Quota}}
+	})
 	defer func() { _ = srv.Close(context.Background()) }()
 	noRetry := func(o *sqs.Options) { o.RetryMaxAttempts = 1 }
 	ctx, cancel := context.WithCancel(context.Background())
@@ -304,11 +311,11 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 		now := time.Now()
 		ticks++
 		if ticks%int(time.Minute/cfg.Sample) == 0 && testing.Verbose() {
-			qc := srv.QuotaCounts()
+			all, throttled := srv.Calls(), srv.Throttled()
 			var calls, thr int64
-			for _, op := range sqstest.TaggingActions {
-				calls += qc[op].Admitted + qc[op].Throttled
-				thr += qc[op].Throttled
+			for _, op := range taggingActions {
+				calls += all[op]
+				thr += throttled[op]
 			}
 			t.Logf("at %v simulated (%v real): %d sweeps, %d RPCs, tagging %.1f/s in the last minute, %d throttled in all",
 				cfg.sim(now.Sub(simStart)).Round(time.Second), now.Sub(simStart).Round(time.Second), sweeps.Load(), rpcs.Load(),
@@ -333,11 +340,11 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 				res.killed++
 			}
 		}
-		qc := srv.QuotaCounts()
+		all, throttled := srv.Calls(), srv.Throttled()
 		var adm, thr int64
-		for _, op := range sqstest.TaggingActions {
-			adm += qc[op].Admitted
-			thr += qc[op].Throttled
+		for _, op := range taggingActions {
+			adm += all[op] - throttled[op]
+			thr += throttled[op]
 		}
 		if afterStartup(now) {
 			tagSamples = append(tagSamples, tagSample{now, adm + thr})
@@ -493,7 +500,7 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 // runs on as the fitted retentions need).
 func defaultFleetConfig(n int, scale float64, retention, period, rpcEvery, duration time.Duration) fleetConfig {
 	cfg := fleetConfig{
-		N: n, Scale: scale, Retention: retention, Period: period, Quota: sqstest.DefaultTaggingRate,
+		N: n, Scale: scale, Retention: retention, Period: period, Quota: taggingRate,
 		RPCEvery: rpcEvery, StartOver: time.Minute, Sample: 10 * time.Second,
 	}
 	cfg.Duration = duration
