@@ -162,9 +162,11 @@ type Options struct {
 	// the stream ends, with its final reply (nil when the handler sent
 	// none) or what stopped it. It may run on the host queue's poller and
 	// must not block. Tracing and metrics (module oteltempq) hang on it.
-	// It also hears the requester's reaper: QueueGone when the host queue
-	// was found deleted, Swept after a sweep this process ran (Detail is
-	// its reaper.Report).
+	// It also hears of each late reply (Dropped, Reason "late-reply": it
+	// came after its caller gave up, or twice, and was deleted unread), and
+	// the requester's reaper: QueueGone when the host queue was found
+	// deleted, Swept after a sweep this process ran (Detail is its
+	// reaper.Report).
 	Observer observe.Observer
 }
 
@@ -263,6 +265,7 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 			Counters:                 r.counters,
 			Answering:                r.answering,
 			FewerPollers:             opts.PreferFewerCalls,
+			Observer:                 asLateReplies(opts.Observer),
 			// A reply no pending call takes (it came after its caller
 			// gave up, or twice) is deleted, counted and logged once: the
 			// host's default for orphans.
@@ -561,6 +564,26 @@ func (r *Requester) onSend(ctx context.Context, in *sqs.SendMessageInput) (*sqs.
 		cp.MessageSystemAttributes[k] = types.MessageSystemAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
 	}
 	return &cp, replyName, done
+}
+
+// asLateReplies tells obs of what the host queue settles for nobody, its
+// orphans told as the late replies they are (Dropped, "late-reply").
+func asLateReplies(obs observe.Observer) observe.Observer {
+	if obs == nil {
+		return nil
+	}
+	return observe.Func(func(ctx context.Context, e observe.Event) func(*types.Message, error) {
+		if e.Kind == observe.Dropped && e.Reason == "orphan" {
+			e.Reason = "late-reply"
+		}
+		return obs.Observe(ctx, e)
+	})
+}
+
+// tellLate tells Options.Observer of a reply to a stream that stopped
+// early: the host deletes it unread.
+func (r *Requester) tellLate(hostURL string, m types.Message, requestID string) {
+	callback.Observe(context.Background(), r.log, r.opts.Observer, observe.Event{Kind: observe.Dropped, Queue: hostURL, Message: &m, RequestID: requestID, Reason: "late-reply"})
 }
 
 // after runs the observer's done func, if any, with a call's result.

@@ -16,8 +16,10 @@ import (
 	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/callcount"
 	"github.com/tempqueues/tempqueues/internal/testkit/leakcheck"
+	"github.com/tempqueues/tempqueues/internal/testkit/observetest"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
 	"github.com/tempqueues/tempqueues/internal/wire"
+	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -147,7 +149,8 @@ func TestRoundTripsWithAJavaStyleResponder(t *testing.T) {
 func TestTimeoutIsDistinctAndLateReplyIsOrphaned(t *testing.T) {
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
-		r := e.requester(t)
+		var rec observetest.Recorder
+		r := e.requester(t, func(o *requester.Options) { o.Observer = &rec })
 		ctx, stop := context.WithCancel(context.Background())
 		defer stop()
 		e.rawResponder(t, ctx, 1500*time.Millisecond)
@@ -171,6 +174,14 @@ func TestTimeoutIsDistinctAndLateReplyIsOrphaned(t *testing.T) {
 		}
 		if s := r.Stats(); s.LateReplies < 1 || s.TimedOut != 1 {
 			t.Fatalf("stats %+v: want the late reply orphaned and one timeout", s)
+		}
+		wctx, wcancel := context.WithTimeout(ctx, 5*time.Second) // told after it is counted
+		defer wcancel()
+		if !rec.Wait(wctx, observe.Dropped, "late-reply", 1) {
+			t.Errorf("the Observer heard of no late reply")
+		}
+		if o := rec.Outcomes(); len(o) != 2 || !errors.Is(o[0].Err, requester.ErrTimeout) {
+			t.Errorf("outcomes %+v, want the timeout first", o)
 		}
 	})
 }

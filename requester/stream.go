@@ -281,6 +281,12 @@ func (s *Stream) onReply(m types.Message, err error) bool {
 	}
 	seq, mark, ok := streamPosition(m)
 	final := mark != ""
+	late := false
+	defer func() { // after the unlock below
+		if late {
+			s.r.tellLate(s.host.URL(), m, s.requestID)
+		}
+	}()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !ok {
@@ -294,6 +300,7 @@ func (s *Stream) onReply(m types.Message, err error) bool {
 	}
 	if s.stopped {
 		s.r.late.Add(1)
+		late = true
 		if final {
 			s.drained = true
 			if s.drain != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/testkit/observetest"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
 	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/requester"
@@ -210,7 +211,8 @@ func TestStreamStoppedEarlyLeavesNothingBehind(t *testing.T) {
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		serve(t, e.raw, streamHandler(100, 5*time.Millisecond), e.queue)
-		r := e.requester(t)
+		var rec observetest.Recorder
+		r := e.requester(t, func(o *requester.Options) { o.Observer = &rec })
 		ctx := context.Background()
 
 		// The caller closes the stream after 10 replies.
@@ -231,8 +233,15 @@ func TestStreamStoppedEarlyLeavesNothingBehind(t *testing.T) {
 			t.Errorf("Next after Close: %v, want ErrClosed", err)
 		}
 		waitHostEmpty(t, e, r, 101)
-		if st := r.Stats(); st.LateReplies == 0 {
+		st := r.Stats()
+		if st.LateReplies == 0 {
 			t.Errorf("no late reply counted: %+v", st)
+		}
+		// Each is told after it is counted.
+		wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+		defer wcancel()
+		if !rec.Wait(wctx, observe.Dropped, "late-reply", int(st.LateReplies)) {
+			t.Errorf("late replies: %+v, the Observer heard of %d", st, rec.Count(observe.Dropped, "late-reply"))
 		}
 
 		// The stream's deadline passes while the handler still sends.
