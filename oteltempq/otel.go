@@ -107,54 +107,53 @@ func New(optFns ...func(*Options)) (*Instrumentation, error) {
 	return i, nil
 }
 
-// Requester is a requester option: a producer span around each request,
-// from its send to its reply or failure, whose context the request carries
-// in AWSTraceHeader (and traceparent, see Options.TraceParent); and the
-// client request count and duration. It keeps an OnSend set before it.
+// Requester is a requester option: it joins to Options.Observer (after
+// any set before it) an observer of Send events that makes a producer
+// span around each request, from its send to its reply or failure, whose
+// context the request carries in AWSTraceHeader (and traceparent, see
+// Options.TraceParent); and the client request count and duration.
 //
 //	r, err := requester.New(client, inst.Requester)
 func (i *Instrumentation) Requester(o *requester.Options) {
-	prev := o.OnSend
-	o.OnSend = func(ctx context.Context, in *sqs.SendMessageInput) func(*types.Message, error) {
-		var prevDone func(*types.Message, error)
-		if prev != nil {
-			prevDone = prev(ctx, in)
+	o.Observer = observe.Join(o.Observer, observe.Func(func(ctx context.Context, e observe.Event) func(*types.Message, error) {
+		if e.Kind != observe.Send || e.Message == nil {
+			return nil
 		}
-		dest := destinationOf(aws.ToString(in.QueueUrl), false)
-		ctx, span := i.tracer.Start(ctx, "send "+dest.name, trace.WithSpanKind(trace.SpanKindProducer),
-			trace.WithAttributes(dest.attributes("send", "send")...))
-		sys := map[string]string{}
-		i.inject(ctx, in.MessageAttributes, sys, requestRoom(in), messageSize(in.MessageBody, in.MessageAttributes))
-		if h, ok := sys[TraceHeaderAttribute]; ok && in.MessageSystemAttributes != nil {
-			in.MessageSystemAttributes[TraceHeaderAttribute] = types.MessageSystemAttributeValue{DataType: aws.String("String"), StringValue: aws.String(h)}
+		return i.traceRequest(ctx, e.Queue, e.Message)
+	}))
+}
+
+// traceRequest starts the span of a request about to be checked and sent
+// to queueURL, writes the span's context into it and returns the function
+// that ends the span with the call's result.
+func (i *Instrumentation) traceRequest(ctx context.Context, queueURL string, request *types.Message) func(*types.Message, error) {
+	dest := destinationOf(queueURL, false)
+	ctx, span := i.tracer.Start(ctx, "send "+dest.name, trace.WithSpanKind(trace.SpanKindProducer),
+		trace.WithAttributes(dest.attributes("send", "send")...))
+	i.inject(ctx, request.MessageAttributes, request.Attributes, requestRoom(queueURL, request.MessageAttributes), messageSize(request.Body, request.MessageAttributes))
+	start := time.Now()
+	return func(reply *types.Message, err error) {
+		outcome := "ok"
+		switch {
+		case errors.Is(err, requester.ErrTimeout):
+			outcome = "timeout"
+		case err != nil:
+			outcome = "error"
 		}
-		start := time.Now()
-		return func(reply *types.Message, err error) {
-			outcome := "ok"
-			switch {
-			case errors.Is(err, requester.ErrTimeout):
-				outcome = "timeout"
-			case err != nil:
-				outcome = "error"
+		if reply != nil {
+			if v, ok := reply.MessageAttributes[sqsapi.CorrelationIDAttribute]; ok {
+				span.SetAttributes(attribute.String("messaging.message.conversation_id", aws.ToString(v.StringValue)))
 			}
-			if reply != nil {
-				if v, ok := reply.MessageAttributes[sqsapi.CorrelationIDAttribute]; ok {
-					span.SetAttributes(attribute.String("messaging.message.conversation_id", aws.ToString(v.StringValue)))
-				}
-				i.receipt(span, *reply)
-			}
-			if err != nil {
-				span.RecordError(err)
-				span.SetStatus(codes.Error, outcome)
-			}
-			span.End()
-			attrs := metric.WithAttributes(attribute.String("outcome", outcome), attribute.String("messaging.destination.name", dest.name))
-			i.clientRequests.Add(context.Background(), 1, attrs)
-			i.clientDuration.Record(context.Background(), time.Since(start).Seconds(), attrs)
-			if prevDone != nil {
-				prevDone(reply, err)
-			}
+			i.receipt(span, *reply)
 		}
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, outcome)
+		}
+		span.End()
+		attrs := metric.WithAttributes(attribute.String("outcome", outcome), attribute.String("messaging.destination.name", dest.name))
+		i.clientRequests.Add(context.Background(), 1, attrs)
+		i.clientDuration.Record(context.Background(), time.Since(start).Seconds(), attrs)
 	}
 }
 
@@ -298,17 +297,17 @@ func replyRoom(req *responder.Request, reply *types.Message) int {
 	return room
 }
 
-// requestRoom is how many message attributes a request has left after
-// those the requester adds: ResponseQueueUrl, TempQueues.Stream (OnSend
-// cannot tell a stream's request from a call's, so room for it is always
-// kept), TempQueues.RequestId unless the caller set it, and the routing
-// name for a virtual queue.
-func requestRoom(in *sqs.SendMessageInput) int {
-	room := sqsapi.MaxMessageAttributes - len(in.MessageAttributes) - 2
-	if _, ok := in.MessageAttributes[sqsapi.RequestIDAttribute]; !ok {
+// requestRoom is how many message attributes a request to queueURL has
+// left after those the requester adds: ResponseQueueUrl, TempQueues.Stream
+// (a Send event does not tell a stream's request from a call's, so room
+// for it is always kept), TempQueues.RequestId unless the caller set it,
+// and the routing name for a virtual queue.
+func requestRoom(queueURL string, attrs map[string]types.MessageAttributeValue) int {
+	room := sqsapi.MaxMessageAttributes - len(attrs) - 2
+	if _, ok := attrs[sqsapi.RequestIDAttribute]; !ok {
 		room--
 	}
-	if strings.Contains(aws.ToString(in.QueueUrl), "#") {
+	if strings.Contains(queueURL, "#") {
 		room--
 	}
 	return room

@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/oteltempq"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
@@ -340,20 +341,19 @@ func TestTraceParentOnlyWhenThereIsRoom(t *testing.T) {
 		own, body int
 		want      bool
 	}{{6, 1, true}, {7, 1, false}, {0, sqsapi.MaxMessageSize - 2048, true}, {0, sqsapi.MaxMessageSize - 1024, false}} {
-		in := &sqs.SendMessageInput{QueueUrl: aws.String("https://sqs.eu-west-1.amazonaws.com/1/q"), MessageBody: aws.String(strings.Repeat("x", tc.body)),
-			MessageAttributes: map[string]types.MessageAttributeValue{}, MessageSystemAttributes: map[string]types.MessageSystemAttributeValue{}}
+		m := &types.Message{Body: aws.String(strings.Repeat("x", tc.body)), MessageAttributes: map[string]types.MessageAttributeValue{}, Attributes: map[string]string{}}
 		for i := range tc.own {
-			in.MessageAttributes[fmt.Sprint("a", i)] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String("v")}
+			m.MessageAttributes[fmt.Sprint("a", i)] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String("v")}
 		}
-		done := o.OnSend(context.Background(), in)
+		done := o.Observer.Observe(context.Background(), observe.Event{Kind: observe.Send, Queue: "https://sqs.eu-west-1.amazonaws.com/1/q", Message: m})
 		done(nil, nil)
-		if _, ok := in.MessageAttributes[oteltempq.TraceParentAttribute]; ok != tc.want {
+		if _, ok := m.MessageAttributes[oteltempq.TraceParentAttribute]; ok != tc.want {
 			t.Errorf("%d own attributes, body of %d bytes: traceparent %v, want %v", tc.own, tc.body, ok, tc.want)
 		}
-		if len(in.MessageAttributes)+3 > sqsapi.MaxMessageAttributes {
-			t.Errorf("%d own attributes: %d with the requester's three", tc.own, len(in.MessageAttributes)+3)
+		if len(m.MessageAttributes)+3 > sqsapi.MaxMessageAttributes {
+			t.Errorf("%d own attributes: %d with the requester's three", tc.own, len(m.MessageAttributes)+3)
 		}
-		if _, ok := in.MessageSystemAttributes[oteltempq.TraceHeaderAttribute]; !ok {
+		if _, ok := m.Attributes[oteltempq.TraceHeaderAttribute]; !ok {
 			t.Errorf("%d own attributes, body of %d bytes: no AWSTraceHeader", tc.own, tc.body)
 		}
 	}

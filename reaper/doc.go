@@ -28,7 +28,7 @@
 //   - A lease makes one process of the fleet sweep per period: a token
 //     message in the queue <prefix>sweeper.fifo, taken by the first process
 //     polling in each period's window and hidden until the next window
-//     (see the comment in lease.go). It needs no renewal, so a dead
+//     (see the comment in internal/reap/lease.go). It needs no renewal, so a dead
 //     sweeper is replaced in the next window, and it costs each process one
 //     ReceiveMessage per period.
 //
@@ -71,8 +71,8 @@
 // sweeps together, which bounds the fleet one account can run at a given
 // retention (about 1,800 processes at 300 s; docs/capacity.md has the
 // table). So a Reaper counts its fleet's queues (one ListQueues, sampled
-// by a hex digit past 1,000 queues; fleet.go) when its process tags a new
-// queue (Tags), then at growing intervals, and its queues keep to the
+// by a hex digit past 1,000 queues; internal/reap/fleet.go) when its process tags a new
+// queue, then at growing intervals, and its queues keep to the
 // smallest multiple of their configured retention that fits that size,
 // written in the retention tag before any call is throttled. Sweeps read
 // tags at most 10 a second and at most 1,800 queues per 5-minute period: a
@@ -85,8 +85,9 @@
 //
 // # IAM
 //
-// Heartbeats: sqs:TagQueue (and sqs:TagQueue with sqs:CreateQueue when
-// creating queues with their tags, for AddTagged). Sweeps, and the fleet
+// Heartbeats: sqs:TagQueue (and sqs:TagQueue with sqs:CreateQueue where
+// the requester and tempqueue create their host queues with their tags).
+// Sweeps, and the fleet
 // counts that come with them: sqs:ListQueues,
 // sqs:ListQueueTags, sqs:GetQueueAttributes, sqs:DeleteQueue. Lease:
 // sqs:CreateQueue, sqs:GetQueueUrl, sqs:ReceiveMessage, sqs:SendMessage,

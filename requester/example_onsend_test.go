@@ -9,14 +9,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/sqstest"
 )
 
-// OnSend sees each request before it is sent, may add attributes to it,
-// and sees its end: the place for tracing, metrics and auth tokens.
-func ExampleOptions_onSend() {
+// The Observer sees each request before it is sent, may add attributes
+// to it, and sees its end: the place for tracing, metrics and auth tokens.
+func ExampleOptions_observer() {
 	ctx := context.Background()
 	srv := sqstest.NewServer()
 	defer srv.Close(ctx)
@@ -32,12 +33,15 @@ func ExampleOptions_onSend() {
 	}()
 
 	req, err := requester.New(client, func(o *requester.Options) {
-		o.OnSend = func(ctx context.Context, in *sqs.SendMessageInput) func(*types.Message, error) {
-			in.MessageAttributes["caller"] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String("billing")}
+		o.Observer = observe.Func(func(ctx context.Context, e observe.Event) func(*types.Message, error) {
+			if e.Kind != observe.Send {
+				return nil
+			}
+			e.Message.MessageAttributes["caller"] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String("billing")}
 			return func(reply *types.Message, err error) {
 				fmt.Println("call ended, error:", err)
 			}
-		}
+		})
 	})
 	if err != nil {
 		log.Fatal(err)

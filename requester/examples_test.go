@@ -64,7 +64,7 @@ func Example() {
 	// Output: HELLO
 }
 
-// With FIFOHostQueue the requester's reply queues live on a FIFO host
+// With FifoQueue "true" in HostQueueAttributes the requester's reply queues live on a FIFO host
 // queue, each its own message group, so replies to one request keep the
 // order they were sent in. Round trips work as on a standard host.
 func ExampleOptions_fifoHostQueue() {
@@ -92,7 +92,7 @@ func ExampleOptions_fifoHostQueue() {
 	}()
 	defer func() { stop(); <-served }()
 
-	r, err := requester.New(client, func(o *requester.Options) { o.FIFOHostQueue = true })
+	r, err := requester.New(client, func(o *requester.Options) { o.HostQueueAttributes = map[string]string{"FifoQueue": "true"} })
 	if err != nil {
 		log.Fatal(err)
 	}

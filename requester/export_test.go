@@ -9,3 +9,7 @@ func Expecting(r *Requester) int {
 	}
 	return h.Expecting()
 }
+
+// Replied returns the replies r handed to its callers: calls' responses
+// and every message of their streams, end marks included.
+func Replied(r *Requester) int64 { return r.replied.Load() }

@@ -49,7 +49,7 @@ func TestFIFOHostQueueAnswersRPCs(t *testing.T) {
 		t.Cleanup(func() { _, _ = e.raw.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: &fifoQueue}) })
 		seen := serveRecording(t, e.raw, e.queue)
 		seenFIFO := serveRecording(t, e.raw, fifoQueue)
-		r := e.requester(t, func(o *requester.Options) { o.FIFOHostQueue = true })
+		r := e.requester(t, func(o *requester.Options) { o.HostQueueAttributes = map[string]string{"FifoQueue": "true"} })
 
 		// A request to a FIFO queue needs the caller's group, before any call.
 		e.counter.Reset()
@@ -91,7 +91,7 @@ func TestFIFOHostQueueAnswersRPCs(t *testing.T) {
 				return true
 			})
 		}
-		if s := r.Stats(); s.Replied != calls || s.LateReplies != 0 {
+		if s := r.Stats(); requester.Replied(r) != calls || s.LateReplies != 0 {
 			t.Fatalf("stats %+v", s)
 		}
 	})
@@ -101,7 +101,10 @@ func TestFIFOHostQueueAnswersRPCs(t *testing.T) {
 func TestFIFOHostQueuePrefix(t *testing.T) {
 	b := sqstestenv.SQSTest(t)
 	raw, _ := b.Client(t)
-	_, err := requester.New(raw, func(o *requester.Options) { o.Prefix = strings.Repeat("p", 36); o.FIFOHostQueue = true })
+	_, err := requester.New(raw, func(o *requester.Options) {
+		o.Prefix = strings.Repeat("p", 36)
+		o.HostQueueAttributes = map[string]string{"FifoQueue": "true"}
+	})
 	if !errors.Is(err, sqsapi.ErrInvalidInput) {
 		t.Fatalf("36-character prefix: %v", err)
 	}
@@ -129,7 +132,7 @@ func TestFIFOHostQueueStream(t *testing.T) {
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		serve(t, e.raw, streamHandler(100, 0), e.queue)
-		r := e.requester(t, func(o *requester.Options) { o.FIFOHostQueue = true })
+		r := e.requester(t, func(o *requester.Options) { o.HostQueueAttributes = map[string]string{"FifoQueue": "true"} })
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		s, err := r.SendMessageAndStream(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("job")})

@@ -27,27 +27,30 @@ type Gathered struct {
 	Message *types.Message
 }
 
-// IncompleteError is the error of a scatter-gather that ended with fewer
-// replies than it wanted: at its deadline, or when the other requests
-// failed. The replies it got are returned with it. It matches ErrTimeout
-// (and context.DeadlineExceeded) with errors.Is when the deadline ended
-// it, and unwraps to the failures of the requests that got no reply.
-type IncompleteError struct {
-	Wanted, Got int
-	// Err joins why the missing replies are missing: a *TimeoutError per
-	// request still waiting at the deadline, send failures.
-	Err error
+// ErrIncomplete is matched by the error of a scatter-gather that ended
+// with fewer replies than it wanted: at its deadline, or when the other
+// requests failed. The replies it got are returned with it; the error
+// says how many are missing, also matches ErrTimeout (and
+// context.DeadlineExceeded) when the deadline ended it, and wraps the
+// failures of the requests that got no reply.
+var ErrIncomplete = errors.New("requester: fewer replies than wanted")
+
+// incompleteError is the error of a scatter-gather that ended short
+// (ErrIncomplete).
+type incompleteError struct {
+	wanted, got int
+	err         error // why the missing replies are missing
 }
 
-// Missing is how many replies are missing.
-func (e *IncompleteError) Missing() int { return e.Wanted - e.Got }
-
-func (e *IncompleteError) Error() string {
-	return fmt.Sprintf("requester: gathered %d of %d replies, %d missing: %v", e.Got, e.Wanted, e.Missing(), e.Err)
+func (e *incompleteError) Error() string {
+	return fmt.Sprintf("requester: gathered %d of %d replies, %d missing: %v", e.got, e.wanted, e.wanted-e.got, e.err)
 }
 
 // Unwrap returns the failures of the requests that got no reply.
-func (e *IncompleteError) Unwrap() error { return e.Err }
+func (e *incompleteError) Unwrap() error { return e.err }
+
+// Is makes errors.Is match ErrIncomplete.
+func (e *incompleteError) Is(target error) bool { return target == ErrIncomplete }
 
 // ScatterGather sends the request in to every queue of queueURLs (in's
 // QueueUrl is ignored; each copy is a request of its own, with its own
@@ -55,7 +58,7 @@ func (e *IncompleteError) Unwrap() error { return e.Err }
 // arrived (want 0: one per queue) or ctx ends (Options.Timeout applies
 // when it has no deadline). It returns the replies in order of arrival,
 // each with the queue it answers from; with fewer than want, it returns
-// those with an *IncompleteError. Replies arriving later are late replies.
+// those with an error matching ErrIncomplete. Replies arriving later are late replies.
 // Every copy is checked before anything is sent.
 func (r *Requester) ScatterGather(ctx context.Context, queueURLs []string, in *sqs.SendMessageInput, want int) ([]Gathered, error) {
 	const op = "requester.ScatterGather"
@@ -115,7 +118,7 @@ func (r *Requester) ScatterGather(ctx context.Context, queueURLs []string, in *s
 	cancel() // the requests still waiting stop; their replies come late
 	wg.Wait()
 	if len(got) < want {
-		return got, &IncompleteError{Wanted: want, Got: len(got), Err: errors.Join(errs...)}
+		return got, &incompleteError{wanted: want, got: len(got), err: errors.Join(errs...)}
 	}
 	return got, nil
 }
@@ -146,7 +149,7 @@ type Publisher interface {
 // TempQueues.Origin, so Serve adds the request queue's URL to its reply,
 // and a second reply from one origin (a redelivered request) is dropped.
 // With fewer than want replies, it returns those with an
-// *IncompleteError; replies arriving later are late replies.
+// error matching ErrIncomplete; replies arriving later are late replies.
 func (r *Requester) PublishGather(ctx context.Context, p Publisher, in *sqs.SendMessageInput, want int) ([]Gathered, error) {
 	const op = "requester.PublishGather"
 	switch {
@@ -188,7 +191,6 @@ func (r *Requester) PublishGather(ctx context.Context, p Publisher, in *sqs.Send
 		r.failed.Add(1)
 		return nil, fmt.Errorf("requester.PublishGather: publishing request %s: %w", requestID, err)
 	}
-	r.sent.Add(1)
 	for {
 		g.mu.Lock()
 		got, failure := g.got, g.err
@@ -197,7 +199,7 @@ func (r *Requester) PublishGather(ctx context.Context, p Publisher, in *sqs.Send
 		case len(got) >= want:
 			return got[:want], nil
 		case failure != nil:
-			return got, &IncompleteError{Wanted: want, Got: len(got), Err: r.closedErr(failure)}
+			return got, &incompleteError{wanted: want, got: len(got), err: r.closedErr(failure)}
 		}
 		select {
 		case <-g.wake:
@@ -211,9 +213,9 @@ func (r *Requester) PublishGather(ctx context.Context, p Publisher, in *sqs.Send
 			err := gctx.Err()
 			if errors.Is(err, context.DeadlineExceeded) {
 				r.timedOut.Add(1)
-				err = &TimeoutError{RequestID: requestID, QueueURL: "(topic)", Waited: time.Since(sentAt)}
+				err = &timeoutError{requestID: requestID, queueURL: "(topic)", waited: time.Since(sentAt)}
 			}
-			return got, &IncompleteError{Wanted: want, Got: len(got), Err: err}
+			return got, &incompleteError{wanted: want, got: len(got), err: err}
 		}
 	}
 }

@@ -14,30 +14,32 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
 	"github.com/tempqueues/tempqueues/internal/wire"
+	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
-// result is what an OnSend done function saw.
+// result is what an Observer's done func saw.
 type result struct {
 	body string
 	err  error
 }
 
-func TestOnSendAddsAttributesAndSeesEachResult(t *testing.T) {
+func TestObserverAddsAttributesAndSeesEachResult(t *testing.T) {
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		var mu sync.Mutex
 		var results []result
 		r := e.requester(t, func(o *requester.Options) {
-			o.OnSend = func(ctx context.Context, in *sqs.SendMessageInput) func(*types.Message, error) {
-				if aws.ToString(in.MessageBody) == "panic" {
+			o.Observer = observe.Func(func(ctx context.Context, ev observe.Event) func(*types.Message, error) {
+				if ev.Kind != observe.Send || ev.Queue != e.queue || ev.RequestID == "" {
+					t.Errorf("observed %+v, want a Send to %s with a request id", ev, e.queue)
+				}
+				if aws.ToString(ev.Message.Body) == "panic" {
 					panic("hook")
 				}
-				in.MessageAttributes["hooked"] = wire.StringAttribute("yes")
-				in.MessageSystemAttributes = map[string]types.MessageSystemAttributeValue{
-					"AWSTraceHeader": {DataType: aws.String("String"), StringValue: aws.String("Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1")},
-				}
+				ev.Message.MessageAttributes["hooked"] = wire.StringAttribute("yes")
+				ev.Message.Attributes["AWSTraceHeader"] = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
 				return func(m *types.Message, err error) {
 					mu.Lock()
 					defer mu.Unlock()
@@ -47,7 +49,7 @@ func TestOnSendAddsAttributesAndSeesEachResult(t *testing.T) {
 					}
 					results = append(results, res)
 				}
-			}
+			})
 		})
 		ctx, stop := context.WithCancel(context.Background())
 		defer stop()

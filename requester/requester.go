@@ -41,51 +41,51 @@ import (
 	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/batch"
 	"github.com/tempqueues/tempqueues/internal/callback"
-	"github.com/tempqueues/tempqueues/internal/callcount"
+	"github.com/tempqueues/tempqueues/internal/core"
 	"github.com/tempqueues/tempqueues/internal/deflog"
 	"github.com/tempqueues/tempqueues/internal/hostq"
-	"github.com/tempqueues/tempqueues/internal/httpbody"
+	"github.com/tempqueues/tempqueues/internal/reap"
 	"github.com/tempqueues/tempqueues/internal/wire"
+	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/reaper"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 var (
-	// ErrTimeout is matched by the error of a request whose context deadline
-	// passed before its response arrived. That error also matches
-	// context.DeadlineExceeded.
+	// ErrTimeout is matched by the error of a request whose context
+	// deadline passed before its response arrived. That error also matches
+	// context.DeadlineExceeded and names the request, its queue and how long
+	// it waited. When the deadline passed while the request's send was
+	// still being retried (throttled, or after a server error), it wraps the
+	// send's last failure, which errors.As then finds (a smithy.APIError
+	// with the throttling code).
 	ErrTimeout = errors.New("requester: timed out waiting for the response")
 	// ErrClosed is returned for requests made after Close, and to requests
 	// pending when Close is called.
 	ErrClosed = sqsapi.ErrClosed
 )
 
-// TimeoutError is the error of a request that timed out. It matches both
-// ErrTimeout and context.DeadlineExceeded with errors.Is. When the deadline
-// passed while the request's send was still being retried (throttled, or
-// after a server error), it wraps the send's last failure, which errors.As
-// then finds (a smithy.APIError with the throttling code).
-type TimeoutError struct {
-	RequestID string        // the request's TempQueues.RequestId
-	QueueURL  string        // the queue the request was sent to
-	Waited    time.Duration // from the send to the deadline
-
-	sendErr error // the send's last failure when its retries were cut short
+// timeoutError is the error of a request that timed out (ErrTimeout).
+type timeoutError struct {
+	requestID string        // the request's TempQueues.RequestId
+	queueURL  string        // the queue the request was sent to
+	waited    time.Duration // from the send to the deadline
+	sendErr   error         // the send's last failure when its retries were cut short
 }
 
-func (e *TimeoutError) Error() string {
+func (e *timeoutError) Error() string {
 	if e.sendErr != nil {
-		return fmt.Sprintf("requester: request %s to %s: deadline passed after %v while its send was retried: %v", e.RequestID, e.QueueURL, e.Waited.Round(time.Millisecond), e.sendErr)
+		return fmt.Sprintf("requester: request %s to %s: deadline passed after %v while its send was retried: %v", e.requestID, e.queueURL, e.waited.Round(time.Millisecond), e.sendErr)
 	}
-	return fmt.Sprintf("requester: no response to request %s on %s within %v", e.RequestID, e.QueueURL, e.Waited.Round(time.Millisecond))
+	return fmt.Sprintf("requester: no response to request %s on %s within %v", e.requestID, e.queueURL, e.waited.Round(time.Millisecond))
 }
 
 // Unwrap returns the send's last failure when the deadline cut its retries
 // short, or nil.
-func (e *TimeoutError) Unwrap() error { return e.sendErr }
+func (e *timeoutError) Unwrap() error { return e.sendErr }
 
 // Is makes errors.Is match ErrTimeout and context.DeadlineExceeded.
-func (e *TimeoutError) Is(target error) bool {
+func (e *timeoutError) Is(target error) bool {
 	return target == ErrTimeout || target == context.DeadlineExceeded
 }
 
@@ -107,18 +107,14 @@ type Options struct {
 	// list: DelaySeconds, MaximumMessageSize, MessageRetentionPeriod,
 	// Policy, ReceiveMessageWaitTimeSeconds, RedrivePolicy,
 	// VisibilityTimeout, KmsMasterKeyId, KmsDataKeyReusePeriodSeconds,
-	// SqsManagedSseEnabled.
+	// SqsManagedSseEnabled. FifoQueue "true" makes it a FIFO queue
+	// (<prefix><uuid>-<n>.fifo, so Prefix has at most 35 characters), with
+	// ContentBasedDeduplication, DeduplicationScope and FifoThroughputLimit
+	// if wanted: each reply queue is then a message group of its own, so
+	// replies to one request arrive in the order they were sent, and one
+	// request's replies never hold up another's. FIFO queues cost more per
+	// call and allow fewer calls per second (docs/limits.md).
 	HostQueueAttributes map[string]string
-	// FIFOHostQueue creates the host queue as a FIFO queue
-	// (<prefix><uuid>-<n>.fifo, so Prefix has at most 35 characters):
-	// each reply queue is then a message group of its own, so replies to
-	// one request arrive in the order they were sent, and one request's
-	// replies never hold up another's. FIFO queues cost more per call and
-	// allow fewer calls per second (docs/limits.md). The same as
-	// FifoQueue "true" in HostQueueAttributes, which may also set
-	// ContentBasedDeduplication, DeduplicationScope and
-	// FifoThroughputLimit.
-	FIFOHostQueue bool
 	// HostQueueTags are the user's tags (cost allocation, ownership) for
 	// every host queue, set in its CreateQueue together with the reaper's
 	// two tags; heartbeats leave them in place. New rejects tags SQS would
@@ -137,10 +133,6 @@ type Options struct {
 	// DisableSweeping stops this process from sweeping idle host queues of
 	// dead processes; it still heartbeats its own.
 	DisableSweeping bool
-	// DisableSendBatching sends each request with its own SendMessage call
-	// instead of coalescing concurrent requests to one queue into
-	// SendMessageBatch calls.
-	DisableSendBatching bool
 	// PreferFewerCalls trades latency for calls at moderate loads: a
 	// request waits for the send in flight to its queue instead of going
 	// in a call of its own, and the host keeps no spare poller parked for
@@ -153,21 +145,29 @@ type Options struct {
 	// slog.Default(), each message at most once a minute;
 	// slog.New(slog.DiscardHandler) silences it.
 	Logger *slog.Logger
-	// Reaper tunes heartbeats and sweeps (Prefix, Logger and
-	// DisableSweeping are set from the fields above first).
+	// Reaper tunes heartbeats and sweeps (Prefix, Logger, DisableSweeping
+	// and Observer are set from the fields above first).
 	Reaper []func(*reaper.Options)
-	// OnSend, if set, is called on the caller's goroutine before each
-	// request is checked and sent, with the call's context and a copy of
-	// the input that it may change: add message attributes (a traceparent)
-	// or system attributes (an AWSTraceHeader). What it adds counts against
-	// SQS's limits, which are checked after it returns and before any call.
-	// The function it returns, if not nil, is called once when the call
-	// ends, with the reply or the error (bad input, a failed send, a
-	// *TimeoutError, ErrClosed); for a stream, when the stream ends, with
-	// its final reply (nil when the handler sent none) or what stopped it.
-	// It may run on the host queue's poller and must not block. Tracing
-	// and metrics hang on this pair of hooks.
-	OnSend func(ctx context.Context, in *sqs.SendMessageInput) (done func(reply *types.Message, err error))
+	// Observer, if set, is told of each request before it is checked and
+	// sent, on the caller's goroutine: an observe.Send event whose Message
+	// is the outgoing request (Body, MessageAttributes, and as Attributes
+	// its string system attributes), Queue its queue and RequestID its
+	// TempQueues.RequestId. It may add message attributes (a traceparent),
+	// and a trace header as Message.Attributes["AWSTraceHeader"], which
+	// goes out as the AWSTraceHeader system attribute. What it adds counts
+	// against SQS's limits, which are checked after it returns and before
+	// any call. The done func it returns, if not nil, is called once when
+	// the call ends, with the reply or the error (bad input, a failed
+	// send, a timeout matching ErrTimeout, ErrClosed); for a stream, when
+	// the stream ends, with its final reply (nil when the handler sent
+	// none) or what stopped it. It may run on the host queue's poller and
+	// must not block. Tracing and metrics (module oteltempq) hang on it.
+	// It also hears of each late reply (Dropped, Reason "late-reply": it
+	// came after its caller gave up, or twice, and was deleted unread), and
+	// the requester's reaper: QueueGone when the host queue was found
+	// deleted, Swept after a sweep this process ran (Detail is its
+	// reaper.Report).
+	Observer observe.Observer
 }
 
 // replyVisibility is the visibility the host poller gives replies it
@@ -185,14 +185,10 @@ const sendsInFlight = 16
 // Requester sends requests and waits for responses. It is safe for
 // concurrent use.
 type Requester struct {
-	owner    *hostq.Owner
-	reaper   *reaper.Reaper
+	core     *core.Core // the host queue's owner and reaper, and the sender
 	opts     Options
 	log      *slog.Logger
-	client   sqsapi.Client // counting
-	calls    *callcount.Counter
 	counters *hostq.Counters
-	sends    *batch.Sends
 
 	host atomic.Pointer[hostq.Host] // the current host, once opened
 
@@ -202,8 +198,9 @@ type Requester struct {
 
 	closer hostq.Closer
 
-	sent, replied, timedOut, failed atomic.Int64
-	late                            atomic.Int64 // replies to streams that stopped early
+	timedOut, failed atomic.Int64
+	replied          atomic.Int64 // replies handed to callers (export_test.go)
+	late             atomic.Int64 // replies to streams that stopped early
 }
 
 // isClosed reports whether Close was called.
@@ -236,49 +233,28 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 	if opts.Timeout == 0 {
 		opts.Timeout = 30 * time.Second
 	}
-	if opts.FIFOHostQueue {
-		opts.HostQueueAttributes = maps.Clone(opts.HostQueueAttributes)
-		if opts.HostQueueAttributes == nil {
-			opts.HostQueueAttributes = make(map[string]string, 1)
-		}
-		opts.HostQueueAttributes[string(types.QueueAttributeNameFifoQueue)] = "true"
-	}
+	opts.HostQueueAttributes = maps.Clone(opts.HostQueueAttributes) // the caller may change theirs
 	if err := hostq.CheckAttributes(op, opts.HostQueueAttributes); err != nil {
-		return nil, err
-	}
-	if err := hostq.CheckOwner(op, opts.Prefix, opts.IdleQueueRetention); err != nil {
 		return nil, err
 	}
 	if err := hostq.CheckFIFOPrefix(op, opts.Prefix, opts.HostQueueAttributes); err != nil {
 		return nil, err
 	}
-	if err := hostq.CheckTags(op, opts.HostQueueTags); err != nil {
-		return nil, err
-	}
-	client = httpbody.Ensure(client)
 	r := &Requester{
 		opts:     opts,
 		log:      opts.Logger,
-		calls:    new(callcount.Counter),
 		counters: new(hostq.Counters),
 		pending:  make(map[*Call]struct{}),
 	}
-	r.client = hostq.CountCalls(client, r.calls)
-	rp, err := reaper.New(client, append([]func(*reaper.Options){func(o *reaper.Options) {
-		o.Prefix, o.Logger, o.DisableSweeping = opts.Prefix, opts.Logger, opts.DisableSweeping
-		o.OnQueueGone = func(url string, _ error) { r.owner.Gone(url) }
-	}}, opts.Reaper...)...)
-	if err != nil {
-		return nil, err
-	}
-	r.reaper = rp
-	owner, err := hostq.NewOwner(op, client, hostq.OwnerOptions{
-		Prefix:     opts.Prefix,
-		Retention:  opts.IdleQueueRetention,
-		Heartbeats: rp,
-		Tags:       opts.HostQueueTags,
-		Logger:     opts.Logger,
-		Calls:      r.calls,
+	c, err := core.New(op, client, core.Options{
+		Logger:           opts.Logger,
+		Prefix:           opts.Prefix,
+		Retention:        opts.IdleQueueRetention,
+		Tags:             opts.HostQueueTags,
+		DisableSweeping:  opts.DisableSweeping,
+		Reaper:           reaperConfig(opts),
+		MaxSends:         sendsInFlight,
+		PreferFewerCalls: opts.PreferFewerCalls,
 		Host: &hostq.Options{
 			Logger:                   opts.Logger,
 			PollWaitTime:             opts.PollWaitTime,
@@ -289,19 +265,16 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 			Counters:                 r.counters,
 			Answering:                r.answering,
 			FewerPollers:             opts.PreferFewerCalls,
+			Observer:                 asLateReplies(opts.Observer),
 			// A reply no pending call takes (it came after its caller
 			// gave up, or twice) is deleted, counted and logged once: the
 			// host's default for orphans.
 		},
 	})
 	if err != nil {
-		return nil, errors.Join(err, rp.Close(context.Background()))
+		return nil, err
 	}
-	r.owner = owner
-	r.sends = batch.NewSends(r.client, sendsInFlight)
-	if opts.PreferFewerCalls {
-		r.sends.PreferFewerCalls()
-	}
+	r.core = c
 	return r, nil
 }
 
@@ -321,7 +294,7 @@ type Call struct {
 
 	cancelCtx context.CancelFunc          // releases the default-timeout context
 	waitCtx   context.Context             // bounds the wait for the response, once sent
-	after     func(*types.Message, error) // Options.OnSend's done, or nil
+	after     func(*types.Message, error) // Options.Observer's done, or nil
 
 	mu        sync.Mutex
 	finished  bool
@@ -338,17 +311,6 @@ func (c *Call) RequestID() string { return c.requestID }
 
 // Done is closed when the call has its response or error.
 func (c *Call) Done() <-chan struct{} { return c.done }
-
-// Result returns the response or the error once Done is closed, and
-// (nil, nil) before.
-func (c *Call) Result() (*types.Message, error) {
-	select {
-	case <-c.done:
-		return c.msg, c.err
-	default:
-		return nil, nil
-	}
-}
 
 // Wait waits for the response or the call's error. If ctx ends first, Wait
 // returns ctx's error and the call goes on until its own context ends.
@@ -422,7 +384,7 @@ func (c *Call) onContextDone(ctx context.Context) {
 	err := ctx.Err()
 	if errors.Is(err, context.DeadlineExceeded) {
 		c.r.timedOut.Add(1)
-		err = &TimeoutError{RequestID: c.requestID, QueueURL: c.queueURL, Waited: time.Since(c.sentAt)}
+		err = &timeoutError{requestID: c.requestID, queueURL: c.queueURL, waited: time.Since(c.sentAt)}
 	}
 	c.finish(nil, err)
 }
@@ -432,7 +394,7 @@ func (c *Call) onContextDone(ctx context.Context) {
 // attributes only AWSTraceHeader is requested, to save decoding the rest
 // on every reply). The
 // context bounds the whole call (Options.Timeout applies when it has no
-// deadline). A timeout returns a *TimeoutError, which matches ErrTimeout and
+// deadline). A timeout returns an error matching ErrTimeout and
 // context.DeadlineExceeded; a failed send returns the send's error.
 func (r *Requester) SendMessageAndGetResponse(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*types.Message, error) {
 	call, err := r.sendRequest(ctx, in, optFns, false)
@@ -464,7 +426,7 @@ func (r *Requester) SendMessageAndGetResponseAsync(ctx context.Context, in *sqs.
 // its context with a callback, and without it the caller must (waitCtx).
 func (r *Requester) sendRequest(ctx context.Context, in *sqs.SendMessageInput, optFns []func(*sqs.Options), watch bool) (*Call, error) {
 	const op = "requester.SendMessageAndGetResponse"
-	in, after := r.onSend(ctx, in)
+	in, replyName, after := r.onSend(ctx, in)
 	requestID, attrs, err := checkRequest(op, in)
 	if err == nil {
 		for i, fn := range optFns {
@@ -484,7 +446,6 @@ func (r *Requester) sendRequest(ctx context.Context, in *sqs.SendMessageInput, o
 		r.after(after, nil, err)
 		return nil, err
 	}
-	replyName := uuid.NewString()
 	if requestID == "" {
 		requestID = replyName
 	}
@@ -531,14 +492,13 @@ func (r *Requester) sendRequest(ctx context.Context, in *sqs.SendMessageInput, o
 				// The reply arrived before the send's own response, and
 				// finishing the call cancelled the send's context: the
 				// request got through.
-				r.sent.Add(1)
 				return call, nil
 			}
 		default:
 		}
 		if errors.Is(err, context.DeadlineExceeded) && waitCtx.Err() != nil {
 			r.timedOut.Add(1)
-			te := &TimeoutError{RequestID: requestID, QueueURL: call.queueURL, Waited: time.Since(call.sentAt)}
+			te := &timeoutError{requestID: requestID, queueURL: call.queueURL, waited: time.Since(call.sentAt)}
 			if awserr.IsTransient(err) {
 				te.sendErr = err // the deadline cut the send's retries short
 			}
@@ -551,7 +511,6 @@ func (r *Requester) sendRequest(ctx context.Context, in *sqs.SendMessageInput, o
 		call.finish(nil, err)
 		return nil, err
 	}
-	r.sent.Add(1)
 
 	// Watch the context only now: a send that outlives the deadline must
 	// report its own error, not a timeout.
@@ -566,27 +525,71 @@ func (r *Requester) sendRequest(ctx context.Context, in *sqs.SendMessageInput, o
 	return call, nil
 }
 
-// onSend runs Options.OnSend on a copy of in whose attribute maps (never
-// nil) it may change, and returns the copy and the hook's done function.
-func (r *Requester) onSend(ctx context.Context, in *sqs.SendMessageInput) (*sqs.SendMessageInput, func(*types.Message, error)) {
-	hook := r.opts.OnSend
-	if hook == nil || in == nil {
-		return in, nil
+// onSend names a new request's reply queue and tells Options.Observer of
+// the request, as a copy of in whose attribute maps (never nil) it may add
+// to; it returns the copy, the reply queue's name (also the request id
+// when the caller set none) and the observer's done func (nil without an
+// observer).
+func (r *Requester) onSend(ctx context.Context, in *sqs.SendMessageInput) (*sqs.SendMessageInput, string, func(*types.Message, error)) {
+	replyName := uuid.NewString()
+	obs := r.opts.Observer
+	if obs == nil || in == nil {
+		return in, replyName, nil
+	}
+	requestID := replyName
+	if v, ok := in.MessageAttributes[sqsapi.RequestIDAttribute]; ok && aws.ToString(v.StringValue) != "" {
+		requestID = *v.StringValue
 	}
 	cp := *in
 	cp.MessageAttributes = make(map[string]types.MessageAttributeValue, len(in.MessageAttributes)+1)
 	maps.Copy(cp.MessageAttributes, in.MessageAttributes)
-	cp.MessageSystemAttributes = make(map[string]types.MessageSystemAttributeValue, len(in.MessageSystemAttributes)+1)
-	maps.Copy(cp.MessageSystemAttributes, in.MessageSystemAttributes)
-	var after func(*types.Message, error)
-	callback.Run(r.log, "requester: Options.OnSend", func() { after = hook(ctx, &cp) })
-	return &cp, after
+	m := &types.Message{Body: in.MessageBody, MessageAttributes: cp.MessageAttributes, Attributes: make(map[string]string, len(in.MessageSystemAttributes)+1)}
+	for k, v := range in.MessageSystemAttributes {
+		if v.StringValue != nil {
+			m.Attributes[k] = *v.StringValue
+		}
+	}
+	done := callback.Observe(ctx, r.log, obs, observe.Event{Kind: observe.Send, Queue: aws.ToString(in.QueueUrl), Message: m, RequestID: requestID})
+	// The message's Attributes are its system attributes, as a receiver
+	// sees them: what the observer added there is checked with the rest
+	// (SQS takes only AWSTraceHeader).
+	cp.MessageAttributes = m.MessageAttributes
+	cp.MessageSystemAttributes = make(map[string]types.MessageSystemAttributeValue, len(m.Attributes))
+	for k, v := range in.MessageSystemAttributes {
+		if v.StringValue == nil {
+			cp.MessageSystemAttributes[k] = v
+		}
+	}
+	for k, v := range m.Attributes {
+		cp.MessageSystemAttributes[k] = types.MessageSystemAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+	}
+	return &cp, replyName, done
 }
 
-// after runs OnSend's done function, if any, with a call's result.
+// asLateReplies tells obs of what the host queue settles for nobody, its
+// orphans told as the late replies they are (Dropped, "late-reply").
+func asLateReplies(obs observe.Observer) observe.Observer {
+	if obs == nil {
+		return nil
+	}
+	return observe.Func(func(ctx context.Context, e observe.Event) func(*types.Message, error) {
+		if e.Kind == observe.Dropped && e.Reason == "orphan" {
+			e.Reason = "late-reply"
+		}
+		return obs.Observe(ctx, e)
+	})
+}
+
+// tellLate tells Options.Observer of a reply to a stream that stopped
+// early: the host deletes it unread.
+func (r *Requester) tellLate(hostURL string, m types.Message, requestID string) {
+	callback.Observe(context.Background(), r.log, r.opts.Observer, observe.Event{Kind: observe.Dropped, Queue: hostURL, Message: &m, RequestID: requestID, Reason: "late-reply"})
+}
+
+// after runs the observer's done func, if any, with a call's result.
 func (r *Requester) after(fn func(*types.Message, error), msg *types.Message, err error) {
 	if fn != nil {
-		callback.Run(r.log, "requester: the function Options.OnSend returned", func() { fn(msg, err) })
+		fn(msg, err)
 	}
 }
 
@@ -623,7 +626,7 @@ func (r *Requester) expect(ctx context.Context, call *Call) (*hostq.Host, error)
 // call instead of racing each other out (internal/batch's Expect, which
 // stops heeding a queue's announcements when they go unfulfilled, as for
 // callers that send no next request).
-func (r *Requester) answering(counts []batch.Count) { r.sends.ExpectAll(counts) }
+func (r *Requester) answering(counts []batch.Count) { r.core.Expect(counts) }
 
 // expectWith is expect for any registration on the host.
 func (r *Requester) expectWith(ctx context.Context, register func(*hostq.Host) error) (*hostq.Host, error) {
@@ -631,7 +634,7 @@ func (r *Requester) expectWith(ctx context.Context, register func(*hostq.Host) e
 		host := r.host.Load()
 		if host == nil || host.Closed() {
 			var err error
-			if host, err = r.owner.Open(ctx, r.opts.HostQueueAttributes); err != nil {
+			if host, err = r.core.Open(ctx, r.opts.HostQueueAttributes); err != nil {
 				return nil, err
 			}
 			r.host.Store(host)
@@ -657,23 +660,18 @@ func (r *Requester) closedErr(err error) error {
 	return err
 }
 
-// send sends the request of the caller's operation op, coalescing
-// concurrent sends to one queue. A request to a virtual queue goes to its
-// host queue with the routing attribute. An SQS error names op and the
-// caller's queue, not the call that failed (often a SendMessageBatch the
-// caller never made), and wraps the SDK's error.
+// send sends the request of the caller's operation op through the core's
+// sender, coalescing concurrent sends to one queue. A request to a virtual
+// queue goes to its host queue with the routing attribute. An SQS error
+// names op and the caller's queue.
 func (r *Requester) send(ctx context.Context, op string, in *sqs.SendMessageInput, optFns []func(*sqs.Options)) error {
 	to := aws.ToString(in.QueueUrl)
-	return awserr.ForSend(op, to, r.sendOnce(ctx, in, optFns))
-}
-
-func (r *Requester) sendOnce(ctx context.Context, in *sqs.SendMessageInput, optFns []func(*sqs.Options)) error {
-	if to := aws.ToString(in.QueueUrl); wire.IsVirtualQueueURL(to) {
+	if wire.IsVirtualQueueURL(to) {
 		hostURL, name, _ := wire.ParseVirtualQueueURL(to) // checked by checkRequest
 		in.QueueUrl = aws.String(hostURL)
 		in.MessageAttributes[sqsapi.VirtualQueueNameAttribute] = wire.StringAttribute(name)
 	}
-	_, err := batch.SendMessage(ctx, r.sends, r.client, in, optFns, r.opts.DisableSendBatching)
+	_, err := r.core.Send(ctx, op, to, in, optFns)
 	return err
 }
 
@@ -744,8 +742,6 @@ func checkRequest(op string, in *sqs.SendMessageInput, own ...string) (string, m
 
 // Stats are counters of a Requester.
 type Stats struct {
-	Sent     int64 // requests sent
-	Replied  int64 // responses delivered to callers
 	TimedOut int64 // requests whose deadline passed first
 	Failed   int64 // sends that failed, or waits ended by an error
 	Pending  int   // requests waiting for a response now
@@ -754,7 +750,7 @@ type Stats struct {
 	// logged once each; and replies to streams that stopped early.
 	LateReplies int64
 	// Calls counts SQS API calls by operation, heartbeats and sweeps
-	// excluded (see Reaper().Stats()).
+	// excluded.
 	Calls map[string]int64
 }
 
@@ -764,14 +760,10 @@ func (r *Requester) Stats() Stats {
 	n := len(r.pending)
 	r.mu.Unlock()
 	return Stats{
-		Sent: r.sent.Load(), Replied: r.replied.Load(), TimedOut: r.timedOut.Load(), Failed: r.failed.Load(),
-		Pending: n, LateReplies: r.counters.Orphaned.Load() + r.late.Load(), Calls: r.calls.Snapshot(),
+		TimedOut: r.timedOut.Load(), Failed: r.failed.Load(),
+		Pending: n, LateReplies: r.counters.Orphaned.Load() + r.late.Load(), Calls: r.core.Calls(),
 	}
 }
-
-// Reaper returns the requester's reaper (heartbeats, sweeps), for its
-// statistics.
-func (r *Requester) Reaper() *reaper.Reaper { return r.reaper }
 
 // Close fails pending requests with ErrClosed, flushes request sends and
 // reply deletes, stops the poller and the reaper, and deletes this
@@ -794,8 +786,29 @@ func (r *Requester) Close(ctx context.Context) error {
 		}
 		// The host queue's heartbeats stop before its delete; the reaper
 		// closes after it.
-		return errors.Join(r.sends.Close(ctx), r.owner.Close(ctx), r.reaper.Close(ctx))
+		return r.core.Close(ctx)
 	})
+}
+
+// reaperConfig applies Options.Reaper to the reaper's settings, over the
+// Prefix, Logger, DisableSweeping and Observer set from the requester's
+// own, and makes the Detail of Swept events a reaper.Report.
+func reaperConfig(opts Options) []func(*reap.Config) {
+	if len(opts.Reaper) == 0 && opts.Observer == nil {
+		return nil
+	}
+	ro := reaper.Options{Prefix: opts.Prefix, Logger: opts.Logger, DisableSweeping: opts.DisableSweeping, Observer: opts.Observer}
+	for _, fn := range opts.Reaper {
+		if fn != nil {
+			fn(&ro)
+		}
+	}
+	return []func(*reap.Config){func(c *reap.Config) {
+		c.Options = reap.Options(ro)
+		c.Detail = func(r reap.Report) any {
+			return reaper.Report{Duration: r.Duration, Listed: r.Listed, Kept: r.Kept, Deleted: r.Deleted, Errors: r.Errors}
+		}
+	}}
 }
 
 // stampDeadline puts ctx's deadline on the request in (whose attributes

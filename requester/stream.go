@@ -14,7 +14,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/google/uuid"
 
 	"github.com/tempqueues/tempqueues/internal/hostq"
 	"github.com/tempqueues/tempqueues/internal/wire"
@@ -64,7 +63,7 @@ type Stream struct {
 	stopWatch func() bool
 	drain     *time.Timer
 	last      *types.Message              // the final reply, once it arrived
-	after     func(*types.Message, error) // Options.OnSend's done, or nil
+	after     func(*types.Message, error) // Options.Observer's done, or nil
 }
 
 // SendMessageAndStream sends a request whose responder answers with a
@@ -72,19 +71,19 @@ type Stream struct {
 // returns once it is sent. The request carries TempQueues.Stream, so it
 // has room for 7 attributes of the caller's. The context bounds the whole
 // stream (Options.Timeout applies when it has no deadline): when it ends
-// before the final reply, Next returns a *TimeoutError (or ctx's error).
+// before the final reply, Next returns an error matching ErrTimeout (or ctx's error).
 // A responder that does not stream (a Java one) sends one reply, which the
 // stream returns and ends with.
 func (r *Requester) SendMessageAndStream(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*Stream, error) {
 	const op = "requester.SendMessageAndStream"
-	in, after := r.onSend(ctx, in)
+	in, replyName, after := r.onSend(ctx, in)
 	requestID, attrs, err := checkRequest(op, in, sqsapi.StreamAttribute)
 	if err != nil {
 		r.after(after, nil, err)
 		return nil, err
 	}
 	attrs[sqsapi.StreamAttribute] = wire.StringAttribute("1")
-	s := &Stream{r: r, replyName: uuid.NewString(), requestID: requestID, queueURL: aws.ToString(in.QueueUrl), final: -1,
+	s := &Stream{r: r, replyName: replyName, requestID: requestID, queueURL: aws.ToString(in.QueueUrl), final: -1,
 		buf: make(map[int]types.Message), wake: make(chan struct{}, 1), after: after}
 	if s.requestID == "" {
 		s.requestID = s.replyName
@@ -130,12 +129,11 @@ func (s *Stream) open(ctx context.Context, in *sqs.SendMessageInput, attrs map[s
 		}
 		if errors.Is(err, context.DeadlineExceeded) && s.ctx.Err() != nil {
 			r.timedOut.Add(1)
-			return &TimeoutError{RequestID: s.requestID, QueueURL: s.queueURL, Waited: time.Since(s.sentAt), sendErr: err}
+			return &timeoutError{requestID: s.requestID, queueURL: s.queueURL, waited: time.Since(s.sentAt), sendErr: err}
 		}
 		r.failed.Add(1)
 		return r.closedErr(err)
 	}
-	r.sent.Add(1)
 	s.mu.Lock()
 	if !s.stopped {
 		s.stopWatch = context.AfterFunc(s.ctx, s.onContextDone)
@@ -150,7 +148,7 @@ func (s *Stream) RequestID() string { return s.requestID }
 
 // Next returns the stream's next message in order, waiting for it; io.EOF
 // after the final reply; the stream's error once it stopped early
-// (*TimeoutError at its deadline, ErrClosed after Close or the requester's
+// (ErrTimeout at its deadline, ErrClosed after Close or the requester's
 // Close). When ctx ends first, Next returns ctx's error and the stream goes
 // on.
 func (s *Stream) Next(ctx context.Context) (*types.Message, error) {
@@ -208,7 +206,7 @@ func (s *Stream) Close() { s.stop(ErrClosed) }
 func (s *Stream) onContextDone() {
 	err := s.ctx.Err()
 	if errors.Is(err, context.DeadlineExceeded) {
-		err = &TimeoutError{RequestID: s.requestID, QueueURL: s.queueURL, Waited: time.Since(s.sentAt)}
+		err = &timeoutError{requestID: s.requestID, queueURL: s.queueURL, waited: time.Since(s.sentAt)}
 	}
 	s.stop(err)
 }
@@ -283,6 +281,12 @@ func (s *Stream) onReply(m types.Message, err error) bool {
 	}
 	seq, mark, ok := streamPosition(m)
 	final := mark != ""
+	late := false
+	defer func() { // after the unlock below
+		if late {
+			s.r.tellLate(s.host.URL(), m, s.requestID)
+		}
+	}()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !ok {
@@ -296,6 +300,7 @@ func (s *Stream) onReply(m types.Message, err error) bool {
 	}
 	if s.stopped {
 		s.r.late.Add(1)
+		late = true
 		if final {
 			s.drained = true
 			if s.drain != nil {

@@ -56,7 +56,7 @@ func BenchmarkStreamSQSLatency(b *testing.B) { benchmarkStream(b, 10*time.Millis
 func benchmarkStream(b *testing.B, latency time.Duration) {
 	be := sqstestenv.SQSTest(b)
 	if latency > 0 {
-		be.Server.InjectFault(sqstest.Latency("", latency))
+		be.Server.InjectFault(sqstest.Latency("", latency, 0))
 	}
 	for _, name := range []string{"tempqueues", "static-reply-queue"} {
 		for _, streams := range []int{1, 8, 64} {

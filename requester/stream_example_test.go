@@ -60,7 +60,7 @@ func ExampleRequester_SendMessageAndStream() {
 		log.Fatal(err)
 	}
 	for m, err := range s.All(callCtx) {
-		if err != nil { // a *TimeoutError when the deadline passes first
+		if err != nil { // matches ErrTimeout when the deadline passes first
 			log.Fatal(err)
 		}
 		fmt.Println(*m.Body)
@@ -74,7 +74,7 @@ func ExampleRequester_SendMessageAndStream() {
 
 // Scatter-gather: one request to each of three services, the replies
 // with their origin; with fewer than wanted at the deadline, the error is
-// an *IncompleteError saying how many are missing.
+// an error matching ErrIncomplete that says how many are missing.
 func ExampleRequester_ScatterGather() {
 	ctx := context.Background()
 	srv := sqstest.NewServer()

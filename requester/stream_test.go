@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,7 +16,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/testkit/observetest"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -149,8 +152,9 @@ func waitHostEmpty(t *testing.T, e *env, r *requester.Requester, replies int64) 
 				left += n
 			}
 		}
-		last = fmt.Sprintf("%d messages on the host queue, %d replies taken, %d late", left, st.Replied, st.LateReplies)
-		if left == 0 && st.Replied+st.LateReplies >= replies {
+		taken := requester.Replied(r)
+		last = fmt.Sprintf("%d messages on the host queue, %d replies taken, %d late", left, taken, st.LateReplies)
+		if left == 0 && taken+st.LateReplies >= replies {
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -207,7 +211,8 @@ func TestStreamStoppedEarlyLeavesNothingBehind(t *testing.T) {
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		serve(t, e.raw, streamHandler(100, 5*time.Millisecond), e.queue)
-		r := e.requester(t)
+		var rec observetest.Recorder
+		r := e.requester(t, func(o *requester.Options) { o.Observer = &rec })
 		ctx := context.Background()
 
 		// The caller closes the stream after 10 replies.
@@ -228,12 +233,19 @@ func TestStreamStoppedEarlyLeavesNothingBehind(t *testing.T) {
 			t.Errorf("Next after Close: %v, want ErrClosed", err)
 		}
 		waitHostEmpty(t, e, r, 101)
-		if st := r.Stats(); st.LateReplies == 0 {
+		st := r.Stats()
+		if st.LateReplies == 0 {
 			t.Errorf("no late reply counted: %+v", st)
+		}
+		// Each is told after it is counted.
+		wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
+		defer wcancel()
+		if !rec.Wait(wctx, observe.Dropped, "late-reply", int(st.LateReplies)) {
+			t.Errorf("late replies: %+v, the Observer heard of %d", st, rec.Count(observe.Dropped, "late-reply"))
 		}
 
 		// The stream's deadline passes while the handler still sends.
-		before := r.Stats()
+		before, taken := r.Stats(), requester.Replied(r)
 		tctx, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
 		defer cancel()
 		s, err = r.SendMessageAndStream(tctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("timed out")})
@@ -245,13 +257,12 @@ func TestStreamStoppedEarlyLeavesNothingBehind(t *testing.T) {
 			if err == nil {
 				continue
 			}
-			var te *requester.TimeoutError
-			if !errors.As(err, &te) || !errors.Is(err, requester.ErrTimeout) {
-				t.Fatalf("stream ended with %v, want a *TimeoutError", err)
+			if !errors.Is(err, requester.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("stream ended with %v, want ErrTimeout", err)
 			}
 			break
 		}
-		waitHostEmpty(t, e, r, before.Replied+before.LateReplies+101)
+		waitHostEmpty(t, e, r, taken+before.LateReplies+101)
 		if st := r.Stats(); st.LateReplies == before.LateReplies || st.TimedOut == before.TimedOut {
 			t.Errorf("timeout not counted, or no late reply: %+v", st)
 		}
@@ -307,9 +318,8 @@ func TestScatterGather(t *testing.T) {
 		defer dcancel()
 		start := time.Now()
 		got, err = r.ScatterGather(dctx, queues, in, 5)
-		var ie *requester.IncompleteError
-		if !errors.As(err, &ie) || ie.Missing() != 1 || ie.Got != 4 || !errors.Is(err, requester.ErrTimeout) {
-			t.Fatalf("err %v, want an *IncompleteError with 1 missing that matches ErrTimeout", err)
+		if !errors.Is(err, requester.ErrIncomplete) || len(got) != 4 || !errors.Is(err, requester.ErrTimeout) || !strings.Contains(err.Error(), "1 missing") {
+			t.Fatalf("err %v with %d replies, want ErrIncomplete with 1 missing that matches ErrTimeout", err, len(got))
 		}
 		if d := time.Since(start); d < 1500*time.Millisecond {
 			t.Errorf("returned after %v, before the deadline", d)
@@ -334,8 +344,8 @@ func TestScatterGather(t *testing.T) {
 		pctx, pcancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer pcancel()
 		got, err = r.PublishGather(pctx, pub, in, 5)
-		if !errors.As(err, &ie) || ie.Missing() != 1 || !errors.Is(err, requester.ErrTimeout) {
-			t.Fatalf("err %v, want an *IncompleteError with 1 missing that matches ErrTimeout", err)
+		if !errors.Is(err, requester.ErrIncomplete) || len(got) != 4 || !errors.Is(err, requester.ErrTimeout) {
+			t.Fatalf("err %v with %d replies, want ErrIncomplete with 1 missing that matches ErrTimeout", err, len(got))
 		}
 		check(got, queues[:4])
 	})
@@ -379,11 +389,11 @@ func TestStreamInputChecks(t *testing.T) {
 	}
 }
 
-// Options.OnSend sees a stream's request (what it adds reaches the
+// Options.Observer sees a stream's request (what it adds reaches the
 // handler) and its done function is called once, with the final reply;
 // a stream to a FIFO request queue gets its deduplication id from the
 // request id, as a call does.
-func TestStreamOnSend(t *testing.T) {
+func TestStreamObserver(t *testing.T) {
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		fifo, err := e.raw.CreateQueue(context.Background(), &sqs.CreateQueueInput{
@@ -397,7 +407,7 @@ func TestStreamOnSend(t *testing.T) {
 		inner := streamHandler(3, 0)
 		serve(t, e.raw, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
 			if v, _ := req.Attribute("hooked"); v != "yes" {
-				return nil, fmt.Errorf("request without the attribute OnSend added")
+				return nil, fmt.Errorf("request without the attribute the Observer added")
 			}
 			return inner(ctx, req)
 		}, *fifo.QueueUrl)
@@ -407,8 +417,8 @@ func TestStreamOnSend(t *testing.T) {
 		}
 		dones := make(chan done, 4)
 		r := e.requester(t, func(o *requester.Options) {
-			o.OnSend = func(_ context.Context, in *sqs.SendMessageInput) func(*types.Message, error) {
-				in.MessageAttributes["hooked"] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String("yes")}
+			o.Observer = observe.Func(func(_ context.Context, ev observe.Event) func(*types.Message, error) {
+				ev.Message.MessageAttributes["hooked"] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String("yes")}
 				return func(m *types.Message, err error) {
 					var body string
 					if m != nil {
@@ -416,7 +426,7 @@ func TestStreamOnSend(t *testing.T) {
 					}
 					dones <- done{body, err}
 				}
-			}
+			})
 		})
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -438,14 +448,14 @@ func TestStreamOnSend(t *testing.T) {
 		select {
 		case d := <-dones:
 			if d.err != nil || d.body != "final of job" {
-				t.Errorf("OnSend's done got (%q, %v), want the final reply", d.body, d.err)
+				t.Errorf("the Observer's done got (%q, %v), want the final reply", d.body, d.err)
 			}
 		case <-time.After(5 * time.Second):
-			t.Fatal("OnSend's done was not called")
+			t.Fatal("the Observer's done was not called")
 		}
 		select {
 		case d := <-dones:
-			t.Errorf("OnSend's done called again: %+v", d)
+			t.Errorf("the Observer's done called again: %+v", d)
 		case <-time.After(100 * time.Millisecond):
 		}
 	})

@@ -28,15 +28,15 @@ func TestThrottledSendIsRetriedUntilTheDeadline(t *testing.T) {
 	defer stop()
 	e.rawResponder(t, ctx, 0)
 
-	b.Server.ResetCalls()
-	b.Server.InjectFault(sqstest.Fault{Op: "SendMessageBatch", Code: sqstest.CodeThrottled, Count: 4})
+	before := b.Server.Calls()
+	b.Server.InjectFault(sqstest.Throttle("SendMessageBatch").Times(4))
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	m, err := r.SendMessageAndGetResponse(cctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("burst")})
 	if err != nil || aws.ToString(m.Body) != "re: burst" {
 		t.Fatalf("RPC through 4 throttled sends: %v, %v", m, err)
 	}
-	if n := b.Server.Calls("SendMessageBatch"); n != 5 {
+	if n := b.Server.Calls()["SendMessageBatch"] - before["SendMessageBatch"]; n != 5 {
 		t.Fatalf("%d SendMessageBatch calls, want 4 throttled and 1 through", n)
 	}
 
@@ -48,10 +48,9 @@ func TestThrottledSendIsRetriedUntilTheDeadline(t *testing.T) {
 	start := time.Now()
 	_, err = r.SendMessageAndGetResponse(cctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("never")})
 	took := time.Since(start)
-	var te *requester.TimeoutError
 	var apiErr smithy.APIError
-	if !errors.As(err, &te) || !errors.Is(err, requester.ErrTimeout) || !errors.As(err, &apiErr) || apiErr.ErrorCode() != sqstest.CodeThrottled {
-		t.Fatalf("err = %v, want a *TimeoutError wrapping the throttling", err)
+	if !errors.Is(err, requester.ErrTimeout) || !errors.As(err, &apiErr) || apiErr.ErrorCode() != "RequestThrottled" {
+		t.Fatalf("err = %v, want ErrTimeout wrapping the throttling", err)
 	}
 	if took < wait-10*time.Millisecond {
 		t.Fatalf("failed after %v, before the deadline of %v", took, wait)
@@ -62,21 +61,21 @@ func TestThrottledSendIsRetriedUntilTheDeadline(t *testing.T) {
 	}
 }
 
-// Unbatched sends (DisableSendBatching) are retried the same way.
+// Sends that go alone (an SDK option makes one) are retried the same way.
 func TestThrottledUnbatchedSendIsRetried(t *testing.T) {
 	b := sqstestenv.SQSTest(t)
 	e := newEnv(t, b)
 	e.raw = sqs.New(e.raw.Options(), func(o *sqs.Options) { o.RetryMaxAttempts = 1 })
-	r := e.requester(t, func(o *requester.Options) { o.DisableSendBatching = true })
+	r := e.requester(t)
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	e.rawResponder(t, ctx, 0)
 
-	b.Server.ResetCalls()
-	b.Server.InjectFault(sqstest.Fault{Op: "SendMessage", Code: sqstest.CodeThrottled, Count: 3})
+	b.Server.InjectFault(sqstest.Throttle("SendMessage").Times(3))
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	m, err := r.SendMessageAndGetResponse(cctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("burst")})
+	alone := func(*sqs.Options) {}
+	m, err := r.SendMessageAndGetResponse(cctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("burst")}, alone)
 	if err != nil || aws.ToString(m.Body) != "re: burst" {
 		t.Fatalf("RPC through 3 throttled sends: %v, %v", m, err)
 	}

@@ -79,7 +79,7 @@ const defaultTimeout = 30 * time.Second
 //
 // A response whose handler flushed (http.Flusher) arrives in parts: the
 // body returns each part as it comes, and closing the body stops the
-// stream. Its reads end with the context's error, or a *requester.TimeoutError
+// stream. Its reads end with the context's error, or an error matching requester.ErrTimeout
 // at the deadline.
 //
 // Errors (wrapped, so errors.Is and errors.As see through them): an
@@ -172,7 +172,7 @@ func (t *Transport) send(ctx context.Context, req *http.Request, body []byte) (*
 		return nil, err
 	}
 	// Next waits under no deadline of its own: the stream ends with its
-	// context, with a *requester.TimeoutError at the deadline.
+	// context, with an error matching requester.ErrTimeout at the deadline.
 	m, err := s.Next(context.Background())
 	if err != nil {
 		s.Close()

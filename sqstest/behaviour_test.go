@@ -17,8 +17,8 @@ import (
 // SQS behaviour that needs minutes or hours of queue time, checked on
 // sqstest alone with its manual clock.
 
-func manualServer(t *testing.T) (*sqstest.ManualClock, *sqs.Client) {
-	clock := sqstest.NewManualClock(time.Time{})
+func manualServer(t *testing.T) (*sqstest.Clock, *sqs.Client) {
+	clock := sqstest.NewClock(time.Time{})
 	srv := sqstest.Start(t, func(o *sqstest.Options) { o.Clock = clock })
 	return clock, srv.Client(func(o *sqs.Options) { o.RetryMaxAttempts = 1 })
 }

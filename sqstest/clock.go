@@ -6,66 +6,70 @@ import (
 	"time"
 )
 
-// Clock is the server's source of time. Every time-dependent behaviour reads
-// it: visibility timeouts, delays, message retention, the FIFO deduplication
-// window, timestamps, and the deadline of a long poll. The default is the
-// real clock; a test passes a *ManualClock to move time without sleeping.
-type Clock interface {
-	// Now returns the current time.
-	Now() time.Time
-	// AfterFunc calls f in its own goroutine, or in the goroutine that
+// timeSource is where the server reads time. Every time-dependent
+// behaviour goes through it: visibility timeouts, delays, message
+// retention, the FIFO deduplication window, quotas, timestamps, and the
+// deadline of a long poll. It is the real clock unless Options.Clock
+// gives a *Clock.
+type timeSource interface {
+	now() time.Time
+	// afterFunc calls f in its own goroutine, or in the goroutine that
 	// advances the clock, once d has elapsed. f must not block.
-	AfterFunc(d time.Duration, f func()) Timer
+	afterFunc(d time.Duration, f func()) alarm
 }
 
-// Timer is a pending call scheduled by Clock.AfterFunc.
-type Timer interface {
+// alarm is a pending call scheduled by afterFunc; *time.Timer is one.
+type alarm interface {
 	// Stop cancels the call; it reports whether the call was still pending.
 	Stop() bool
 }
 
-type realClock struct{}
+type realTime struct{}
 
-func (realClock) Now() time.Time { return time.Now() }
+func (realTime) now() time.Time { return time.Now() }
 
-func (realClock) AfterFunc(d time.Duration, f func()) Timer { return time.AfterFunc(d, f) }
+func (realTime) afterFunc(d time.Duration, f func()) alarm { return time.AfterFunc(d, f) }
 
-// ManualClock is a Clock that moves only when told to. Advance fires, in
-// time order, every timer that falls due, so a long poll parked on the
-// server wakes when its wait time or a message's delay or visibility
-// timeout passes, exactly as it would in real time.
+// Clock is a clock that a test moves: pass one in Options.Clock and the
+// server reads time from it instead of the real clock. Advance and Set
+// fire, in time order, every timer that falls due, so a long poll parked
+// on the server wakes when its wait time or a message's delay or
+// visibility timeout passes, exactly as it would in real time, and
+// messages past their retention are dropped, without the test sleeping.
 //
-// The zero value is not usable; create one with NewManualClock. It is safe
-// for concurrent use.
-type ManualClock struct {
+// The zero value is not usable; create one with NewClock. It is safe for
+// concurrent use.
+type Clock struct {
 	mu     sync.Mutex
-	now    time.Time
+	t      time.Time
 	seq    uint64
 	timers timerHeap
 }
 
-// NewManualClock returns a clock that reads start until advanced. A zero
-// start means the current real time, which keeps timestamps plausible.
-func NewManualClock(start time.Time) *ManualClock {
+// NewClock returns a clock that reads start until moved. A zero start
+// means the current real time, which keeps timestamps plausible.
+func NewClock(start time.Time) *Clock {
 	if start.IsZero() {
 		start = time.Now()
 	}
-	return &ManualClock{now: start}
+	return &Clock{t: start}
 }
 
 // Now returns the clock's current time.
-func (c *ManualClock) Now() time.Time {
+func (c *Clock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.now
+	return c.t
 }
 
-// AfterFunc schedules f to run when the clock has advanced by d. A d <= 0
+func (c *Clock) now() time.Time { return c.Now() }
+
+// afterFunc schedules f to run when the clock has advanced by d. A d <= 0
 // runs f at once in a new goroutine, like time.AfterFunc.
-func (c *ManualClock) AfterFunc(d time.Duration, f func()) Timer {
+func (c *Clock) afterFunc(d time.Duration, f func()) alarm {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t := &manualTimer{clock: c, when: c.now.Add(d), f: f, index: -1}
+	t := &manualTimer{clock: c, when: c.t.Add(d), f: f, index: -1}
 	if d <= 0 {
 		go f()
 		return t
@@ -79,43 +83,42 @@ func (c *ManualClock) AfterFunc(d time.Duration, f func()) Timer {
 // Advance moves the clock forward by d and runs, in order, the timers that
 // fall due. It returns after they have run. Negative d is ignored: time
 // never goes back.
-func (c *ManualClock) Advance(d time.Duration) {
+func (c *Clock) Advance(d time.Duration) {
 	if d < 0 {
 		return
 	}
 	c.mu.Lock()
-	target := c.now.Add(d)
+	target := c.t.Add(d)
 	for len(c.timers) > 0 && !c.timers[0].when.After(target) {
 		t := heap.Pop(&c.timers).(*manualTimer)
 		// Step time to each timer's instant so that f observes the time
 		// it was due, as with a real clock.
-		if t.when.After(c.now) {
-			c.now = t.when
+		if t.when.After(c.t) {
+			c.t = t.when
 		}
 		c.mu.Unlock()
 		t.f()
 		c.mu.Lock()
 	}
-	c.now = target
+	c.t = target
 	c.mu.Unlock()
 }
 
 // Set moves the clock to t, running due timers as Advance does. A t before
 // the current time is ignored.
-func (c *ManualClock) Set(t time.Time) {
+func (c *Clock) Set(t time.Time) {
 	c.Advance(t.Sub(c.Now()))
 }
 
-// Pending returns the number of scheduled timers, which lets a test wait
-// until a server goroutine has parked before advancing the clock.
-func (c *ManualClock) Pending() int {
+// pending returns the number of scheduled timers.
+func (c *Clock) pending() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.timers)
 }
 
 type manualTimer struct {
-	clock *ManualClock
+	clock *Clock
 	when  time.Time
 	seq   uint64 // orders timers due at the same instant by creation
 	f     func()

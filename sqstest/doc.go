@@ -24,8 +24,8 @@
 //
 // Any SDK or tool can also use its URL() as the SQS endpoint (for the Go
 // SDK, sqs.Options.BaseEndpoint or AWS_ENDPOINT_URL_SQS). The server is an
-// http.Handler too: NewHandler returns one to mount in your own server. Run
-// and the command `tempq emulator` serve it standalone.
+// http.Handler too: NewHandler returns one to mount in your own server.
+// The command `tempq emulator` serves it standalone.
 //
 // # Behaviour
 //
@@ -78,24 +78,26 @@
 //
 // # Test controls
 //
-//   - Options.Clock: pass a *ManualClock and call Advance to expire
-//     visibility timeouts, end delays, drop messages past retention and end
-//     long polls, without sleeping. Parked receives and delayed messages
-//     react to Advance. Server.Parked tells a test when its receives are
-//     parked. With a ManualClock a long poll ends only when the clock passes
-//     its wait time, a message arrives or its client gives up.
+//   - Options.Clock: pass a *Clock (NewClock) and call Advance or Set to
+//     expire visibility timeouts, end delays, drop messages past retention
+//     and end long polls, without sleeping. Parked receives and delayed
+//     messages react to Advance. Server.Parked tells a test when its
+//     receives are parked. With a Clock a long poll ends only when the
+//     clock passes its wait time, a message arrives or its client gives up.
 //   - Server.InjectFault: fail calls of an operation with throttling
-//     (Throttle), 500 (InternalError), 503 (Unavailable) or any error code,
-//     add latency (Latency), for every call or the next Fault.Count;
-//     JitteredLatency (Fault.LatencyP99) draws each call's wait from a
-//     lognormal distribution with a given median and 99th percentile.
-//     Options.Faults installs faults from the start, for a server run by Run.
-//   - Server.Calls, CallCounts, TotalCalls, ResetCalls: requests received per
-//     operation, failed ones included, as SQS would bill them.
+//     (Throttle) or any error code (Fail: "InternalFailure" is a 500,
+//     "ServiceUnavailable" a 503), or add latency (Latency), for every call
+//     or, with Fault.Times, the next n; Latency with a 99th percentile above
+//     its median draws each call's wait from a lognormal distribution.
+//   - Server.Calls: requests received per operation, failed ones included,
+//     as SQS would bill them.
+//   - Options.Quotas: throttle calls beyond SQS's rate limits (its tagging
+//     quota, or others: see Quota); Server.Throttled counts the calls they
+//     throttled.
 //   - Server.Seed puts messages in a queue without the SDK, visible,
 //     delayed, in flight or received before, and Server.Messages returns a
-//     snapshot of a queue's messages with their state, receive count and
-//     visibility deadline, read on the server's clock. QueueURLs,
+//     snapshot of a queue's messages with their receive count and
+//     visibility deadline, without receiving them. QueueURLs,
 //     QueueAttributes and QueueTags return the rest of the server's state.
 //     Like SDK calls, they are safe to use while the server runs.
 //
@@ -112,8 +114,9 @@
 //     do not sample servers), counts are exact rather than approximate, and
 //     a standard queue never delivers a message twice while it is in flight.
 //     Code must still tolerate duplicates on AWS.
-//   - Throughput quotas and throttling (inject them with faults), the 120,000
-//     in-flight message limit of standard queues (and FIFO's).
+//   - Throughput quotas and throttling, except the quotas Options.Quotas
+//     lists (inject the rest with faults), and the 120,000 in-flight
+//     message limit of standard queues (and FIFO's).
 //   - Encryption (KMS and SSE attributes are stored only), RedriveAllowPolicy
 //     enforcement, message move tasks across a restart (a running one ends),
 //     high-throughput FIFO partitioning, ReceiveRequestAttemptId retries, and
@@ -122,5 +125,3 @@
 //     server (Options.AccountID, Options.Region); a QueueUrl must be a URL,
 //     but its host is ignored: only its last path segment names the queue.
 package sqstest
-
-import ()

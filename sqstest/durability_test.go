@@ -29,26 +29,22 @@ func TestDataDirLockedByOneServer(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Run returns at once with a done context, once it has started (or
-	// failed to start) a server.
-	done, cancel := context.WithCancel(ctx)
-	cancel()
-	err = sqstest.Run(done, nil, opts)
-	if err == nil {
+	if _, err := sqstest.NewHandler(opts); err == nil {
 		t.Fatal("a second server on the same directory started")
-	}
-	for _, want := range []string{dir, "pid " + strconv.Itoa(os.Getpid()), "in use"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not say %q", err, want)
+	} else {
+		for _, want := range []string{dir, "pid " + strconv.Itoa(os.Getpid()), "in use"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not say %q", err, want)
+			}
 		}
 	}
 	func() {
 		defer func() {
 			if recover() == nil {
-				t.Error("NewHandler on a locked directory did not panic")
+				t.Error("NewServer on a locked directory did not panic")
 			}
 		}()
-		sqstest.NewHandler(opts)
+		sqstest.NewServer(opts)
 	}()
 	// The refused servers touched nothing: the first one's sends survive.
 	if _, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("kept")}); err != nil {
@@ -69,7 +65,7 @@ func TestDataDirLockedByOneServer(t *testing.T) {
 func TestDataDirDeduplicationSurvivesRestart(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	clock := sqstest.NewManualClock(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
+	clock := sqstest.NewClock(time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC))
 	opts := func(o *sqstest.Options) { o.DataDir = dir; o.Clock = clock }
 	s1 := sqstest.NewServer(opts)
 	c := s1.Client()
@@ -211,15 +207,18 @@ func TestDataDirCompactsOnline(t *testing.T) {
 	if err != nil || len(before) != live {
 		t.Fatalf("%d messages, %v; want %d", len(before), err, live)
 	}
+	handlesBefore := sqstest.ReceiptHandles(s, "churn")
 	if err := s.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	after, err := sqstest.Start(t, opts).Messages("churn")
+	s2 := sqstest.Start(t, opts)
+	after, err := s2.Messages("churn")
 	if err != nil || len(after) != live {
 		t.Fatalf("after a restart: %d messages, %v", len(after), err)
 	}
+	handlesAfter := sqstest.ReceiptHandles(s2, "churn")
 	for i := range after {
-		if after[i].ID != before[i].ID || after[i].Body != before[i].Body || after[i].ReceiptHandle != before[i].ReceiptHandle {
+		if after[i].ID != before[i].ID || after[i].Body != before[i].Body || handlesAfter[i] != handlesBefore[i] {
 			t.Fatalf("message %d differs after a restart: %+v, was %+v", i, after[i], before[i])
 		}
 	}

@@ -45,8 +45,8 @@ func ExampleNewServer() {
 
 // A manual clock expires a visibility timeout without sleeping: the
 // message comes back, received twice.
-func ExampleManualClock() {
-	clock := sqstest.NewManualClock(time.Time{})
+func ExampleClock() {
+	clock := sqstest.NewClock(time.Time{})
 	srv := sqstest.NewServer(func(o *sqstest.Options) { o.Clock = clock })
 	defer srv.Close(context.Background())
 	client := srv.Client()
@@ -88,13 +88,11 @@ func ExampleServer_InjectFault() {
 	ctx := context.Background()
 	q, _ := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("busy")})
 
-	fault := sqstest.Throttle("SendMessage")
-	fault.Count = 2
-	srv.InjectFault(fault)
+	srv.InjectFault(sqstest.Throttle("SendMessage").Times(2))
 
 	_, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("m")})
 	fmt.Println("error:", err)
-	fmt.Println("SendMessage calls:", srv.Calls("SendMessage"))
+	fmt.Println("SendMessage calls:", srv.Calls()["SendMessage"])
 
 	// Without retries the throttling error surfaces, typed.
 	srv.InjectFault(sqstest.Throttle("SendMessage"))
@@ -110,8 +108,8 @@ func ExampleServer_InjectFault() {
 
 // Count the API calls a piece of code makes: here, an empty short poll and
 // an empty long poll each cost one ReceiveMessage.
-func ExampleServer_CallCounts() {
-	clock := sqstest.NewManualClock(time.Time{})
+func ExampleServer_Calls() {
+	clock := sqstest.NewClock(time.Time{})
 	srv := sqstest.NewServer(func(o *sqstest.Options) { o.Clock = clock })
 	defer srv.Close(context.Background())
 	client := srv.Client()
@@ -129,7 +127,7 @@ func ExampleServer_CallCounts() {
 	}
 	clock.Advance(20 * time.Second) // ends the long poll at once
 	<-done
-	fmt.Println(srv.CallCounts())
+	fmt.Println(srv.Calls())
 	// Output: map[CreateQueue:1 ReceiveMessage:2]
 }
 
@@ -137,7 +135,7 @@ func ExampleServer_CallCounts() {
 // consume it: one message ready, one already received twice and in flight
 // for another 30 s.
 func ExampleServer_Seed() {
-	clock := sqstest.NewManualClock(time.Time{})
+	clock := sqstest.NewClock(time.Time{})
 	srv := sqstest.NewServer(func(o *sqstest.Options) { o.Clock = clock })
 	defer srv.Close(context.Background())
 	client := srv.Client()
@@ -163,7 +161,7 @@ func ExampleServer_Seed() {
 // Peek at a queue after the code under test ran: which messages are in
 // flight, how often they were received, and when they come back.
 func ExampleServer_Messages() {
-	clock := sqstest.NewManualClock(time.Time{})
+	clock := sqstest.NewClock(time.Time{})
 	srv := sqstest.NewServer(func(o *sqstest.Options) { o.Clock = clock })
 	defer srv.Close(context.Background())
 	client := srv.Client()
@@ -181,16 +179,16 @@ func ExampleServer_Messages() {
 		panic(err)
 	}
 	for _, m := range msgs {
-		fmt.Printf("%s: %s, received %d times", m.Body, m.State, m.ReceiveCount)
-		if m.State != sqstest.Visible {
-			fmt.Printf(", visible in %v", m.VisibleAt.Sub(clock.Now()))
+		fmt.Printf("%s: received %d times", m.Body, m.ReceiveCount)
+		if wait := m.VisibleAt.Sub(clock.Now()); wait > 0 {
+			fmt.Printf(", hidden for %v", wait) // in flight if received, else delayed
 		}
 		fmt.Println()
 	}
 	// Output:
-	// b: visible, received 0 times
-	// c: delayed, received 0 times, visible in 1m0s
-	// a: in flight, received 1 times, visible in 30s
+	// b: received 0 times
+	// c: received 0 times, hidden for 1m0s
+	// a: received 1 times, hidden for 30s
 }
 
 // List the queues the code under test created, with their attributes and

@@ -77,3 +77,45 @@ func ListedMessages(s *Server, queue string) int {
 	}
 	return n
 }
+
+// ReceiptHandles returns the latest receipt handle of each of a queue's
+// messages, in the order of Messages; empty for one never received.
+func ReceiptHandles(s *Server, queue string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q, aerr := s.lookupState(queue)
+	if aerr != nil {
+		return nil
+	}
+	var out []string
+	for _, m := range q.all() {
+		out = append(out, m.handle)
+	}
+	return out
+}
+
+// SequenceNumbers returns the sequence number of each of a FIFO queue's
+// messages, in the order of Messages.
+func SequenceNumbers(s *Server, queue string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	q, aerr := s.lookupState(queue)
+	if aerr != nil {
+		return nil
+	}
+	var out []string
+	for _, m := range q.all() {
+		out = append(out, m.seqNum)
+	}
+	return out
+}
+
+// PendingTimers returns the number of timers scheduled on c, which lets a
+// test wait until a server goroutine has parked before advancing it.
+func PendingTimers(c *Clock) int { return c.pending() }
+
+// AfterFunc schedules f on c as the server does, returning the timer's
+// Stop.
+func AfterFunc(c *Clock, d time.Duration, f func()) (stop func() bool) {
+	return c.afterFunc(d, f).Stop
+}

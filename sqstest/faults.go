@@ -11,78 +11,73 @@ import (
 	"github.com/tempqueues/tempqueues/sqstest/internal/api"
 )
 
-// Error codes for Fault.Code that the SDK treats specially.
+// Error codes the SDK treats specially.
 const (
-	// CodeThrottled is SQS's throttling error (typed *types.RequestThrottled);
+	// codeThrottled is SQS's throttling error (typed *types.RequestThrottled);
 	// the SDK retries it with its throttling backoff.
-	CodeThrottled = "RequestThrottled"
-	// CodeInternalError is a 500 the SDK retries as transient.
-	CodeInternalError = "InternalFailure"
-	// CodeUnavailable is a 503 the SDK retries as transient.
-	CodeUnavailable = "ServiceUnavailable"
+	codeThrottled = "RequestThrottled"
+	// codeInternalError is a 500 the SDK retries as transient.
+	codeInternalError = "InternalFailure"
+	// codeUnavailable is a 503 the SDK retries as transient.
+	codeUnavailable = "ServiceUnavailable"
 )
 
-// Fault is a failure or slowdown the server applies to matching calls,
-// before it runs them. Install one with Server.InjectFault.
+// Fault is a failure or slowdown the server applies to the calls of one
+// operation, or of every operation, before it runs them. Build one with
+// Throttle, Fail or Latency, limit it to the next calls with Times, and
+// install it with Server.InjectFault. The zero Fault changes nothing.
 type Fault struct {
-	// Op is the operation it applies to, e.g. "ReceiveMessage"; empty
-	// matches every operation.
-	Op string
-	// Latency is real time waited before the call is answered (or fails).
-	// It ends early if the client gives up.
-	Latency time.Duration
-	// LatencyP99, when above Latency, makes the wait random: lognormal
-	// with median Latency and 99th percentile LatencyP99, drawn for each
-	// call from a source of the server's own (real networks, SQS
-	// included, have a long tail; a constant does not). Zero, or not above
-	// Latency, keeps the wait constant.
-	LatencyP99 time.Duration
-	// Code, when not empty, is the error returned instead of running the
-	// call: an SQS error shape name ("QueueDoesNotExist", CodeThrottled ...)
-	// or any other code, which the SDK reports as a generic API error.
-	Code string
-	// StatusCode is the HTTP status of the error; 0 means 500 for
-	// CodeInternalError, 503 for CodeUnavailable and 400 otherwise.
-	StatusCode int
-	// Message is the error message; empty gives a generic one.
-	Message string
-	// Count is the number of calls the fault applies to before it removes
-	// itself ("fail the next N calls"); 0 means until removed.
-	Count int
+	op      string        // "" matches every operation
+	latency time.Duration // real time waited before answering (or failing)
+	p99     time.Duration // above latency: the wait is lognormal
+	code    string        // "" runs the call; else the error returned
+	count   int           // calls it applies to; 0 means until removed
 }
 
-// Throttle returns a fault that fails calls of op with CodeThrottled.
-func Throttle(op string) Fault { return Fault{Op: op, Code: CodeThrottled} }
+// Throttle returns a fault that fails calls of op ("" for every
+// operation) with SQS's throttling error, RequestThrottled: the SDK's
+// *types.RequestThrottled, which it retries with its throttling backoff.
+func Throttle(op string) Fault { return Fault{op: op, code: codeThrottled} }
 
-// InternalError returns a fault that fails calls of op with an HTTP 500.
-func InternalError(op string) Fault { return Fault{Op: op, Code: CodeInternalError} }
+// Fail returns a fault that fails calls of op ("" for every operation)
+// with the error code instead of running them: an SQS error shape name
+// ("QueueDoesNotExist", ...), which the SDK returns typed, or any other
+// code, which it reports as a generic API error. "InternalFailure" is an
+// HTTP 500 and "ServiceUnavailable" a 503, which the SDK retries as
+// transient; every other code is a 400.
+func Fail(op, code string) Fault { return Fault{op: op, code: code} }
 
-// Unavailable returns a fault that fails calls of op with an HTTP 503.
-func Unavailable(op string) Fault { return Fault{Op: op, Code: CodeUnavailable} }
+// Latency returns a fault that delays calls of op ("" for every
+// operation) by real time before the server answers them; the wait ends
+// early if the client gives up. With p99 above median each call's wait is
+// random, drawn from a lognormal distribution with that median and 99th
+// percentile (real networks, SQS included, have a long tail; a constant
+// does not), from a source of the server's own. A p99 of zero, or not
+// above median, keeps the wait constant at median.
+func Latency(op string, median, p99 time.Duration) Fault {
+	return Fault{op: op, latency: median, p99: p99}
+}
 
-// Latency returns a fault that delays calls of op by d.
-func Latency(op string, d time.Duration) Fault { return Fault{Op: op, Latency: d} }
-
-// JitteredLatency returns a fault that delays each call of op by a random
-// time, lognormal with the given median and 99th percentile (e.g. 10ms and
-// 40ms): see Fault.LatencyP99.
-func JitteredLatency(op string, median, p99 time.Duration) Fault {
-	return Fault{Op: op, Latency: median, LatencyP99: p99}
+// Times returns f applying to the next n calls only, after which it
+// removes itself ("fail the next n calls"). n <= 0 means until removed.
+func (f Fault) Times(n int) Fault {
+	f.count = max(n, 0)
+	return f
 }
 
 // z99 is the 99th percentile of the standard normal distribution.
 const z99 = 2.3263478740408408
 
-// delay returns the wait of one call: Latency, or with LatencyP99 above
-// it a draw from the lognormal distribution with median Latency and 99th
-// percentile LatencyP99, exp(ln(Latency) + sigma x Z) with Z standard
-// normal and sigma = ln(LatencyP99/Latency) / z99.
+// delay returns the wait of one call: latency, or with p99 above it a draw
+// from the lognormal distribution with median latency and 99th percentile
+// p99, exp(ln(latency) + sigma x Z) with Z standard normal and sigma =
+// ln(p99/latency) / z99.
 func (f *Fault) delay(r *rand.Rand) time.Duration {
-	if f.Latency <= 0 || f.LatencyP99 <= f.Latency {
-		return f.Latency
+	if f.latency <= 0 || f.p99 <= f.latency {
+		return f.latency
 	}
-	sigma := math.Log(float64(f.LatencyP99)/float64(f.Latency)) / z99
-	d := float64(f.Latency) * math.Exp(sigma*r.NormFloat64())
+	sigma := math.Log(float64(f.p99)/float64(f.latency)) / z99
+	d := float64(f.latency) * math.Exp(sigma*r.NormFloat64())
 	if d >= math.MaxInt64 {
 		return math.MaxInt64 // some 10^20 sigmas out: only in theory
 	}
@@ -90,25 +85,17 @@ func (f *Fault) delay(r *rand.Rand) time.Duration {
 }
 
 func (f *Fault) err() *api.Error {
-	if f.Code == "" {
+	if f.code == "" {
 		return nil
 	}
-	status := f.StatusCode
-	if status == 0 {
-		switch f.Code {
-		case CodeInternalError:
-			status = http.StatusInternalServerError
-		case CodeUnavailable:
-			status = http.StatusServiceUnavailable
-		default:
-			status = http.StatusBadRequest
-		}
+	status := http.StatusBadRequest
+	switch f.code {
+	case codeInternalError:
+		status = http.StatusInternalServerError
+	case codeUnavailable:
+		status = http.StatusServiceUnavailable
 	}
-	msg := f.Message
-	if msg == "" {
-		msg = "injected fault: " + f.Code
-	}
-	return api.NewError(status, f.Code, "%s", msg)
+	return api.NewError(status, f.code, "injected fault: %s", f.code)
 }
 
 // faults holds the installed faults and the per-operation call counts.
@@ -120,7 +107,7 @@ type faults struct {
 
 type installedFault struct {
 	Fault
-	left int // calls left when Count > 0
+	left int // calls left when count > 0
 }
 
 // take counts a call of op and returns the fault to apply, if any. The
@@ -133,10 +120,10 @@ func (fs *faults) take(op string) (Fault, bool) {
 	}
 	fs.counts[op]++
 	for i, f := range fs.list {
-		if f.Op != "" && f.Op != op {
+		if (f.op != "" && f.op != op) || (f.code == "" && f.latency <= 0) {
 			continue
 		}
-		if f.Count > 0 {
+		if f.count > 0 {
 			f.left--
 			if f.left <= 0 {
 				fs.list = append(fs.list[:i:i], fs.list[i+1:]...)
@@ -151,7 +138,7 @@ func (fs *faults) take(op string) (Fault, bool) {
 // apply in the order installed; a call gets at most one. Calls that a fault
 // fails are still counted by Calls, as SQS would bill them.
 func (s *Server) InjectFault(f Fault) (remove func()) {
-	inst := &installedFault{Fault: f, left: f.Count}
+	inst := &installedFault{Fault: f, left: f.count}
 	s.faults.mu.Lock()
 	s.faults.list = append(s.faults.list, inst)
 	s.faults.mu.Unlock()
@@ -167,42 +154,15 @@ func (s *Server) InjectFault(f Fault) (remove func()) {
 	}
 }
 
-// ClearFaults removes every installed fault.
-func (s *Server) ClearFaults() {
-	s.faults.mu.Lock()
-	s.faults.list = nil
-	s.faults.mu.Unlock()
-}
-
-// Calls returns the number of requests the server has received for
-// operation op (e.g. "SendMessage"), including failed ones.
-func (s *Server) Calls(op string) int64 {
+// Calls returns the number of requests the server has received, by
+// operation ("SendMessage": 3), failed ones included, as SQS would bill
+// them. The map is a copy; an operation never called is absent, and reads
+// as 0. To count the calls of one stretch of a test, subtract the counts
+// taken before it.
+func (s *Server) Calls() map[string]int64 {
 	s.faults.mu.Lock()
 	defer s.faults.mu.Unlock()
-	return s.faults.counts[op]
-}
-
-// CallCounts returns a copy of the request counts by operation.
-func (s *Server) CallCounts() map[string]int64 {
-	s.faults.mu.Lock()
-	defer s.faults.mu.Unlock()
-	return maps.Clone(s.faults.counts)
-}
-
-// TotalCalls returns the number of requests of every operation.
-func (s *Server) TotalCalls() int64 {
-	s.faults.mu.Lock()
-	defer s.faults.mu.Unlock()
-	var n int64
-	for _, c := range s.faults.counts {
-		n += c
-	}
-	return n
-}
-
-// ResetCalls sets every call count to zero.
-func (s *Server) ResetCalls() {
-	s.faults.mu.Lock()
-	s.faults.counts = nil
-	s.faults.mu.Unlock()
+	out := make(map[string]int64, len(s.faults.counts))
+	maps.Copy(out, s.faults.counts)
+	return out
 }

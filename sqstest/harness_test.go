@@ -29,8 +29,8 @@ type target struct {
 	t     *testing.T
 	name  string
 	c     *sqs.Client
-	srv   *sqstest.Server      // nil unless sqstest
-	clock *sqstest.ManualClock // nil unless sqstest
+	srv   *sqstest.Server // nil unless sqstest
+	clock *sqstest.Clock  // nil unless sqstest
 	ctx   context.Context
 }
 
@@ -39,7 +39,7 @@ func newTarget(t *testing.T, kind string) *target {
 	x := &target{t: t, name: kind, ctx: context.Background()}
 	var b *sqstestenv.Backend
 	if kind == "sqstest" || kind == "sqstest-query" {
-		x.clock = sqstest.NewManualClock(time.Time{})
+		x.clock = sqstest.NewClock(time.Time{})
 		b = sqstestenv.SQSTest(t, func(o *sqstest.Options) { o.Clock = x.clock })
 		x.srv = b.Server
 		if kind == "sqstest-query" {

@@ -13,7 +13,10 @@ import (
 // sorted.
 func draws(t *testing.T, seed uint64, f sqstest.Fault, n int) []time.Duration {
 	t.Helper()
-	srv := sqstest.NewHandler()
+	srv, err := sqstest.NewHandler()
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() { _ = srv.Close(context.Background()) })
 	sqstest.SeedLatency(srv, seed)
 	d := make([]time.Duration, n)
@@ -32,7 +35,7 @@ func TestJitteredLatencyDistribution(t *testing.T) {
 		{2 * time.Millisecond, 3 * time.Millisecond},
 		{25 * time.Millisecond, 250 * time.Millisecond},
 	} {
-		f := sqstest.JitteredLatency("", tc.median, tc.p99)
+		f := sqstest.Latency("", tc.median, tc.p99)
 		const n = 200_000
 		d := draws(t, 7, f, n)
 		slices.Sort(d)
@@ -50,7 +53,7 @@ func TestJitteredLatencyDistribution(t *testing.T) {
 }
 
 func TestJitteredLatencySeeded(t *testing.T) {
-	f := sqstest.JitteredLatency("SendMessage", 10*time.Millisecond, 40*time.Millisecond)
+	f := sqstest.Latency("SendMessage", 10*time.Millisecond, 40*time.Millisecond)
 	a, b, c := draws(t, 1, f, 100), draws(t, 1, f, 100), draws(t, 2, f, 100)
 	if !slices.Equal(a, b) {
 		t.Error("two servers seeded alike drew different waits")
@@ -61,17 +64,17 @@ func TestJitteredLatencySeeded(t *testing.T) {
 }
 
 // TestConstantLatency: without a p99 above the median the wait is the
-// fault's Latency, every time.
+// median, every time.
 func TestConstantLatency(t *testing.T) {
-	for _, f := range []sqstest.Fault{
-		sqstest.Latency("", 10*time.Millisecond),
-		{Latency: 10 * time.Millisecond, LatencyP99: 10 * time.Millisecond},
-		{Latency: 10 * time.Millisecond, LatencyP99: 5 * time.Millisecond},
-		{LatencyP99: 5 * time.Millisecond}, // no median: no wait
+	for _, tc := range []struct{ median, p99 time.Duration }{
+		{10 * time.Millisecond, 0},
+		{10 * time.Millisecond, 10 * time.Millisecond},
+		{10 * time.Millisecond, 5 * time.Millisecond},
+		{0, 5 * time.Millisecond}, // no median: no wait
 	} {
-		for _, d := range draws(t, 3, f, 50) {
-			if d != f.Latency {
-				t.Errorf("%+v: wait %v, want %v", f, d, f.Latency)
+		for _, d := range draws(t, 3, sqstest.Latency("", tc.median, tc.p99), 50) {
+			if d != tc.median {
+				t.Errorf("median %v, p99 %v: wait %v, want %v", tc.median, tc.p99, d, tc.median)
 				break
 			}
 		}

@@ -15,7 +15,7 @@ import (
 // message is one message in a queue. Fields are guarded by Server.mu.
 //
 // Its state is derived from the clock rather than stored, so that a
-// ManualClock advance needs no bookkeeping: visible when visibleAt is not
+// Clock advance needs no bookkeeping: visible when visibleAt is not
 // after now, otherwise delayed if never received and in flight if received.
 type message struct {
 	id        string
@@ -277,7 +277,7 @@ func (s *Server) sendMessage(_ context.Context, in *api.SendMessageInput) (*api.
 	if err != nil {
 		return nil, err
 	}
-	now := s.clock.Now()
+	now := s.clock.now()
 	m, err := s.newMessage(q, in, now)
 	if err != nil {
 		return nil, err
@@ -341,7 +341,7 @@ func (s *Server) sendMessageBatch(_ context.Context, in *api.SendMessageBatchInp
 	if total > defaultMaxSize {
 		return nil, api.SenderError("BatchRequestTooLong", "Batch requests cannot be longer than %d bytes. You have sent %d bytes.", defaultMaxSize, total)
 	}
-	now := s.clock.Now()
+	now := s.clock.now()
 	out := &api.SendMessageBatchOutput{Successful: []api.SendBatchResult{}, Failed: []api.BatchError{}}
 	woken := 0
 	for i := range in.Entries {

@@ -19,7 +19,7 @@ import (
 // queue or, without one, each back to the queue it was dead-lettered from,
 // at most MaxNumberOfMessagesPerSecond a second (all at once when unset).
 // It moves one second's share at the start and one more each second of the
-// server's clock, so a ManualClock drives it. Tasks live in memory only: a
+// server's clock, so a Clock drives it. Tasks live in memory only: a
 // restart ends a running task; each message moved before is on disk where
 // it went.
 
@@ -49,7 +49,7 @@ type moveTask struct {
 	toMove  int64
 	started time.Time
 	failure string
-	timer   Timer
+	timer   alarm
 }
 
 // isClosing reports whether Close has begun.
@@ -126,7 +126,7 @@ func (s *Server) startMessageMoveTask(_ context.Context, in *api.StartMoveTaskIn
 			return nil, api.InvalidParameter("There is already a task running. Only one active task is allowed for a source queue arn at a given time.")
 		}
 	}
-	now := s.clock.Now()
+	now := s.clock.now()
 	t := &moveTask{id: uuid.NewString(), source: src, destARN: in.DestinationArn, rate: rate,
 		status: taskRunning, started: now, toMove: int64(s.count(src, now).visible)}
 	src.moveTasks = append(src.moveTasks, t)
@@ -153,7 +153,7 @@ func (s *Server) moveStep(t *moveTask) {
 		t.status, t.failure = taskFailed, api.QueueDoesNotExist().QueryCode
 		return
 	}
-	now := s.clock.Now()
+	now := s.clock.now()
 	src.promote(now)
 	n := int64(t.rate)
 	if n == 0 {
@@ -193,7 +193,7 @@ func (s *Server) moveStep(t *moveTask) {
 		t.status = taskCompleted
 		return
 	}
-	t.timer = s.clock.AfterFunc(time.Second, func() {
+	t.timer = s.clock.afterFunc(time.Second, func() {
 		if s.isClosing() {
 			return
 		}

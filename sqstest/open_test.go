@@ -14,18 +14,18 @@ import (
 	"github.com/tempqueues/tempqueues/sqstest"
 )
 
-func TestOpenHandler(t *testing.T) {
+func TestNewHandlerDataDir(t *testing.T) {
 	// A DataDir that is a file cannot hold a journal: an error, not a panic.
 	file := filepath.Join(t.TempDir(), "file")
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if s, err := sqstest.OpenHandler(func(o *sqstest.Options) { o.DataDir = file }); err == nil {
+	if s, err := sqstest.NewHandler(func(o *sqstest.Options) { o.DataDir = file }); err == nil {
 		_ = s.Close(context.Background())
-		t.Fatal("OpenHandler took a file as its DataDir")
+		t.Fatal("NewHandler took a file as its DataDir")
 	}
 
-	s, err := sqstest.OpenHandler(func(o *sqstest.Options) { o.DataDir = t.TempDir() })
+	s, err := sqstest.NewHandler(func(o *sqstest.Options) { o.DataDir = t.TempDir() })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -126,7 +126,7 @@ func (s *Server) capture() *stateCopy {
 	}
 	sort.Strings(names)
 	c := &stateCopy{queues: make([]*journal.Record, len(names)), msgs: make([][]journal.MsgRecord, len(names)), order: make([][]uint64, len(names))}
-	now := s.clock.Now()
+	now := s.clock.now()
 	for i, name := range names {
 		q := s.queues[name]
 		r := queueRecord(q)
@@ -215,7 +215,7 @@ func (s *Server) applyRecord(r *journal.Record) {
 		if old := q.byID[m.id]; old != nil {
 			q.remove(old)
 		}
-		q.insert(m, s.clock.Now())
+		q.insert(m, s.clock.now())
 		if n, err := strconv.ParseUint(m.seqNum, 10, 64); err == nil {
 			q.seq = max(q.seq, n)
 		}
@@ -228,10 +228,10 @@ func (s *Server) applyRecord(r *journal.Record) {
 		case "r":
 			m.receives, m.visibleAt, m.firstReceive, m.receivedAt, m.handle =
 				r.RC, fromNanos(r.Vis), fromNanos(r.First), fromNanos(r.Recv), r.H
-			q.reposition(m, s.clock.Now())
+			q.reposition(m, s.clock.now())
 		case "v":
 			m.visibleAt = fromNanos(r.Vis)
-			q.reposition(m, s.clock.Now())
+			q.reposition(m, s.clock.now())
 		case "d":
 			q.remove(m)
 		}

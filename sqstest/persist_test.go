@@ -53,7 +53,7 @@ func snap(t *testing.T, s *sqstest.Server) snapshot {
 func TestDataDirRestart(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	clock := sqstest.NewManualClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	clock := sqstest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	opts := func(o *sqstest.Options) { o.DataDir = dir; o.Clock = clock }
 	s1 := sqstest.NewServer(opts)
 	c := s1.Client()
@@ -145,7 +145,7 @@ func TestDataDirRestart(t *testing.T) {
 	}
 	msgs, _ := s2.Messages("jobs")
 	for _, m := range msgs {
-		if m.ReceiptHandle == *rcv.Messages[2].ReceiptHandle {
+		if m.ID == *rcv.Messages[2].MessageId {
 			t.Fatalf("message %s still there after deleting it with its old handle", m.ID)
 		}
 	}
@@ -186,11 +186,8 @@ func TestDataDirTornAndCorrupt(t *testing.T) {
 	if err := os.WriteFile(path, bad, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	err = sqstest.Run(ctx, nil, opts)
-	if err == nil || !strings.Contains(err.Error(), "corrupt") {
-		t.Fatalf("Run on a corrupt journal: %v, want a corruption error", err)
+	if _, err := sqstest.NewHandler(opts); err == nil || !strings.Contains(err.Error(), "corrupt") {
+		t.Fatalf("NewHandler on a corrupt journal: %v, want a corruption error", err)
 	}
 }
 

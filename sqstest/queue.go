@@ -42,7 +42,7 @@ type queue struct {
 	waiters []*waiter // parked long polls, oldest first
 	// timer wakes waiters when the earliest delayed or in-flight message
 	// becomes visible; armed only while waiters exist.
-	timer   Timer
+	timer   alarm
 	timerAt time.Time
 	deleted bool
 
@@ -165,7 +165,7 @@ func (s *Server) createQueue(base string, in *api.CreateQueueInput) (*api.QueueU
 	if aerr != nil {
 		return nil, aerr
 	}
-	now := s.clock.Now()
+	now := s.clock.now()
 	q := &queue{
 		name:     name,
 		arn:      s.queueARN(name),
@@ -351,7 +351,7 @@ func (s *Server) getQueueAttributes(_ context.Context, in *api.GetQueueAttribute
 		out[attrLastModified] = strconv.FormatInt(q.modified.Unix(), 10)
 	}
 	if want[attrNumVisible] || want[attrNumNotVisible] || want[attrNumDelayed] {
-		c := s.count(q, s.clock.Now())
+		c := s.count(q, s.clock.now())
 		for n, v := range map[string]int{attrNumVisible: c.visible, attrNumNotVisible: c.inflight, attrNumDelayed: c.delayed} {
 			if want[n] {
 				out[n] = strconv.Itoa(v)
@@ -386,7 +386,7 @@ func (s *Server) setQueueAttributes(_ context.Context, in *api.SetQueueAttribute
 		q.attrs[k] = v
 	}
 	q.redrive = redrive
-	q.modified = s.clock.Now()
+	q.modified = s.clock.now()
 	s.journalQueue(q)
 	// A shorter ReceiveMessageWaitTimeSeconds does not affect parked polls,
 	// as on AWS; other changes take effect at the next receive.

@@ -1,83 +1,60 @@
 package sqstest
 
 import (
+	"maps"
 	"math"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/tempqueues/tempqueues/sqstest/internal/api"
 )
 
-// DefaultTaggingRate is the rate, in calls per second for the whole
-// account, at which SQS serves tagging actions (TagQueue, UntagQueue and
-// ListQueueTags together) before it throttles them.
-const DefaultTaggingRate = 30
-
-// TaggingActions are the actions SQS limits together under its tagging
-// quota.
-var TaggingActions = []string{"TagQueue", "UntagQueue", "ListQueueTags"}
-
 // Quota limits the rate of a group of actions across the server's one
 // account, as SQS does: a token bucket refilled at Rate tokens a second and
 // holding at most Burst, from which every call of one of Actions takes a
-// token. A call finding the bucket empty fails with CodeThrottled (the
-// SDK's *types.RequestThrottled), does not run and takes no token. The
-// bucket refills by the server's Clock, so a *ManualClock drives it too.
+// token. A call finding the bucket empty fails with RequestThrottled (the
+// SDK's *types.RequestThrottled), does not run and takes no token. A call
+// counts against every quota listing its action and is throttled when any
+// of them is spent. The bucket refills by the server's clock, so a Clock
+// drives it too.
+//
+// The zero Quota is SQS's tagging quota: TagQueue, UntagQueue and
+// ListQueueTags together at 30 calls a second. Quotas are off unless
+// Options.Quotas lists them:
+//
+//	sqstest.Start(t, func(o *sqstest.Options) { o.Quotas = []sqstest.Quota{{}} })  // tagging at 30/s
+//	sqstest.Start(t, func(o *sqstest.Options) {                                   // TagQueue alone at 5/s
+//		o.Quotas = []sqstest.Quota{{Actions: []string{"TagQueue"}, Rate: 5}}
+//	})
 type Quota struct {
-	// Actions are the operations sharing the bucket, e.g. "TagQueue".
+	// Actions are the operations sharing the bucket, e.g. "TagQueue". Nil
+	// means SQS's tagging actions: TagQueue, UntagQueue and ListQueueTags.
 	Actions []string
 	// Rate is the number of calls a second the bucket admits in the long
-	// run; at or below zero, every call of Actions is throttled.
+	// run. Zero means 30, SQS's tagging rate; below zero, every call of
+	// Actions is throttled.
 	Rate float64
 	// Burst is the bucket's size: how many calls may come at once after a
 	// quiet spell. Zero means one second's worth of Rate (at least 1).
 	Burst float64
 }
 
-// TaggingQuota is SQS's tagging quota: TaggingActions at
-// DefaultTaggingRate.
-func TaggingQuota() Quota {
-	return Quota{Actions: slices.Clone(TaggingActions), Rate: DefaultTaggingRate}
-}
+// SQS's tagging quota, the defaults of Quota.
+const taggingRate = 30
 
-// EnforceQuotas is an option of NewServer, Start, NewHandler and Run that
-// makes the server throttle the calls beyond qs, or, when qs is empty,
-// beyond SQS's tagging quota (TaggingQuota). A call counts against every
-// quota listing its action and is throttled when any of them is spent;
-// quotas are off unless this option (or Options.Quotas) is given.
-//
-//	srv := sqstest.NewServer(sqstest.EnforceQuotas())              // tagging at 30/s
-//	srv := sqstest.NewServer(sqstest.EnforceQuotas(sqstest.Quota{  // TagQueue alone at 5/s
-//		Actions: []string{"TagQueue"}, Rate: 5}))
-func EnforceQuotas(qs ...Quota) func(*Options) {
-	if len(qs) == 0 {
-		qs = []Quota{TaggingQuota()}
-	}
-	qs = slices.Clone(qs)
-	return func(o *Options) { o.Quotas = append(o.Quotas, qs...) }
-}
+var taggingActions = []string{"TagQueue", "UntagQueue", "ListQueueTags"}
 
-// QuotaCounts are the calls of one action the server's quotas admitted and
-// throttled.
-type QuotaCounts struct {
-	Admitted, Throttled int64
-}
-
-// QuotaCounts returns, per action under a quota, how many calls were
-// admitted and how many throttled since the server started.
-func (s *Server) QuotaCounts() map[string]QuotaCounts {
+// Throttled returns, for each action under a quota, how many of its calls
+// the quotas throttled since the server started (Calls counts them too).
+// The map is a copy, empty when Options.Quotas is.
+func (s *Server) Throttled() map[string]int64 {
 	q := s.quotas
 	if q == nil {
-		return nil
+		return map[string]int64{}
 	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	out := make(map[string]QuotaCounts, len(q.counts))
-	for op, c := range q.counts {
-		out[op] = *c
-	}
-	return out
+	return maps.Clone(q.throttled)
 }
 
 // quotas are the token buckets of a server; nil when none is enforced.
@@ -85,7 +62,9 @@ type quotas struct {
 	mu      sync.Mutex
 	buckets []*bucket
 	byOp    map[string][]*bucket
-	counts  map[string]*QuotaCounts
+	// throttled counts the calls throttled, by action; every action
+	// under a quota has an entry.
+	throttled map[string]int64
 }
 
 type bucket struct {
@@ -97,18 +76,26 @@ func newQuotas(qs []Quota) *quotas {
 	if len(qs) == 0 {
 		return nil
 	}
-	q := &quotas{byOp: make(map[string][]*bucket), counts: make(map[string]*QuotaCounts)}
+	q := &quotas{byOp: make(map[string][]*bucket), throttled: make(map[string]int64)}
 	for _, spec := range qs {
-		b := &bucket{rate: max(spec.Rate, 0), burst: spec.Burst}
+		rate := spec.Rate
+		if rate == 0 {
+			rate = taggingRate
+		}
+		b := &bucket{rate: max(rate, 0), burst: spec.Burst}
 		if b.burst <= 0 {
 			b.burst = max(math.Ceil(b.rate), 1)
 		}
 		b.tokens = b.burst
 		q.buckets = append(q.buckets, b)
-		for _, op := range spec.Actions {
+		actions := spec.Actions
+		if actions == nil {
+			actions = taggingActions
+		}
+		for _, op := range actions {
 			q.byOp[op] = append(q.byOp[op], b)
-			if q.counts[op] == nil {
-				q.counts[op] = new(QuotaCounts)
+			if _, ok := q.throttled[op]; !ok {
+				q.throttled[op] = 0
 			}
 		}
 	}
@@ -133,13 +120,12 @@ func (q *quotas) take(op string, now time.Time) *api.Error {
 		ok = ok && b.tokens >= 1 && b.rate > 0
 	}
 	if !ok {
-		q.counts[op].Throttled++
-		return api.SenderError(CodeThrottled, "Rate exceeded for %s.", op)
+		q.throttled[op]++
+		return api.SenderError(codeThrottled, "Rate exceeded for %s.", op)
 	}
 	for _, b := range bs {
 		b.tokens--
 	}
-	q.counts[op].Admitted++
 	return nil
 }
 

@@ -22,8 +22,11 @@ func noRetries(o *sqs.Options) { o.RetryMaxAttempts = 1 }
 // rest with RequestThrottled, refills by the server's clock, and leaves
 // other actions alone.
 func TestTaggingQuotaThrottlesAndRefills(t *testing.T) {
-	clock := sqstest.NewManualClock(time.Time{})
-	srv := sqstest.Start(t, func(o *sqstest.Options) { o.Clock = clock }, sqstest.EnforceQuotas())
+	clock := sqstest.NewClock(time.Time{})
+	srv := sqstest.Start(t, func(o *sqstest.Options) {
+		o.Clock = clock
+		o.Quotas = []sqstest.Quota{{}} // SQS's tagging quota
+	})
 	c := srv.Client(noRetries)
 	ctx := context.Background()
 	url := newQueue(t, c, "tagged", nil)
@@ -35,7 +38,7 @@ func TestTaggingQuotaThrottlesAndRefills(t *testing.T) {
 		_, err := c.ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: &url})
 		return err
 	}
-	for i := range sqstest.DefaultTaggingRate {
+	for i := range 30 {
 		call := tag
 		if i%2 == 1 {
 			call = list // the actions share one bucket
@@ -62,22 +65,30 @@ func TestTaggingQuotaThrottlesAndRefills(t *testing.T) {
 	if err := tag(); !errors.As(err, &rt) {
 		t.Fatalf("fourth call after 100ms: got %v, want throttled", err)
 	}
-	got := srv.QuotaCounts()
-	if got["TagQueue"].Admitted != 18 || got["ListQueueTags"].Admitted != 15 ||
-		got["ListQueueTags"].Throttled != 1 || got["TagQueue"].Throttled != 1 {
-		t.Errorf("QuotaCounts = %+v", got)
+	got, calls := srv.Throttled(), srv.Calls()
+	if got["ListQueueTags"] != 1 || got["TagQueue"] != 1 || got["UntagQueue"] != 0 ||
+		calls["TagQueue"] != 19 || calls["ListQueueTags"] != 16 {
+		t.Errorf("Throttled = %v, Calls = %v", got, calls)
+	}
+	if _, ok := got["UntagQueue"]; !ok {
+		t.Errorf("Throttled leaves out an action under a quota: %v", got)
 	}
 	if _, ok := got["GetQueueAttributes"]; ok {
-		t.Errorf("QuotaCounts lists an action under no quota: %+v", got)
+		t.Errorf("Throttled lists an action under no quota: %v", got)
 	}
 }
 
 // A quota of one action, with its own rate and burst, leaves the other
 // tagging actions free; a server without quotas throttles nothing.
 func TestQuotaPerAction(t *testing.T) {
-	clock := sqstest.NewManualClock(time.Time{})
-	srv := sqstest.Start(t, func(o *sqstest.Options) { o.Clock = clock },
-		sqstest.EnforceQuotas(sqstest.Quota{Actions: []string{"TagQueue"}, Rate: 2, Burst: 1}))
+	clock := sqstest.NewClock(time.Time{})
+	srv := sqstest.Start(t, func(o *sqstest.Options) {
+		o.Clock = clock
+		o.Quotas = []sqstest.Quota{
+			{Actions: []string{"TagQueue"}, Rate: 2, Burst: 1},
+			{Actions: []string{"PurgeQueue"}, Rate: -1},
+		}
+	})
 	c := srv.Client(noRetries)
 	ctx := context.Background()
 	url := newQueue(t, c, "q", nil)
@@ -100,6 +111,10 @@ func TestQuotaPerAction(t *testing.T) {
 	if err := tag(); err != nil {
 		t.Fatalf("TagQueue after a refill of one token: %v", err)
 	}
+	var rt *types.RequestThrottled
+	if _, err := c.PurgeQueue(ctx, &sqs.PurgeQueueInput{QueueUrl: &url}); !errors.As(err, &rt) {
+		t.Fatalf("PurgeQueue under a negative rate: %v, want throttled", err)
+	}
 
 	free := sqstest.Start(t).Client(noRetries)
 	u := newQueue(t, free, "q", nil)
@@ -110,10 +125,10 @@ func TestQuotaPerAction(t *testing.T) {
 	}
 }
 
-// With the tagging quota on, a burst of TagQueue calls beyond 30 is
+// With SQS's tagging quota on, a burst of TagQueue calls beyond 30 is
 // throttled as SQS throttles it.
-func ExampleEnforceQuotas() {
-	srv := sqstest.NewServer(sqstest.EnforceQuotas())
+func ExampleQuota() {
+	srv := sqstest.NewServer(func(o *sqstest.Options) { o.Quotas = []sqstest.Quota{{}} })
 	defer srv.Close(context.Background())
 	client := srv.Client(func(o *sqs.Options) { o.RetryMaxAttempts = 1 })
 	ctx := context.Background()
@@ -127,6 +142,6 @@ func ExampleEnforceQuotas() {
 			throttled++
 		}
 	}
-	fmt.Println(throttled > 0, srv.QuotaCounts()["TagQueue"].Throttled == int64(throttled))
+	fmt.Println(throttled > 0, srv.Throttled()["TagQueue"] == int64(throttled))
 	// Output: true true
 }

@@ -75,15 +75,15 @@ func (s *Server) noteFuture(q *queue, t, now time.Time) {
 	}
 	q.stopTimer()
 	q.timerAt = t
-	var timer Timer
-	timer = s.clock.AfterFunc(t.Sub(now), func() {
+	var timer alarm
+	timer = s.clock.afterFunc(t.Sub(now), func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if q.timer != timer {
 			return // re-armed or stopped meanwhile
 		}
 		q.timer = nil
-		now := s.clock.Now()
+		now := s.clock.now()
 		q.promote(now) // so that armTimer below looks past them
 		c := s.count(q, now)
 		q.wake(max(c.visible, 1))
@@ -103,7 +103,7 @@ func (s *Server) armTimer(q *queue, now time.Time) {
 	}
 }
 
-var errClosed = api.NewError(http.StatusServiceUnavailable, CodeUnavailable, "sqstest server closed")
+var errClosed = api.NewError(http.StatusServiceUnavailable, codeUnavailable, "sqstest server closed")
 
 func (s *Server) receiveMessage(ctx context.Context, in *api.ReceiveMessageInput) (*api.ReceiveMessageOutput, error) {
 	maxN := 1
@@ -132,7 +132,7 @@ func (s *Server) receiveMessage(ctx context.Context, in *api.ReceiveMessageInput
 	if in.WaitTimeSeconds != nil {
 		wait = *in.WaitTimeSeconds
 	}
-	now := s.clock.Now()
+	now := s.clock.now()
 	deadline := now.Add(time.Duration(wait) * time.Second)
 	for {
 		if q.deleted {
@@ -149,7 +149,7 @@ func (s *Server) receiveMessage(ctx context.Context, in *api.ReceiveMessageInput
 		if err := s.park(ctx, q, deadline.Sub(now)); err != nil {
 			return nil, err
 		}
-		now = s.clock.Now()
+		now = s.clock.now()
 	}
 }
 
@@ -160,8 +160,8 @@ func (s *Server) park(ctx context.Context, q *queue, d time.Duration) error {
 	w := &waiter{ch: make(chan struct{}, 1)}
 	q.waiters = append(q.waiters, w)
 	s.parked++
-	s.armTimer(q, s.clock.Now())
-	t := s.clock.AfterFunc(d, w.signal)
+	s.armTimer(q, s.clock.now())
+	t := s.clock.afterFunc(d, w.signal)
 	s.mu.Unlock()
 
 	var err error

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
@@ -24,25 +23,18 @@ import (
 
 // Options configure a Server. Zero values mean the documented defaults.
 type Options struct {
-	// Addr is the TCP address NewServer and Run listen on. The default,
-	// "127.0.0.1:0", picks a free loopback port.
-	Addr string
 	// Region appears in queue ARNs and is the region of Client. Default
 	// "us-east-1".
 	Region string
 	// AccountID appears in queue URLs and ARNs. Default "000000000000".
 	AccountID string
-	// Clock is the server's time source; nil means real time. Pass a
-	// *ManualClock to control visibility timeouts, delays, retention and
-	// long-poll waits from a test.
-	Clock Clock
+	// Clock, when set, is the server's time: a test moves it to expire
+	// visibility timeouts, end delays, drop messages past retention and
+	// end long polls without sleeping. Nil means real time.
+	Clock *Clock
 	// Logger receives a debug record per request and the errors returned;
 	// nil logs nothing.
 	Logger *slog.Logger
-	// Faults are installed when the server is made, as if passed to
-	// InjectFault in order: for a server started by Run, which returns no
-	// Server to call InjectFault on (the emulator's --latency).
-	Faults []Fault
 	// DataDir, when set, makes the server keep its queues and messages in
 	// a journal in this directory (created if missing): a new server on
 	// the same directory starts with the state the last one acknowledged,
@@ -50,7 +42,8 @@ type Options struct {
 	// request is answered. Empty keeps everything in memory.
 	DataDir string
 	// Quotas are the account's rate limits the server enforces, as SQS
-	// does (see EnforceQuotas); none by default.
+	// does; none by default. []Quota{{}} enforces SQS's tagging quota:
+	// see Quota.
 	Quotas []Quota
 }
 
@@ -64,7 +57,7 @@ const maxRequestBytes = 16 << 20
 // port. All methods are safe for concurrent use.
 type Server struct {
 	opts   Options
-	clock  Clock
+	clock  timeSource
 	log    *slog.Logger
 	faults faults
 	quotas *quotas // nil unless Options.Quotas
@@ -92,9 +85,9 @@ type Server struct {
 	parked int // receives waiting in a long poll
 }
 
-// NewServer starts a Server listening on Options.Addr (default a free port
-// on 127.0.0.1). It panics if it cannot listen, like httptest.NewServer;
-// use Run to get an error instead. Close stops it.
+// NewServer starts a Server listening on a free port of 127.0.0.1. It
+// panics if it cannot listen or load Options.DataDir, like
+// httptest.NewServer. Close stops it.
 func NewServer(optFns ...func(*Options)) *Server {
 	s, err := listen(optFns)
 	if err != nil {
@@ -112,7 +105,7 @@ type TB interface {
 	Fatalf(format string, args ...any)
 }
 
-// closeTimeout bounds the Close that Start and Run make: handlers end as
+// closeTimeout bounds the Close that Start makes: handlers end as
 // soon as the server closes, so one that takes longer is stuck.
 const closeTimeout = 10 * time.Second
 
@@ -136,32 +129,37 @@ func Start(tb TB, optFns ...func(*Options)) *Server {
 	return s
 }
 
+// listenAddr is where NewServer and Start listen: a free loopback port.
+const listenAddr = "127.0.0.1:0"
+
 func listen(optFns []func(*Options)) (*Server, error) {
 	s := newServer(optFns)
 	if err := s.load(); err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", s.opts.Addr)
+	ln, err := net.Listen("tcp", listenAddr)
 	if err != nil {
 		if s.journal != nil {
 			_ = s.journal.Close()
 		}
-		return nil, fmt.Errorf("sqstest: listening on %s: %w", s.opts.Addr, err)
+		return nil, fmt.Errorf("sqstest: listening on %s: %w", listenAddr, err)
 	}
 	s.serve(ln)
 	return s, nil
 }
 
 // NewHandler returns a Server that does not listen: serve it with any
-// http.Server or httptest.Server. Queue URLs then use the Host of each
-// request. Close still ends its parked long polls. It panics if
-// Options.DataDir is set and its journal cannot be loaded.
-func NewHandler(optFns ...func(*Options)) *Server {
+// http.Server or httptest.Server, alone or beside handlers of your own, as
+// tempq emulator serves its web console on the emulator's port. Queue URLs
+// then use the Host of each request. Close ends its parked long polls; the
+// program closes its own listener. It fails if Options.DataDir is set and
+// its journal cannot be loaded (or another server holds it).
+func NewHandler(optFns ...func(*Options)) (*Server, error) {
 	s := newServer(optFns)
 	if err := s.load(); err != nil {
-		panic(err.Error())
+		return nil, err
 	}
-	return s
+	return s, nil
 }
 
 // load restores the state kept in Options.DataDir, if set.
@@ -172,44 +170,16 @@ func (s *Server) load() error {
 	return s.openJournal(s.opts.DataDir)
 }
 
-// Run serves SQS on Options.Addr until ctx is done, then closes the server
-// and returns nil, or Close's error if a request did not end within 10 s of
-// that. Once listening it writes "sqstest listening on <URL>" and a newline
-// to w (if not nil), so a parent process or a person can find the endpoint.
-// It is the body of the command `tempq emulator`.
-func Run(ctx context.Context, w io.Writer, optFns ...func(*Options)) error {
-	s, err := listen(optFns)
-	if err != nil {
-		return err
-	}
-	closeBounded := func() error {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
-		defer cancel()
-		return s.Close(ctx)
-	}
-	if w != nil {
-		if _, err := fmt.Fprintf(w, "sqstest listening on %s\n", s.URL()); err != nil {
-			return errors.Join(err, closeBounded())
-		}
-	}
-	select {
-	case <-ctx.Done():
-	case <-s.served:
-	}
-	return closeBounded()
-}
-
 func newServer(optFns []func(*Options)) *Server {
 	var opts Options
 	for _, fn := range optFns {
 		fn(&opts)
 	}
-	opts.Addr = cmp.Or(opts.Addr, "127.0.0.1:0")
 	opts.Region = cmp.Or(opts.Region, "us-east-1")
 	opts.AccountID = cmp.Or(opts.AccountID, "000000000000")
 	s := &Server{
 		opts:    opts,
-		clock:   opts.Clock,
+		clock:   realTime{},
 		log:     opts.Logger,
 		served:  make(chan struct{}),
 		done:    make(chan struct{}),
@@ -220,14 +190,11 @@ func newServer(optFns []func(*Options)) *Server {
 		rng: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64())),
 	}
 	s.runCond = sync.NewCond(&s.runMu)
-	if s.clock == nil {
-		s.clock = realClock{}
+	if opts.Clock != nil {
+		s.clock = opts.Clock
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
-	}
-	for _, f := range opts.Faults {
-		s.InjectFault(f)
 	}
 	s.quotas = newQuotas(opts.Quotas)
 	return s
@@ -246,10 +213,6 @@ func (s *Server) serve(ln net.Listener) {
 // URL returns the server's base URL, e.g. "http://127.0.0.1:43127": the
 // SDK's BaseEndpoint. It is empty for a server made by NewHandler.
 func (s *Server) URL() string { return s.url }
-
-// Clock returns the server's clock: the *ManualClock passed in Options, or
-// the real clock.
-func (s *Server) Clock() Clock { return s.clock }
 
 // Client returns a new SDK client for the server: region from Options,
 // static dummy credentials, BaseEndpoint URL(). It calls the server in
@@ -375,7 +338,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	op := req.Op
 	ctx := r.Context()
 	if f, ok := s.faults.take(op); ok {
-		if f.Latency > 0 && !s.sleep(ctx, s.delay(&f)) {
+		if f.latency > 0 && !s.sleep(ctx, s.delay(&f)) {
 			return
 		}
 		if e := f.err(); e != nil {
@@ -383,7 +346,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if e := s.quotas.take(op, s.clock.Now()); e != nil {
+	if e := s.quotas.take(op, s.clock.now()); e != nil {
 		s.writeError(req, e)
 		return
 	}
@@ -422,8 +385,6 @@ func (s *Server) writeError(req *protocol.Request, e *api.Error) {
 	req.Fail(e)
 }
 
-// sleep waits d of real time; it reports false if the request or the
-// server ended first.
 // delay returns how long f makes a call wait, from the server's source.
 func (s *Server) delay(f *Fault) time.Duration {
 	s.rngMu.Lock()
@@ -431,6 +392,8 @@ func (s *Server) delay(f *Fault) time.Duration {
 	return f.delay(s.rng)
 }
 
+// sleep waits d of real time; it reports false if the request or the
+// server ended first.
 func (s *Server) sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()

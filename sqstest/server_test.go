@@ -1,7 +1,6 @@
 package sqstest_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net/http"
@@ -76,8 +75,8 @@ func wantResult(t *testing.T, ch <-chan *sqs.ReceiveMessageOutput, messages int)
 	return nil
 }
 
-func TestManualClockEndsLongPoll(t *testing.T) {
-	clock := sqstest.NewManualClock(time.Time{})
+func TestClockEndsLongPoll(t *testing.T) {
+	clock := sqstest.NewClock(time.Time{})
 	srv := sqstest.Start(t, func(o *sqstest.Options) { o.Clock = clock })
 	c := srv.Client()
 	url := newQueue(t, c, "q", nil)
@@ -89,8 +88,8 @@ func TestManualClockEndsLongPoll(t *testing.T) {
 	wantResult(t, ch, 0)
 }
 
-func TestManualClockDelayedMessageWakesPoll(t *testing.T) {
-	clock := sqstest.NewManualClock(time.Time{})
+func TestClockDelayedMessageWakesPoll(t *testing.T) {
+	clock := sqstest.NewClock(time.Time{})
 	srv := sqstest.Start(t, func(o *sqstest.Options) { o.Clock = clock })
 	c := srv.Client()
 	url := newQueue(t, c, "q", nil)
@@ -106,8 +105,8 @@ func TestManualClockDelayedMessageWakesPoll(t *testing.T) {
 	wantResult(t, ch, 1)
 }
 
-func TestManualClockVisibilityExpiryWakesPoll(t *testing.T) {
-	clock := sqstest.NewManualClock(time.Time{})
+func TestClockVisibilityExpiryWakesPoll(t *testing.T) {
+	clock := sqstest.NewClock(time.Time{})
 	srv := sqstest.Start(t, func(o *sqstest.Options) { o.Clock = clock })
 	c := srv.Client()
 	url := newQueue(t, c, "q", map[string]string{"VisibilityTimeout": "10"})
@@ -124,8 +123,8 @@ func TestManualClockVisibilityExpiryWakesPoll(t *testing.T) {
 	wantResult(t, ch, 1)
 }
 
-func TestManualClockRetention(t *testing.T) {
-	clock := sqstest.NewManualClock(time.Time{})
+func TestClockRetention(t *testing.T) {
+	clock := sqstest.NewClock(time.Time{})
 	srv := sqstest.Start(t, func(o *sqstest.Options) { o.Clock = clock })
 	c := srv.Client()
 	url := newQueue(t, c, "q", map[string]string{"MessageRetentionPeriod": "60"})
@@ -148,9 +147,9 @@ func TestManualClockRetention(t *testing.T) {
 	}
 }
 
-func TestManualClockTimers(t *testing.T) {
+func TestClockTimers(t *testing.T) {
 	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
-	clock := sqstest.NewManualClock(start)
+	clock := sqstest.NewClock(start)
 	var mu sync.Mutex
 	var order []string
 	var seen []time.Time
@@ -162,17 +161,17 @@ func TestManualClockTimers(t *testing.T) {
 			mu.Unlock()
 		}
 	}
-	clock.AfterFunc(3*time.Second, rec("c"))
-	clock.AfterFunc(time.Second, rec("a"))
-	stopped := clock.AfterFunc(2*time.Second, rec("b"))
-	if !stopped.Stop() || stopped.Stop() {
+	sqstest.AfterFunc(clock, 3*time.Second, rec("c"))
+	sqstest.AfterFunc(clock, time.Second, rec("a"))
+	stop := sqstest.AfterFunc(clock, 2*time.Second, rec("b"))
+	if !stop() || stop() {
 		t.Fatal("Stop should report true once")
 	}
 	clock.Advance(5 * time.Second)
 	if strings.Join(order, "") != "ac" {
 		t.Fatalf("fired %v", order)
 	}
-	if !seen[0].Equal(start.Add(time.Second)) || !clock.Now().Equal(start.Add(5*time.Second)) || clock.Pending() != 0 {
+	if !seen[0].Equal(start.Add(time.Second)) || !clock.Now().Equal(start.Add(5*time.Second)) || sqstest.PendingTimers(clock) != 0 {
 		t.Fatalf("times %v, now %v", seen, clock.Now())
 	}
 }
@@ -181,7 +180,7 @@ func TestFaultThrottle(t *testing.T) {
 	srv := sqstest.Start(t)
 	c := srv.Client(func(o *sqs.Options) { o.RetryMaxAttempts = 1 })
 	url := newQueue(t, c, "q", nil)
-	srv.InjectFault(sqstest.Throttle("SendMessage"))
+	remove := srv.InjectFault(sqstest.Throttle("SendMessage"))
 	_, err := c.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: &url, MessageBody: aws.String("m")})
 	var thr *types.RequestThrottled
 	if !errors.As(err, &thr) {
@@ -191,11 +190,11 @@ func TestFaultThrottle(t *testing.T) {
 	if _, err := c.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String("q")}); err != nil {
 		t.Fatal(err)
 	}
-	srv.ClearFaults()
+	remove()
 	if _, err := c.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: &url, MessageBody: aws.String("m")}); err != nil {
 		t.Fatal(err)
 	}
-	if n := srv.Calls("SendMessage"); n != 2 {
+	if n := srv.Calls()["SendMessage"]; n != 2 {
 		t.Fatalf("SendMessage calls = %d, want 2 (failed calls count)", n)
 	}
 }
@@ -208,19 +207,14 @@ func TestFaultFailNextNRetriedBySDK(t *testing.T) {
 		o.Retryer = retry.AddWithMaxBackoffDelay(retry.NewStandard(), time.Millisecond)
 	})
 	url := newQueue(t, c, "q", nil)
-	f := sqstest.InternalError("SendMessage")
-	f.Count = 2
-	srv.InjectFault(f)
-	srv.ResetCalls()
+	srv.InjectFault(sqstest.Fail("SendMessage", "InternalFailure").Times(2))
 	if _, err := c.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: &url, MessageBody: aws.String("m")}); err != nil {
 		t.Fatalf("after 2 transient failures the 3rd attempt should succeed: %v", err)
 	}
-	if n := srv.Calls("SendMessage"); n != 3 {
+	if n := srv.Calls()["SendMessage"]; n != 3 {
 		t.Fatalf("SendMessage attempts = %d, want 3", n)
 	}
-	u := sqstest.Unavailable("")
-	u.Count = 5
-	remove := srv.InjectFault(u)
+	remove := srv.InjectFault(sqstest.Fail("", "ServiceUnavailable").Times(5))
 	_, err := c.ListQueues(context.Background(), &sqs.ListQueuesInput{})
 	if err == nil || !strings.Contains(err.Error(), "503") {
 		t.Fatalf("err = %v, want a 503", err)
@@ -234,7 +228,7 @@ func TestFaultFailNextNRetriedBySDK(t *testing.T) {
 func TestFaultLatency(t *testing.T) {
 	srv := sqstest.Start(t)
 	c := srv.Client()
-	srv.InjectFault(sqstest.Latency("ListQueues", 100*time.Millisecond))
+	srv.InjectFault(sqstest.Latency("ListQueues", 100*time.Millisecond, 0))
 	start := time.Now()
 	if _, err := c.ListQueues(context.Background(), &sqs.ListQueuesInput{}); err != nil {
 		t.Fatal(err)
@@ -244,21 +238,34 @@ func TestFaultLatency(t *testing.T) {
 	}
 }
 
-func TestOptionsFaultsInstalledAtStart(t *testing.T) {
-	srv := sqstest.Start(t, func(o *sqstest.Options) {
-		o.Faults = []sqstest.Fault{{Op: "ListQueues", Code: sqstest.CodeThrottled, Count: 1}}
-	})
+// A fault with Times applies to the next n calls and then removes itself;
+// Fail with an SQS error shape reaches the SDK typed, as a 400; the zero
+// Fault does nothing.
+func TestFaultTimesAndShapes(t *testing.T) {
+	srv := sqstest.Start(t)
 	c := srv.Client(func(o *sqs.Options) { o.RetryMaxAttempts = 1 })
+	ctx := context.Background()
+	srv.InjectFault(sqstest.Fault{}) // changes nothing, and hides no later fault
+	srv.InjectFault(sqstest.Throttle("ListQueues").Times(1))
 	var thr *types.RequestThrottled
-	if _, err := c.ListQueues(context.Background(), &sqs.ListQueuesInput{}); !errors.As(err, &thr) {
-		t.Fatalf("first ListQueues: err = %v, want the fault from Options.Faults", err)
+	if _, err := c.ListQueues(ctx, &sqs.ListQueuesInput{}); !errors.As(err, &thr) {
+		t.Fatalf("first ListQueues: err = %v, want throttled", err)
 	}
-	if _, err := c.ListQueues(context.Background(), &sqs.ListQueuesInput{}); err != nil {
-		t.Fatalf("second ListQueues (the fault's Count was 1): %v", err)
+	if _, err := c.ListQueues(ctx, &sqs.ListQueuesInput{}); err != nil {
+		t.Fatalf("second ListQueues (the fault applied once): %v", err)
 	}
+	remove := srv.InjectFault(sqstest.Fail("GetQueueUrl", "QueueDoesNotExist"))
+	_, err := c.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String("q")})
+	var gone *types.QueueDoesNotExist
+	var re interface{ HTTPStatusCode() int }
+	if !errors.As(err, &gone) || !errors.As(err, &re) || re.HTTPStatusCode() != http.StatusBadRequest {
+		t.Fatalf("GetQueueUrl: err = %v, want a typed QueueDoesNotExist, 400", err)
+	}
+	remove()
+	remove() // removing twice is harmless
 }
 
-func TestCallCounts(t *testing.T) {
+func TestCalls(t *testing.T) {
 	srv := sqstest.Start(t)
 	c := srv.Client()
 	url := newQueue(t, c, "q", nil)
@@ -267,13 +274,13 @@ func TestCallCounts(t *testing.T) {
 		c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: &url, MessageBody: aws.String("m")})
 	}
 	c.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: &url})
-	got := srv.CallCounts()
-	if got["CreateQueue"] != 1 || got["SendMessage"] != 3 || got["ReceiveMessage"] != 1 || srv.TotalCalls() != 5 {
+	got := srv.Calls()
+	if len(got) != 3 || got["CreateQueue"] != 1 || got["SendMessage"] != 3 || got["ReceiveMessage"] != 1 {
 		t.Fatalf("counts %v", got)
 	}
-	srv.ResetCalls()
-	if srv.TotalCalls() != 0 {
-		t.Fatal("ResetCalls left counts")
+	got["SendMessage"] = 100
+	if n := srv.Calls()["SendMessage"]; n != 3 {
+		t.Fatalf("changing the map Calls returned changed the count to %d", n)
 	}
 }
 
@@ -365,7 +372,10 @@ func TestClientGoneUnparks(t *testing.T) {
 }
 
 func TestNewHandler(t *testing.T) {
-	h := sqstest.NewHandler()
+	h, err := sqstest.NewHandler()
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer h.Close(context.Background())
 	hs := httptest.NewServer(h)
 	defer hs.Close()
@@ -397,46 +407,6 @@ func TestUnsupportedOperation(t *testing.T) {
 	}
 }
 
-func TestRun(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	var out syncBuffer
-	errc := make(chan error, 1)
-	go func() { errc <- sqstest.Run(ctx, &out) }()
-	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(out.String(), "\n") {
-		if time.Now().After(deadline) {
-			t.Fatal("Run printed nothing")
-		}
-		time.Sleep(time.Millisecond)
-	}
-	url := strings.TrimSpace(strings.TrimPrefix(out.String(), "sqstest listening on "))
-	c := sqs.New(sqs.Options{Region: "us-east-1", BaseEndpoint: &url})
-	if _, err := c.ListQueues(ctx, &sqs.ListQueuesInput{}); err != nil {
-		t.Fatalf("server at %q: %v", url, err)
-	}
-	cancel()
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
@@ -447,7 +417,7 @@ func cpuTime() time.Duration {
 // whole test process (server and clients) uses while they wait: a busy
 // loop anywhere would show up as a large fraction of a core.
 func TestIdleParkedPollsCostNoCPU(t *testing.T) {
-	clock := sqstest.NewManualClock(time.Time{})
+	clock := sqstest.NewClock(time.Time{})
 	srv := sqstest.Start(t, func(o *sqstest.Options) { o.Clock = clock })
 	c := srv.Client()
 	url := newQueue(t, c, "q", nil)

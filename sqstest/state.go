@@ -18,36 +18,15 @@ import (
 // be a test of its producer, and an assertion can see what a receive would
 // hide (in-flight messages and their receive counts).
 
-// MessageState is where a message stands on the server.
-type MessageState int
-
-const (
-	// Visible: the next receive may return the message.
-	Visible MessageState = iota
-	// InFlight: received, hidden until its visibility timeout ends at
-	// Message.VisibleAt.
-	InFlight
-	// Delayed: never received, hidden until its delay ends at
-	// Message.VisibleAt.
-	Delayed
-)
-
-func (st MessageState) String() string {
-	switch st {
-	case Visible:
-		return "visible"
-	case InFlight:
-		return "in flight"
-	case Delayed:
-		return "delayed"
-	}
-	return fmt.Sprintf("MessageState(%d)", int(st))
-}
-
-// Message is a message as Seed takes it and Messages returns it. Seed reads
-// the fields of the first group and ignores the others, which the server
-// assigns.
+// Message is a message as Seed takes it and Messages returns it.
+//
+// Where it stands follows from VisibleAt, ReceiveCount and the server's
+// clock: visible (the next receive may return it) when VisibleAt is not
+// after the server's now; otherwise hidden, in flight if ReceiveCount > 0
+// and delayed if not.
 type Message struct {
+	// ID is the MessageId the server assigned; Seed ignores it.
+	ID   string
 	Body string
 	// Attributes are the message attributes, as in SendMessageInput.
 	Attributes map[string]types.MessageAttributeValue
@@ -64,22 +43,12 @@ type Message struct {
 	ReceiveCount int
 	// VisibleAt is when the message becomes (or became) visible: the end of
 	// a delay or of a visibility timeout. In Seed, a time after the
-	// server's now hides the message: in flight with a receipt handle if
-	// ReceiveCount > 0 (at most 12 h ahead), delayed otherwise (at most
-	// 15 min ahead). Zero means visible now, after the queue's
-	// DelaySeconds for a message never received.
+	// server's now hides the message: in flight if ReceiveCount > 0 (at
+	// most 12 h ahead; its receipt handle is lost, as if its consumer
+	// crashed), delayed otherwise (at most 15 min ahead). Zero means
+	// visible now, after the queue's DelaySeconds for a message never
+	// received.
 	VisibleAt time.Time
-
-	// ID is the MessageId.
-	ID string
-	// SequenceNumber is the FIFO sequence number; empty on standard queues.
-	SequenceNumber string
-	// ReceiptHandle is the handle of the latest receive, valid for
-	// DeleteMessage and ChangeMessageVisibility while the message is in
-	// flight; empty if it was never received.
-	ReceiptHandle string
-	// State is derived from VisibleAt, ReceiveCount and the server's clock.
-	State MessageState
 }
 
 // Seed adds messages to a queue, named by its URL or its name, as
@@ -95,7 +64,7 @@ func (s *Server) Seed(queue string, msgs ...Message) error {
 	if aerr != nil {
 		return fmt.Errorf("sqstest: Seed %q: %w", queue, aerr)
 	}
-	now := s.clock.Now()
+	now := s.clock.now()
 	built := make([]*message, len(msgs))
 	for i := range msgs {
 		m, err := s.seedMessage(q, &msgs[i], now)
@@ -163,8 +132,10 @@ const maxDelay = 900 * time.Second
 
 // Messages returns a snapshot of a queue's messages, named by its URL or
 // its name, in the order the server scans them for a receive (send order
-// for FIFO queues). Messages past the retention period are dropped first,
-// as a receive would drop them.
+// for FIFO queues), without receiving them: a receive's view plus what it
+// hides (in-flight and delayed messages, receive counts, visibility
+// deadlines). Messages past the retention period are dropped first, as a
+// receive would drop them.
 func (s *Server) Messages(queue string) ([]Message, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -172,24 +143,16 @@ func (s *Server) Messages(queue string) ([]Message, error) {
 	if aerr != nil {
 		return nil, fmt.Errorf("sqstest: Messages %q: %w", queue, aerr)
 	}
-	now := s.clock.Now()
+	now := s.clock.now()
 	var out []Message
 	for _, m := range q.all() {
 		if q.expired(m, now) {
 			q.remove(m)
 			continue
 		}
-		st := Delayed
-		switch {
-		case m.visible(now):
-			st = Visible
-		case m.receives > 0:
-			st = InFlight
-		}
 		out = append(out, Message{
-			Body: m.body, Attributes: fromWireAttrs(m.attrs), GroupID: m.group, DeduplicationID: m.dedupID,
+			ID: m.id, Body: m.body, Attributes: fromWireAttrs(m.attrs), GroupID: m.group, DeduplicationID: m.dedupID,
 			SentAt: m.sentAt, ReceiveCount: m.receives, VisibleAt: m.visibleAt,
-			ID: m.id, SequenceNumber: m.seqNum, ReceiptHandle: m.handle, State: st,
 		})
 	}
 	return out, nil

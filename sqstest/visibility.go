@@ -92,7 +92,7 @@ func (s *Server) changeMessageVisibility(_ context.Context, in *api.ChangeVisibi
 	if err != nil {
 		return nil, err
 	}
-	if err := s.changeOne(q, in.ReceiptHandle, in.VisibilityTimeout, s.clock.Now()); err != nil {
+	if err := s.changeOne(q, in.ReceiptHandle, in.VisibilityTimeout, s.clock.now()); err != nil {
 		return nil, err
 	}
 	return &api.Empty{}, nil
@@ -114,7 +114,7 @@ func (s *Server) handleBatch(in *api.HandleBatchInput, fn func(q *queue, e *api.
 	if err := checkBatch(ids); err != nil {
 		return nil, err
 	}
-	now := s.clock.Now()
+	now := s.clock.now()
 	out := &api.HandleBatchOutput{Successful: []api.BatchID{}, Failed: []api.BatchError{}}
 	for i := range in.Entries {
 		e := &in.Entries[i]

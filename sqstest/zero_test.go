@@ -12,12 +12,12 @@ import (
 	"github.com/tempqueues/tempqueues/sqstest"
 )
 
-// Zero values mean the documented defaults: an empty Addr listens on a
-// free loopback port (not on every interface), an empty Region and
-// AccountID are us-east-1 and 000000000000.
+// Zero values mean the documented defaults: an empty Region and AccountID
+// are us-east-1 and 000000000000. The server listens on a free loopback
+// port, not on every interface.
 func TestZeroOptionsMeanDefaults(t *testing.T) {
 	ctx := context.Background()
-	srv := sqstest.NewServer(func(o *sqstest.Options) { o.Addr, o.Region, o.AccountID = "", "", "" })
+	srv := sqstest.NewServer(func(o *sqstest.Options) { o.Region, o.AccountID = "", "" })
 	defer srv.Close(ctx)
 	if u := srv.URL(); !strings.HasPrefix(u, "http://127.0.0.1:") {
 		t.Errorf("URL %s, want a loopback address", u)

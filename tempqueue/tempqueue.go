@@ -24,9 +24,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/awserr"
+	"github.com/tempqueues/tempqueues/internal/core"
 	"github.com/tempqueues/tempqueues/internal/deflog"
 	"github.com/tempqueues/tempqueues/internal/hostq"
+	"github.com/tempqueues/tempqueues/internal/reap"
 	"github.com/tempqueues/tempqueues/internal/wire"
+	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/reaper"
 	"github.com/tempqueues/tempqueues/sqsapi"
 	"github.com/tempqueues/tempqueues/virtualqueue"
@@ -62,12 +65,14 @@ type Options struct {
 	// slog.Default(), each message at most once a minute;
 	// slog.New(slog.DiscardHandler) silences it.
 	Logger *slog.Logger
+	// Observer, if set, is told what the client's reaper finds (QueueGone
+	// when a host queue was found deleted; Swept after a sweep this
+	// process ran, with a reaper.Report as Detail) and what its virtual
+	// queues settle for nobody (virtualqueue.Options.Observer).
+	Observer observe.Observer
 	// VirtualQueue configures the virtual-queue layer. Linger is on by
 	// default: the host queues are the client's own.
 	VirtualQueue []func(*virtualqueue.Options)
-	// Reaper configures heartbeats and sweeps (Prefix, Logger and
-	// DisableSweeping are set from the fields above first).
-	Reaper []func(*reaper.Options)
 }
 
 // Client is a drop-in SQS client whose CreateQueue makes temporary queues.
@@ -75,10 +80,8 @@ type Options struct {
 // queue URLs pass through, calls on virtual URLs are served locally.
 type Client struct {
 	*virtualqueue.Client
-	raw    sqsapi.Client
-	opts   Options
-	owner  *hostq.Owner
-	reaper *reaper.Reaper
+	opts Options
+	core *core.Core // owns the host queues and runs their reaper
 }
 
 // New returns a Client over client and starts its reaper (heartbeats and,
@@ -100,41 +103,33 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Client, error) {
 	if opts.IdleQueueRetention == 0 {
 		opts.IdleQueueRetention = sqsapi.DefaultIdleQueueRetention
 	}
-	c := &Client{raw: client, opts: opts}
-	if err := hostq.CheckOwner(op, opts.Prefix, opts.IdleQueueRetention); err != nil {
-		return nil, err
-	}
-	if err := hostq.CheckTags(op, opts.HostQueueTags); err != nil {
-		return nil, err
-	}
-	rp, err := reaper.New(client, append([]func(*reaper.Options){func(o *reaper.Options) {
-		o.Prefix, o.Logger, o.DisableSweeping = opts.Prefix, opts.Logger, opts.DisableSweeping
-		o.OnQueueGone = func(url string, _ error) { c.owner.Gone(url) }
-	}}, opts.Reaper...)...)
-	if err != nil {
-		return nil, err
-	}
-	c.reaper = rp
-	owner, err := hostq.NewOwner(op, client, hostq.OwnerOptions{
-		Prefix:     opts.Prefix,
-		Retention:  opts.IdleQueueRetention,
-		Heartbeats: rp,
-		Tags:       opts.HostQueueTags,
-		Logger:     opts.Logger,
-		OnGone:     c.hostGone,
+	c := &Client{opts: opts}
+	cc, err := core.New(op, client, core.Options{
+		Logger:          opts.Logger,
+		Prefix:          opts.Prefix,
+		Retention:       opts.IdleQueueRetention,
+		Tags:            opts.HostQueueTags,
+		DisableSweeping: opts.DisableSweeping,
+		OnGone:          c.hostGone,
+		Reaper: []func(*reap.Config){func(rc *reap.Config) {
+			rc.Observer = opts.Observer
+			rc.Detail = func(r reap.Report) any {
+				return reaper.Report{Duration: r.Duration, Listed: r.Listed, Kept: r.Kept, Deleted: r.Deleted, Errors: r.Errors}
+			}
+		}},
 	})
 	if err != nil {
-		return nil, errors.Join(err, rp.Close(context.Background()))
+		return nil, err
 	}
-	c.owner = owner
+	c.core = cc
 	// Host queues are this client's own: a lingering poller takes nobody
 	// else's messages.
 	vc, err := virtualqueue.New(client, append([]func(*virtualqueue.Options){func(o *virtualqueue.Options) {
-		o.Logger = opts.Logger
+		o.Logger, o.Observer = opts.Logger, opts.Observer
 		o.Linger = true
 	}}, opts.VirtualQueue...)...)
 	if err != nil {
-		return nil, errors.Join(err, owner.Close(context.Background()), rp.Close(context.Background()))
+		return nil, errors.Join(err, cc.Close(context.Background()))
 	}
 	c.Client = vc
 	return c, nil
@@ -148,9 +143,6 @@ func (c *Client) hostGone(url string) {
 	defer cancel()
 	_, _ = c.Client.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(url)})
 }
-
-// Reaper returns the client's reaper, for its statistics.
-func (c *Client) Reaper() *reaper.Reaper { return c.reaper }
 
 // CreateQueue makes a temporary queue: a virtual queue named in.QueueName on
 // this client's host queue for in.Attributes (created on first use), which
@@ -195,7 +187,7 @@ func (c *Client) CreateQueue(ctx context.Context, in *sqs.CreateQueueInput, optF
 		return nil, err
 	}
 	for attempt := 0; ; attempt++ {
-		host, err := c.owner.URL(ctx, hostAttrs)
+		host, err := c.core.URL(ctx, hostAttrs)
 		if err != nil {
 			return nil, err
 		}
@@ -210,7 +202,7 @@ func (c *Client) CreateQueue(ctx context.Context, in *sqs.CreateQueueInput, optF
 		if attempt == 0 && awserr.IsQueueDoesNotExist(err) {
 			// The host queue was deleted from under us, and a receive found
 			// out before a heartbeat did: make a new one.
-			c.owner.Gone(host)
+			c.core.Gone(host)
 			continue
 		}
 		return out, err
@@ -238,5 +230,5 @@ func checkFIFO(name string, hostAttrs map[string]string) error {
 // host queues. It returns when done or when ctx ends (with ctx's error, the
 // rest abandoned), nil when nothing had to be abandoned; it is idempotent.
 func (c *Client) Close(ctx context.Context) error {
-	return errors.Join(c.Client.Close(ctx), c.owner.Close(ctx), c.reaper.Close(ctx))
+	return errors.Join(c.Client.Close(ctx), c.core.Close(ctx))
 }

@@ -13,8 +13,11 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/testkit/leakcheck"
+	"github.com/tempqueues/tempqueues/internal/testkit/observetest"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
 	"github.com/tempqueues/tempqueues/internal/wire"
+	"github.com/tempqueues/tempqueues/observe"
+	"github.com/tempqueues/tempqueues/reaper"
 	"github.com/tempqueues/tempqueues/sqsapi"
 	"github.com/tempqueues/tempqueues/tempqueue"
 )
@@ -239,4 +242,49 @@ func TestHostQueueTags(t *testing.T) {
 			}
 		}
 	})
+}
+
+// The Observer hears the client's reaper: its first sweep (a new fleet
+// sweeps at once), with a reaper.Report, and a host queue that a heartbeat
+// found deleted.
+func TestObserverHearsTheReaper(t *testing.T) {
+	b := sqstestenv.SQSTest(t)
+	raw, _ := b.Client(t)
+	p := prefix(t)
+	var rec observetest.Recorder
+	c, err := tempqueue.New(raw, func(o *tempqueue.Options) {
+		o.Prefix = p
+		o.IdleQueueRetention = 3 * time.Second // a heartbeat every second
+		o.Observer = &rec
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if !rec.Wait(ctx, observe.Swept, "", 1) {
+		t.Fatal("no sweep heard")
+	}
+	for _, e := range rec.Events() {
+		if _, ok := e.Detail.(reaper.Report); e.Kind == observe.Swept && !ok {
+			t.Errorf("Swept with Detail %T, want a reaper.Report", e.Detail)
+		}
+	}
+	q, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("watched")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _, _ := wire.ParseVirtualQueueURL(*q.QueueUrl)
+	if _, err := raw.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(host)}); err != nil {
+		t.Fatal(err)
+	}
+	if !rec.Wait(ctx, observe.QueueGone, "", 1) {
+		t.Fatal("the deleted host queue was not heard of")
+	}
+	for _, e := range rec.Events() {
+		if e.Kind == observe.QueueGone && (e.Queue != host || !awserr.IsQueueDoesNotExist(e.Err)) {
+			t.Errorf("QueueGone %+v, want %s with QueueDoesNotExist", e, host)
+		}
+	}
 }

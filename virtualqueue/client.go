@@ -9,12 +9,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/awserr"
-	"github.com/tempqueues/tempqueues/internal/batch"
 	"github.com/tempqueues/tempqueues/internal/callback"
-	"github.com/tempqueues/tempqueues/internal/callcount"
+	"github.com/tempqueues/tempqueues/internal/core"
 	"github.com/tempqueues/tempqueues/internal/deflog"
 	"github.com/tempqueues/tempqueues/internal/hostq"
-	"github.com/tempqueues/tempqueues/internal/httpbody"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -24,11 +22,10 @@ import (
 // URLs pass through to the wrapped client. It is safe for concurrent use. Its
 // background work (host pollers, expiry, batch calls) stops on Close.
 type Client struct {
+	core     *core.Core    // the sender, and the calls counted
 	sqs      sqsapi.Client // the wrapped client, counting calls
-	calls    *callcount.Counter
 	opts     Options
 	hostOpts hostq.Options
-	sends    *batch.Sends
 
 	hosts   hostq.Set[*hostq.Host] // by URL
 	mu      sync.Mutex
@@ -53,34 +50,34 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Client, error) {
 		fn(&opts)
 	}
 	opts.Logger = deflog.Or(opts.Logger)
-	calls := new(callcount.Counter)
-	wrapped := hostq.CountCalls(httpbody.Ensure(client), calls)
-	c := &Client{
-		sqs:   wrapped,
-		calls: calls,
-		opts:  opts,
-	}
+	c := &Client{opts: opts}
 	c.hostOpts = hostq.Options{
 		Logger:                   opts.Logger,
 		OrphanReleaseDelay:       opts.OrphanReleaseDelay,
-		BufferSize:               opts.BufferSize,
 		PollWaitTime:             opts.PollWaitTime,
 		MaxPollers:               opts.MaxPollers,
 		Linger:                   opts.Linger,
 		ReceiveVisibilityTimeout: opts.ReceiveVisibilityTimeout,
-		ReleaseMargin:            opts.ReleaseMargin,
-		MaxBatchCalls:            opts.MaxBatchCalls,
+		Observer:                 opts.Observer,
 		Orphan:                   c.orphan,
 		OnGone:                   c.forget,
 	}
 	c.hostOpts.SetDefaults()
-	c.sends = batch.NewSends(wrapped, c.hostOpts.MaxBatchCalls)
+	cc, err := core.New("virtualqueue.New", client, core.Options{
+		Logger:              opts.Logger,
+		MaxSends:            c.hostOpts.MaxBatchCalls,
+		DisableSendBatching: opts.DisableSendBatching,
+	})
+	if err != nil {
+		return nil, err
+	}
+	c.core, c.sqs = cc, cc.Client()
 	return c, nil
 }
 
-// orphan applies Options.Orphans or Options.OrphanHandler.
+// orphan applies Options.OrphanHandler.
 func (c *Client) orphan(ctx context.Context, hostURL, name string, m types.Message) hostq.Verdict {
-	action := c.opts.Orphans
+	action := DeleteOrphan
 	if h := c.opts.OrphanHandler; h != nil {
 		// A handler that panics leaves the message in flight: it
 		// reappears after its visibility timeout.
@@ -97,24 +94,15 @@ func (c *Client) orphan(ctx context.Context, hostURL, name string, m types.Messa
 	return hostq.Delete
 }
 
-// Stats are counters of a Client since New.
+// Stats are counters of a Client since New. Options.Observer hears of
+// each message the client settles for nobody.
 type Stats struct {
 	// Calls counts the SQS API calls the client made, by operation
 	// ("ReceiveMessage", "DeleteMessageBatch", ...), pass-through calls
 	// included.
 	Calls map[string]int64
-	// Routed counts host messages routed to a virtual queue.
-	Routed int64
 	// Orphaned counts host messages no virtual queue could take.
 	Orphaned int64
-	// Released counts buffered messages made visible again unread (near their
-	// host visibility timeout, or on Close), overflowed ones included.
-	Released int64
-	// Overflowed counts messages released because their virtual queue's
-	// buffer was full.
-	Overflowed int64
-	// Expired counts virtual queues deleted for idleness.
-	Expired int64
 	// VirtualQueues is the number of live virtual queues.
 	VirtualQueues int64
 }
@@ -122,15 +110,7 @@ type Stats struct {
 // Stats returns the client's counters.
 func (c *Client) Stats() Stats {
 	n := c.hostOpts.Counters
-	return Stats{
-		Calls:         c.calls.Snapshot(),
-		Routed:        n.Routed.Load(),
-		Orphaned:      n.Orphaned.Load(),
-		Released:      n.Released.Load(),
-		Overflowed:    n.Overflowed.Load(),
-		Expired:       n.Expired.Load(),
-		VirtualQueues: n.Queues.Load(),
-	}
+	return Stats{Calls: c.core.Calls(), Orphaned: n.Orphaned.Load(), VirtualQueues: n.Queues.Load()}
 }
 
 // Close stops the host pollers, wakes waiting receivers with ErrClosed,
@@ -151,7 +131,7 @@ func (c *Client) Close(ctx context.Context) error {
 		c.mu.Lock()
 		hosts = append(hosts, c.retired...)
 		c.mu.Unlock()
-		return errors.Join(hostq.CloseAll(ctx, hosts), c.sends.Close(ctx))
+		return errors.Join(hostq.CloseAll(ctx, hosts), c.core.Close(ctx))
 	})
 }
 

@@ -43,8 +43,8 @@
 // A host message without the routing attribute, or naming a virtual queue not
 // known to this client (never created, deleted or expired; typically a late
 // reply to a request that timed out), is an orphan. The default policy deletes
-// it, counts it and logs one line; Options.Orphans selects release or keep,
-// and Options.OrphanHandler decides per message.
+// it, counts it and logs one line; Options.OrphanHandler decides per
+// message (delete, release or keep).
 //
 // # FIFO host queues
 //

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/observe"
 )
 
 // OrphanAction is what happens to a host message that no virtual queue of
@@ -14,8 +16,8 @@ type OrphanAction int
 
 const (
 	// DeleteOrphan deletes the message from the host queue, counts it and
-	// logs one line. It is the default: late replies to requests that timed
-	// out end here.
+	// logs one line. It is what happens to orphans without an
+	// OrphanHandler: late replies to requests that timed out end here.
 	DeleteOrphan OrphanAction = iota
 	// ReleaseOrphan makes it visible again after Options.OrphanReleaseDelay,
 	// for another process sharing the host queue.
@@ -32,10 +34,19 @@ type Options struct {
 	// slog.Default(), each message at most once a minute;
 	// slog.New(slog.DiscardHandler) silences it.
 	Logger *slog.Logger
+	// Observer, if set, is told of the host messages the client settles
+	// for nobody: Dropped with Reason "orphan" (an orphan deleted), and
+	// Released with Reason "orphan", "overflow" (its virtual queue's
+	// buffer of 256 messages was full), "expiring" (buffered until
+	// shortly before its visibility ended: a quarter of the receive
+	// visibility, at most 5s), "closed" (on Close) or "fifo-stale"
+	// (behind a message of its group whose visibility ended undeleted),
+	// with Duration the delay before it is visible. It runs on the host
+	// poller's goroutine and must not block.
+	Observer observe.Observer
 
-	// Orphans is the action taken on orphans; default DeleteOrphan.
-	Orphans OrphanAction
-	// OrphanHandler, if set, decides for each orphan instead of Orphans.
+	// OrphanHandler, if set, decides for each orphan; by default
+	// (DeleteOrphan) orphans are deleted.
 	// It runs on the host poller's goroutine and must not block for long.
 	// hostURL is the host queue, name the routing attribute ("" when
 	// absent).
@@ -44,10 +55,6 @@ type Options struct {
 	// and to messages that found their virtual queue's buffer full; default
 	// 5s.
 	OrphanReleaseDelay time.Duration
-
-	// BufferSize bounds the messages buffered per virtual queue; default 256.
-	// Messages beyond it are released to come back later.
-	BufferSize int
 
 	// PollWaitTime is the long-poll wait of host pollers; default 20s (the SQS
 	// maximum).
@@ -74,11 +81,6 @@ type Options struct {
 	// when the response of a receive is lost (a dropped connection, a
 	// receive retried by the SDK).
 	ReceiveVisibilityTimeout time.Duration
-	// ReleaseMargin is how long before a buffered message's visibility
-	// timeout ends it is released; default a quarter of the receive
-	// visibility (ReceiveVisibilityTimeout, or the host's
-	// VisibilityTimeout), at most 5s.
-	ReleaseMargin time.Duration
 
 	// DisableSendBatching sends each SendMessage to a virtual queue with its
 	// own SendMessage call instead of coalescing concurrent sends to one host
@@ -86,9 +88,6 @@ type Options struct {
 	// is: after throttling, and after a transient failure until ctx's
 	// deadline.
 	DisableSendBatching bool
-	// MaxBatchCalls bounds the concurrent batch calls (send, delete,
-	// visibility) per host queue; default 4.
-	MaxBatchCalls int
 
 	// MaxVirtualQueues bounds the virtual queues of the client; 0 means no
 	// limit.

@@ -9,8 +9,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/tempqueues/tempqueues/internal/awserr"
-	"github.com/tempqueues/tempqueues/internal/batch"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -96,14 +94,7 @@ func (c *Client) SendMessage(ctx context.Context, in *sqs.SendMessageInput, optF
 	c.touch(hostURL, name)
 	cp.QueueUrl = aws.String(hostURL)
 	cp.MessageAttributes = attrs
-	lone := c.opts.DisableSendBatching || len(optFns) > 0 || c.isClosed()
-	out, err := batch.SendMessage(ctx, c.sends, c.sqs, &cp, optFns, lone)
-	if err != nil && !lone {
-		// Named as the caller's SendMessage, not the SendMessageBatch
-		// that carried it.
-		return nil, awserr.ForSend(op, *in.QueueUrl, err)
-	}
-	return out, err
+	return c.core.Send(ctx, op, *in.QueueUrl, &cp, optFns)
 }
 
 // SendMessageBatch passes through, or sends every entry to the virtual

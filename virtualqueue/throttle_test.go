@@ -24,17 +24,17 @@ func TestThrottledUnbatchedSendIsRetried(t *testing.T) {
 	c := e.client(func(o *virtualqueue.Options) { o.DisableSendBatching = true })
 	u := e.createVQ(c, "v")
 
-	b.Server.ResetCalls()
-	b.Server.InjectFault(sqstest.Fault{Op: "SendMessage", Code: sqstest.CodeThrottled, Count: 3})
+	before := b.Server.Calls()
+	b.Server.InjectFault(sqstest.Throttle("SendMessage").Times(3))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := c.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(u), MessageBody: aws.String("burst")}); err != nil {
 		t.Fatalf("SendMessage through 3 throttled calls: %v", err)
 	}
-	if n := b.Server.Calls("SendMessage"); n != 4 {
+	if n := b.Server.Calls()["SendMessage"] - before["SendMessage"]; n != 4 {
 		t.Errorf("%d SendMessage calls, want 3 throttled and 1 through", n)
 	}
-	if n := b.Server.Calls("SendMessageBatch"); n != 0 {
+	if n := b.Server.Calls()["SendMessageBatch"] - before["SendMessageBatch"]; n != 0 {
 		t.Errorf("%d SendMessageBatch calls with DisableSendBatching", n)
 	}
 	if got := receiveN(t, c, u, 1, 5*time.Second); aws.ToString(got[0].Body) != "burst" {

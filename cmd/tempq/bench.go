@@ -191,7 +191,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 				if *inProcess {
 					srv := sqstest.NewServer()
 					if st.Latency > 0 {
-						srv.InjectFault(sqstest.JitteredLatency("", st.Latency, st.LatencyP99))
+						srv.InjectFault(sqstest.Latency("", st.Latency, st.LatencyP99))
 					}
 					return &bench.SweepServer{NewClient: clients(sqstestOptions(srv.URL())), InProcess: true,
 						Server: "sqstest embedded in the benchmark process, over TCP at " + srv.URL() + ", " + st.Describe(),
@@ -235,7 +235,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			srv := sqstest.NewServer()
 			defer srv.Close(context.WithoutCancel(ctx))
 			if *latency > 0 {
-				srv.InjectFault(sqstest.JitteredLatency("", *latency, *latencyP99))
+				srv.InjectFault(sqstest.Latency("", *latency, *latencyP99))
 			}
 			url, where = srv.URL(), "sqstest embedded in the benchmark process, over TCP at "+srv.URL()
 		} else {

@@ -111,13 +111,10 @@ func runEmulator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	ready := &readyWriter{w: stdout, setup: func(url string) error {
 		return createQueues(ctx, url, *region, queues)
 	}}
-	srv, err := sqstest.OpenHandler(func(o *sqstest.Options) {
+	srv, err := sqstest.NewHandler(func(o *sqstest.Options) {
 		o.Region = *region
 		o.AccountID = *account
 		o.DataDir = *data
-		if *latency > 0 {
-			o.Faults = []sqstest.Fault{sqstest.JitteredLatency("", *latency, *latencyP99)}
-		}
 		if *verbose {
 			// The server logs requests at debug level.
 			o.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -125,6 +122,9 @@ func runEmulator(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	})
 	if err != nil {
 		return err
+	}
+	if *latency > 0 {
+		srv.InjectFault(sqstest.Latency("", *latency, *latencyP99))
 	}
 	return serveEmulator(ctx, srv, *addr, *region, !*noConsole, ready, stderr)
 }

@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -25,7 +26,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/sqsclient"
@@ -95,7 +98,15 @@ func serve(ctx context.Context, client *sqs.Client, queueURL string) error {
 
 // call runs the client code over the queue.
 func call(ctx context.Context, client *sqs.Client, queueURL string, out io.Writer) error {
-	r, err := requester.New(client)
+	var sent atomic.Int64 // requests, as the requester's Observer hears them
+	r, err := requester.New(client, func(o *requester.Options) {
+		o.Observer = observe.Func(func(_ context.Context, e observe.Event) func(*types.Message, error) {
+			if e.Kind == observe.Send {
+				sent.Add(1)
+			}
+			return nil
+		})
+	})
 	if err != nil {
 		return err
 	}
@@ -105,7 +116,7 @@ func call(ctx context.Context, client *sqs.Client, queueURL string, out io.Write
 		return err
 	}
 	s := r.Stats()
-	fmt.Fprintf(out, "%d requests over SQS, %d API calls\n", s.Sent, calls(s.Calls))
+	fmt.Fprintf(out, "%d requests over SQS, %d API calls\n", sent.Load(), calls(s.Calls))
 	return nil
 }
 

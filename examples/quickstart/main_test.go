@@ -44,7 +44,7 @@ func TestGreetDeletesTheHostQueue(t *testing.T) {
 			t.Errorf("host queue left behind: %s", u)
 		}
 	}
-	if n := srv.Calls("DeleteQueue"); n != 1 {
+	if n := srv.Calls()["DeleteQueue"]; n != 1 {
 		t.Errorf("%d DeleteQueue calls, want 1 (the host queue)", n)
 	}
 	if strings.Count(out.String(), "\n") != 3 {

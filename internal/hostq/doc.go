@@ -27,5 +27,6 @@
 //
 // The Owner (owner.go) is the lifecycle of the host queues a process
 // creates for itself: create with the reaper's tags, heartbeat, recreate
-// when found deleted, delete on Close.
+// when found deleted, delete on Close. internal/core holds one, with its
+// reaper and the clients' sender.
 package hostq

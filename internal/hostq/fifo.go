@@ -78,7 +78,7 @@ func (q *Queue) fifoArrivedLocked(st *qstate) {
 // releaseNow makes messages visible again at once.
 func (h *Host) releaseNow(msgs []types.Message) {
 	for _, m := range msgs {
-		h.release(m, 0)
+		h.release(m, 0, "fifo-stale")
 	}
 }
 

@@ -17,8 +17,10 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/batch"
+	"github.com/tempqueues/tempqueues/internal/callback"
 	"github.com/tempqueues/tempqueues/internal/poll"
 	"github.com/tempqueues/tempqueues/internal/wire"
+	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -482,16 +484,24 @@ func (h *Host) route(msgs []types.Message) bool {
 		d.w.fn(d.msgs, nil)
 	}
 	for _, m := range toRelease {
-		h.release(m, h.loop.ReleaseDelay())
+		h.release(m, h.loop.ReleaseDelay(), "closed")
 	}
 	for _, m := range overflow {
 		c.Overflowed.Add(1)
-		h.release(m, h.opts.OrphanReleaseDelay)
+		h.release(m, h.opts.OrphanReleaseDelay, "overflow")
 	}
 	for _, m := range orphans {
 		h.orphan(m)
 	}
 	return len(deliver) > 0 || len(answers) > 0
+}
+
+// tell tells Options.Observer of e, an event on this host queue.
+func (h *Host) tell(e observe.Event) {
+	if h.opts.Observer != nil {
+		e.Queue = h.url
+		callback.Observe(context.Background(), h.log, h.opts.Observer, e)
+	}
 }
 
 // routingName returns a host message's routing attribute, or "".
@@ -502,9 +512,11 @@ func routingName(m types.Message) string {
 	return ""
 }
 
-// release makes a host message visible again after delay, in a batch call.
-func (h *Host) release(m types.Message, delay time.Duration) {
+// release makes a host message visible again after delay, in a batch call,
+// and tells the observer why.
+func (h *Host) release(m types.Message, delay time.Duration, why string) {
 	h.opts.Counters.Released.Add(1)
+	h.tell(observe.Event{Kind: observe.Released, Message: &m, Reason: why, Duration: delay})
 	h.vis.Submit(h.url, batch.Visibility{ReceiptHandle: aws.ToString(m.ReceiptHandle), Timeout: int32(delay / time.Second)}, func(_ struct{}, err error) {
 		if err != nil {
 			h.log.LogAttrs(context.Background(), slog.LevelWarn, "hostq: releasing a message failed; it reappears after its visibility timeout",
@@ -537,9 +549,10 @@ func (h *Host) orphan(m types.Message) {
 		slog.String("message_id", aws.ToString(m.MessageId)), slog.String("action", verdict.String()))
 	switch verdict {
 	case Delete:
+		h.tell(observe.Event{Kind: observe.Dropped, Message: &m, Reason: "orphan"})
 		h.deleteAsync(m, batch.DeleteLinger, "orphan")
 	case Release:
-		h.release(m, h.opts.OrphanReleaseDelay)
+		h.release(m, h.opts.OrphanReleaseDelay, "orphan")
 	}
 }
 
@@ -602,7 +615,7 @@ func (h *Host) maintain() {
 		h.maintainAt = wakeAt
 		h.mu.Unlock()
 		for _, m := range release {
-			h.release(m, 0)
+			h.release(m, 0, "expiring")
 		}
 		for i, q := range expired {
 			h.opts.Counters.Expired.Add(1)
@@ -709,7 +722,7 @@ func (h *Host) Close(ctx context.Context) error {
 		if !gone {
 			delay := h.loop.ReleaseDelay()
 			for _, m := range release {
-				h.release(m, delay)
+				h.release(m, delay, "closed")
 			}
 		}
 		return errors.Join(h.vis.Close(ctx), h.deletes.Close(ctx))

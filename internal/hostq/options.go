@@ -10,6 +10,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/batch"
 	"github.com/tempqueues/tempqueues/internal/clock"
+	"github.com/tempqueues/tempqueues/observe"
 )
 
 // Verdict is what happens to an orphan: a host message no route takes.
@@ -74,6 +75,12 @@ type Options struct {
 	// FewerPollers leaves out the spare poller that keeps one parked for
 	// sparse bursts of replies (poll.Sizer.NoSpare).
 	FewerPollers bool
+	// Observer, if set, is told of the messages the host settles for
+	// nobody: Dropped ("orphan") and Released ("orphan", "overflow": its
+	// queue's buffer was full, "expiring": held near the end of its
+	// visibility, "closed", "fifo-stale": behind a message of its group
+	// whose visibility ended undeleted).
+	Observer observe.Observer
 	// Answering, if set, is told the tags of the tagged expectations
 	// (ExpectTagged) a receive answers, counted, on the poller's
 	// goroutine before any of them gets its message.

@@ -36,8 +36,8 @@ var hostAttributes = []string{
 const maxPrefix = sqsapi.MaxQueueNameLength - 36 - 4
 
 // Heartbeats keeps owned host queues alive for the fleet's sweepers. A
-// *reaper.Reaper is one; its owner creates it (with OnQueueGone calling
-// Owner.Gone) and closes it after the Owner.
+// *reap.Reaper is one; internal/core creates it (telling Owner.Gone of a
+// queue it finds deleted) and closes it after the Owner.
 type Heartbeats interface {
 	// Tags returns the heartbeat tags to create a queue with, for the
 	// configured retention (a fleet too large for it gets a multiple).

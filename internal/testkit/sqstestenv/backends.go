@@ -9,7 +9,7 @@ import (
 
 // SQSTest starts an in-process sqstest server for the test, closed when the
 // test ends, and returns it as a Backend with Name "sqstest" and Server set.
-// optFns configure the server, e.g. to give it a *sqstest.ManualClock.
+// optFns configure the server, e.g. to give it a *sqstest.Clock.
 func SQSTest(tb testing.TB, optFns ...func(*sqstest.Options)) *Backend {
 	tb.Helper()
 	srv := sqstest.Start(tb, optFns...)

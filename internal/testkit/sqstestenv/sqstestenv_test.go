@@ -62,8 +62,8 @@ func TestEachRunsOnEveryBackend(t *testing.T) {
 		if (b.Name == "sqstest") != (b.Server != nil) {
 			t.Fatalf("backend %s: Server set = %v", b.Name, b.Server != nil)
 		}
-		if b.Server != nil && b.Server.Calls("SendMessage") != 1 {
-			t.Fatalf("server counts %v", b.Server.CallCounts())
+		if b.Server != nil && b.Server.Calls()["SendMessage"] != 1 {
+			t.Fatalf("server counts %v", b.Server.Calls())
 		}
 	})
 	if sqstestenv.External(t) == nil && (len(names) == 0 || names[len(names)-1] != "sqstest") {

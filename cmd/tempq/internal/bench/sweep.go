@@ -16,8 +16,8 @@ import (
 
 // Setting is the latency the server adds to every call in one part of a
 // sweep: Latency, or with LatencyP99 above it a random wait, lognormal
-// with median Latency and 99th percentile LatencyP99 (sqstest's
-// Fault.LatencyP99).
+// with median Latency and 99th percentile LatencyP99 (sqstest.Latency
+// with a p99).
 type Setting struct {
 	Latency    time.Duration `json:"latency_ns"`
 	LatencyP99 time.Duration `json:"latency_p99_ns,omitempty"`

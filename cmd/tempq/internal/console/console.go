@@ -55,7 +55,7 @@ type Client interface {
 // *sqstest.Server implements it.
 type Emulator interface {
 	Messages(queue string) ([]sqstest.Message, error)
-	CallCounts() map[string]int64
+	Calls() map[string]int64
 }
 
 // Options configure a Console. Zero values mean the documented defaults.

@@ -22,6 +22,7 @@ import (
 	"github.com/tempqueues/tempqueues/cmd/tempq/internal/bench"
 	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/reaper"
+	"github.com/tempqueues/tempqueues/sqsapi"
 	"github.com/tempqueues/tempqueues/sqstest"
 )
 
@@ -112,10 +113,11 @@ func (c *Console) readQueue(ctx context.Context, queueURL string) (*queue, error
 		v, _ := strconv.ParseInt(a[string(n)], 10, 64)
 		return v
 	}
+	_, temporary := tags.Tags[sqsapi.RetentionTag] // the idle rule's test
 	q := &queue{
 		URL: queueURL, Name: queueName(queueURL), ARN: a[string(types.QueueAttributeNameQueueArn)],
 		FIFO:       a[string(types.QueueAttributeNameFifoQueue)] == "true",
-		Temporary:  reaper.IdleStatus(tags.Tags, time.Now()).Verdict != reaper.VerdictNotTemporary,
+		Temporary:  temporary,
 		Visible:    count(types.QueueAttributeNameApproximateNumberOfMessages),
 		InFlight:   count(types.QueueAttributeNameApproximateNumberOfMessagesNotVisible),
 		Delayed:    count(types.QueueAttributeNameApproximateNumberOfMessagesDelayed),
@@ -206,8 +208,25 @@ type moveTask struct {
 type queueDetail struct {
 	*queue
 	Tasks []moveTask
-	Peek  []sqstest.Message
+	Peek  []peeked
 	More  int // messages beyond the peek table
+}
+
+// peeked is a message in the peek table, with where it stands.
+type peeked struct {
+	sqstest.Message
+	State string // "visible", "in flight" or "delayed"
+}
+
+// messageState says where m stands at now.
+func messageState(m sqstest.Message, now time.Time) string {
+	switch {
+	case !m.VisibleAt.After(now):
+		return "visible"
+	case m.ReceiveCount > 0:
+		return "in flight"
+	}
+	return "delayed"
 }
 
 // detail reads one queue for its page: its sources and move tasks when it
@@ -244,7 +263,10 @@ func (c *Console) detail(ctx context.Context, queueURL string) (*queueDetail, er
 			d.More = len(msgs) - peekLimit
 			msgs = msgs[:peekLimit]
 		}
-		d.Peek = msgs
+		now := time.Now() // the emulator runs on real time
+		for _, m := range msgs {
+			d.Peek = append(d.Peek, peeked{Message: m, State: messageState(m, now)})
+		}
 	}
 	return d, nil
 }
@@ -333,8 +355,9 @@ func (c *Console) readLease(ctx context.Context, queueURL string, l *lease) erro
 	if err != nil {
 		return err
 	}
+	now := time.Now() // the emulator runs on real time
 	for _, m := range msgs {
-		if m.State == sqstest.InFlight {
+		if messageState(m, now) == "in flight" {
 			l.HeldUntil, l.Receives = m.VisibleAt, m.ReceiveCount
 		}
 	}
@@ -359,7 +382,7 @@ func (c *Console) callCounts() calls {
 		out.Console = c.opts.Counter.Snapshot()
 	}
 	if c.opts.Emulator != nil {
-		out.Served = c.opts.Emulator.CallCounts()
+		out.Served = c.opts.Emulator.Calls()
 		for op, n := range out.Console {
 			if v := out.Served[op] - n; v > 0 {
 				out.Served[op] = v

@@ -1,4 +1,4 @@
-package reaper_test
+package reap_test
 
 import (
 	"context"
@@ -12,8 +12,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/callcount"
+	"github.com/tempqueues/tempqueues/internal/reap"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
-	"github.com/tempqueues/tempqueues/reaper"
+	"github.com/tempqueues/tempqueues/observe"
 )
 
 // The lease tests run at a 2 s period; the poll window is then 1 s long and
@@ -42,7 +43,7 @@ type sweepRecord struct {
 
 type member struct {
 	id      int
-	r       *reaper.Reaper
+	r       *reap.Reaper
 	counter *callcount.Counter
 	host    string // its host queue, when it has one
 }
@@ -62,22 +63,25 @@ func newFleet(t *testing.T, b *sqstestenv.Backend) *fleet {
 	return &fleet{t: t, b: b, prefix: testPrefix(t)}
 }
 
-func (f *fleet) start(optFns ...func(*reaper.Options)) *member {
+func (f *fleet) start(optFns ...func(*reap.Config)) *member {
 	f.t.Helper()
 	client, counter := f.b.Client(f.t)
 	f.mu.Lock()
 	id := len(f.members)
 	f.mu.Unlock()
-	opts := append([]func(*reaper.Options){func(o *reaper.Options) {
+	opts := append([]func(*reap.Config){func(o *reap.Config) {
 		o.Prefix = f.prefix
 		o.Period = testPeriod
-		o.OnSweep = func(rep reaper.Report) {
-			f.mu.Lock()
-			f.sweeps = append(f.sweeps, sweepRecord{id: id, at: time.Now().Add(-rep.Duration)})
-			f.mu.Unlock()
-		}
+		o.Observer = observe.Func(func(_ context.Context, e observe.Event) func(*types.Message, error) {
+			if e.Kind == observe.Swept {
+				f.mu.Lock()
+				f.sweeps = append(f.sweeps, sweepRecord{id: id, at: time.Now().Add(-e.Detail.(reap.Report).Duration)})
+				f.mu.Unlock()
+			}
+			return nil
+		})
 	}}, optFns...)
-	r, err := reaper.New(client, opts...)
+	r, err := reap.New(client, opts...)
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -130,8 +134,8 @@ func TestLeaseOneSweepPerPeriodAndTakeover(t *testing.T) {
 
 		a := f.start()
 		f.addHost(a)
-		eventually(t, 5*time.Second, "the first reaper to create and take the token", func() bool { return reaper.LeaseCountsOf(a.r).Won == 1 })
-		if lc := reaper.LeaseCountsOf(a.r); lc.Created != 1 {
+		eventually(t, 5*time.Second, "the first reaper to create and take the token", func() bool { return reap.LeaseCountsOf(a.r).Won == 1 })
+		if lc := reap.LeaseCountsOf(a.r); lc.Created != 1 {
 			t.Fatalf("lease counts %+v, want one token created", lc)
 		}
 		f.addHost(f.start())
@@ -178,7 +182,7 @@ func TestLeaseOneSweepPerPeriodAndTakeover(t *testing.T) {
 		}
 		created := int64(0)
 		for _, m := range f.members {
-			created += reaper.LeaseCountsOf(m.r).Created
+			created += reap.LeaseCountsOf(m.r).Created
 		}
 		if created != 1 {
 			t.Errorf("%d tokens created, want 1", created)
@@ -236,7 +240,7 @@ func TestLeaseDuplicateTokensConverge(t *testing.T) {
 		time.Sleep(3 * testPeriod)
 		var created, dups int64
 		for _, m := range f.members {
-			lc := reaper.LeaseCountsOf(m.r)
+			lc := reap.LeaseCountsOf(m.r)
 			created += lc.Created
 			dups += lc.Duplicates
 		}
@@ -247,7 +251,7 @@ func TestLeaseDuplicateTokensConverge(t *testing.T) {
 			t.Errorf("no token created")
 		}
 		client, _ := f.b.Client(t)
-		out, err := client.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String(f.prefix + reaper.CoordinationQueueSuffix)})
+		out, err := client.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String(f.prefix + reap.CoordinationQueueSuffix)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -277,7 +281,7 @@ func (f *fleet) firstSweep(t *testing.T) (*sqs.Client, *sqs.GetQueueUrlOutput) {
 	t.Helper()
 	eventually(t, 5*time.Second, "the first sweep", func() bool { return len(f.records()) == 1 })
 	client, _ := f.b.Client(t)
-	out, err := client.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String(f.prefix + reaper.CoordinationQueueSuffix)})
+	out, err := client.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String(f.prefix + reap.CoordinationQueueSuffix)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +302,7 @@ func TestLeaseRecreatesDeletedCoordinationQueue(t *testing.T) {
 		}
 		t.Cleanup(func() { _, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
 		eventually(t, 4*testPeriod, "a sweep after the coordination queue was deleted", func() bool {
-			return reaper.LeaseCountsOf(a.r).Created == 2 && len(f.records()) >= 2
+			return reap.LeaseCountsOf(a.r).Created == 2 && len(f.records()) >= 2
 		})
 	})
 }

@@ -1,4 +1,4 @@
-package reaper
+package reap
 
 import (
 	"math/rand/v2"
@@ -43,7 +43,7 @@ func TestIdleRule(t *testing.T) {
 // random instants and several periods.
 func TestLeaseWindows(t *testing.T) {
 	for _, period := range []time.Duration{minPeriod, 3 * time.Second, time.Minute, defaultPeriod, time.Hour, maxPeriod} {
-		o, err := buildOptions("test", []func(*Options){func(o *Options) { o.Period = period }})
+		o, err := buildOptions("test", []func(*Config){func(o *Config) { o.Period = period }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -103,7 +103,7 @@ func TestVisibilityRounding(t *testing.T) {
 // Zero values mean the defaults: an empty Prefix is the default prefix,
 // never "every queue", and a zero Period the default period.
 func TestZeroOptionsMeanDefaults(t *testing.T) {
-	o, err := buildOptions("test", []func(*Options){func(o *Options) { o.Prefix, o.Period = "", 0 }})
+	o, err := buildOptions("test", []func(*Config){func(o *Config) { o.Prefix, o.Period = "", 0 }})
 	if err != nil {
 		t.Fatal(err)
 	}

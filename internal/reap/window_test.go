@@ -1,17 +1,17 @@
-package reaper_test
+package reap_test
 
 import (
 	"testing"
 	"time"
 
-	"github.com/tempqueues/tempqueues/reaper"
+	"github.com/tempqueues/tempqueues/internal/reap"
 )
 
 func TestLeaseQueueName(t *testing.T) {
-	if got, want := reaper.LeaseQueueName(""), "__RequesterClientQueues__sweeper.fifo"; got != want {
+	if got, want := reap.LeaseQueueName(""), "__RequesterClientQueues__sweeper.fifo"; got != want {
 		t.Errorf("LeaseQueueName(\"\") = %q, want %q", got, want)
 	}
-	if got, want := reaper.LeaseQueueName("app_"), "app_sweeper.fifo"; got != want {
+	if got, want := reap.LeaseQueueName("app_"), "app_sweeper.fifo"; got != want {
 		t.Errorf("LeaseQueueName(app_) = %q, want %q", got, want)
 	}
 }
@@ -30,7 +30,7 @@ func TestNextSweepWindow(t *testing.T) {
 		// 10 s period: a margin of 1 s.
 		{base.Add(4 * time.Second), 10 * time.Second, base.Add(11 * time.Second)},
 	} {
-		if got := reaper.NextSweepWindow(c.now, c.period); !got.Equal(c.want) {
+		if got := reap.NextSweepWindow(c.now, c.period); !got.Equal(c.want) {
 			t.Errorf("NextSweepWindow(%v, %v) = %v, want %v", c.now, c.period, got, c.want)
 		}
 	}

@@ -1,4 +1,4 @@
-package reaper_test
+package reap_test
 
 import (
 	"context"
@@ -9,9 +9,11 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/reap"
 	"github.com/tempqueues/tempqueues/internal/testkit/leakcheck"
-	"github.com/tempqueues/tempqueues/reaper"
+	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -21,17 +23,17 @@ func TestOptionsValidatedBeforeAnyCall(t *testing.T) {
 	client := &panicClient{called: &called}
 	bad := []struct {
 		param string
-		fn    func(*reaper.Options)
+		fn    func(*reap.Config)
 	}{
-		{"Prefix", func(o *reaper.Options) { o.Prefix = "has space" }},
-		{"Prefix", func(o *reaper.Options) { o.Prefix = string(make([]byte, 80)) }},
-		{"Period", func(o *reaper.Options) { o.Period = time.Second }},
-		{"Period", func(o *reaper.Options) { o.Period = 13 * time.Hour }},
+		{"Prefix", func(o *reap.Config) { o.Prefix = "has space" }},
+		{"Prefix", func(o *reap.Config) { o.Prefix = string(make([]byte, 80)) }},
+		{"Period", func(o *reap.Config) { o.Period = time.Second }},
+		{"Period", func(o *reap.Config) { o.Period = 13 * time.Hour }},
 	}
 	for _, b := range bad {
 		for name, mk := range map[string]func() error{
-			"New":        func() error { _, err := reaper.New(client, b.fn); return err },
-			"NewSweeper": func() error { _, err := reaper.NewSweeper(client, b.fn); return err },
+			"New":        func() error { _, err := reap.New(client, b.fn); return err },
+			"NewSweeper": func() error { _, err := reap.NewSweeper(client, b.fn); return err },
 		} {
 			err := mk()
 			var ie *sqsapi.InvalidInputError
@@ -40,15 +42,15 @@ func TestOptionsValidatedBeforeAnyCall(t *testing.T) {
 			}
 		}
 	}
-	if _, err := reaper.New(nil); !errors.Is(err, sqsapi.ErrInvalidInput) {
+	if _, err := reap.New(nil); !errors.Is(err, sqsapi.ErrInvalidInput) {
 		t.Errorf("New(nil) = %v", err)
 	}
-	if _, err := reaper.NewSweeper(nil); !errors.Is(err, sqsapi.ErrInvalidInput) {
+	if _, err := reap.NewSweeper(nil); !errors.Is(err, sqsapi.ErrInvalidInput) {
 		t.Errorf("NewSweeper(nil) = %v", err)
 	}
 	leakcheck.Check(t)
 
-	r, err := reaper.New(client, func(o *reaper.Options) { o.DisableSweeping = true })
+	r, err := reap.New(client, func(o *reap.Config) { o.DisableSweeping = true })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +70,7 @@ func TestOptionsValidatedBeforeAnyCall(t *testing.T) {
 	if err := r.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Add("https://sqs.example/1/q", time.Minute); !errors.Is(err, reaper.ErrClosed) || !errors.Is(err, sqsapi.ErrClosed) {
+	if err := r.Add("https://sqs.example/1/q", time.Minute); !errors.Is(err, reap.ErrClosed) || !errors.Is(err, sqsapi.ErrClosed) {
 		t.Errorf("Add after Close = %v, want ErrClosed", err)
 	}
 	if called.Load() {
@@ -132,7 +134,7 @@ func (s *stubClient) GetQueueAttributes(context.Context, *sqs.GetQueueAttributes
 func TestCloseIsQuickAndComplete(t *testing.T) {
 	// Not parallel: it checks the process's goroutines.
 	client := &stubClient{}
-	r, err := reaper.New(client, func(o *reaper.Options) { o.Period = 2 * time.Second })
+	r, err := reap.New(client, func(o *reap.Config) { o.Period = 2 * time.Second })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,15 +169,19 @@ func TestCloseIsQuickAndComplete(t *testing.T) {
 
 // TestCloseReportsAbandonedWait checks the other half of the lifecycle
 // contract: when a goroutine cannot stop before ctx ends (here an
-// OnQueueGone that blocks), Close returns ctx's error; a later Close waits
+// Observer that blocks on QueueGone), Close returns ctx's error; a later Close waits
 // again and returns nil once everything has stopped.
 func TestCloseReportsAbandonedWait(t *testing.T) {
 	t.Parallel()
 	m := newMemSQS()
 	entered, release := make(chan struct{}), make(chan struct{})
-	r, err := reaper.New(m, func(o *reaper.Options) {
+	r, err := reap.New(m, func(o *reap.Config) {
 		o.DisableSweeping = true
-		o.OnQueueGone = func(string, error) { close(entered); <-release }
+		o.Observer = observe.Func(func(context.Context, observe.Event) func(*types.Message, error) {
+			close(entered)
+			<-release
+			return nil
+		})
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -199,7 +205,7 @@ func TestCloseReportsAbandonedWait(t *testing.T) {
 func TestDisableSweeping(t *testing.T) {
 	t.Parallel()
 	client := &stubClient{}
-	r, err := reaper.New(client, func(o *reaper.Options) { o.DisableSweeping = true; o.Period = 2 * time.Second })
+	r, err := reap.New(client, func(o *reap.Config) { o.DisableSweeping = true; o.Period = 2 * time.Second })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +220,7 @@ func TestDisableSweeping(t *testing.T) {
 	if err := r.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if lc := reaper.LeaseCountsOf(r); lc.Checks != 0 {
+	if lc := reap.LeaseCountsOf(r); lc.Checks != 0 {
 		t.Errorf("%d lease checks with sweeping disabled", lc.Checks)
 	}
 }

@@ -1,4 +1,4 @@
-package reaper
+package reap
 
 import (
 	"context"
@@ -84,7 +84,7 @@ func leaseMargin(period time.Duration) time.Duration {
 
 type lease struct {
 	client sqsapi.Client
-	opts   Options
+	opts   Config
 	name   string
 	margin time.Duration
 	tags   *userTags // the fleet's own tags, learned from its queues
@@ -99,7 +99,7 @@ type lease struct {
 	checks, won, created, duplicates, errs atomic.Int64
 }
 
-func newLease(client sqsapi.Client, o Options, tags *userTags) *lease {
+func newLease(client sqsapi.Client, o Config, tags *userTags) *lease {
 	return &lease{
 		client: client,
 		opts:   o,
@@ -156,7 +156,7 @@ func (l *lease) windowAfter(t time.Time, gap time.Duration) time.Time {
 // nextPoll returns when this process polls next: at a random moment of the
 // next window.
 func (l *lease) nextPoll(now time.Time) time.Time {
-	return l.windowAfter(now, time.Nanosecond).Add(time.Duration(l.opts.clock.Int64N(int64(l.margin))))
+	return l.windowAfter(now, time.Nanosecond).Add(time.Duration(l.opts.Clock.Int64N(int64(l.margin))))
 }
 
 // hideUntil returns until when a token taken at now stays hidden: the next
@@ -303,7 +303,7 @@ func (l *lease) tag(ctx context.Context) {
 // returned time. Other messages in the queue are deleted: it is ours, and a
 // stray message would defeat the missing-token check.
 func (l *lease) receive(ctx context.Context) ([]types.Message, time.Time, error) {
-	now := l.opts.clock.Now()
+	now := l.opts.Clock.Now()
 	until := l.hideUntil(now)
 	l.checks.Add(1)
 	cctx, cancel := l.callCtx(ctx)
@@ -368,7 +368,7 @@ func (l *lease) send(ctx context.Context, dedupID string) error {
 
 // periodID names the current period, the same in every process.
 func (l *lease) periodID() string {
-	return strconv.FormatInt(l.opts.clock.Now().Truncate(l.opts.Period).Unix(), 10)
+	return strconv.FormatInt(l.opts.Clock.Now().Truncate(l.opts.Period).Unix(), 10)
 }
 
 func (l *lease) deleteMessage(ctx context.Context, m types.Message) error {
@@ -384,7 +384,7 @@ func (l *lease) deleteMessage(ctx context.Context, m types.Message) error {
 // extend keeps a held token hidden until the next window, for a sweep that
 // outlasts its period.
 func (l *lease) extend(ctx context.Context, receipt string) (time.Time, error) {
-	now := l.opts.clock.Now()
+	now := l.opts.Clock.Now()
 	until := l.hideUntil(now)
 	cctx, cancel := l.callCtx(ctx)
 	defer cancel()
@@ -398,7 +398,7 @@ func (l *lease) extend(ctx context.Context, receipt string) (time.Time, error) {
 
 func (l *lease) tooOld(m types.Message) bool {
 	sent, err := strconv.ParseInt(m.Attributes[string(types.MessageSystemAttributeNameSentTimestamp)], 10, 64)
-	return err == nil && l.opts.clock.Now().Sub(time.UnixMilli(sent)) > leaseRefreshAge
+	return err == nil && l.opts.Clock.Now().Sub(time.UnixMilli(sent)) > leaseRefreshAge
 }
 
 // fail records a lease error; a deleted coordination queue is recreated at

@@ -1,4 +1,4 @@
-package reaper
+package reap
 
 import (
 	"context"
@@ -114,7 +114,7 @@ func (s *Sweeper) Queues(ctx context.Context) ([]QueueStatus, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reaper: ListQueues: %w", err)
 	}
-	now := s.opts.clock.Now()
+	now := s.opts.Clock.Now()
 	var (
 		mu  sync.Mutex
 		out []QueueStatus

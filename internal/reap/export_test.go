@@ -1,11 +1,11 @@
-package reaper
+package reap
 
 import "github.com/tempqueues/tempqueues/internal/clock"
 
-// Hooks for the external tests (package reaper_test).
+// Hooks for the external tests (package reap_test).
 
 // WithClock is an option that replaces the Reaper's or Sweeper's clock.
-func WithClock(c clock.Clock) func(*Options) { return func(o *Options) { o.clock = c } }
+func WithClock(c clock.Clock) func(*Config) { return func(o *Config) { o.Clock = c } }
 
 // CoordinationQueueSuffix names the lease queue: prefix + suffix.
 const CoordinationQueueSuffix = coordinationSuffix
@@ -35,4 +35,12 @@ func DetailOf(rep Report) Detail {
 // WithTimeScale is an option for simulations that run s simulated seconds
 // per real second: the reaper's tagging budget (calls per second) is
 // multiplied by s, as the simulated quota is.
-func WithTimeScale(s float64) func(*Options) { return func(o *Options) { o.timeScale = s } }
+func WithTimeScale(s float64) func(*Config) { return func(o *Config) { o.TimeScale = s } }
+
+// SimulateTimeScale sets the time scale of every Reaper and Sweeper made
+// from now on without Config.TimeScale (those of requesters, say), and
+// returns the function that undoes it.
+func SimulateTimeScale(s float64) (undo func()) {
+	simulatedTimeScale.Store(&s)
+	return func() { simulatedTimeScale.Store(nil) }
+}

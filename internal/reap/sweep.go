@@ -1,4 +1,4 @@
-package reaper
+package reap
 
 import (
 	"context"
@@ -66,7 +66,7 @@ const (
 // one-off sweeps (an operator's command, a test).
 type Sweeper struct {
 	client sqsapi.Client
-	opts   Options
+	opts   Config
 	hostRE *regexp.Regexp
 	// skip reports queues the calling process owns: alive by definition, so
 	// their tags are not read. Nil for a standalone Sweeper.
@@ -138,12 +138,12 @@ func (p *pacer) wait(ctx context.Context) error {
 }
 
 // tagRate is the rate, in real calls per second, at which sweeps read tags.
-func tagRate(o Options) float64 { return heartbeat.SweepTagRate * timeScale(o) }
+func tagRate(o Config) float64 { return heartbeat.SweepTagRate * timeScale(o) }
 
 // NewSweeper returns a Sweeper. It makes no API call and starts no
-// goroutine; Options.DisableSweeping, OnQueueGone and OnSweep do not apply
+// goroutine; Options.DisableSweeping and Observer do not apply
 // to it.
-func NewSweeper(client sqsapi.Client, optFns ...func(*Options)) (*Sweeper, error) {
+func NewSweeper(client sqsapi.Client, optFns ...func(*Config)) (*Sweeper, error) {
 	if err := wire.CheckClient("reaper.NewSweeper", "client", client); err != nil {
 		return nil, err
 	}
@@ -156,7 +156,7 @@ func NewSweeper(client sqsapi.Client, optFns ...func(*Options)) (*Sweeper, error
 
 // newSweeper returns a Sweeper; a Reaper passes skip (its own queues) and
 // its heartbeats' throttle log, which also makes its sweeps budgeted.
-func newSweeper(client sqsapi.Client, o Options, skip func(string) bool, throttles throttleLog) *Sweeper {
+func newSweeper(client sqsapi.Client, o Config, skip func(string) bool, throttles throttleLog) *Sweeper {
 	const hex = `[0-9a-fA-F]`
 	uuid := hex + `{8}-` + hex + `{4}-` + hex + `{4}-` + hex + `{4}-` + hex + `{12}`
 	s := &Sweeper{
@@ -283,7 +283,7 @@ const (
 // returns an error only when listing failed or ctx ended, together with the
 // report of what was done so far.
 func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
-	start := s.opts.clock.Now()
+	start := s.opts.Clock.Now()
 	var rep Report
 	var calls atomic.Int64
 	s.reads.Store(0)
@@ -293,7 +293,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	rep.Listed = len(urls)
 	if err != nil {
 		rep.detail.calls = int(calls.Load())
-		rep.Duration = s.opts.clock.Since(start)
+		rep.Duration = s.opts.Clock.Since(start)
 		return rep, fmt.Errorf("reaper: sweep: ListQueues: %w", err)
 	}
 
@@ -321,7 +321,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 		// always be the same queues, so a dead one among them could wait
 		// cycle after cycle.
 		for i := len(picked) - 1; i > 0; i-- {
-			j := int(s.opts.clock.Int64N(int64(i + 1)))
+			j := int(s.opts.Clock.Int64N(int64(i + 1)))
 			picked[i], picked[j] = picked[j], picked[i]
 		}
 	}
@@ -334,7 +334,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(sweepConcurrency)
 	for i, u := range picked {
-		if s.budgeted && s.opts.clock.Now().After(deadline) {
+		if s.budgeted && s.opts.Clock.Now().After(deadline) {
 			d.deferred += len(picked) - i
 			break
 		}
@@ -371,7 +371,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	_ = g.Wait()
 	rep.Kept = d.notTemporary + d.live + d.future + d.notEmpty + d.grace + d.deferred
 	d.calls = int(calls.Load())
-	rep.Duration = s.opts.clock.Since(start)
+	rep.Duration = s.opts.Clock.Since(start)
 	if err := ctx.Err(); err != nil {
 		return rep, fmt.Errorf("reaper: sweep interrupted: %w", err)
 	}
@@ -447,7 +447,7 @@ func (s *Sweeper) inspect(ctx context.Context, u, name string, calls *atomic.Int
 		out, err := s.failed(u, "ListQueueTags", err)
 		return out, 0, err
 	}
-	now := s.opts.clock.Now()
+	now := s.opts.Clock.Now()
 	st := IdleStatus(tags, now)
 	out, err := idle(tags, now)
 	if err != nil {
@@ -595,8 +595,8 @@ func idle(tags map[string]string, now time.Time) (outcome, error) {
 // call runs one API call with the call timeout, counting it, and retries it
 // a few times with jittered backoff when SQS throttles.
 func (s *Sweeper) call(ctx context.Context, calls *atomic.Int64, fn func(context.Context) error) error {
-	policy := backoff.Policy{Base: 200 * time.Millisecond, Cap: 5 * time.Second, Rand: s.opts.clock.Int64N}
-	if ts := s.opts.timeScale; ts > 0 {
+	policy := backoff.Policy{Base: 200 * time.Millisecond, Cap: 5 * time.Second, Rand: s.opts.Clock.Int64N}
+	if ts := s.opts.TimeScale; ts > 0 {
 		policy.Base, policy.Cap = time.Duration(float64(policy.Base)/ts), time.Duration(float64(policy.Cap)/ts)
 	}
 	for attempt := 0; ; attempt++ {
@@ -607,7 +607,7 @@ func (s *Sweeper) call(ctx context.Context, calls *atomic.Int64, fn func(context
 		if err == nil || attempt >= throttleRetries || !isThrottle(err) {
 			return err
 		}
-		s.throttles.NoteThrottle(s.opts.clock.Now())
+		s.throttles.NoteThrottle(s.opts.Clock.Now())
 		if err := backoff.Sleep(ctx, max(policy.Delay(attempt), policy.Base/2)); err != nil {
 			return err
 		}

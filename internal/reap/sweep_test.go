@@ -1,4 +1,4 @@
-package reaper_test
+package reap_test
 
 import (
 	"context"
@@ -14,8 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
+	"github.com/tempqueues/tempqueues/internal/reap"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
-	"github.com/tempqueues/tempqueues/reaper"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -72,13 +72,13 @@ func TestSweepIdleRule(t *testing.T) {
 		mk(prefix+"hb-only", map[string]string{sqsapi.HeartbeatTag: strconv.FormatInt(stale.UnixMilli(), 10)}, false)
 		mk(prefix+"bad-tag", map[string]string{sqsapi.RetentionTag: "five minutes"}, false)
 		// Reserved names, even tagged as idle.
-		mk(prefix+reaper.CoordinationQueueSuffix, javaTags(1, stale), false)
+		mk(prefix+reap.CoordinationQueueSuffix, javaTags(1, stale), false)
 		mk(prefix, javaTags(1, stale), false) // the Java sweeper's queue
 		mk(prefix+"_DLQ", javaTags(1, stale), false)
 		// Not under the prefix.
 		mk("x"+hostName(prefix, 0), javaTags(1, stale), false)
 
-		s, err := reaper.NewSweeper(client, func(o *reaper.Options) { o.Prefix = prefix }, clk.option())
+		s, err := reap.NewSweeper(client, func(o *reap.Config) { o.Prefix = prefix }, clk.option())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,17 +88,17 @@ func TestSweepIdleRule(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		d := reaper.DetailOf(rep)
+		d := reap.DetailOf(rep)
 		if rep.Listed != 15 || rep.Kept != 8 {
 			t.Errorf("listed %d, kept %d; want 15, 8", rep.Listed, rep.Kept)
 		}
-		if want := (reaper.Detail{Skipped: 3, Candidates: 12, NotTemporary: 2, Live: 2, Future: 1, NotEmpty: 3, Calls: d.Calls}); d != want {
+		if want := (reap.Detail{Skipped: 3, Candidates: 12, NotTemporary: 2, Live: 2, Future: 1, NotEmpty: 3, Calls: d.Calls}); d != want {
 			t.Errorf("detail = %+v\nwant     %+v", d, want)
 		}
 		if len(rep.Deleted) != 3 {
 			t.Errorf("deleted %d queues, want 3: %v", len(rep.Deleted), rep.Deleted)
 		}
-		if len(rep.Errors) != 1 || !errors.Is(rep.Errors[0], reaper.ErrBadTag) {
+		if len(rep.Errors) != 1 || !errors.Is(rep.Errors[0], reap.ErrBadTag) {
 			t.Errorf("errors = %v, want one ErrBadTag", rep.Errors)
 		}
 		if len(rep.Errors) == 1 && !strings.Contains(rep.Errors[0].Error(), prefix+"bad-tag") {
@@ -127,7 +127,7 @@ func TestSweepIdleRule(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d := reaper.DetailOf(rep); len(rep.Deleted) != 3 || d.Future != 0 || d.NotEmpty != 3 {
+		if d := reap.DetailOf(rep); len(rep.Deleted) != 3 || d.Future != 0 || d.NotEmpty != 3 {
 			t.Errorf("second sweep: %+v, want the 3 remaining host queues deleted", rep)
 		}
 	})
@@ -144,7 +144,7 @@ func TestJavaWireFormat(t *testing.T) {
 		prefix := testPrefix(t)
 		u := createQueue(t, client, hostName(prefix, 0), nil)
 
-		h, err := reaper.New(client, func(o *reaper.Options) { o.DisableSweeping = true })
+		h, err := reap.New(client, func(o *reap.Config) { o.DisableSweeping = true })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -177,11 +177,11 @@ func TestJavaWireFormat(t *testing.T) {
 			l, _ := strconv.ParseInt(last, 10, 64)
 			return nowMillis-l > ret*1000
 		}
-		st := reaper.IdleStatus(tags, time.UnixMilli(after))
-		if st.Verdict != reaper.VerdictLive || st.Retention != 300*time.Second || st.Heartbeat.UnixMilli() != hb {
+		st := reap.IdleStatus(tags, time.UnixMilli(after))
+		if st.Verdict != reap.VerdictLive || st.Retention != 300*time.Second || st.Heartbeat.UnixMilli() != hb {
 			t.Errorf("IdleStatus of a fresh heartbeat = %+v", st)
 		}
-		if st := reaper.IdleStatus(tags, time.UnixMilli(after+301_000)); st.Verdict != reaper.VerdictIdle {
+		if st := reap.IdleStatus(tags, time.UnixMilli(after+301_000)); st.Verdict != reap.VerdictIdle {
 			t.Errorf("IdleStatus 301 s later = %+v, want idle", st)
 		}
 		if javaIdle(tags, after) {
@@ -256,7 +256,7 @@ func TestSweepPagesBeyond1000(t *testing.T) {
 		}
 
 		// Sweeps read tags at 10 a second; the scale makes it 1,000 here.
-		s, err := reaper.NewSweeper(client, func(o *reaper.Options) { o.Prefix = prefix }, reaper.WithTimeScale(100))
+		s, err := reap.NewSweeper(client, func(o *reap.Config) { o.Prefix = prefix }, reap.WithTimeScale(100))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -266,7 +266,7 @@ func TestSweepPagesBeyond1000(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d := reaper.DetailOf(rep); rep.Listed != n || d.Candidates != n {
+		if d := reap.DetailOf(rep); rep.Listed != n || d.Candidates != n {
 			t.Fatalf("listed %d, candidates %d, want %d", rep.Listed, d.Candidates, n)
 		}
 		wantDeleted := 0
@@ -275,7 +275,7 @@ func TestSweepPagesBeyond1000(t *testing.T) {
 				wantDeleted++
 			}
 		}
-		if live := reaper.DetailOf(rep).Live; len(rep.Deleted) != wantDeleted || live != n-wantDeleted || rep.Kept != live || len(rep.Errors) != 0 {
+		if live := reap.DetailOf(rep).Live; len(rep.Deleted) != wantDeleted || live != n-wantDeleted || rep.Kept != live || len(rep.Errors) != 0 {
 			t.Fatalf("report: deleted %d (want %d), live %d, kept %d, errors %v", len(rep.Deleted), wantDeleted, live, rep.Kept, rep.Errors)
 		}
 		if got := counter.Get("ListQueues"); got != 2 {

@@ -1,10 +1,11 @@
-package reaper
+package reap
 
 import (
 	"context"
 	"log/slog"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -47,7 +48,7 @@ const hexDigits = "0123456789abcdef"
 // it.
 type fleet struct {
 	client sqsapi.Client
-	opts   Options
+	opts   Config
 	hb     *heartbeat.Heartbeater
 
 	// estimated is signalled after an estimate made for a new queue
@@ -60,7 +61,7 @@ type fleet struct {
 	stale time.Duration // age at which it is refreshed
 }
 
-func newFleet(client sqsapi.Client, o Options, hb *heartbeat.Heartbeater) *fleet {
+func newFleet(client sqsapi.Client, o Config, hb *heartbeat.Heartbeater) *fleet {
 	return &fleet{client: client, opts: o, hb: hb, stale: time.Duration(fleetStaleFirst * float64(o.Period)),
 		estimated: make(chan struct{}, 1)}
 }
@@ -81,7 +82,7 @@ func (f *fleet) due() time.Time {
 func (f *fleet) refresh(ctx context.Context) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	now := f.opts.clock.Now()
+	now := f.opts.Clock.Now()
 	if !f.at.IsZero() && now.Sub(f.at) < f.stale && !f.hb.LastThrottle().After(f.at) {
 		return
 	}
@@ -109,7 +110,7 @@ func (f *fleet) signal() {
 func (f *fleet) observe(n int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.at = f.opts.clock.Now()
+	f.at = f.opts.Clock.Now()
 	f.fitLocked(n)
 }
 
@@ -127,7 +128,7 @@ func (f *fleet) count(ctx context.Context) (int, error) {
 	for {
 		prefix, scale := f.opts.Prefix, 1
 		for range f.depth {
-			prefix += string(hexDigits[f.opts.clock.Int64N(16)])
+			prefix += string(hexDigits[f.opts.Clock.Int64N(16)])
 			scale *= 16
 		}
 		cctx, cancel := context.WithTimeout(ctx, callTimeout)
@@ -156,17 +157,25 @@ func (f *fleet) count(ctx context.Context) (int, error) {
 
 // needRetention returns the retention a fleet of n queues needs
 // (heartbeat.Need), in real time: a simulation's scale divides it.
-func needRetention(n int, o Options) time.Duration {
+func needRetention(n int, o Config) time.Duration {
 	scale := timeScale(o)
 	need := heartbeat.Need(n, time.Duration(float64(o.Period)*scale))
 	return time.Duration(math.Ceil(float64(need)/scale/float64(time.Second))) * time.Second
 }
 
 // timeScale is the number of the account's seconds per real second: 1,
-// except in simulations (Options.timeScale).
-func timeScale(o Options) float64 {
-	if o.timeScale > 0 {
-		return o.timeScale
+// except in simulations (Config.TimeScale, or simulatedTimeScale).
+func timeScale(o Config) float64 {
+	if o.TimeScale > 0 {
+		return o.TimeScale
+	}
+	if s := simulatedTimeScale.Load(); s != nil {
+		return *s
 	}
 	return 1
 }
+
+// simulatedTimeScale is the time scale of every Reaper and Sweeper a
+// simulation makes through the clients, whose options it cannot reach;
+// only the fleet simulation sets it (export_test.go).
+var simulatedTimeScale atomic.Pointer[float64]

@@ -1,4 +1,4 @@
-package reaper_test
+package reap_test
 
 import (
 	"context"
@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tempqueues/tempqueues/internal/reap"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
-	"github.com/tempqueues/tempqueues/reaper"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -26,9 +26,9 @@ func TestQueuesAndDryRun(t *testing.T) {
 			"future": createQueue(t, client, hostName(prefix, 2), javaTags(300, now.Add(time.Hour))),
 			"plain":  createQueue(t, client, prefix+"plain", nil),
 			"bad":    createQueue(t, client, prefix+"bad", map[string]string{sqsapi.RetentionTag: "soon"}),
-			"lease":  createQueue(t, client, prefix+reaper.CoordinationQueueSuffix, nil),
+			"lease":  createQueue(t, client, prefix+reap.CoordinationQueueSuffix, nil),
 		}
-		s, err := reaper.NewSweeper(client, func(o *reaper.Options) { o.Prefix = prefix }, clk.option())
+		s, err := reap.NewSweeper(client, func(o *reap.Config) { o.Prefix = prefix }, clk.option())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -36,9 +36,9 @@ func TestQueuesAndDryRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := map[string]reaper.Verdict{
-			urls["idle"]: reaper.VerdictIdle, urls["live"]: reaper.VerdictLive, urls["future"]: reaper.VerdictFutureHeartbeat,
-			urls["plain"]: reaper.VerdictNotTemporary, urls["bad"]: reaper.VerdictError, urls["lease"]: reaper.VerdictReserved,
+		want := map[string]reap.Verdict{
+			urls["idle"]: reap.VerdictIdle, urls["live"]: reap.VerdictLive, urls["future"]: reap.VerdictFutureHeartbeat,
+			urls["plain"]: reap.VerdictNotTemporary, urls["bad"]: reap.VerdictError, urls["lease"]: reap.VerdictReserved,
 		}
 		if len(qs) != len(want) {
 			t.Fatalf("Queues returned %d queues, want %d: %+v", len(qs), len(want), qs)
@@ -47,7 +47,7 @@ func TestQueuesAndDryRun(t *testing.T) {
 			if q.Verdict != want[q.QueueURL] {
 				t.Errorf("%s: verdict %s, want %s", q.Name, q.Verdict, want[q.QueueURL])
 			}
-			if (q.Verdict == reaper.VerdictError) != errors.Is(q.Err, reaper.ErrBadTag) {
+			if (q.Verdict == reap.VerdictError) != errors.Is(q.Err, reap.ErrBadTag) {
 				t.Errorf("%s: err %v", q.Name, q.Err)
 			}
 		}
@@ -59,7 +59,7 @@ func TestQueuesAndDryRun(t *testing.T) {
 			}
 		}
 
-		dry, err := reaper.NewSweeper(client, func(o *reaper.Options) { o.Prefix = prefix; o.DryRun = true }, clk.option())
+		dry, err := reap.NewSweeper(client, func(o *reap.Config) { o.Prefix = prefix; o.DryRun = true }, clk.option())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package reaper
+package reap
 
 import (
 	"bytes"
@@ -21,8 +21,8 @@ import (
 // needRetention is heartbeat.Need in real time: a simulation's scale
 // divides it.
 func TestNeedRetentionScales(t *testing.T) {
-	o := Options{Period: defaultPeriod}
-	scaled := Options{Period: defaultPeriod / 20, timeScale: 20}
+	o := Config{Options: Options{Period: defaultPeriod}}
+	scaled := Config{Options: Options{Period: defaultPeriod / 20}, TimeScale: 20}
 	if a, b := needRetention(10000, o), needRetention(10000, scaled); a != heartbeat.Need(10000, defaultPeriod) || b < a/20 || b > a/20+time.Second {
 		t.Errorf("needRetention(10000) = %v, scaled by 20: %v", a, b)
 	}
@@ -53,7 +53,7 @@ func TestFleetCount(t *testing.T) {
 	}
 	var calls int
 	counting := &listCounter{Client: client, n: &calls}
-	o, err := buildOptions("test", []func(*Options){func(o *Options) { o.Prefix = prefix }})
+	o, err := buildOptions("test", []func(*Config){func(o *Config) { o.Prefix = prefix }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestTagsFitTheFleet(t *testing.T) {
 	const prefix = "fleettags_"
 	retentionOf := func(disable bool) string {
 		t.Helper()
-		r, err := New(client, func(o *Options) { o.Prefix, o.DisableSweeping = prefix, disable })
+		r, err := New(client, func(o *Config) { o.Prefix, o.DisableSweeping = prefix, disable })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -140,7 +140,7 @@ func TestCheckCapacityWarns(t *testing.T) {
 		warn   bool
 	}{{1800, false}, {3000, true}} {
 		var buf bytes.Buffer
-		o := Options{Prefix: "p_", Period: defaultPeriod, Logger: slog.New(slog.NewTextHandler(&buf, nil))}
+		o := Config{Options: Options{Prefix: "p_", Period: defaultPeriod, Logger: slog.New(slog.NewTextHandler(&buf, nil))}}
 		s := newSweeper(nil, o, nil, nil)
 		perQueue := 1 / (300 * heartbeat.DefaultFraction) // heartbeats a second of a 300 s queue
 		s.checkCapacity(perQueue*100, 100, c.queues)      // 100 inspected, all at 300 s

@@ -1,4 +1,4 @@
-package reaper_test
+package reap_test
 
 import (
 	"context"
@@ -15,8 +15,7 @@ import (
 )
 
 // memSQS is an in-memory stand-in for the calls of a Sweeper and a
-// Heartbeater, for fault injection and for the examples (which must run
-// without a server). The fauxqs tests are the reference for behaviour.
+// Heartbeater, for fault injection. The fauxqs tests are the reference for behaviour.
 type memSQS struct {
 	sqsapi.Client // nil: other calls panic
 
@@ -49,15 +48,6 @@ func (m *memSQS) has(u string) bool {
 	defer m.mu.Unlock()
 	_, ok := m.queues[u]
 	return ok
-}
-
-func (m *memSQS) tagsOf(u string) map[string]string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if q, ok := m.queues[u]; ok {
-		return q.tags
-	}
-	return nil
 }
 
 // begin counts a call, applies the fault and returns the queue.

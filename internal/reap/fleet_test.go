@@ -1,4 +1,4 @@
-package reaper_test
+package reap_test
 
 import (
 	"context"
@@ -17,7 +17,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go/middleware"
 
+	"github.com/tempqueues/tempqueues/internal/reap"
+	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/reaper"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
@@ -32,10 +35,10 @@ import (
 // Everything runs the real library code. Time is scaled: every duration
 // the simulation sets (retention, sweep period, RPC spacing, quota rate)
 // is divided by Scale, and the reaper's own tagging budget is scaled with
-// reaper.WithTimeScale, so a run of several retention periods takes
+// reap.SimulateTimeScale, so a run of several retention periods takes
 // minutes; all figures are reported in simulated time.
 //
-//	go test ./reaper -run TestFleet -fleet 10000 -fleet.scale 10 -fleet.rpc 5m -timeout 60m -v
+//	go test ./internal/reap -run TestFleet -fleet 10000 -fleet.scale 10 -fleet.rpc 5m -timeout 60m -v
 var (
 	fleetN     = flag.Int("fleet", 0, "fleet simulation: number of requesters (0: the small CI run)")
 	fleetScale = flag.Float64("fleet.scale", 20, "fleet simulation: simulated seconds per real second")
@@ -107,6 +110,12 @@ type fleetMember struct {
 	diedAt time.Time // real
 }
 
+// SQS's tagging quota: these actions together at taggingRate calls a
+// second for the account (sqstest.Quota's defaults).
+const taggingRate = 30
+
+var taggingActions = []string{"TagQueue", "UntagQueue", "ListQueueTags"}
+
 // hostSeen is what the sampler last saw of a host queue.
 type hostSeen struct {
 	owner     int
@@ -116,10 +125,12 @@ type hostSeen struct {
 
 func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 	t.Helper()
+	defer reap.SimulateTimeScale(cfg.Scale)()
 	start := time.Now()
-	srv := sqstest.NewServer(sqstest.EnforceQuotas(sqstest.Quota{
-		Actions: sqstest.TaggingActions, Rate: cfg.Quota * cfg.Scale, Burst: cfg.Quota,
-	}))
+	srv := sqstest.NewServer(func(o *sqstest.Options) {
+		// SQS's tagging quota (TagQueue, UntagQueue and ListQueueTags), sped up.
+		o.Quotas = []sqstest.Quota{{Rate: cfg.Quota * cfg.Scale, Burst: cfg.Quota}}
+	})
 	defer func() { _ = srv.Close(context.Background()) }()
 	noRetry := func(o *sqs.Options) { o.RetryMaxAttempts = 1 }
 	ctx, cancel := context.WithCancel(context.Background())
@@ -162,9 +173,8 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 		sweeps.Add(1)
 		now := time.Now()
 		if *fleetN > 0 {
-			d := reaper.DetailOf(rep)
-			t.Logf("sweep at %v: listed %d, inspected %d, deferred %d, live %d, grace %d, deleted %d, errors %d, took %v",
-				cfg.sim(now.Sub(start)).Round(time.Second), rep.Listed, d.Candidates, d.Deferred, d.Live, d.Grace,
+			t.Logf("sweep at %v: listed %d, kept %d, deleted %d, errors %d, took %v",
+				cfg.sim(now.Sub(start)).Round(time.Second), rep.Listed, rep.Kept,
 				len(rep.Deleted), len(rep.Errors), cfg.sim(rep.Duration).Round(time.Second))
 		}
 		mu.Lock()
@@ -179,15 +189,22 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 		members[i] = &fleetMember{id: i, stop: make(chan struct{}), done: make(chan struct{})}
 	}
 	startMember := func(m *fleetMember) {
-		req, err := requester.New(srv.Client(noRetry), func(o *requester.Options) {
+		req, err := requester.New(srv.Client(noRetry, killSwitch(&m.killed)), func(o *requester.Options) {
 			o.IdleQueueRetention = cfg.real(cfg.Retention)
 			o.HostQueueTags = map[string]string{fleetOwnerTag: strconv.Itoa(m.id)}
 			// A generous real timeout: an RPC that times out on a loaded
 			// machine says nothing about the reaper.
 			o.Timeout = 20 * time.Second
 			o.Reaper = []func(*reaper.Options){
-				func(o *reaper.Options) { o.Period = cfg.real(cfg.Period); o.OnSweep = onSweep },
-				reaper.WithTimeScale(cfg.Scale),
+				func(o *reaper.Options) {
+					o.Period = cfg.real(cfg.Period)
+					o.Observer = observe.Func(func(_ context.Context, e observe.Event) func(*types.Message, error) {
+						if e.Kind == observe.Swept {
+							onSweep(e.Detail.(reaper.Report))
+						}
+						return nil
+					})
+				},
 			}
 		})
 		if err != nil {
@@ -294,11 +311,11 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 		now := time.Now()
 		ticks++
 		if ticks%int(time.Minute/cfg.Sample) == 0 && testing.Verbose() {
-			qc := srv.QuotaCounts()
+			all, throttled := srv.Calls(), srv.Throttled()
 			var calls, thr int64
-			for _, op := range sqstest.TaggingActions {
-				calls += qc[op].Admitted + qc[op].Throttled
-				thr += qc[op].Throttled
+			for _, op := range taggingActions {
+				calls += all[op]
+				thr += throttled[op]
 			}
 			t.Logf("at %v simulated (%v real): %d sweeps, %d RPCs, tagging %.1f/s in the last minute, %d throttled in all",
 				cfg.sim(now.Sub(simStart)).Round(time.Second), now.Sub(simStart).Round(time.Second), sweeps.Load(), rpcs.Load(),
@@ -317,17 +334,17 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 				}
 				m.killed.Store(true)
 				close(m.stop)
-				// A crash: heartbeats and sweeps stop, the host queue stays.
-				_ = m.req.Reaper().Close(ctx)
+				// A crash: every call stops (heartbeats and sweeps with
+				// them), the host queue stays.
 				m.diedAt = time.Now()
 				res.killed++
 			}
 		}
-		qc := srv.QuotaCounts()
+		all, throttled := srv.Calls(), srv.Throttled()
 		var adm, thr int64
-		for _, op := range sqstest.TaggingActions {
-			adm += qc[op].Admitted
-			thr += qc[op].Throttled
+		for _, op := range taggingActions {
+			adm += all[op] - throttled[op]
+			thr += throttled[op]
 		}
 		if afterStartup(now) {
 			tagSamples = append(tagSamples, tagSample{now, adm + thr})
@@ -483,7 +500,7 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 // runs on as the fitted retentions need).
 func defaultFleetConfig(n int, scale float64, retention, period, rpcEvery, duration time.Duration) fleetConfig {
 	cfg := fleetConfig{
-		N: n, Scale: scale, Retention: retention, Period: period, Quota: sqstest.DefaultTaggingRate,
+		N: n, Scale: scale, Retention: retention, Period: period, Quota: taggingRate,
 		RPCEvery: rpcEvery, StartOver: time.Minute, Sample: 10 * time.Second,
 	}
 	cfg.Duration = duration
@@ -544,4 +561,20 @@ func checkFleet(t *testing.T, cfg fleetConfig, res fleetResult) fleetResult {
 		t.Errorf("tagging calls after start-up reached %.1f/s in the busiest minute, over the quota of %.0f/s", res.peakTagRate, cfg.Quota)
 	}
 	return res
+}
+
+// killSwitch is an SDK option that fails every call once *dead is set, as
+// a crashed process makes no more calls.
+func killSwitch(dead *atomic.Bool) func(*sqs.Options) {
+	return func(o *sqs.Options) {
+		o.APIOptions = append(o.APIOptions, func(st *middleware.Stack) error {
+			return st.Initialize.Add(middleware.InitializeMiddlewareFunc("fleetKillSwitch",
+				func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+					if dead.Load() {
+						return middleware.InitializeOutput{}, middleware.Metadata{}, errors.New("fleet: the member was killed")
+					}
+					return next.HandleInitialize(ctx, in)
+				}), middleware.Before)
+		})
+	}
 }

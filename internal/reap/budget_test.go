@@ -1,4 +1,4 @@
-package reaper
+package reap
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 // (standalone) sweep, or a fleet within the budget, inspects them all.
 func TestSweepSliceCoversFleetAcrossPeriods(t *testing.T) {
 	// Budget: 10/s × scale × 60 s × 0.6 = 10 queues per period.
-	o := Options{Prefix: "p_", Period: time.Minute, timeScale: 1.0 / 36}
+	o := Config{Options: Options{Prefix: "p_", Period: time.Minute}, TimeScale: 1.0 / 36}
 	s := newSweeper(nil, o, nil, new(ownThrottles))
 	if b := s.budget(); b != 10 {
 		t.Fatalf("budget = %d, want 10", b)
@@ -78,7 +78,7 @@ func TestPacerRate(t *testing.T) {
 // since its heartbeat, up to twice its retention; otherwise it is idle.
 func TestGraceAfterThrottling(t *testing.T) {
 	var log ownThrottles
-	s := newSweeper(nil, Options{Prefix: "p_", Period: time.Minute}, nil, &log)
+	s := newSweeper(nil, Config{Options: Options{Prefix: "p_", Period: time.Minute}}, nil, &log)
 	now := time.Now()
 	st := func(age time.Duration) QueueStatus {
 		return QueueStatus{Retention: 300 * time.Second, Heartbeat: now.Add(-age), Verdict: VerdictIdle}

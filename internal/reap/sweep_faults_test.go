@@ -1,4 +1,4 @@
-package reaper_test
+package reap_test
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go"
 
-	"github.com/tempqueues/tempqueues/reaper"
+	"github.com/tempqueues/tempqueues/internal/reap"
 )
 
 // TestSweepSurvivesFaults injects failures per queue: the sweep records
@@ -49,7 +49,7 @@ func TestSweepSurvivesFaults(t *testing.T) {
 		}
 		return nil
 	}
-	s, err := reaper.NewSweeper(m, func(o *reaper.Options) { o.Prefix = p })
+	s, err := reap.NewSweeper(m, func(o *reap.Config) { o.Prefix = p })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestSweepSurvivesFaults(t *testing.T) {
 	if len(rep.Deleted) != 2 || m.has(q[2]) || m.has(q[4]) {
 		t.Errorf("deleted %v, want q2 (after 2 throttles) and q4", rep.Deleted)
 	}
-	if d := reaper.DetailOf(rep); d.Vanished != 1 || rep.Kept != 0 {
+	if d := reap.DetailOf(rep); d.Vanished != 1 || rep.Kept != 0 {
 		t.Errorf("vanished %d, kept %d; want 1, 0", d.Vanished, rep.Kept)
 	}
 	if len(rep.Errors) != 2 {
@@ -99,7 +99,7 @@ func TestSweepPagesOnMemory(t *testing.T) {
 		m.add(hostName(p, i), javaTags(60, time.Now()), 0)
 	}
 	// Sweeps read tags at 10 a second; the scale makes it 10,000 here.
-	s, err := reaper.NewSweeper(m, func(o *reaper.Options) { o.Prefix = p }, reaper.WithTimeScale(1000))
+	s, err := reap.NewSweeper(m, func(o *reap.Config) { o.Prefix = p }, reap.WithTimeScale(1000))
 	if err != nil {
 		t.Fatal(err)
 	}

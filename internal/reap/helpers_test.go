@@ -1,4 +1,4 @@
-package reaper_test
+package reap_test
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tempqueues/tempqueues/internal/clock"
-	"github.com/tempqueues/tempqueues/reaper"
+	"github.com/tempqueues/tempqueues/internal/reap"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -124,8 +124,8 @@ func (c *testClock) Advance(d time.Duration) {
 }
 
 // option returns the option that makes a Reaper or Sweeper use c.
-func (c *testClock) option() func(*reaper.Options) {
-	return reaper.WithClock(clock.Clock{NowFunc: c.Now})
+func (c *testClock) option() func(*reap.Config) {
+	return reap.WithClock(clock.Clock{NowFunc: c.Now})
 }
 
 // eventually polls cond until it holds or the timeout passes.

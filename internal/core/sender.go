@@ -1,0 +1,63 @@
+package core
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+
+	"github.com/tempqueues/tempqueues/internal/awserr"
+	"github.com/tempqueues/tempqueues/internal/batch"
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// defaultMaxSends bounds the send calls in flight per queue by default.
+const defaultMaxSends = 4
+
+// Sender is the one send path of the clients. Concurrent sends to a queue
+// share SendMessageBatch calls, by the policy of internal/batch (when a
+// burst gathers, when a send waits for the call in flight); a lone send
+// goes out at once. A send that cannot be batched (batching disabled, SDK
+// options given, or the Sender closed) goes alone through SendMessage,
+// retried as a batched entry is.
+type Sender struct {
+	client  sqsapi.Client
+	sends   *batch.Sends
+	alone   bool // Options.DisableSendBatching
+	stopped atomic.Bool
+}
+
+func newSender(client sqsapi.Client, maxInFlight int, alone, fewer bool) *Sender {
+	if maxInFlight <= 0 {
+		maxInFlight = defaultMaxSends
+	}
+	s := &Sender{client: client, sends: batch.NewSends(client, maxInFlight), alone: alone}
+	if fewer {
+		s.sends.PreferFewerCalls()
+	}
+	return s
+}
+
+// Send sends in (its QueueUrl a real queue) for the caller's operation op,
+// whose destination was queueURL (a virtual queue's URL, for one). An SQS
+// error names op and queueURL, not the call that failed (often a
+// SendMessageBatch the caller never made), and wraps the SDK's error.
+func (s *Sender) Send(ctx context.Context, op, queueURL string, in *sqs.SendMessageInput, optFns []func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	lone := s.alone || s.stopped.Load()
+	out, err := batch.SendMessage(ctx, s.sends, s.client, in, optFns, lone)
+	if err != nil {
+		return nil, awserr.ForSend(op, queueURL, err)
+	}
+	return out, nil
+}
+
+// Expect tells the batching policy how many sends will follow soon to each
+// queue (batch.Coalescer.ExpectAll): the callers a receive is about to
+// wake, who send their next requests at once.
+func (s *Sender) Expect(counts []batch.Count) { s.sends.ExpectAll(counts) }
+
+// close flushes the sends in flight; later sends go alone.
+func (s *Sender) close(ctx context.Context) error {
+	s.stopped.Store(true)
+	return s.sends.Close(ctx)
+}
