@@ -2,6 +2,7 @@ package responder
 
 import (
 	"context"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -36,12 +37,14 @@ func (r *Responder) dropped(ctx context.Context, x *exchange, reason string) {
 	}
 }
 
-// settled tells the Observer of a release the stages decided on.
-func (r *Responder) settled(ctx context.Context, x *exchange, act action) {
-	if act.kind != actRelease || r.opts.Observer == nil {
+// released tells the Observer of a request made visible again: by the
+// engine once done (Serve), or as decided (Process, whose caller
+// releases). Releases at a stop have reason consume.ReasonStopping.
+func (s *server) released(m types.Message, delay time.Duration, reason string) {
+	r := s.r
+	if r.opts.Observer == nil {
 		return
 	}
-	m := x.req.Message
-	r.tell(ctx, observe.Event{Kind: observe.Released, Queue: x.s.queueURL, Message: &m, RequestID: x.req.ID,
-		Reason: act.reason, Duration: act.delay, Err: act.err})
+	r.tell(s.base, observe.Event{Kind: observe.Released, Queue: s.queueURL, Message: &m, RequestID: requestID(m),
+		Reason: reason, Duration: delay})
 }

@@ -76,6 +76,10 @@ func (r *Responder) Process(ctx context.Context, queueURL string, m types.Messag
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	act := s.process(hctx, consume.NewDelivery(m, r.clk.Now()))
+	if act.kind == actRelease {
+		// The caller releases it: the Observer hears of the decision.
+		s.released(m, act.delay, act.reason)
+	}
 	if act.kind == actDelete {
 		return nil
 	}

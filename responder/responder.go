@@ -141,10 +141,11 @@ type Options struct {
 	//     passed), "refused" (its reply may not go where it asks,
 	//     AllowReplyTo), "reply-queue-gone" (the response queue no longer
 	//     exists) or "duplicate" (answered again from the Store).
-	//   - Released, for a request made visible again by the responder's
-	//     decision; Reason is "failed" (Retry) or "in-progress" (the Store
-	//     says another consumer holds it), Duration the delay. Releases at a
-	//     stop are counted in Stats.Released only.
+	//   - Released, for a request made visible again early; Reason is
+	//     "failed" (Retry), "in-progress" (the Store says another consumer
+	//     holds it) or "stopping" (a stop came first), Duration the delay.
+	//     Serve tells it once the release is done; Process, whose caller
+	//     releases, when it decides.
 	Observer observe.Observer
 
 	// AllowReplyTo widens the queues replies may go to. A request names

@@ -76,6 +76,7 @@ func (r *Responder) Serve(ctx context.Context, queueURL string, h Handler) error
 		Key:               requestID,
 		OnReceive:         s.expectReplies,
 		Renew:             s.renew,
+		OnRelease:         s.released,
 	}, s.handle)
 }
 
@@ -92,7 +93,7 @@ type server struct {
 // stages.
 func (s *server) handle(ctx context.Context, d *consume.Delivery) consume.Outcome {
 	act := s.process(ctx, d)
-	return consume.Outcome{Verdict: consume.Verdict(act.kind), Delay: act.delay}
+	return consume.Outcome{Verdict: consume.Verdict(act.kind), Delay: act.delay, Reason: act.reason}
 }
 
 // renew renews a request's Store lease after its visibility was extended.

@@ -563,7 +563,13 @@ func TestShutdownDeadlineReleasesUnfinished(t *testing.T) {
 		// One slot, held by the stuck handler: no long poll is in flight when
 		// the deadline aborts receives (an aborted poll may swallow the release
 		// for a visibility timeout, on SQS as on fauxqs).
-		r, err := New(e.client, func(o *Options) { o.PollWaitTime = time.Second; o.MaxConcurrency = 1; o.Store = NewMemoryStore() })
+		var rec observetest.Recorder
+		r, err := New(e.client, func(o *Options) {
+			o.PollWaitTime = time.Second
+			o.MaxConcurrency = 1
+			o.Store = NewMemoryStore()
+			o.Observer = &rec
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -596,8 +602,8 @@ func TestShutdownDeadlineReleasesUnfinished(t *testing.T) {
 		if err != nil || len(out.Messages) != 1 {
 			t.Fatalf("unfinished request not released: %v %v", out, err)
 		}
-		if s := r.Stats(); s.Released != 1 || r.stats.Deleted.Load() != 0 {
-			t.Errorf("stats %+v", s)
+		if s := r.Stats(); s.Released != 1 || r.stats.Deleted.Load() != 0 || rec.Count(observe.Released, "stopping") != 1 {
+			t.Errorf("stats %+v, events %+v: want one release at the stop, told", s, rec.Events())
 		}
 		if leaks := leakedGoroutines(); len(leaks) > 0 {
 			t.Errorf("%d goroutines left after Shutdown:\n%s", len(leaks), leaks[0])

@@ -93,7 +93,5 @@ func (s *server) process(ctx context.Context, d *consume.Delivery) action {
 	cctx, cancel := s.callCtx()
 	defer cancel()
 	x := &exchange{s: s, d: d, req: req, log: log, cctx: cctx, requested: IsResponseMessageRequested(req.Message), sent: noDone}
-	act := s.steps(ctx, x)
-	r.settled(ctx, x, act)
-	return act
+	return s.steps(ctx, x)
 }

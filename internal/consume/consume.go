@@ -61,6 +61,14 @@ var ErrVisibilityLimit = errors.New("responder: request reached the SQS 12-hour 
 // period: releasing the abandoned messages and flushing deletes.
 const FinalTimeout = time.Second
 
+// ReasonStopping is the reason of the engine's own releases: messages
+// received or being handled when a stop ended their chance.
+const ReasonStopping = "stopping"
+
+// reasonHeld is the reason of a held message's release at the end of its
+// run.
+const reasonHeld = "held"
+
 // heldTimeout bounds the releases of held messages at the end of a run.
 const heldTimeout = 30 * time.Second
 
@@ -78,6 +86,7 @@ const (
 type Outcome struct {
 	Verdict Verdict
 	Delay   time.Duration // for Release
+	Reason  string        // for Release: why, for Config.OnRelease
 }
 
 // Handler handles one delivery under ctx, which the engine cancels at the
@@ -138,6 +147,10 @@ type Config struct {
 	// after its visibility was extended, on a goroutine of the heartbeat's,
 	// one round at a time, under a context of two heartbeat intervals.
 	Renew func(ctx context.Context, d *Delivery, lease string)
+	// OnRelease, if set, is told of each message made visible again, once
+	// its call succeeded: with the handler's Outcome.Reason, or
+	// ReasonStopping for one the engine released at a stop.
+	OnRelease func(m types.Message, delay time.Duration, reason string)
 
 	// The modes besides the handler's kind (see the package
 	// documentation).

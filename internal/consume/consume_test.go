@@ -82,6 +82,12 @@ func TestOutcomesAreCarriedOut(t *testing.T) {
 	g.send(t, "delete", "release", "leave")
 	var mu sync.Mutex
 	seen := map[string]int{}
+	var told []string // OnRelease's reports, "body reason"
+	g.cfg.OnRelease = func(m types.Message, _ time.Duration, reason string) {
+		mu.Lock()
+		told = append(told, aws.ToString(m.Body)+" "+reason)
+		mu.Unlock()
+	}
 	all := make(chan struct{})
 	stop := g.run(func(_ context.Context, d *Delivery) Outcome {
 		body := aws.ToString(d.Message.Body)
@@ -96,7 +102,7 @@ func TestOutcomesAreCarriedOut(t *testing.T) {
 			return Outcome{Verdict: Delete}
 		case "release":
 			if seen[body] == 1 {
-				return Outcome{Verdict: Release}
+				return Outcome{Verdict: Release, Reason: "again"}
 			}
 			return Outcome{Verdict: Delete}
 		}
@@ -117,6 +123,11 @@ func TestOutcomesAreCarriedOut(t *testing.T) {
 	n := g.cfg.Counters
 	if n.Deleted.Load() != 2 || n.Released.Load() != 1 || n.Received.Load() != 4 {
 		t.Errorf("counters: deleted %d, released %d, received %d; want 2, 1, 4", n.Deleted.Load(), n.Released.Load(), n.Received.Load())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(told) != 1 || told[0] != "release again" {
+		t.Errorf("OnRelease told %q, want the one release with its reason", told)
 	}
 }
 
@@ -157,6 +168,8 @@ func TestHardStopAbandonsAndReleases(t *testing.T) {
 	g := newRig(t, 30*time.Second)
 	stopping, hard := make(chan struct{}), make(chan struct{})
 	g.cfg.Stopping, g.cfg.HardStop = stopping, hard
+	reasons := make(chan string, 2)
+	g.cfg.OnRelease = func(_ types.Message, _ time.Duration, reason string) { reasons <- reason }
 	g.send(t, "stuck")
 	started := make(chan struct{})
 	var cause error
@@ -186,6 +199,9 @@ func TestHardStopAbandonsAndReleases(t *testing.T) {
 	}
 	if n := g.cfg.Counters.Released.Load(); n != 1 {
 		t.Errorf("%d released, want 1", n)
+	}
+	if r := <-reasons; r != ReasonStopping {
+		t.Errorf("OnRelease told %q, want %q", r, ReasonStopping)
 	}
 	// Released as soon as no long poll the stop cancelled can take it:
 	// within the poll's wait and a margin.

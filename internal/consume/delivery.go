@@ -165,7 +165,7 @@ func (c *consumer) carryOut(d *Delivery, out Outcome) {
 			n.Deleted.Add(1)
 		})
 	case Release:
-		c.release(d, out.Delay)
+		c.release(d, out.Delay, out.Reason)
 	case Hold:
 		c.heldMu.Lock()
 		c.held = append(c.held, d)
@@ -181,14 +181,14 @@ func (c *consumer) releaseHeld() int {
 	c.held = nil
 	c.heldMu.Unlock()
 	for _, d := range held {
-		c.release(d, 0)
+		c.release(d, 0, reasonHeld)
 	}
 	return len(held)
 }
 
 // release makes d's message visible again after delay (capped by the time
-// left under the 12-hour limit).
-func (c *consumer) release(d *Delivery, delay time.Duration) {
+// left under the 12-hour limit), and tells Config.OnRelease why once done.
+func (c *consumer) release(d *Delivery, delay time.Duration, reason string) {
 	// A receive this run cancelled may still be parked on the server.
 	delay = max(delay, c.loop.ReleaseDelay())
 	left := c.cfg.MaxVisibility - c.cfg.Clock.Since(d.ReceivedAt)
@@ -199,6 +199,9 @@ func (c *consumer) release(d *Delivery, delay time.Duration) {
 				c.cfg.Log.Warn(c.cfg.Name+": releasing message failed; it reappears after its visibility timeout",
 					slog.String("queue_url", c.cfg.QueueURL), slog.String("request_id", d.key), slog.Any("error", err))
 				return
+			}
+			if c.cfg.OnRelease != nil { // first: whoever waits for the count sees the event
+				c.cfg.OnRelease(d.Message, time.Duration(max(secs, 0))*time.Second, reason)
 			}
 			c.cfg.Counters.Released.Add(1)
 		})
@@ -229,6 +232,6 @@ func (c *consumer) abandon(d *Delivery) {
 		d.cancel(sqsapi.ErrClosed)
 		c.cfg.Log.Warn(c.cfg.Name+": stop deadline reached; cancelling handler and releasing its message",
 			slog.String("queue_url", c.cfg.QueueURL), slog.String("request_id", d.key))
-		c.release(d, 0)
+		c.release(d, 0, ReasonStopping)
 	}
 }

@@ -128,7 +128,7 @@ func (p poller) Handle(res poll.Result) bool {
 	if stopped {
 		// Stopping: hand these back untouched rather than start work.
 		for _, m := range res.Messages {
-			c.release(NewDelivery(m, res.At), 0)
+			c.release(NewDelivery(m, res.At), 0, ReasonStopping)
 		}
 		c.releaseSlots(got)
 		c.pollerExit()
