@@ -39,13 +39,13 @@
 //		}))
 //
 // Options.Middleware wraps the handler (logging, metrics, authorization,
-// tracing: the otel module's middleware), the first function outermost;
+// tracing: the oteltempq module's middleware), the first function outermost;
 // Options.Observer is told what the responder does (package observe): it
-// sees each reply before its checks and after its send (the otel module's
+// sees each reply before its checks and after its send (the oteltempq module's
 // reply spans) and may add an AWSTraceHeader, and hears of each handler
 // run, dropped request and release.
 // Process handles one request received by other means (a Lambda SQS event:
-// the lambda module) exactly as Serve handles one, and leaves the delete
+// the lambdatempq module) exactly as Serve handles one, and leaves the delete
 // or release to its caller.
 //
 // # Delivery semantics
