@@ -1,8 +1,9 @@
 // Package observe is the one way to watch the library at work. Each
 // package that does something worth watching takes an Observer in its
 // Options and tells it, as an Event of a small fixed vocabulary, what it
-// did: the requester sends, the responder replies, handles, drops and
-// releases, the redriver replays, the reaper sweeps and finds queues gone,
+// did: the requester sends and drops late replies, the responder
+// replies, handles, drops and releases, virtual queues release and drop
+// messages, the redriver replays, the reaper sweeps and finds queues gone,
 // the backlog monitor measures. Tracing (module oteltempq) is one
 // Observer; a test's recorder is another; Join runs several.
 //

@@ -16,7 +16,7 @@ import (
 )
 
 // Process is Run's step for messages someone else received: a Lambda
-// function on the dead-letter queue, for one (see the lambda module).
+// function on the dead-letter queue, for one (see the lambdatempq module).
 func ExampleRedriver_Process() {
 	ctx := context.Background()
 	srv := sqstest.NewServer()

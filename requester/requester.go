@@ -146,7 +146,7 @@ type Options struct {
 	// slog.New(slog.DiscardHandler) silences it.
 	Logger *slog.Logger
 	// Reaper tunes heartbeats and sweeps (Prefix, Logger, DisableSweeping
-	// and Observer are set from the fields above first).
+	// and Observer are set from this Options' own fields first).
 	Reaper []func(*reaper.Options)
 	// Observer, if set, is told of each request before it is checked and
 	// sent, on the caller's goroutine: an observe.Send event whose Message

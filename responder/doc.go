@@ -20,8 +20,8 @@
 // requester with the default prefix. Options.AllowReplyTo adds queue-name
 // prefixes (a requester's custom Prefix) and queue-URL prefixes (other
 // accounts or regions). A request naming any other queue is deleted
-// without running its handler, counted in Stats.Dropped and logged
-// at Warn (at most once a minute); SendResponseMessage returns
+// without running its handler, counted in Stats.Dropped (reason
+// "refused" for the Observer) and logged at Warn (at most once a minute); SendResponseMessage returns
 // ErrReplyRefused for it. Grant the responder's role sqs:SendMessage only
 // on the same queues (docs/iam.md).
 //
@@ -39,13 +39,13 @@
 //		}))
 //
 // Options.Middleware wraps the handler (logging, metrics, authorization,
-// tracing: the otel module's middleware), the first function outermost;
+// tracing: the oteltempq module's middleware), the first function outermost;
 // Options.Observer is told what the responder does (package observe): it
-// sees each reply before its checks and after its send (the otel module's
+// sees each reply before its checks and after its send (the oteltempq module's
 // reply spans) and may add an AWSTraceHeader, and hears of each handler
 // run, dropped request and release.
 // Process handles one request received by other means (a Lambda SQS event:
-// the lambda module) exactly as Serve handles one, and leaves the delete
+// the lambdatempq module) exactly as Serve handles one, and leaves the delete
 // or release to its caller.
 //
 // # Delivery semantics
@@ -72,11 +72,12 @@
 //
 // A tempqueues requester stamps each request with its caller's deadline
 // (sqsapi.DeadlineAttribute, Unix milliseconds) when the message has room
-// for it. A request whose deadline has passed, by more than
-// wire.DeadlineClockSkew, when it reaches Serve or Process is deleted
+// for it. A request whose deadline has passed, by more than one second
+// of allowed clock skew, when it reaches Serve or Process is deleted
 // without running the handler (nobody waits for its reply), counted in
-// Stats.Dropped and logged; any other runs its handler under that deadline
-// plus the skew, besides Options.HandlerTimeout. The check trusts the two
+// Stats.Dropped (the Observer hears a Dropped event, reason "expired")
+// and logged; any other runs its handler under that deadline plus the
+// skew, besides Options.HandlerTimeout. The check trusts the two
 // hosts' clocks to agree within that skew. A Java requester's requests
 // carry no deadline and run as before.
 //

@@ -16,7 +16,7 @@ import (
 
 // The Observer sees each reply before its checks and after its send: here
 // it puts a trace header on the reply, which the requester receives with
-// it, and notes the send's result and the handler's run. The otel
+// it, and notes the send's result and the handler's run. The oteltempq
 // module's reply spans hang on it.
 func ExampleOptions_observer() {
 	ctx := context.Background()

@@ -21,7 +21,7 @@
 // The method, the outgoing metadata, the caller's deadline, the codec's
 // name and the request message travel in one message body; the header,
 // the responses, the trailer and the status (with its details) come back
-// (docs/grpc.md, docs/wire.md). The context's deadline is the call's
+// (docs/adapters.md, docs/wire.md). The context's deadline is the call's
 // timeout and the handler's deadline; a request that expired before it
 // was received is deleted unhandled. Client and server interceptors
 // (unary and stream) run as under grpc. Messages use the codec the call

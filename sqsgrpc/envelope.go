@@ -18,7 +18,7 @@ import (
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
-// The envelope (docs/grpc.md and docs/wire.md, "gRPC over SQS") is text:
+// The envelope (docs/wire.md, "HTTP and gRPC over SQS") is text:
 //
 //	request:  TQG/1 <full-method> <deadline> <content-subtype>\n
 //	          one "key: value\n" line per metadata value ("key:: <base64>\n"

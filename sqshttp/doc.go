@@ -26,7 +26,7 @@
 // holds for a timeout.
 //
 // Everything a responder gives its handlers applies: deduplication
-// (responder.Options.Store), middleware, tracing with the otel module (the
+// (responder.Options.Store), middleware, tracing with the oteltempq module (the
 // traceparent travels in a message attribute, not in the envelope), retries
 // into the dead-letter queue. Trailers and HTTP/1 upgrades (WebSockets) do
 // not travel.

@@ -43,7 +43,7 @@ func ExampleNewServer() {
 	// Output: resize photo 42
 }
 
-// A manual clock expires a visibility timeout without sleeping: the
+// A Clock the test moves expires a visibility timeout without sleeping: the
 // message comes back, received twice.
 func ExampleClock() {
 	clock := sqstest.NewClock(time.Time{})
