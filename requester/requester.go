@@ -145,8 +145,10 @@ type Options struct {
 	// slog.Default(), each message at most once a minute;
 	// slog.New(slog.DiscardHandler) silences it.
 	Logger *slog.Logger
-	// Reaper tunes heartbeats and sweeps (Prefix, Logger, DisableSweeping
-	// and Observer are set from this Options' own fields first).
+	// Reaper tunes heartbeats and sweeps: Period and DryRun, to agree with
+	// the rest of the fleet. Logger, DisableSweeping and Observer are set
+	// from this Options' own fields first; Prefix is always Prefix above,
+	// the prefix of the host queues the reaper heartbeats.
 	Reaper []func(*reaper.Options)
 	// Observer, if set, is told of each request before it is checked and
 	// sent, on the caller's goroutine: an observe.Send event whose Message
@@ -803,6 +805,7 @@ func reaperConfig(opts Options) []func(*reap.Config) {
 			fn(&ro)
 		}
 	}
+	ro.Prefix = opts.Prefix // the sweeps' prefix is the host queues'
 	return []func(*reap.Config){func(c *reap.Config) {
 		c.Options = reap.Options(ro)
 		c.Detail = func(r reap.Report) any {

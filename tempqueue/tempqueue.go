@@ -70,6 +70,11 @@ type Options struct {
 	// process ran, with a reaper.Report as Detail) and what its virtual
 	// queues settle for nobody (virtualqueue.Options.Observer).
 	Observer observe.Observer
+	// Reaper tunes heartbeats and sweeps: Period and DryRun, to agree with
+	// the rest of the fleet. Logger, DisableSweeping and Observer are set
+	// from this Options' own fields first; Prefix is always Prefix above,
+	// the prefix of the host queues the reaper heartbeats.
+	Reaper []func(*reaper.Options)
 	// VirtualQueue configures the virtual-queue layer. Linger is on by
 	// default: the host queues are the client's own.
 	VirtualQueue []func(*virtualqueue.Options)
@@ -112,7 +117,14 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Client, error) {
 		DisableSweeping: opts.DisableSweeping,
 		OnGone:          c.hostGone,
 		Reaper: []func(*reap.Config){func(rc *reap.Config) {
-			rc.Observer = opts.Observer
+			ro := reaper.Options{Prefix: opts.Prefix, Logger: opts.Logger, DisableSweeping: opts.DisableSweeping, Observer: opts.Observer}
+			for _, fn := range opts.Reaper {
+				if fn != nil {
+					fn(&ro)
+				}
+			}
+			ro.Prefix = opts.Prefix // the sweeps' prefix is the host queues'
+			rc.Options = reap.Options(ro)
 			rc.Detail = func(r reap.Report) any {
 				return reaper.Report{Duration: r.Duration, Listed: r.Listed, Kept: r.Kept, Deleted: r.Deleted, Errors: r.Errors}
 			}

@@ -3,6 +3,7 @@ package tempqueue_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -286,5 +287,41 @@ func TestObserverHearsTheReaper(t *testing.T) {
 		if e.Kind == observe.QueueGone && (e.Queue != host || !awserr.IsQueueDoesNotExist(e.Err)) {
 			t.Errorf("QueueGone %+v, want %s with QueueDoesNotExist", e, host)
 		}
+	}
+}
+
+// Options.Reaper tunes the client's reaper (here DryRun), and a Prefix set
+// there cannot point the sweeps away from the client's own host queues.
+func TestReaperOptionsTuneTheSweeps(t *testing.T) {
+	b := sqstestenv.SQSTest(t)
+	raw, _ := b.Client(t)
+	p := prefix(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	idle, err := raw.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(p + "idle"),
+		Tags: map[string]string{sqsapi.RetentionTag: "1"}}) // temporary, and never heartbeated
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec observetest.Recorder
+	c, err := tempqueue.New(raw, func(o *tempqueue.Options) {
+		o.Prefix = p
+		o.Observer = &rec
+		o.Reaper = []func(*reaper.Options){func(ro *reaper.Options) { ro.DryRun, ro.Prefix = true, "elsewhere-" }}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(context.Background())
+	if !rec.Wait(ctx, observe.Swept, "", 1) {
+		t.Fatal("no sweep heard")
+	}
+	for _, e := range rec.Events() {
+		if r, ok := e.Detail.(reaper.Report); e.Kind == observe.Swept && (!ok || !slices.Contains(r.Deleted, *idle.QueueUrl)) {
+			t.Errorf("Swept %+v: want the idle queue of the client's own prefix reported", e.Detail)
+		}
+	}
+	if _, err := raw.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(p + "idle")}); err != nil {
+		t.Errorf("the dry run deleted the idle queue: %v", err)
 	}
 }
