@@ -42,7 +42,8 @@ type Options struct {
 	// requests. Default QueueURL, the queue's URL on AWS; tests and
 	// emulators set their own.
 	QueueURL func(queueARN string) (string, error)
-	// Logger receives the adapter's logs; nil means silent.
+	// Logger receives the adapter's logs; nil logs through
+	// slog.Default(); slog.New(slog.DiscardHandler) silences it.
 	Logger *slog.Logger
 }
 
@@ -85,7 +86,7 @@ func NewResponder(client Client, h responder.Handler, optFns ...func(*Options)) 
 		o.QueueURL = QueueURL
 	}
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
+		o.Logger = slog.Default()
 	}
 	r, err := responder.New(client, o.Responder...)
 	if err != nil {

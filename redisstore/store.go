@@ -30,7 +30,8 @@ type Options struct {
 	// Default DefaultPrefix.
 	Prefix string
 	// Logger receives the Store's logs (answers stored over a lost lease,
-	// at Warn or Debug); nil means silent.
+	// at Warn or Debug); nil logs through
+	// slog.Default(); slog.New(slog.DiscardHandler) silences it.
 	Logger *slog.Logger
 }
 
@@ -64,7 +65,7 @@ func New(rdb redis.Scripter, optFns ...func(*Options)) (*Store, error) {
 		o.Prefix = DefaultPrefix
 	}
 	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
+		o.Logger = slog.Default()
 	}
 	return &Store{
 		rdb:      rdb,

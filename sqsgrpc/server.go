@@ -29,7 +29,8 @@ type ServerOptions struct {
 	// outermost, as grpc.ChainStreamInterceptor does.
 	StreamInterceptors []grpc.StreamServerInterceptor
 	// Logger receives the server's logs (malformed and expired requests);
-	// nil discards them.
+	// nil logs through slog.Default();
+	// slog.New(slog.DiscardHandler) silences it.
 	Logger *slog.Logger
 	// Now returns the current time, for the expiry of requests; nil means
 	// time.Now. For tests.
@@ -63,7 +64,7 @@ func NewServer(optFns ...func(*ServerOptions)) *Server {
 		fn(&s.opts)
 	}
 	if s.opts.Logger == nil {
-		s.opts.Logger = slog.New(slog.DiscardHandler)
+		s.opts.Logger = slog.Default()
 	}
 	if s.opts.Now == nil {
 		s.opts.Now = time.Now

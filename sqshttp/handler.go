@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/tempqueues/tempqueues/internal/deflog"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -15,7 +16,9 @@ import (
 // HandlerOptions configure Handler.
 type HandlerOptions struct {
 	// Logger receives the handler's logs (malformed and expired
-	// requests); nil discards them.
+	// requests); nil logs operational failures (Warn and above) through
+	// slog.Default(), each message at most once a minute;
+	// slog.New(slog.DiscardHandler) silences it.
 	Logger *slog.Logger
 	// Now returns the current time, for the expiry of requests; nil
 	// means time.Now. For tests.
@@ -56,9 +59,7 @@ func Handler(h http.Handler, optFns ...func(*HandlerOptions)) responder.Handler 
 	for _, fn := range optFns {
 		fn(&o)
 	}
-	if o.Logger == nil {
-		o.Logger = slog.New(slog.DiscardHandler)
-	}
+	o.Logger = deflog.Or(o.Logger)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
