@@ -67,7 +67,7 @@ func Example() {
 // With FifoQueue "true" in HostQueueAttributes the requester's reply queues live on a FIFO host
 // queue, each its own message group, so replies to one request keep the
 // order they were sent in. Round trips work as on a standard host.
-func ExampleOptions_fifoHostQueue() {
+func ExampleOptions_fifo() {
 	ctx := context.Background()
 	srv := sqstest.NewServer()
 	defer srv.Close(context.Background())
