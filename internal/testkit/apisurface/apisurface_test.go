@@ -13,16 +13,25 @@ const module = "github.com/tempqueues/tempqueues"
 // library lists the public packages of the core module, lowest layer first.
 var library = []string{
 	"sqsapi", "observe", "sqsclient", "sqstest", "backlog", "reaper", "virtualqueue", "responder",
-	"responder/storetest", "redrive", "tempqueue", "requester",
+	"responder/storetest", "redrive", "tempqueue", "requester", "sqshttp",
 }
 
-// limits are the surface budgets the project holds itself to. They go
+// limits are the surface budgets the project holds itself to, each
+// package's count when issue 27 cut them (570 in all before, one
+// observation interface and one form per error condition after). They go
 // down, or up only for a feature that cannot live elsewhere (reaper's
 // LeaseQueueName and NextSweepWindow, with which tools show a fleet's
 // sweeps without repeating its schedule; sqsapi's DeadlineAttribute, a
-// wire name peers must share). sqstest, the test face over the emulator,
-// holds at 55.
-var limits = map[string]int{"sqsapi": 50, "reaper": 45, "requester": 45, "sqstest": 55}
+// wire name peers must share). The direction of travel is under 400 in
+// all (total).
+var limits = map[string]int{
+	"sqsapi": 50, "observe": 25, "sqsclient": 5, "sqstest": 51, "backlog": 35, "reaper": 45,
+	"virtualqueue": 42, "responder": 99, "responder/storetest": 1, "redrive": 45,
+	"tempqueue": 15, "requester": 45, "sqshttp": 13,
+}
+
+// total bounds the sum of the limits.
+const total = 471
 
 // TestSurface reports each library package's non-test lines, exported
 // identifiers and module-local imports (go test -v shows the table), and
@@ -32,12 +41,17 @@ func TestSurface(t *testing.T) {
 	root := filepath.Join("..", "..", "..")
 	var b strings.Builder
 	fmt.Fprintf(&b, "%-20s %6s %8s  %s\n", "package", "lines", "exported", "imports")
+	sum, budget := 0, 0
 	for _, dir := range library {
 		p, err := Measure(filepath.Join(root, dir), module)
 		if err != nil {
 			t.Fatal(err)
 		}
 		fmt.Fprintf(&b, "%-20s %6d %8d  %s\n", dir, p.Lines, p.Exported, strings.Join(p.Imports, " "))
+		sum, budget = sum+p.Exported, budget+limits[dir]
+		if _, ok := limits[dir]; !ok {
+			t.Errorf("%s has no budget in limits", dir)
+		}
 		if dir == "sqsapi" && len(p.Imports) > 0 {
 			t.Errorf("sqsapi, the contract every package shares, imports %s: it must import no package of the module", strings.Join(p.Imports, " "))
 		}
@@ -47,6 +61,10 @@ func TestSurface(t *testing.T) {
 		for _, l := range p.InternalLeaks {
 			t.Errorf("%s: exported %s", dir, l)
 		}
+	}
+	fmt.Fprintf(&b, "%-20s %6s %8d  (budget %d; direction: under 400)\n", "total", "", sum, total)
+	if sum > total || budget > total {
+		t.Errorf("%d exported identifiers in all (limits sum to %d), more than the total budget of %d", sum, budget, total)
 	}
 	t.Log("\n" + b.String())
 	if os.Getenv("APISURFACE_NAMES") != "" {
