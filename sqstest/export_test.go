@@ -81,22 +81,18 @@ func ListedMessages(s *Server, queue string) int {
 // ReceiptHandles returns the latest receipt handle of each of a queue's
 // messages, in the order of Messages; empty for one never received.
 func ReceiptHandles(s *Server, queue string) []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	q, aerr := s.lookupState(queue)
-	if aerr != nil {
-		return nil
-	}
-	var out []string
-	for _, m := range q.all() {
-		out = append(out, m.handle)
-	}
-	return out
+	return eachMessage(s, queue, func(m *message) string { return m.handle })
 }
 
 // SequenceNumbers returns the sequence number of each of a FIFO queue's
 // messages, in the order of Messages.
 func SequenceNumbers(s *Server, queue string) []string {
+	return eachMessage(s, queue, func(m *message) string { return m.seqNum })
+}
+
+// eachMessage returns f of each of a queue's messages, in the order of
+// Messages; nil for a queue that does not exist.
+func eachMessage(s *Server, queue string, f func(*message) string) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	q, aerr := s.lookupState(queue)
@@ -105,7 +101,7 @@ func SequenceNumbers(s *Server, queue string) []string {
 	}
 	var out []string
 	for _, m := range q.all() {
-		out = append(out, m.seqNum)
+		out = append(out, f(m))
 	}
 	return out
 }
