@@ -63,7 +63,11 @@ func (c *consumer) poll() {
 type poller struct{ c *consumer }
 
 // Want waits for a free handler slot and takes up to 10, then for
-// Config.Pace; it returns 0 when receiving stops.
+// Config.Pace; it returns 0 when receiving stops. A batch poller waits for
+// all the slots it may fill (10, or MaxConcurrency if fewer): taking only
+// those free at once could catch a finished batch half way through giving
+// its slots back, and the slots still to come would then let the next
+// receive go while the new batch runs.
 func (p poller) Want() int {
 	c := p.c
 	// Checked first: select picks at random among ready cases, and a free
@@ -72,13 +76,21 @@ func (p poller) Want() int {
 		c.pollerExit()
 		return 0
 	}
-	select {
-	case c.slots <- struct{}{}:
-	case <-c.loop.Stopping():
-		c.pollerExit()
-		return 0
+	need := 1
+	if c.batch != nil {
+		need = min(sqsapi.MaxReceiveMessages, cap(c.slots))
 	}
-	n := 1
+	n := 0
+	for n < need {
+		select {
+		case c.slots <- struct{}{}:
+			n++
+		case <-c.loop.Stopping():
+			c.releaseSlots(n)
+			c.pollerExit()
+			return 0
+		}
+	}
 more:
 	for n < sqsapi.MaxReceiveMessages {
 		select {
