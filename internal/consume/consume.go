@@ -321,8 +321,11 @@ type consumer struct {
 	paceCtx  context.Context // Config.Pace's: ends when the stop begins
 	stopPace context.CancelFunc
 
-	pool     *workers.Pool // runs pollers and handlers on reused stacks
-	slots    chan struct{} // one token per running handler
+	pool  *workers.Pool // runs pollers and handlers on reused stacks
+	slots chan struct{} // one token per running handler
+	// gather lets one batch poller at a time wait for its slots: two
+	// waiting at once could each hold a part and wait for ever.
+	gather   sync.Mutex
 	loop     *poll.Loop
 	pollers  sync.WaitGroup
 	nPollers atomic.Int32

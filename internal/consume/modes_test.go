@@ -91,6 +91,39 @@ func TestBatchHandlesEachReceiveBeforeTheNext(t *testing.T) {
 	}
 }
 
+// TestBatchPollersShareSlots checks the batch mode with several pollers
+// and slots for one and a half receives: each batch waits for its 10 slots
+// (no more messages run at once than MaxConcurrency), and two pollers
+// waiting together cannot each hold a part and wait for ever.
+func TestBatchPollersShareSlots(t *testing.T) {
+	g := newRig(t, 30*time.Second)
+	g.cfg.MaxPollers, g.cfg.MaxConcurrency, g.cfg.StopWhenEmpty = 3, 15, true
+	const total = 60
+	for i := range total {
+		g.send(t, fmt.Sprint("m", i))
+	}
+	var running, most, handled atomic.Int32
+	err := g.runAlone(t, func(_ context.Context, ds []*Delivery) []Outcome {
+		n := running.Add(int32(len(ds)))
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(20 * time.Millisecond)
+		running.Add(-int32(len(ds)))
+		handled.Add(int32(len(ds)))
+		outs := make([]Outcome, len(ds))
+		for i := range outs {
+			outs[i] = Outcome{Verdict: Delete}
+		}
+		return outs
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if handled.Load() != total || most.Load() > 15 {
+		t.Errorf("handled %d of %d, at most %d at once; want all, at most 15", handled.Load(), total, most.Load())
+	}
+}
+
 // TestHoldReleasesAtTheEnd checks that held messages stay hidden for the
 // rest of the run, so each is handled once, and are visible again when it
 // ends.

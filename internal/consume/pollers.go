@@ -79,17 +79,24 @@ func (p poller) Want() int {
 	need := 1
 	if c.batch != nil {
 		need = min(sqsapi.MaxReceiveMessages, cap(c.slots))
+		c.gather.Lock()
 	}
-	n := 0
-	for n < need {
+	n, stopped := 0, false
+	for n < need && !stopped {
 		select {
 		case c.slots <- struct{}{}:
 			n++
 		case <-c.loop.Stopping():
-			c.releaseSlots(n)
-			c.pollerExit()
-			return 0
+			stopped = true
 		}
+	}
+	if c.batch != nil {
+		c.gather.Unlock()
+	}
+	if stopped {
+		c.releaseSlots(n)
+		c.pollerExit()
+		return 0
 	}
 more:
 	for n < sqsapi.MaxReceiveMessages {
