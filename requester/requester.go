@@ -194,9 +194,10 @@ type Requester struct {
 
 	host atomic.Pointer[hostq.Host] // the current host, once opened
 
-	mu      sync.Mutex
-	pending map[*Call]struct{}
-	closed  bool
+	mu       sync.Mutex
+	pending  map[*Call]struct{}
+	sessions map[*Session]struct{} // open sessions, for Close to end
+	closed   bool
 
 	closer hostq.Closer
 
@@ -780,11 +781,20 @@ func (r *Requester) Close(ctx context.Context) error {
 		for c := range r.pending {
 			calls = append(calls, c)
 		}
+		sessions := make([]*Session, 0, len(r.sessions))
+		for s := range r.sessions {
+			sessions = append(sessions, s)
+		}
 		r.mu.Unlock()
 		for _, c := range calls {
 			if c.withdraw() {
 				c.finish(nil, ErrClosed)
 			}
+		}
+		// Their handlers are told to stop: the cancels go out with the
+		// sends Close flushes.
+		for _, s := range sessions {
+			s.Close()
 		}
 		// The host queue's heartbeats stop before its delete; the reaper
 		// closes after it.

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"iter"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -64,6 +62,7 @@ type Stream struct {
 	drain     *time.Timer
 	last      *types.Message              // the final reply, once it arrived
 	after     func(*types.Message, error) // Options.Observer's done, or nil
+	sess      *Session                    // the session whose replies these are, or nil
 }
 
 // SendMessageAndStream sends a request whose responder answers with a
@@ -157,7 +156,11 @@ func (s *Stream) Next(ctx context.Context) (*types.Message, error) {
 		if m, ok := s.buf[s.next]; ok && !s.stopped && !s.completeLocked() {
 			delete(s.buf, s.next)
 			s.next++
+			next := s.next
 			s.mu.Unlock()
+			if s.sess != nil {
+				s.sess.onRead(next)
+			}
 			return &m, nil
 		}
 		switch {
@@ -250,6 +253,9 @@ func (s *Stream) stop(err error) {
 	if stopErr != nil {
 		last = nil
 	}
+	if s.sess != nil {
+		s.sess.onStop(complete)
+	}
 	s.r.after(s.after, last, stopErr)
 	s.signal()
 }
@@ -279,12 +285,32 @@ func (s *Stream) onReply(m types.Message, err error) bool {
 		s.stop(err)
 		return false
 	}
-	seq, mark, ok := streamPosition(m)
+	if s.sess != nil {
+		if c, isControl, ok := wire.ControlOf(m); isControl {
+			if ok {
+				s.sess.onControl(c)
+			}
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			return !s.drained
+		}
+	}
+	pos, ok := wire.StreamOf(m)
+	seq, mark := pos.Seq, pos.Mark
 	final := mark != ""
 	late := false
+	tellFinal := false
 	defer func() { // after the unlock below
 		if late {
 			s.r.tellLate(s.host.URL(), m, s.requestID)
+		}
+		if s.sess != nil {
+			if pos.Credit > 0 {
+				s.sess.onCredit(pos.Credit)
+			}
+			if tellFinal {
+				s.sess.onFinal()
+			}
 		}
 	}()
 	s.mu.Lock()
@@ -322,10 +348,11 @@ func (s *Stream) onReply(m types.Message, err error) bool {
 	}
 	if final {
 		s.final = seq
-		s.endMark = mark == endMark
+		s.endMark = mark == wire.MarkEnd
 		if !s.endMark {
 			s.last = &m
 		}
+		tellFinal = true
 	}
 	s.buf[seq] = m
 	s.got++
@@ -347,31 +374,4 @@ func (s *Stream) more() bool {
 		return false
 	}
 	return true
-}
-
-// The marks of a stream's last message in its TempQueues.Stream
-// attribute, after the number and a semicolon: a final reply, or an end
-// mark (the handler returned no final reply; the message is not one of the
-// stream's).
-const (
-	finalMark = "final"
-	endMark   = "end"
-)
-
-// streamPosition parses a reply's TempQueues.Stream attribute: its
-// sequence number and its mark ("" for a message before the last).
-func streamPosition(m types.Message) (seq int, mark string, ok bool) {
-	v, found := m.MessageAttributes[sqsapi.StreamAttribute]
-	if !found || v.StringValue == nil {
-		return 0, "", false
-	}
-	num, rest, _ := strings.Cut(*v.StringValue, ";")
-	n, err := strconv.Atoi(num)
-	if err != nil || n < 0 {
-		return 0, "", false
-	}
-	if rest != finalMark && rest != endMark {
-		rest = ""
-	}
-	return n, rest, true
 }

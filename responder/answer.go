@@ -25,6 +25,12 @@ func (s *server) answer(ctx context.Context, x *exchange) action {
 		// Stopped while the store was consulted: do not start the handler.
 		return action{kind: actNone}
 	}
+	if req.stream != nil && req.stream.asked > 0 {
+		if act, ok := s.open(ctx, x); !ok {
+			return act
+		}
+		defer req.session.close()
+	}
 	reply, d, err := s.run(ctx, req)
 	final := reply             // what ends the exchange: reply, or a stream's end mark
 	var more map[string]string // the responder's attributes of final
@@ -33,6 +39,11 @@ func (s *server) answer(ctx context.Context, x *exchange) action {
 	} else if o := originOf(req); o != "" {
 		more = map[string]string{sqsapi.OriginAttribute: o}
 	}
+	if req.session != nil && err != nil && errors.Is(context.Cause(ctx), ErrClosed) {
+		// Stopped by Shutdown: the caller's messages cannot be handed to
+		// another responder, so the caller is told now.
+		_ = req.session.abort(x.cctx, "the responder is shutting down")
+	}
 	if !x.d.Finish() {
 		return action{kind: actNone}
 	}
@@ -40,6 +51,24 @@ func (s *server) answer(ctx context.Context, x *exchange) action {
 	if r.opts.Observer != nil {
 		m := req.Message
 		r.tell(ctx, observe.Event{Kind: observe.Handled, Queue: s.queueURL, Message: &m, RequestID: req.ID, Duration: d, Err: err})
+	}
+	if gone := s.callerGone(req, err); gone != "" {
+		// Nobody waits for the answer: the request is finished, not
+		// failed, and its reply (if any) is not sent.
+		r.dropped(ctx, x, gone)
+		x.log.Debug("responder: the caller went away before the handler returned", slog.String("reason", gone), slog.Any("error", err))
+		return action{kind: actDelete}
+	}
+	if req.session != nil && err != nil {
+		// A session is not handled twice: what the caller streamed is
+		// read. The caller hears why and may call again.
+		r.stats.failed.Add(1)
+		x.log.Warn("responder: session handler failed; the session is aborted", slog.Any("error", err), slog.Duration("duration", d))
+		if aerr := req.session.abort(x.cctx, err.Error()); aerr != nil {
+			x.log.Warn("responder: telling the caller of an aborted session failed", slog.Any("error", aerr))
+		}
+		r.dropped(ctx, x, reasonAborted)
+		return action{kind: actDelete}
 	}
 	if err != nil {
 		r.stats.failed.Add(1)
@@ -76,6 +105,49 @@ func (s *server) answer(ctx context.Context, x *exchange) action {
 	return action{kind: actDelete}
 }
 
+// open opens the session the request asks for; when it cannot, the
+// request's action is returned with ok false: a request whose caller
+// asked what this responder cannot serve is aborted (the caller is told)
+// and deleted, one that failed to open is retried.
+func (s *server) open(ctx context.Context, x *exchange) (act action, ok bool) {
+	err := s.openSession(ctx, x)
+	if err == nil {
+		return action{}, true
+	}
+	if errors.Is(err, ErrSessionsUnsupported) {
+		sess := &session{r: s.r, req: x.req}
+		u, _ := stringAttribute(x.req.Message, sqsapi.ResponseQueueURLAttribute)
+		sess.reply, sess.route, _ = responseTarget(u) // checked by route
+		if aerr := sess.abort(x.cctx, err.Error()); aerr != nil {
+			return fail(aerr), false
+		}
+		x.log.Warn("responder: session request refused", slog.Any("error", err))
+		s.r.dropped(ctx, x, reasonAborted)
+		return action{kind: actDelete}, false
+	}
+	s.r.stats.failed.Add(1)
+	x.log.Warn("responder: opening a session failed; request left for redelivery", slog.Any("error", err))
+	return fail(err), false
+}
+
+// callerGone returns the drop reason of a request whose caller went away
+// while its handler ran (the handler's error is err), or "": a session's
+// caller cancelled or stopped its stream, the caller's deadline passed
+// during a failed run, or its reply queue is gone.
+func (s *server) callerGone(req *Request, err error) string {
+	switch {
+	case req.session != nil && req.session.callerGone() != nil:
+		return reasonCancelled
+	case err == nil:
+		return ""
+	case errors.Is(err, ErrResponseQueueGone):
+		return reasonQueueGone
+	case !req.deadline.IsZero() && !s.r.clk.Now().Before(req.deadline):
+		return reasonCancelled
+	}
+	return ""
+}
+
 // run calls the handler under Options.HandlerTimeout and the caller's
 // deadline, turning a panic into a *PanicError.
 func (s *server) run(ctx context.Context, req *Request) (reply *Reply, d time.Duration, err error) {
@@ -87,6 +159,11 @@ func (s *server) run(ctx context.Context, req *Request) (reply *Reply, d time.Du
 	if !req.deadline.IsZero() {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithDeadline(ctx, req.deadline)
+		defer cancel()
+	}
+	if req.session != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = req.session.run(ctx)
 		defer cancel()
 	}
 	start := s.r.clk.Now()

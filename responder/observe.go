@@ -19,6 +19,8 @@ const (
 	reasonDuplicate = "duplicate"
 	reasonFailed    = "failed"
 	reasonBusy      = "in-progress"
+	reasonCancelled = "cancelled" // the caller went away while the handler ran
+	reasonAborted   = "aborted"   // a session ended without an answer; its caller was told
 )
 
 // tell gives e to Options.Observer and returns the func to call when the

@@ -68,7 +68,7 @@ func (r *Responder) Process(ctx context.Context, queueURL string, m types.Messag
 		return ErrClosed
 	}
 	defer r.servers.Done()
-	s := &server{r: r, queueURL: queueURL, h: h, base: context.WithoutCancel(ctx)}
+	s := &server{r: r, queueURL: queueURL, h: h, base: context.WithoutCancel(ctx), noSessions: true}
 	s.steps = chain(stages, s.answer)
 	r.stats.Received.Add(1)
 	r.stats.InFlight.Add(1)

@@ -2,6 +2,7 @@ package responder
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,14 +56,14 @@ func TestStoredNilReplyEndsStream(t *testing.T) {
 		ends := func(msgs []types.Message) []string {
 			var out []string
 			for _, m := range msgs {
-				if v := attr(m, sqsapi.StreamAttribute); len(v) > 4 && v[len(v)-4:] == endMark {
+				if v := attr(m, sqsapi.StreamAttribute); strings.HasSuffix(v, ";"+endMark) {
 					out = append(out, v)
 				}
 			}
 			return out
 		}
-		if len(first) != 3 || len(ends(first)) != 1 || ends(first)[0] != "2"+endMark {
-			t.Fatalf("first run sent %d messages with end marks %v, want 3 and [2%s]", len(first), ends(first), endMark)
+		if len(first) != 3 || len(ends(first)) != 1 || ends(first)[0] != "2;"+endMark {
+			t.Fatalf("first run sent %d messages with end marks %v, want 3 and [2;%s]", len(first), ends(first), endMark)
 		}
 
 		// The redelivery is answered from the Store.
@@ -73,8 +74,8 @@ func TestStoredNilReplyEndsStream(t *testing.T) {
 			t.Fatalf("handler ran %d times, want 1", runs)
 		}
 		again := e.replies(replies, 1, 5*time.Second)
-		if len(again) != 1 || len(ends(again)) != 1 || ends(again)[0] != "2"+endMark || aws.ToString(again[0].Body) != endBody {
-			t.Fatalf("the replay sent %d messages with end marks %v, want the end mark 2%s", len(again), ends(again), endMark)
+		if len(again) != 1 || len(ends(again)) != 1 || ends(again)[0] != "2;"+endMark || aws.ToString(again[0].Body) != endBody {
+			t.Fatalf("the replay sent %d messages with end marks %v, want the end mark 2;%s", len(again), ends(again), endMark)
 		}
 		if got := attr(again[0], sqsapi.CorrelationIDAttribute); got != "id-stream" {
 			t.Errorf("replayed end mark correlates %q, want id-stream", got)

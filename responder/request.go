@@ -31,6 +31,7 @@ type Request struct {
 
 	deadline time.Time    // the caller's, plus the clock skew allowed; zero when none
 	stream   *replyStream // set by Serve when the requester takes a stream
+	session  *session     // set by Serve when the requester streams its request too
 	inner    *innerCtx    // with Options.Observer: the handler's context
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/batch"
 	"github.com/tempqueues/tempqueues/internal/clock"
 	"github.com/tempqueues/tempqueues/internal/deflog"
+	"github.com/tempqueues/tempqueues/internal/hostq"
 	"github.com/tempqueues/tempqueues/internal/httpbody"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/observe"
@@ -148,6 +149,17 @@ type Options struct {
 	//     releases, when it decides.
 	Observer observe.Observer
 
+	// SessionQueuePrefix starts the name of the host queue a responder
+	// creates, on the first session request it serves
+	// (requester.OpenSession), for the messages its callers stream after
+	// their requests; default sqsapi.DefaultQueuePrefix, so that the
+	// requesters' sweeps reap it if the process dies. The queue is
+	// heartbeated like a requester's and deleted by Shutdown. Serving
+	// sessions needs a client with the queue operations (an *sqs.Client
+	// has them) and sqs:CreateQueue, sqs:TagQueue and sqs:DeleteQueue on
+	// queues with this prefix (docs/iam.md).
+	SessionQueuePrefix string
+
 	// AllowReplyTo widens the queues replies may go to. A request names
 	// its reply's queue (ResponseQueueUrl), and whoever may send to the
 	// request queue could otherwise make the responder write into any
@@ -192,13 +204,14 @@ type Responder struct {
 	opts   Options
 	log    *slog.Logger
 
-	sends  *batch.Sends
-	turns  streamTurns // the streams' messages, to sends in turn
-	dels   *batch.Deletes
-	vis    *batch.Visibilities
-	stats  counters
-	recvBO backoff.Policy
-	clk    clock.Clock
+	sends    *batch.Sends
+	turns    streamTurns // the streams' messages, to sends in turn
+	sessions sessions    // the host queue of the sessions it serves
+	dels     *batch.Deletes
+	vis      *batch.Visibilities
+	stats    counters
+	recvBO   backoff.Policy
+	clk      clock.Clock
 
 	// replyTo says where replies may go; refused rate-limits their log.
 	replyTo replyPolicy
@@ -336,6 +349,12 @@ func resolveOptions(o *Options) error {
 	case o.InProgressDelay == 0:
 		o.InProgressDelay = o.VisibilityTimeout
 	}
+	if o.SessionQueuePrefix == "" {
+		o.SessionQueuePrefix = sqsapi.DefaultQueuePrefix
+	}
+	if err := hostq.CheckOwner(op, o.SessionQueuePrefix, sqsapi.DefaultIdleQueueRetention); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -414,6 +433,9 @@ func (r *Responder) shutdown(ctx context.Context) {
 	}
 	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalTimeout)
 	defer cancel()
+	if cerr := r.closeSessions(fctx); cerr != nil {
+		err = cerr
+	}
 	for _, c := range []interface{ Close(context.Context) error }{r.sends, r.dels, r.vis} {
 		if cerr := c.Close(fctx); cerr != nil && err == nil {
 			err = cerr

@@ -87,6 +87,9 @@ type server struct {
 	h        Handler
 	base     context.Context // Serve's context without its cancellation
 	steps    step            // the stages, around the handler (stages.go)
+	// noSessions: Process, which may run in a short-lived process, opens
+	// no sessions.
+	noSessions bool
 }
 
 // handle is the engine's handler: the request takes its way through the

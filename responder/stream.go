@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -29,13 +27,13 @@ var ErrStreamNotRequested = errors.New("responder: the requester takes one reply
 // other is in flight, and a handler faster than SQS waits in Send.
 const streamWindow = 2 * sqsapi.MaxBatchEntries
 
-// finalMark ends the value of the StreamAttribute on a stream's final
-// reply; endMark on the message that ends a stream whose handler returned
-// no final Reply, which carries endBody and is no message of the stream.
+// finalMark marks a stream's final reply in its StreamAttribute; endMark
+// the message that ends a stream whose handler returned no final Reply,
+// which carries endBody and is no message of the stream.
 const (
-	finalMark = ";final"
-	endMark   = ";end"
-	endBody   = "end of stream"
+	finalMark = wire.MarkFinal
+	endMark   = wire.MarkEnd
+	endBody   = wire.EndBody
 )
 
 // replyStream is the sending side of a reply stream: the messages a
@@ -56,6 +54,12 @@ type replyStream struct {
 
 	queued []streamMessage // under turns.mu: built, not yet handed to sends
 	age    uint64          // the stream's place in the order of their start
+
+	// A session's reply stream sends below the credit its caller grants.
+	asked   int           // the credit a session request granted, 0 for none
+	session *session      // set once the session is open
+	credit  int           // under mu: Send may send below this; 0 for no limit
+	granted chan struct{} // under mu: closed and replaced when credit grows
 }
 
 // streamMessage is a stream's message waiting for its turn.
@@ -176,13 +180,69 @@ func (r *Request) Send(ctx context.Context, msg *Reply) error {
 // newReplyStream returns the stream of a request that asked for one, or
 // nil.
 func (r *Responder) newReplyStream(req *Request) *replyStream {
-	if _, ok := req.Message.MessageAttributes[sqsapi.StreamAttribute]; !ok || !req.ResponseRequested() {
+	v, ok := req.Message.MessageAttributes[sqsapi.StreamAttribute]
+	if !ok || !req.ResponseRequested() {
 		return nil
 	}
-	return &replyStream{r: r, req: req, request: req.Message, origin: originOf(req), window: make(chan struct{}, streamWindow), age: r.turns.ages.Add(1)}
+	s := &replyStream{r: r, req: req, request: req.Message, origin: originOf(req), window: make(chan struct{}, streamWindow), age: r.turns.ages.Add(1)}
+	if credit, ok := wire.ParseSessionRequest(aws.ToString(v.StringValue)); ok {
+		s.asked = credit
+		if s.asked == 0 {
+			s.asked = sessionWindow
+		}
+	}
+	return s
+}
+
+// opened makes s the reply stream of sess, bounded by the credit its
+// caller granted in the request.
+func (s *replyStream) opened(sess *session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.session = sess
+	s.credit = s.asked
+	s.granted = make(chan struct{})
+}
+
+// grant raises the credit of a session's reply stream.
+func (s *replyStream) grant(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.credit > 0 && n > s.credit {
+		s.credit = n
+		close(s.granted)
+		s.granted = make(chan struct{})
+	}
+}
+
+// waitCredit waits until the caller of a session has room for the next
+// reply.
+func (s *replyStream) waitCredit(ctx context.Context) error {
+	s.mu.Lock()
+	for s.credit > 0 && s.seq >= s.credit && s.stateErrLocked() == nil {
+		granted := s.granted
+		s.mu.Unlock()
+		var gone <-chan struct{}
+		if s.session != nil {
+			gone = s.session.goneCh()
+		}
+		select {
+		case <-granted:
+		case <-gone:
+			return s.session.callerGone()
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		s.mu.Lock()
+	}
+	s.mu.Unlock()
+	return nil
 }
 
 func (s *replyStream) send(ctx context.Context, msg *Reply) error {
+	if err := s.waitCredit(ctx); err != nil {
+		return err
+	}
 	select {
 	case s.window <- struct{}{}:
 	case <-ctx.Done():
@@ -250,8 +310,11 @@ func (s *replyStream) stateErrLocked() error {
 // attributes are the responder's own attributes of message seq, whose
 // stream attribute ends with mark.
 func (s *replyStream) attributes(seq int, mark string) map[string]string {
-	v := strconv.Itoa(seq) + mark
-	more := map[string]string{sqsapi.StreamAttribute: v}
+	pos := wire.StreamPos{Seq: seq, Mark: mark}
+	if s.session != nil {
+		pos.Credit = s.session.piggyback()
+	}
+	more := map[string]string{sqsapi.StreamAttribute: wire.FormatStream(pos)}
 	if s.origin != "" {
 		more[sqsapi.OriginAttribute] = s.origin
 	}
@@ -294,8 +357,9 @@ func isStoredEnd(req *Request, reply *Reply) bool {
 	if req.stream == nil || reply == nil || reply.Body != endBody {
 		return false
 	}
-	v, ok := reply.Attributes[sqsapi.StreamAttribute]
-	return ok && strings.HasSuffix(aws.ToString(v.StringValue), endMark)
+	v, found := reply.Attributes[sqsapi.StreamAttribute]
+	pos, ok := wire.ParseStream(aws.ToString(v.StringValue))
+	return found && ok && pos.Mark == endMark
 }
 
 // wait waits for the stream's messages to be sent and returns the first

@@ -63,12 +63,23 @@ const (
 	// number of the replay to come and its due time in epoch milliseconds.
 	RedriveAttemptAttribute = "TempQueues.RedriveAttempt"
 
-	// StreamAttribute is the String message attribute of reply streams. On
-	// a request it says the requester takes several replies (any value;
-	// the requester sends "1"): without it the responder sends only the
-	// final reply. On a reply it carries the reply's sequence number in the
-	// stream, from "0", and marks the last one: "<n>;final".
+	// StreamAttribute is the String message attribute of streams. On a
+	// request it says the requester takes several replies (any value; the
+	// requester sends "1"), or, as "session;credit=<n>", that it also
+	// streams more messages after the request (a session): without it the
+	// responder sends only the final reply. On a streamed message (either
+	// way) it carries the message's sequence number in its stream, from
+	// "0", and marks the last one: "<n>;final" (or "<n>;end", an end mark
+	// that is none of the stream's messages); in a session it may also
+	// grant credit the other way, ";credit=<n>" (docs/wire.md, "Sessions").
 	StreamAttribute = "TempQueues.Stream"
+
+	// SessionAttribute is the String message attribute of a session's
+	// control messages: "open <credit> <session-url>" (the responder names
+	// the virtual queue the caller's later messages go to), "credit <n>",
+	// "cancel" (the caller gave up) and "abort <reason>" (the session
+	// failed on the responder's side).
+	SessionAttribute = "TempQueues.Session"
 
 	// DeadlineAttribute is the String message attribute on a request that
 	// holds its caller's deadline in Unix milliseconds. The requester adds

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/batch"
@@ -49,6 +50,20 @@ func (s *Sender) Send(ctx context.Context, op, queueURL string, in *sqs.SendMess
 		return nil, awserr.ForSend(op, queueURL, err)
 	}
 	return out, nil
+}
+
+// Submit queues entry for a batch call to queueURL (a real queue) and
+// returns at once; done is called once with the outcome, perhaps on a
+// batch call's goroutine, and must not block. Entries of one stream may
+// share calls and overtake each other: a stream's sequence numbers put
+// them back in order. op names the caller's operation in an SQS error.
+func (s *Sender) Submit(op, queueURL string, entry types.SendMessageBatchRequestEntry, done func(error)) {
+	s.sends.Submit(queueURL, entry, func(_ types.SendMessageBatchResultEntry, err error) {
+		if err != nil {
+			err = awserr.ForSend(op, queueURL, err)
+		}
+		done(err)
+	})
 }
 
 // Expect tells the batching policy how many sends will follow soon to each

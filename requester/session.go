@@ -1,0 +1,416 @@
+package requester
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/internal/wire"
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// SessionWindow is the credit each side of a session grants the other: at
+// most this many messages sent and not yet read by the other side's
+// handler or caller. A sender past it waits, so neither side buffers more
+// than this many messages of a session.
+const SessionWindow = 32
+
+// ErrSendClosed is returned by Session.Send after CloseSend.
+var ErrSendClosed = errors.New("requester: send after CloseSend")
+
+// ErrSessionAborted matches the error of a session that the responder
+// ended without an answer: its handler failed or panicked, the responder
+// shut down, or the responder that held the session died and another took
+// the request. Nothing the caller sent after the request is handled
+// again: the call may be made again from the start.
+var ErrSessionAborted = errors.New("requester: the responder aborted the session")
+
+// Message is a message a caller streams to the handler of a session after
+// its request: a body (SQS takes no empty one) and message attributes, at
+// most 8 of them (the routing and stream attributes take the other two).
+type Message struct {
+	Body       string
+	Attributes map[string]types.MessageAttributeValue
+}
+
+// Session is a call whose request is a stream too: the request opens it,
+// Send streams more messages to the handler (which reads them with the
+// responder's Request.Recv, in order, each once), CloseSend says that no
+// more follow, and Next or All read the handler's replies, concurrently
+// with sending, as a reply Stream does. The session ends when the handler
+// returns (its final reply, then io.EOF from Next; Send then returns
+// io.EOF), at the context's deadline, on Close, or when the responder
+// aborts it (ErrSessionAborted).
+//
+// Ending it early (Close, the context, a range loop over All left early)
+// tells the handler: its context is cancelled within about one SQS round
+// trip, and its request is finished, not retried.
+//
+// Both directions are flow-controlled: Send waits while SessionWindow of
+// its messages are unread by the handler, and the handler's sends wait
+// while SessionWindow replies are unread by Next. Send and CloseSend are
+// for one goroutine at a time, Next for one (perhaps another); Close may
+// be called from any goroutine.
+type Session struct {
+	*Stream
+
+	mu        sync.Mutex
+	changed   chan struct{} // closed and replaced when the state below changes
+	url       string        // the session queue, once the responder named it
+	hostURL   string        // url's host queue
+	name      string        // url's virtual queue name
+	credit    int           // Send may send sequence numbers below this
+	seq       int           // the next message's sequence number
+	inflight  int           // submitted, not yet answered
+	granted   int           // the replies the responder may send: below this
+	grantSent int           // the grant the responder last heard of
+	closeSend bool          // CloseSend was called
+	endSent   bool          // the end mark went out
+	peerDone  bool          // the final reply arrived: the handler returned
+	abandoned bool          // the stream stopped early: the handler must stop
+	cancelled bool          // the cancel went out
+	err       error         // a failed send, an abort: the session is over
+}
+
+// OpenSession sends a request that opens a session: the responder's
+// handler may read more messages from the caller (Session.Send) after
+// this one, and answers with a stream of replies. It returns once the
+// request is sent; the responder's first reply names the virtual queue
+// the caller's later messages go to, and Send waits for it. The context
+// bounds the whole session (Options.Timeout applies when it has none).
+// The request carries TempQueues.Stream, so it has room for 7 attributes
+// of the caller's. A responder older than sessions answers as it answers
+// a reply stream, having read the request alone: Send waits until its
+// final reply arrives, then returns io.EOF.
+func (r *Requester) OpenSession(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*Session, error) {
+	const op = "requester.OpenSession"
+	in, replyName, after := r.onSend(ctx, in)
+	requestID, attrs, err := checkRequest(op, in, sqsapi.StreamAttribute)
+	if err != nil {
+		r.after(after, nil, err)
+		return nil, err
+	}
+	attrs[sqsapi.StreamAttribute] = wire.StringAttribute(wire.SessionRequest(SessionWindow))
+	s := &Stream{r: r, replyName: replyName, requestID: requestID, queueURL: aws.ToString(in.QueueUrl), final: -1,
+		buf: make(map[int]types.Message), wake: make(chan struct{}, 1), after: after}
+	if s.requestID == "" {
+		s.requestID = s.replyName
+	}
+	sess := &Session{Stream: s, changed: make(chan struct{}), granted: SessionWindow, grantSent: SessionWindow}
+	s.sess = sess
+	if !r.track(sess) {
+		r.after(after, nil, ErrClosed)
+		return nil, ErrClosed
+	}
+	if err := s.open(ctx, in, attrs, optFns); err != nil {
+		r.untrack(sess)
+		r.after(after, nil, err)
+		return nil, err
+	}
+	return sess, nil
+}
+
+// track registers an open session, so that Close can end it; false once
+// the requester is closed.
+func (r *Requester) track(s *Session) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return false
+	}
+	if r.sessions == nil {
+		r.sessions = make(map[*Session]struct{})
+	}
+	r.sessions[s] = struct{}{}
+	return true
+}
+
+func (r *Requester) untrack(s *Session) {
+	r.mu.Lock()
+	delete(r.sessions, s)
+	r.mu.Unlock()
+}
+
+// Send streams msg to the handler as the request's next message. It
+// returns once msg is queued for a batch call shared with other messages;
+// it waits first until the responder has named the session's queue and
+// while SessionWindow of the caller's messages are unread. A send that
+// fails ends the session with its error, returned by this or a later Send
+// and by Next.
+//
+// Errors: an *sqsapi.InvalidInputError for a message SQS would refuse,
+// before any call; ErrSendClosed after CloseSend; io.EOF once the handler
+// returned (Next returns its final reply, as with grpc); the session's
+// error once it ended early (ErrTimeout, ErrClosed, ErrSessionAborted);
+// ctx's error when ctx ends first.
+func (s *Session) Send(ctx context.Context, msg *Message) error {
+	const op = "requester.Session.Send"
+	if msg == nil {
+		return wire.Invalid(op, "msg", "nil")
+	}
+	if msg.Body == "" {
+		return wire.Invalid(op, "Body", "empty (SQS requires a body)")
+	}
+	for _, name := range []string{sqsapi.StreamAttribute, sqsapi.SessionAttribute, sqsapi.VirtualQueueNameAttribute} {
+		if _, ok := msg.Attributes[name]; ok {
+			return wire.Invalid(op, "Attributes", "%s is set by the requester", name)
+		}
+	}
+	if err := wire.CheckMessageAttributes(op, msg.Attributes, 2); err != nil {
+		return err
+	}
+	if err := wire.CheckMessageText(op, &msg.Body, msg.Attributes); err != nil {
+		return err
+	}
+	attrs := make(map[string]types.MessageAttributeValue, len(msg.Attributes)+2)
+	maps.Copy(attrs, msg.Attributes)
+	// The stream and routing attributes, at their longest.
+	const added = len(sqsapi.StreamAttribute) + len("String") + 40 +
+		len(sqsapi.VirtualQueueNameAttribute) + len("String") + sqsapi.MaxQueueNameLength
+	if n := wire.MessageSize(&msg.Body, attrs) + added; n > sqsapi.MaxMessageSize {
+		return wire.Invalid(op, "Body", "message of %d bytes with the attributes the requester adds exceeds the SQS maximum of %d", n, sqsapi.MaxMessageSize)
+	}
+	s.mu.Lock()
+	for {
+		if err := s.sendErrLocked(); err != nil {
+			s.mu.Unlock()
+			return err
+		}
+		if s.url != "" && s.seq < s.credit {
+			break
+		}
+		changed := s.changed
+		s.mu.Unlock()
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.Stream.ctx.Done():
+			// The stream's watch stops it; its error is the session's.
+		}
+		s.mu.Lock()
+	}
+	pos := wire.StreamPos{Seq: s.seq, Credit: s.piggybackLocked()}
+	s.seq++
+	s.submitLocked(op, pos, msg.Body, attrs)
+	s.mu.Unlock()
+	return nil
+}
+
+// sendErrLocked is why Send may not send now, or nil.
+func (s *Session) sendErrLocked() error {
+	switch {
+	case s.err != nil:
+		return s.err
+	case s.closeSend:
+		return ErrSendClosed
+	case s.peerDone:
+		return io.EOF
+	}
+	s.Stream.mu.Lock()
+	stopped, err := s.Stream.stopped, s.Stream.err
+	s.Stream.mu.Unlock()
+	if stopped {
+		if err == nil || errors.Is(err, io.EOF) {
+			return io.EOF
+		}
+		return err
+	}
+	return nil
+}
+
+// CloseSend tells the handler that no more messages follow: its
+// Request.Recv returns io.EOF after the last. It does not wait: before
+// the responder named the session's queue, the end goes out when it does.
+// Next still returns the replies. It returns ErrSendClosed when called
+// twice.
+func (s *Session) CloseSend() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closeSend {
+		return ErrSendClosed
+	}
+	s.closeSend = true
+	s.signalLocked()
+	s.sendEndLocked()
+	return nil
+}
+
+// sendEndLocked sends the end mark once it is due and the queue is known.
+func (s *Session) sendEndLocked() {
+	if !s.closeSend || s.endSent || s.url == "" || s.err != nil || s.peerDone || s.abandoned {
+		return
+	}
+	s.endSent = true
+	s.submitLocked("requester.Session.CloseSend", wire.StreamPos{Seq: s.seq, Mark: wire.MarkEnd, Credit: s.piggybackLocked()}, wire.EndBody, map[string]types.MessageAttributeValue{})
+}
+
+// piggybackLocked returns the credit to grant on a message going out now,
+// 0 when the responder knows it already.
+func (s *Session) piggybackLocked() int {
+	if s.granted <= s.grantSent {
+		return 0
+	}
+	s.grantSent = s.granted
+	return s.granted
+}
+
+// submitLocked queues a message of the stream for a batch call.
+func (s *Session) submitLocked(op string, pos wire.StreamPos, body string, attrs map[string]types.MessageAttributeValue) {
+	attrs[sqsapi.StreamAttribute] = wire.StringAttribute(wire.FormatStream(pos))
+	attrs[sqsapi.VirtualQueueNameAttribute] = wire.StringAttribute(s.name)
+	s.inflight++
+	s.Stream.r.core.Submit(op, s.hostURL, types.SendMessageBatchRequestEntry{MessageBody: aws.String(body), MessageAttributes: attrs}, s.sent)
+}
+
+// control sends a control message to the session's queue.
+func (s *Session) controlLocked(c wire.Control) {
+	s.inflight++
+	attrs := map[string]types.MessageAttributeValue{
+		sqsapi.SessionAttribute:          wire.StringAttribute(c.Format()),
+		sqsapi.VirtualQueueNameAttribute: wire.StringAttribute(s.name),
+	}
+	s.Stream.r.core.Submit("requester.Session", s.hostURL, types.SendMessageBatchRequestEntry{MessageBody: aws.String(c.Verb), MessageAttributes: attrs}, s.sent)
+}
+
+// sent takes the outcome of one of the session's sends.
+func (s *Session) sent(err error) {
+	s.mu.Lock()
+	s.inflight--
+	fail := err != nil && s.err == nil && !s.abandoned && !s.peerDone
+	if fail {
+		s.err = fmt.Errorf("requester: streaming to the session of request %s: %w", s.requestID, err)
+		s.Stream.r.failed.Add(1)
+	}
+	err = s.err
+	s.signalLocked()
+	s.mu.Unlock()
+	if fail {
+		// The handler waits for a message that will not come: stop it.
+		s.Stream.stop(err)
+	}
+}
+
+func (s *Session) signalLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// onControl takes a control message from the responder (on a poller
+// goroutine).
+func (s *Session) onControl(c wire.Control) {
+	s.mu.Lock()
+	var stop error
+	switch c.Verb {
+	case wire.ControlOpen:
+		switch {
+		case s.url == "":
+			hostURL, name, _ := wire.ParseVirtualQueueURL(c.URL) // checked by ParseControl
+			s.url, s.hostURL, s.name = c.URL, hostURL, name
+			s.credit = max(s.credit, c.Credit)
+			if s.abandoned {
+				s.cancelLocked()
+			} else {
+				if s.granted > s.grantSent {
+					s.controlLocked(wire.Control{Verb: wire.ControlCredit, Credit: s.granted})
+					s.grantSent = s.granted
+				}
+				s.sendEndLocked()
+			}
+		case c.URL != s.url:
+			// The responder that held the session died, and another one
+			// took the request again: what went to the first is lost.
+			// Tell the second one to stop.
+			s.openedTwiceLocked(c.URL)
+			stop = fmt.Errorf("%w: request %s was taken again by another responder (the first one stopped)", ErrSessionAborted, s.requestID)
+		}
+	case wire.ControlCredit:
+		s.credit = max(s.credit, c.Credit)
+	case wire.ControlAbort:
+		stop = fmt.Errorf("%w: %s", ErrSessionAborted, c.Reason)
+	}
+	if stop != nil && s.err == nil && !s.peerDone {
+		s.err = stop
+		s.abandoned = true // the handler is gone: no cancel to send
+	} else {
+		stop = nil
+	}
+	s.signalLocked()
+	s.mu.Unlock()
+	if stop != nil {
+		s.Stream.stop(stop)
+	}
+}
+
+// openedTwiceLocked sends a cancel to the session a second responder
+// opened at u.
+func (s *Session) openedTwiceLocked(u string) {
+	hostURL, name, _ := wire.ParseVirtualQueueURL(u)
+	s.inflight++
+	attrs := map[string]types.MessageAttributeValue{
+		sqsapi.SessionAttribute:          wire.StringAttribute(wire.Control{Verb: wire.ControlCancel}.Format()),
+		sqsapi.VirtualQueueNameAttribute: wire.StringAttribute(name),
+	}
+	s.Stream.r.core.Submit("requester.Session", hostURL, types.SendMessageBatchRequestEntry{MessageBody: aws.String(wire.ControlCancel), MessageAttributes: attrs}, s.sent)
+}
+
+// onCredit takes the credit a reply carried.
+func (s *Session) onCredit(n int) {
+	s.mu.Lock()
+	if n > s.credit {
+		s.credit = n
+		s.signalLocked()
+	}
+	s.mu.Unlock()
+}
+
+// onFinal notes that the handler returned: its final reply arrived.
+func (s *Session) onFinal() {
+	s.mu.Lock()
+	s.peerDone = true
+	s.signalLocked()
+	s.mu.Unlock()
+}
+
+// onRead notes that Next returned the replies below next: the responder
+// may send more. The grant rides on the caller's next message; when half
+// the window is used up with none going out, a credit message carries it.
+func (s *Session) onRead(next int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.granted = next + SessionWindow
+	if s.url != "" && s.granted-s.grantSent >= SessionWindow/2 && !s.peerDone && s.err == nil && !s.abandoned {
+		s.controlLocked(wire.Control{Verb: wire.ControlCredit, Credit: s.granted})
+		s.grantSent = s.granted
+	}
+}
+
+// onStop is told that the reply stream stopped: complete (the handler
+// returned and every reply was read) or early, when the handler must be
+// told to stop.
+func (s *Session) onStop(complete bool) {
+	s.mu.Lock()
+	if !complete && !s.peerDone && !s.abandoned {
+		s.abandoned = true
+		s.cancelLocked()
+	}
+	s.signalLocked()
+	s.mu.Unlock()
+	s.Stream.r.untrack(s)
+}
+
+// cancelLocked sends the cancel once the queue is known.
+func (s *Session) cancelLocked() {
+	if s.url == "" || s.cancelled {
+		return
+	}
+	s.cancelled = true
+	s.controlLocked(wire.Control{Verb: wire.ControlCancel})
+}

@@ -1,0 +1,365 @@
+package requester_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/internal/testkit/observetest"
+	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/observe"
+	"github.com/tempqueues/tempqueues/requester"
+	"github.com/tempqueues/tempqueues/responder"
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// serveSessions runs a responder on queue with h until the test ends; its
+// session host queue has the test's prefix.
+func serveSessions(t *testing.T, e *env, h responder.HandlerFunc, optFns ...func(*responder.Options)) *responder.Responder {
+	t.Helper()
+	resp, err := responder.New(e.raw, append([]func(*responder.Options){func(o *responder.Options) {
+		o.PollWaitTime = time.Second
+		o.AllowReplyTo = []string{"tq"}
+		o.SessionQueuePrefix = e.prefix + "s_"
+	}}, optFns...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := resp.Serve(context.Background(), e.queue, h); err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	}()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := resp.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+		<-done
+	})
+	return resp
+}
+
+// echoSession answers each message the caller streams with its body in
+// upper case, then ends with a final reply that counts them.
+func echoSession(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+	n := 0
+	for {
+		m, err := req.Recv(ctx)
+		if errors.Is(err, io.EOF) {
+			return &responder.Reply{Body: req.Body() + ": " + strconv.Itoa(n) + " messages"}, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		n++
+		if err := req.Send(ctx, &responder.Reply{Body: strings.ToUpper(aws.ToString(m.Body))}); err != nil {
+			return nil, err
+		}
+	}
+}
+
+func openSession(t *testing.T, ctx context.Context, r *requester.Requester, e *env, body string) *requester.Session {
+	t.Helper()
+	s, err := r.OpenSession(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String(body)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// A bidirectional stream: the caller sends while it reads; both sides get
+// every message in order, once, and the handler's final reply ends it.
+func TestSessionStreamsBothWaysInOrder(t *testing.T) {
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		serveSessions(t, e, echoSession)
+		r := e.requester(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s := openSession(t, ctx, r, e, "chat")
+		const n = 100
+		sendErr := make(chan error, 1)
+		go func() {
+			for i := range n {
+				if err := s.Send(ctx, &requester.Message{Body: "msg " + strconv.Itoa(i)}); err != nil {
+					sendErr <- err
+					return
+				}
+			}
+			sendErr <- s.CloseSend()
+		}()
+		var got []string
+		for m, err := range s.All(ctx) {
+			if err != nil {
+				t.Fatalf("after %d replies: %v", len(got), err)
+			}
+			got = append(got, aws.ToString(m.Body))
+		}
+		if err := <-sendErr; err != nil {
+			t.Fatalf("sending: %v", err)
+		}
+		if len(got) != n+1 {
+			t.Fatalf("got %d replies, want %d: %q", len(got), n+1, got[:min(len(got), 5)])
+		}
+		for i := range n {
+			if want := "MSG " + strconv.Itoa(i); got[i] != want {
+				t.Fatalf("reply %d is %q, want %q", i, got[i], want)
+			}
+		}
+		if want := "chat: 100 messages"; got[n] != want {
+			t.Errorf("final reply %q, want %q", got[n], want)
+		}
+		if err := s.Send(ctx, &requester.Message{Body: "late"}); !errors.Is(err, requester.ErrSendClosed) {
+			t.Errorf("Send after CloseSend: %v, want ErrSendClosed", err)
+		}
+	})
+}
+
+// A client stream: the handler reads everything, then answers once.
+func TestSessionClientStreamGetsOneAnswer(t *testing.T) {
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		serveSessions(t, e, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+			sum := 0
+			for {
+				m, err := req.Recv(ctx)
+				if errors.Is(err, io.EOF) {
+					return &responder.Reply{Body: strconv.Itoa(sum)}, nil
+				}
+				if err != nil {
+					return nil, err
+				}
+				v, _ := strconv.Atoi(aws.ToString(m.Body))
+				sum += v
+			}
+		})
+		r := e.requester(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s := openSession(t, ctx, r, e, "sum")
+		for i := 1; i <= 80; i++ {
+			if err := s.Send(ctx, &requester.Message{Body: strconv.Itoa(i)}); err != nil {
+				t.Fatalf("Send %d: %v", i, err)
+			}
+		}
+		if err := s.CloseSend(); err != nil {
+			t.Fatal(err)
+		}
+		m, err := s.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := aws.ToString(m.Body); got != "3240" {
+			t.Errorf("sum %s, want 3240", got)
+		}
+		if _, err := s.Next(ctx); !errors.Is(err, io.EOF) {
+			t.Errorf("after the answer: %v, want io.EOF", err)
+		}
+	})
+}
+
+// A handler that does not read makes the caller wait once the window is
+// full: nothing is buffered past it.
+func TestSessionSenderWaitsForAReaderThatStops(t *testing.T) {
+	e := newEnv(t, sqstestenv.SQSTest(t))
+	release := make(chan struct{})
+	serveSessions(t, e, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		n := 0
+		for {
+			_, err := req.Recv(ctx)
+			if errors.Is(err, io.EOF) {
+				return &responder.Reply{Body: strconv.Itoa(n)}, nil
+			}
+			if err != nil {
+				return nil, err
+			}
+			n++
+		}
+	})
+	r := e.requester(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := openSession(t, ctx, r, e, "slow")
+	sent := 0
+	for ; sent < 100; sent++ {
+		sctx, scancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		err := s.Send(sctx, &requester.Message{Body: "m"})
+		scancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if sent != requester.SessionWindow {
+		t.Fatalf("Send went on for %d messages while the handler read none, want it to wait after %d", sent, requester.SessionWindow)
+	}
+	close(release)
+	for i := sent; i < 100; i++ {
+		if err := s.Send(ctx, &requester.Message{Body: "m"}); err != nil {
+			t.Fatalf("Send %d once the handler reads: %v", i, err)
+		}
+	}
+	if err := s.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.Next(ctx)
+	if err != nil || aws.ToString(m.Body) != "100" {
+		t.Fatalf("answer %v, %v; want 100", m, err)
+	}
+}
+
+// Closing a session early cancels the handler's context, by a message,
+// and the request is finished: deleted and dropped as "cancelled", not
+// retried.
+func TestSessionCloseCancelsTheHandler(t *testing.T) {
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		started := make(chan struct{}, 1)
+		cancelled := make(chan error, 1)
+		var rec observetest.Recorder
+		resp := serveSessions(t, e, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+			started <- struct{}{}
+			<-ctx.Done()
+			cancelled <- context.Cause(ctx)
+			return nil, ctx.Err()
+		}, func(o *responder.Options) { o.Observer = &rec })
+		r := e.requester(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s := openSession(t, ctx, r, e, "long")
+		<-started
+		// The session is open once the handler runs; let the open arrive.
+		if err := s.Send(ctx, &requester.Message{Body: "hello"}); err != nil {
+			t.Fatal(err)
+		}
+		closed := time.Now()
+		s.Close()
+		select {
+		case cause := <-cancelled:
+			if !errors.Is(cause, responder.ErrCallerGone) {
+				t.Errorf("handler's context cancelled with %v, want ErrCallerGone", cause)
+			}
+			t.Logf("the handler heard of the cancel after %v", time.Since(closed))
+		case <-time.After(5 * time.Second):
+			t.Fatal("the handler's context was not cancelled")
+		}
+		if !rec.Wait(ctx, observe.Dropped, "cancelled", 1) {
+			t.Fatal("no Dropped, cancelled event")
+		}
+		if st := resp.Stats(); st.Failed != 0 {
+			t.Errorf("Stats.Failed %d, want 0: a cancelled request is no failure", st.Failed)
+		}
+		if _, err := s.Next(ctx); !errors.Is(err, requester.ErrClosed) {
+			t.Errorf("Next after Close: %v, want ErrClosed", err)
+		}
+	})
+}
+
+// A handler that returns while the caller still sends ends the session:
+// the caller's next Send returns io.EOF, and Next the final reply.
+func TestSessionSendAfterTheHandlerReturned(t *testing.T) {
+	e := newEnv(t, sqstestenv.SQSTest(t))
+	serveSessions(t, e, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+		if _, err := req.Recv(ctx); err != nil {
+			return nil, err
+		}
+		return &responder.Reply{Body: "enough"}, nil
+	})
+	r := e.requester(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := openSession(t, ctx, r, e, "short")
+	if err := s.Send(ctx, &requester.Message{Body: "one"}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := s.Next(ctx)
+	if err != nil || aws.ToString(m.Body) != "enough" {
+		t.Fatalf("Next: %v, %v; want the final reply", m, err)
+	}
+	if err := s.Send(ctx, &requester.Message{Body: "two"}); !errors.Is(err, io.EOF) {
+		t.Errorf("Send after the handler returned: %v, want io.EOF", err)
+	}
+}
+
+// A handler that fails aborts the session: it cannot be handled again,
+// since the caller's messages were read, so the caller is told.
+func TestSessionHandlerFailureAbortsTheSession(t *testing.T) {
+	e := newEnv(t, sqstestenv.SQSTest(t))
+	var rec observetest.Recorder
+	serveSessions(t, e, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+		if _, err := req.Recv(ctx); err != nil {
+			return nil, err
+		}
+		return nil, errors.New("disk full")
+	}, func(o *responder.Options) { o.Observer = &rec })
+	r := e.requester(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := openSession(t, ctx, r, e, "fails")
+	if err := s.Send(ctx, &requester.Message{Body: "one"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Next(ctx)
+	if !errors.Is(err, requester.ErrSessionAborted) || !strings.Contains(err.Error(), "disk full") {
+		t.Fatalf("Next: %v, want ErrSessionAborted with the handler's error", err)
+	}
+	if !rec.Wait(ctx, observe.Dropped, "aborted", 1) {
+		t.Fatal("no Dropped, aborted event")
+	}
+}
+
+// Bad input is refused before any call.
+func TestSessionSendRefusesBadInput(t *testing.T) {
+	e := newEnv(t, sqstestenv.SQSTest(t))
+	serveSessions(t, e, echoSession)
+	r := e.requester(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := openSession(t, ctx, r, e, "bad")
+	defer s.Close()
+	// Once a message went, the session is open, and Close reaches the
+	// handler.
+	if err := s.Send(ctx, &requester.Message{Body: "good"}); err != nil {
+		t.Fatal(err)
+	}
+	many := map[string]types.MessageAttributeValue{}
+	for i := range 9 {
+		many["a"+strconv.Itoa(i)] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String("v")}
+	}
+	for name, m := range map[string]*requester.Message{
+		"nil":             nil,
+		"empty body":      {},
+		"too many attrs":  {Body: "x", Attributes: many},
+		"too large":       {Body: strings.Repeat("x", 1<<20)},
+		"stream attr set": {Body: "x", Attributes: map[string]types.MessageAttributeValue{"TempQueues.Stream": {DataType: aws.String("String"), StringValue: aws.String("1")}}},
+	} {
+		// The host polls meanwhile: count the sends alone.
+		before := e.counter.Get("SendMessage") + e.counter.Get("SendMessageBatch")
+		var ie *sqsapi.InvalidInputError
+		if err := s.Send(ctx, m); !errors.As(err, &ie) {
+			t.Errorf("%s: %v, want an *sqsapi.InvalidInputError", name, err)
+		}
+		if n := e.counter.Get("SendMessage") + e.counter.Get("SendMessageBatch") - before; n != 0 {
+			t.Errorf("%s: %d sends", name, n)
+		}
+	}
+}
