@@ -121,14 +121,7 @@ func (l *callLog) get() []string {
 
 func newEnv(t *testing.T, b *sqstestenv.Backend) *env {
 	t.Helper()
-	raw, _ := b.Client(t)
-	ctx := context.Background()
-	out, err := raw.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(sqstestenv.QueueName(t, "grpc"))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _, _ = raw.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
-	e := &env{queue: *out.QueueUrl, health: health.NewServer(), svc: &testService{deadlines: make(chan time.Time, 1), release: make(chan struct{})}, log: &callLog{}}
+	e := &env{health: health.NewServer(), svc: &testService{deadlines: make(chan time.Time, 1), release: make(chan struct{})}, log: &callLog{}}
 	srv := sqsgrpc.NewServer(func(o *sqsgrpc.ServerOptions) {
 		o.UnaryInterceptors = []grpc.UnaryServerInterceptor{
 			func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
@@ -145,35 +138,11 @@ func newEnv(t *testing.T, b *sqstestenv.Backend) *env {
 	})
 	healthpb.RegisterHealthServer(srv, e.health)
 	testpb.RegisterTestServiceServer(srv, e.svc)
-	name := sqstestenv.QueueName(t, "")
-	prefix := "tq" + strings.ReplaceAll(name[len(name)-8:], "-", "") + "_"
-	resp, err := responder.New(raw, func(o *responder.Options) {
-		o.PollWaitTime = time.Second
-		o.AllowReplyTo = []string{prefix} // the requester's Prefix
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- resp.Serve(ctx, e.queue, srv.Handler()) }()
-	e.req, err = requester.New(raw, func(o *requester.Options) {
-		o.Prefix = prefix
-		o.DisableSweeping = true
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = e.req.Close(ctx)
-		e.health.Shutdown() // ends Watch handlers' waits with a last update
-		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		_ = resp.Shutdown(sctx)
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-		leakcheck.Check(t)
-	})
+	raw, queue, prefix := serve(t, b, srv)
+	e.queue = queue
+	// Runs after the requester's Close, before the responder's Shutdown.
+	t.Cleanup(e.health.Shutdown) // ends Watch handlers' waits with a last update
+	e.req = newRequester(t, raw, prefix)
 	e.cc = sqsgrpc.NewClientConn(e.req, e.queue, func(o *sqsgrpc.ClientConnOptions) {
 		o.UnaryInterceptors = []grpc.UnaryClientInterceptor{
 			func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
@@ -189,6 +158,57 @@ func newEnv(t *testing.T, b *sqstestenv.Backend) *env {
 		}
 	})
 	return e
+}
+
+// serve creates a request queue on b and serves srv from it with a
+// responder until the test ends, then checks for leaks. It returns the
+// client, the queue's URL and the host queue prefix the responder sends
+// replies to (newRequester's).
+func serve(t *testing.T, b *sqstestenv.Backend, srv *sqsgrpc.Server) (raw *sqs.Client, queue, prefix string) {
+	t.Helper()
+	raw, _ = b.Client(t)
+	ctx := context.Background()
+	out, err := raw.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(sqstestenv.QueueName(t, "grpc"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = raw.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
+	name := sqstestenv.QueueName(t, "")
+	prefix = "tq" + strings.ReplaceAll(name[len(name)-8:], "-", "") + "_"
+	resp, err := responder.New(raw, func(o *responder.Options) {
+		o.PollWaitTime = time.Second
+		o.AllowReplyTo = []string{prefix} // the requester's Prefix
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- resp.Serve(ctx, *out.QueueUrl, srv.Handler()) }()
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		_ = resp.Shutdown(sctx)
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		leakcheck.Check(t)
+	})
+	return raw, *out.QueueUrl, prefix
+}
+
+// newRequester returns a requester whose host queues start with prefix,
+// closed when the test ends.
+func newRequester(t *testing.T, raw *sqs.Client, prefix string) *requester.Requester {
+	t.Helper()
+	r, err := requester.New(raw, func(o *requester.Options) {
+		o.Prefix = prefix
+		o.DisableSweeping = true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	return r
 }
 
 func timeout(t *testing.T, d time.Duration) context.Context {
