@@ -79,6 +79,18 @@ type Session struct {
 	err       error         // a failed send, an abort: the session is over
 }
 
+// SessionOptions configure a session.
+type SessionOptions struct {
+	// HalfClosed says that the request is the caller's only message, as
+	// if CloseSend were called at once, with no end mark to send: Send
+	// then returns ErrSendClosed. The session still carries what the
+	// replies need: the caller's credit, and its cancel, which reaches
+	// the handler when the session ends early (a reply stream's Close
+	// does not). A responder that cannot open sessions serves it as a
+	// reply stream.
+	HalfClosed bool
+}
+
 // OpenSession sends a request that opens a session: the responder's
 // handler may read more messages from the caller (Session.Send) after
 // this one, and answers with a stream of replies. It returns once the
@@ -89,27 +101,35 @@ type Session struct {
 // of the caller's. A responder older than sessions answers as it answers
 // a reply stream, having read the request alone: Send waits until its
 // final reply arrives, then returns io.EOF.
-func (r *Requester) OpenSession(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*Session, error) {
+func (r *Requester) OpenSession(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*SessionOptions)) (*Session, error) {
 	const op = "requester.OpenSession"
+	var so SessionOptions
+	for i, fn := range optFns {
+		if fn == nil {
+			return nil, wire.Invalid(op, "optFns", "option function %d is nil", i)
+		}
+		fn(&so)
+	}
 	in, replyName, after := r.onSend(ctx, in)
 	requestID, attrs, err := checkRequest(op, in, sqsapi.StreamAttribute)
 	if err != nil {
 		r.after(after, nil, err)
 		return nil, err
 	}
-	attrs[sqsapi.StreamAttribute] = wire.StringAttribute(wire.SessionRequest(SessionWindow))
+	attrs[sqsapi.StreamAttribute] = wire.StringAttribute(wire.SessionRequest(SessionWindow, so.HalfClosed))
 	s := &Stream{r: r, replyName: replyName, requestID: requestID, queueURL: aws.ToString(in.QueueUrl), final: -1,
 		buf: make(map[int]types.Message), wake: make(chan struct{}, 1), after: after}
 	if s.requestID == "" {
 		s.requestID = s.replyName
 	}
-	sess := &Session{Stream: s, changed: make(chan struct{}), granted: SessionWindow, grantSent: SessionWindow}
+	sess := &Session{Stream: s, changed: make(chan struct{}), granted: SessionWindow, grantSent: SessionWindow,
+		closeSend: so.HalfClosed, endSent: so.HalfClosed}
 	s.sess = sess
 	if !r.track(sess) {
 		r.after(after, nil, ErrClosed)
 		return nil, ErrClosed
 	}
-	if err := s.open(ctx, in, attrs, optFns); err != nil {
+	if err := s.open(ctx, in, attrs, nil); err != nil {
 		r.untrack(sess)
 		r.after(after, nil, err)
 		return nil, err

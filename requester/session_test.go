@@ -363,3 +363,52 @@ func TestSessionSendRefusesBadInput(t *testing.T) {
 		}
 	}
 }
+
+// A half-closed session is a reply stream whose caller can cancel it:
+// the handler reads no message after the request, and Close reaches it.
+func TestHalfClosedSessionCancelsAReplyStream(t *testing.T) {
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		cancelled := make(chan error, 1)
+		serveSessions(t, e, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+			if m, err := req.Recv(ctx); !errors.Is(err, io.EOF) {
+				t.Errorf("Recv of a half-closed session: %v, %v; want io.EOF", m, err)
+			}
+			for i := 0; ; i++ {
+				if err := req.Send(ctx, &responder.Reply{Body: "tick " + strconv.Itoa(i)}); err != nil {
+					cancelled <- context.Cause(ctx)
+					return nil, err
+				}
+			}
+		})
+		r := e.requester(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s, err := r.OpenSession(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("watch")},
+			func(o *requester.SessionOptions) { o.HalfClosed = true })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Send(ctx, &requester.Message{Body: "x"}); !errors.Is(err, requester.ErrSendClosed) {
+			t.Errorf("Send on a half-closed session: %v, want ErrSendClosed", err)
+		}
+		for i := range 3 * requester.SessionWindow {
+			m, err := s.Next(ctx)
+			if err != nil {
+				t.Fatalf("reply %d: %v", i, err)
+			}
+			if want := "tick " + strconv.Itoa(i); aws.ToString(m.Body) != want {
+				t.Fatalf("reply %d is %q, want %q", i, aws.ToString(m.Body), want)
+			}
+		}
+		s.Close()
+		select {
+		case cause := <-cancelled:
+			if !errors.Is(cause, responder.ErrCallerGone) {
+				t.Errorf("the handler stopped with cause %v, want ErrCallerGone", cause)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("Close did not reach the handler")
+		}
+	})
+}

@@ -29,7 +29,9 @@ func (s *server) answer(ctx context.Context, x *exchange) action {
 		if act, ok := s.open(ctx, x); !ok {
 			return act
 		}
-		defer req.session.close()
+		if req.session != nil {
+			defer req.session.close()
+		}
 	}
 	reply, d, err := s.run(ctx, req)
 	final := reply             // what ends the exchange: reply, or a stream's end mark
@@ -112,6 +114,12 @@ func (s *server) answer(ctx context.Context, x *exchange) action {
 func (s *server) open(ctx context.Context, x *exchange) (act action, ok bool) {
 	err := s.openSession(ctx, x)
 	if err == nil {
+		return action{}, true
+	}
+	if x.req.stream.askedEnd {
+		// The caller sends nothing after the request: it is served as a
+		// reply stream, which its caller can no longer cancel.
+		x.log.Warn("responder: serving a session request as a reply stream; its caller cannot cancel it", slog.Any("error", err))
 		return action{}, true
 	}
 	if errors.Is(err, ErrSessionsUnsupported) {

@@ -168,6 +168,9 @@ func (s *server) openSession(ctx context.Context, x *exchange) error {
 	}
 	sess := &session{r: r, req: req, host: host, name: uuid.NewString(), reply: target, route: route,
 		changed: make(chan struct{}), goneC: make(chan struct{}), buf: make(map[int]types.Message), end: -1, granted: sessionWindow, grantSent: sessionWindow}
+	if req.stream.askedEnd {
+		sess.end = 0 // nothing follows the request
+	}
 	if err := host.ExpectMany(sess.name, sess.onMessage); err != nil {
 		return err
 	}

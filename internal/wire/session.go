@@ -14,7 +14,9 @@ import (
 //
 //	<seq>[;final|;end][;credit=<n>]
 //
-// and a session request's stream attribute is "session;credit=<n>". A
+// and a session request's stream attribute is "session;credit=<n>", with
+// ";end" when the request is the caller's only message (the session then
+// carries the replies' credit and the caller's cancel). A
 // session's control message carries
 //
 //	open <credit> <session-url> | credit <n> | cancel | abort <reason>
@@ -106,26 +108,37 @@ func StreamOf(m types.Message) (StreamPos, bool) {
 }
 
 // SessionRequest returns the stream attribute value of a request that
-// opens a session, granting the responder credit messages.
-func SessionRequest(credit int) string {
-	return SessionRequested + ";" + creditKey + strconv.Itoa(credit)
+// opens a session, granting the responder credit messages; end says that
+// the caller sends nothing after the request.
+func SessionRequest(credit int, end bool) string {
+	v := SessionRequested + ";" + creditKey + strconv.Itoa(credit)
+	if end {
+		v += ";" + MarkEnd
+	}
+	return v
 }
 
 // ParseSessionRequest reports whether a request's stream attribute value
-// asks for a session, and the credit it grants (0 when it names none).
-func ParseSessionRequest(v string) (credit int, ok bool) {
+// asks for a session, the credit it grants (0 when it names none) and
+// whether the request is the caller's only message.
+func ParseSessionRequest(v string) (credit int, end, ok bool) {
 	head, rest, _ := strings.Cut(v, ";")
 	if head != SessionRequested {
-		return 0, false
+		return 0, false, false
 	}
 	for rest != "" {
 		var part string
 		part, rest, _ = strings.Cut(rest, ";")
-		if c, err := strconv.Atoi(strings.TrimPrefix(part, creditKey)); err == nil && strings.HasPrefix(part, creditKey) && c > 0 {
-			credit = c
+		switch {
+		case part == MarkEnd:
+			end = true
+		case strings.HasPrefix(part, creditKey):
+			if c, err := strconv.Atoi(part[len(creditKey):]); err == nil && c > 0 {
+				credit = c
+			}
 		}
 	}
-	return credit, true
+	return credit, end, true
 }
 
 // Control is a session's control message.
