@@ -151,7 +151,9 @@ func (cc *ClientConn) invoke(ctx context.Context, method string, args, reply any
 	return nil
 }
 
-// request checks the call and encodes its request, before any API call.
+// request checks the call and encodes its request, before any API call:
+// with args, or with none (args nil) for a call whose messages follow in
+// its session.
 func (cc *ClientConn) request(ctx context.Context, method string, ci *callInfo, args any) (*sqs.SendMessageInput, error) {
 	switch {
 	case cc.r == nil:
@@ -161,13 +163,16 @@ func (cc *ClientConn) request(ctx context.Context, method string, ci *callInfo, 
 	case ci.codecErr != nil:
 		return nil, status.Errorf(codes.Internal, "sqsgrpc: %v", ci.codecErr)
 	}
-	msg, err := ci.codec.marshal(args)
-	if err != nil {
-		return nil, status.Errorf(codes.Internal, "sqsgrpc: encoding the request: %v", err)
+	var msg []byte
+	if args != nil {
+		var err error
+		if msg, err = ci.codec.marshal(args); err != nil {
+			return nil, status.Errorf(codes.Internal, "sqsgrpc: encoding the request: %v", err)
+		}
 	}
 	md, _ := metadata.FromOutgoingContext(ctx)
 	deadline, _ := ctx.Deadline()
-	body, err := encodeRequest(method, deadline, ci.codec.name, md, msg)
+	body, err := encodeRequest(method, deadline, ci.codec.name, md, msg, args == nil)
 	if err != nil {
 		return nil, invalid("request", err.Error())
 	}
@@ -215,11 +220,14 @@ func badReply(err error) error {
 	return status.Errorf(codes.Internal, "sqsgrpc: the reply is not an sqsgrpc response: %v", err)
 }
 
-// NewStream begins a streaming RPC. Server-streaming RPCs (and unary ones
-// made through a stream) are supported: the request goes out with SendMsg,
-// and RecvMsg returns the responses as they arrive; the stream ends with
-// the context. Client-streaming and bidirectional RPCs fail with
-// codes.Unimplemented.
+// NewStream begins a streaming RPC of any kind. A client-streaming or
+// bidirectional call opens a session at once (its request carries the
+// method and the metadata): SendMsg streams each message to the handler,
+// CloseSend half-closes, and RecvMsg returns the responses as they
+// arrive, concurrently with sending. A server-streaming call sends its
+// request with SendMsg, in a half-closed session. Ending the stream early
+// (cancelling its context, its deadline) cancels the handler's context
+// within about one SQS round trip, as a real gRPC connection does.
 func (cc *ClientConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	opts = cc.callOpts(opts)
 	open := grpc.Streamer(func(ctx context.Context, desc *grpc.StreamDesc, _ *grpc.ClientConn, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
@@ -234,19 +242,21 @@ func (cc *ClientConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, meth
 	return open(ctx, desc, nil, method, opts...)
 }
 
-// ErrClientStreaming is the message of the codes.Unimplemented status of a
-// client-streaming or bidirectional RPC.
-const ErrClientStreaming = "sqsgrpc: client-streaming and bidirectional RPCs are not supported over SQS: a request is one message, sent before any reply"
-
 func (cc *ClientConn) newStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	if desc != nil && desc.ClientStreams {
-		return nil, status.Error(codes.Unimplemented, ErrClientStreaming+" ("+method+")")
-	}
 	sctx, cancel := cc.withTimeout(ctx)
-	return &clientStream{cc: cc, ctx: ctx, sctx: sctx, cancel: cancel, method: method, ci: callOptions(opts)}, nil
+	cs := &clientStream{cc: cc, ctx: ctx, sctx: sctx, cancel: cancel, method: method, ci: callOptions(opts)}
+	if desc != nil && desc.ClientStreams {
+		cs.mu.Lock()
+		err := cs.openLocked(nil)
+		cs.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return cs, nil
 }
 
-// clientStream is a server-streaming RPC's client side.
+// clientStream is a streaming RPC's client side.
 type clientStream struct {
 	cc     *ClientConn
 	ctx    context.Context    // the caller's, for Context
@@ -254,9 +264,12 @@ type clientStream struct {
 	cancel context.CancelFunc // releases sctx once the stream ended
 	method string
 	ci     *callInfo
+	// sess, for a call whose client streams, is set before NewStream
+	// returns: SendMsg uses it without the lock, while RecvMsg waits.
+	sess *requester.Session
 
 	mu       sync.Mutex
-	s        *requester.Stream // once SendMsg sent the request
+	s        *requester.Stream // once the request went
 	header   metadata.MD
 	headerOK bool // the header arrived (or the end)
 	msgs     [][]byte
@@ -266,29 +279,74 @@ type clientStream struct {
 
 func (cs *clientStream) Context() context.Context { return cs.sctx }
 
-// SendMsg sends the request; a stream takes one.
-func (cs *clientStream) SendMsg(m any) error {
-	cs.mu.Lock()
-	defer cs.mu.Unlock()
-	if cs.s != nil {
-		return status.Error(codes.Unimplemented, ErrClientStreaming)
-	}
-	in, err := cs.cc.request(cs.sctx, cs.method, cs.ci, m)
+// openLocked sends the request and opens its session: with msg for a
+// server-streaming call (half-closed), without for one whose client
+// streams.
+func (cs *clientStream) openLocked(msg any) error {
+	in, err := cs.cc.request(cs.sctx, cs.method, cs.ci, msg)
 	if err != nil {
 		cs.finish(nil, err)
 		return err
 	}
-	s, err := cs.cc.r.SendMessageAndStream(cs.sctx, in)
+	sess, err := cs.cc.r.OpenSession(cs.sctx, in, func(o *requester.SessionOptions) { o.HalfClosed = msg != nil })
 	if err != nil {
 		err = transportError(err)
 		cs.finish(nil, err)
 		return err
 	}
-	cs.s = s
+	cs.s = sess.Stream
+	if msg == nil {
+		cs.sess = sess
+	}
 	return nil
 }
 
-func (cs *clientStream) CloseSend() error { return nil }
+// SendMsg sends a request message: the request of a server-streaming
+// call, or the next message of a client stream. As with grpc, it returns
+// io.EOF once the stream ended (RecvMsg returns its status); a message
+// too large for SQS fails with codes.ResourceExhausted before any call.
+func (cs *clientStream) SendMsg(m any) error {
+	if cs.sess == nil {
+		cs.mu.Lock()
+		defer cs.mu.Unlock()
+		if cs.s != nil {
+			return status.Error(codes.Internal, "sqsgrpc: SendMsg called twice on a call whose client does not stream")
+		}
+		if cs.end != nil {
+			return io.EOF
+		}
+		return cs.openLocked(m)
+	}
+	msg, err := cs.ci.codec.marshal(m)
+	if err != nil {
+		return status.Errorf(codes.Internal, "sqsgrpc: encoding a request message: %v", err)
+	}
+	body := appendMessageFrame(nil, msg)
+	if len(body) > maxEnvelope {
+		return &callError{st: status.New(codes.ResourceExhausted, errTooLarge("request message", len(body)).Error()),
+			err: &sqsapi.InvalidInputError{Op: "sqsgrpc", Param: "message", Reason: "too large for one SQS message"}}
+	}
+	err = cs.sess.Send(cs.sctx, &requester.Message{Body: string(body)})
+	var ie *sqsapi.InvalidInputError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ie):
+		return &callError{st: status.New(codes.InvalidArgument, "sqsgrpc: "+err.Error()), err: err}
+	case errors.Is(err, requester.ErrSendClosed):
+		return status.Error(codes.Internal, "sqsgrpc: SendMsg after CloseSend")
+	}
+	return io.EOF // the stream ended: RecvMsg says how
+}
+
+// CloseSend half-closes a client stream: the handler's next RecvMsg after
+// the last message returns io.EOF. It does not wait.
+func (cs *clientStream) CloseSend() error {
+	if cs.sess != nil {
+		_ = cs.sess.CloseSend() // twice is no error, as with grpc
+	}
+	return nil
+}
 
 // RecvMsg returns the next response, io.EOF after the last one with an OK
 // status, or the status error.

@@ -20,10 +20,13 @@ import (
 
 // The envelope (docs/wire.md, "HTTP and gRPC over SQS") is text:
 //
-//	request:  TQG/1 <full-method> <deadline> <content-subtype>\n
+//	request:  TQG/1 <full-method> <deadline> <content-subtype>[ stream]\n
 //	          one "key: value\n" line per metadata value ("key:: <base64>\n"
 //	          for binary keys and values that are not printable ASCII),
-//	          a blank line, then the request message in base64.
+//	          a blank line, then the request message in base64; with
+//	          "stream" (a client-streaming or bidirectional call) none:
+//	          the messages follow in the session, one "m <base64>" frame
+//	          each.
 //	reply:    one frame per line, in this order, any of them missing:
 //	          "h key: value"  a header entry (the same value forms)
 //	          "H"             the header is complete
@@ -36,6 +39,10 @@ import (
 // order: the header and each message in a message of their own (as the
 // handler sends them), the trailer and the status in the final reply.
 const magic = "TQG/1"
+
+// streamFlag ends the first line of a request whose messages follow in
+// its session.
+const streamFlag = "stream"
 
 // reserve is the room left in a message for the requester's and the
 // responder's attributes; the envelope may take the rest.
@@ -128,13 +135,14 @@ type request struct {
 	subtype  string
 	md       metadata.MD
 	msg      []byte
+	streamed bool // the messages follow in the session
 }
 
 func validMethod(m string) bool {
 	return strings.HasPrefix(m, "/") && m != "/" && printable(m) && !strings.ContainsAny(m, " \t")
 }
 
-func encodeRequest(method string, deadline time.Time, subtype string, md metadata.MD, msg []byte) (string, error) {
+func encodeRequest(method string, deadline time.Time, subtype string, md metadata.MD, msg []byte, streamed bool) (string, error) {
 	if !validMethod(method) {
 		return "", fmt.Errorf("invalid method name %q", method)
 	}
@@ -153,6 +161,10 @@ func encodeRequest(method string, deadline time.Time, subtype string, md metadat
 	}
 	b = append(b, ' ')
 	b = append(b, subtype...)
+	if streamed {
+		b = append(b, ' ')
+		b = append(b, streamFlag...)
+	}
 	b = append(b, '\n')
 	b, err := appendMD(b, "", md)
 	if err != nil {
@@ -165,10 +177,10 @@ func encodeRequest(method string, deadline time.Time, subtype string, md metadat
 func decodeRequest(s string) (*request, error) {
 	line, rest, ok := strings.Cut(s, "\n")
 	f := strings.Split(line, " ")
-	if !ok || len(f) != 4 || f[0] != magic || !validMethod(f[1]) || !validKey(f[3]) {
+	if !ok || len(f) < 4 || len(f) > 5 || f[0] != magic || !validMethod(f[1]) || !validKey(f[3]) || len(f) == 5 && f[4] != streamFlag {
 		return nil, errors.New("not an sqsgrpc request")
 	}
-	r := &request{method: f[1], subtype: f[3], md: metadata.MD{}}
+	r := &request{method: f[1], subtype: f[3], md: metadata.MD{}, streamed: len(f) == 5}
 	if f[2] != "-" {
 		ms, err := strconv.ParseInt(f[2], 10, 64)
 		if err != nil {
@@ -187,6 +199,12 @@ func decodeRequest(s string) (*request, error) {
 		if err := parseMDLine(r.md, l); err != nil {
 			return nil, err
 		}
+	}
+	if r.streamed {
+		if rest != "" {
+			return nil, errors.New("a streamed request carries no message")
+		}
+		return r, nil
 	}
 	var err error
 	if r.msg, err = base64.StdEncoding.DecodeString(rest); err != nil {

@@ -19,7 +19,7 @@ import (
 
 func TestRequestEnvelopeRoundTrips(t *testing.T) {
 	md := metadata.Pairs("a", "1", "a", "2", "b-bin", "\x00\x01", "c", "caf\xc3\xa9")
-	env, err := encodeRequest("/svc.S/M", time.UnixMilli(1234), "proto", md, []byte{0, 1, 2})
+	env, err := encodeRequest("/svc.S/M", time.UnixMilli(1234), "proto", md, []byte{0, 1, 2}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,15 @@ func TestRequestEnvelopeRoundTrips(t *testing.T) {
 		len(r.md["a"]) != 2 || r.md["b-bin"][0] != "\x00\x01" || r.md["c"][0] != "caf\xc3\xa9" {
 		t.Fatalf("%+v", r)
 	}
-	for _, bad := range []string{"", "TQG/1 /a/b - proto", "TQG/1 nope - proto\n\n", "TQG/1 /a/b soon proto\n\n", "TQG/1 /a/b - proto\nBAD\n\n"} {
+	streamed, err := encodeRequest("/svc.S/Up", time.Time{}, "proto", nil, nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := decodeRequest(streamed); err != nil || !r.streamed || r.msg != nil {
+		t.Fatalf("streamed request: %+v, %v", r, err)
+	}
+	for _, bad := range []string{"", "TQG/1 /a/b - proto", "TQG/1 nope - proto\n\n", "TQG/1 /a/b soon proto\n\n", "TQG/1 /a/b - proto\nBAD\n\n",
+		"TQG/1 /a/b - proto other\n\n", "TQG/1 /a/b - proto stream\n\nAAAA"} {
 		if _, err := decodeRequest(bad); err == nil {
 			t.Errorf("%q decoded", bad)
 		}
@@ -65,7 +73,7 @@ func TestExpiredRequestsAreNotHandled(t *testing.T) {
 		deadline int64
 		ran      int
 	}{{5000, 0}, {4000, 0}, {5001, 1}} {
-		env, _ := encodeRequest("/grpc.health.v1.Health/Check", time.UnixMilli(c.deadline), "proto", nil, msg)
+		env, _ := encodeRequest("/grpc.health.v1.Health/Check", time.UnixMilli(c.deadline), "proto", nil, msg, false)
 		reply, err := s.Handler().HandleRequest(context.Background(), &responder.Request{Message: types.Message{Body: aws.String(env)}})
 		if err != nil || hs.n != c.ran || (c.ran == 0) != (reply == nil) {
 			t.Fatalf("deadline %d: ran %d, reply %v, err %v", c.deadline, hs.n, reply, err)

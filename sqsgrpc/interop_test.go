@@ -36,15 +36,15 @@ var interopCases = []struct {
 }{
 	{"empty_unary", true, onTestService(interop.DoEmptyUnaryCall)},
 	{"large_unary", true, onTestService(interop.DoLargeUnaryCall)}, // 271828 bytes out, 314159 back: base64 fits one message
-	{"client_streaming", false, onTestService(interop.DoClientStreaming)},
+	{"client_streaming", true, onTestService(interop.DoClientStreaming)},
 	{"server_streaming", true, onTestService(interop.DoServerStreaming)},
-	{"ping_pong", false, onTestService(interop.DoPingPong)},
-	{"empty_stream", false, onTestService(interop.DoEmptyStream)},
-	{"timeout_on_sleeping_server", false, onTestService(interop.DoTimeoutOnSleepingServer)},
-	{"cancel_after_begin", false, onTestService(interop.DoCancelAfterBegin)},
-	{"cancel_after_first_response", false, onTestService(interop.DoCancelAfterFirstResponse)},
-	{"custom_metadata", false, onTestService(interop.DoCustomMetadata)},
-	{"status_code_and_message", false, onTestService(interop.DoStatusCodeAndMessage)},
+	{"ping_pong", true, onTestService(interop.DoPingPong)},
+	{"empty_stream", true, onTestService(interop.DoEmptyStream)},
+	{"timeout_on_sleeping_server", true, onTestService(interop.DoTimeoutOnSleepingServer)},
+	{"cancel_after_begin", true, onTestService(interop.DoCancelAfterBegin)},
+	{"cancel_after_first_response", true, onTestService(interop.DoCancelAfterFirstResponse)},
+	{"custom_metadata", true, onTestService(interop.DoCustomMetadata)},
+	{"status_code_and_message", true, onTestService(interop.DoStatusCodeAndMessage)},
 	{"special_status_message", true, onTestService(interop.DoSpecialStatusMessage)},
 	{"unimplemented_service", true, func(ctx context.Context, cc grpc.ClientConnInterface) {
 		interop.DoUnimplementedService(ctx, testgrpc.NewUnimplementedServiceClient(cc))

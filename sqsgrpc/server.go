@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -161,7 +162,7 @@ func (s *Server) handle(ctx context.Context, req *responder.Request) (*responder
 		return statusReply(status.New(codes.Internal, "sqsgrpc: "+err.Error())), nil
 	}
 	_, streaming := req.Attribute(sqsapi.StreamAttribute)
-	ss := &serverStream{req: req, method: r.method, codec: c, msg: r.msg, stream: streaming && req.ResponseRequested()}
+	ss := &serverStream{req: req, method: r.method, codec: c, msg: r.msg, streamed: r.streamed, stream: streaming && req.ResponseRequested()}
 	ctx = metadata.NewIncomingContext(ctx, r.md)
 	ctx = grpc.NewContextWithServerTransportStream(ctx, ss)
 	ss.ctx = ctx
@@ -186,9 +187,6 @@ func (s *Server) handle(ctx context.Context, req *responder.Request) (*responder
 	sd, ok := svc.streams[methodName]
 	if !ok {
 		return ss.end(status.Newf(codes.Unimplemented, "unknown method %s for service %s", methodName, svcName))
-	}
-	if sd.ClientStreams {
-		return ss.end(status.New(codes.Unimplemented, ErrClientStreaming))
 	}
 	info := &grpc.StreamServerInfo{FullMethod: r.method, IsClientStream: sd.ClientStreams, IsServerStream: sd.ServerStreams}
 	err = s.streamHandler(sd.Handler)(svc.impl, handlerStream{ss}, info)
@@ -263,13 +261,16 @@ func statusReply(st *status.Status) *responder.Reply {
 // streaming handler that sends from others must serialise its sends, as
 // under grpc).
 type serverStream struct {
-	ctx    context.Context
-	req    *responder.Request
-	method string
-	codec  codec
-	msg    []byte // the request message, until RecvMsg takes it
-	read   bool
-	stream bool // the caller takes a stream
+	ctx      context.Context
+	req      *responder.Request
+	method   string
+	codec    codec
+	msg      []byte // the request message, until RecvMsg takes it
+	read     bool
+	streamed bool // the request's messages follow in its session (req.Recv)
+	stream   bool // the caller takes a stream
+
+	recvMu sync.Mutex // RecvMsg's: it may wait while the handler sends
 
 	mu         sync.Mutex
 	header     metadata.MD
@@ -325,8 +326,14 @@ func (ss *serverStream) SetTrailer(md metadata.MD) error {
 	return nil
 }
 
-// RecvMsg returns the request once, then io.EOF.
+// RecvMsg returns the request message once, then io.EOF; or, for a call
+// whose client streams, the next message of its session, io.EOF after
+// the client half-closed. A client that went away makes it fail with
+// codes.Canceled (the handler's context is cancelled too).
 func (ss *serverStream) RecvMsg(m any) error {
+	if ss.streamed {
+		return ss.recvStreamed(m)
+	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if ss.read {
@@ -337,6 +344,33 @@ func (ss *serverStream) RecvMsg(m any) error {
 		return status.Errorf(codes.Internal, "sqsgrpc: decoding the request: %v", err)
 	}
 	ss.msg = nil
+	return nil
+}
+
+func (ss *serverStream) recvStreamed(m any) error {
+	ss.recvMu.Lock()
+	defer ss.recvMu.Unlock()
+	msg, err := ss.req.Recv(ss.ctx)
+	switch {
+	case errors.Is(err, io.EOF):
+		return io.EOF
+	case errors.Is(err, responder.ErrCallerGone):
+		return status.Error(codes.Canceled, "sqsgrpc: the client cancelled the call")
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return status.FromContextError(err).Err()
+	case err != nil:
+		return status.Errorf(codes.Internal, "sqsgrpc: receiving a request message: %v", err)
+	}
+	f, err := decodeFrames(aws.ToString(msg.Body))
+	if err != nil || len(f.msgs) != 1 {
+		if err == nil {
+			err = fmt.Errorf("%d messages in one frame set", len(f.msgs))
+		}
+		return status.Errorf(codes.Internal, "sqsgrpc: a malformed request message: %v", err)
+	}
+	if err := ss.codec.unmarshal(f.msgs[0], m); err != nil {
+		return status.Errorf(codes.Internal, "sqsgrpc: decoding a request message: %v", err)
+	}
 	return nil
 }
 
@@ -384,7 +418,13 @@ func (ss *serverStream) emitLocked(b []byte) error {
 		return nil
 	}
 	if err := ss.req.Send(ss.ctx, &responder.Reply{Body: string(b)}); err != nil {
-		ss.sendErr = status.Errorf(codes.Unavailable, "sqsgrpc: sending a response: %v", err)
+		code := codes.Unavailable
+		if errors.Is(err, responder.ErrCallerGone) {
+			code = codes.Canceled
+		}
+		// The responder's error stays in the chain: a reply queue gone or
+		// a caller that went away ends the request as a drop.
+		ss.sendErr = &callError{st: status.Newf(code, "sqsgrpc: sending a response: %v", err), err: err}
 		return ss.sendErr
 	}
 	ss.sent = true

@@ -164,7 +164,7 @@ func newEnv(t *testing.T, b *sqstestenv.Backend) *env {
 // responder until the test ends, then checks for leaks. It returns the
 // client, the queue's URL and the host queue prefix the responder sends
 // replies to (newRequester's).
-func serve(t *testing.T, b *sqstestenv.Backend, srv *sqsgrpc.Server) (raw *sqs.Client, queue, prefix string) {
+func serve(t *testing.T, b *sqstestenv.Backend, srv *sqsgrpc.Server, optFns ...func(*responder.Options)) (raw *sqs.Client, queue, prefix string) {
 	t.Helper()
 	raw, _ = b.Client(t)
 	ctx := context.Background()
@@ -175,10 +175,11 @@ func serve(t *testing.T, b *sqstestenv.Backend, srv *sqsgrpc.Server) (raw *sqs.C
 	t.Cleanup(func() { _, _ = raw.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
 	name := sqstestenv.QueueName(t, "")
 	prefix = "tq" + strings.ReplaceAll(name[len(name)-8:], "-", "") + "_"
-	resp, err := responder.New(raw, func(o *responder.Options) {
+	resp, err := responder.New(raw, append([]func(*responder.Options){func(o *responder.Options) {
 		o.PollWaitTime = time.Second
-		o.AllowReplyTo = []string{prefix} // the requester's Prefix
-	})
+		o.AllowReplyTo = []string{prefix}    // the requester's Prefix
+		o.SessionQueuePrefix = prefix + "s_" // its sessions' host queue
+	}}, optFns...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -400,16 +401,31 @@ func TestBadCallsFailBeforeAnyCall(t *testing.T) {
 				t.Errorf("%s: %v", name, err)
 			}
 		}
-		_, err := testpb.NewTestServiceClient(e.cc).FullDuplexCall(ctx)
-		if st := status.Convert(err); st.Code() != codes.Unimplemented || !strings.Contains(st.Message(), "one message") {
-			t.Errorf("bidirectional: %v", err)
-		}
-		_, err = testpb.NewTestServiceClient(e.cc).StreamingInputCall(ctx)
-		if status.Code(err) != codes.Unimplemented {
-			t.Errorf("client streaming: %v", err)
-		}
 		if n := calls() - before; n != 0 {
 			t.Fatalf("%d calls for bad calls", n)
+		}
+
+		// A client stream's message too large for SQS fails before its
+		// send; the host polls for the stream meanwhile, so count sends.
+		stream, err := testpb.NewTestServiceClient(e.cc).FullDuplexCall(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sends := func() int64 { c := e.req.Stats().Calls; return c["SendMessage"] + c["SendMessageBatch"] }
+		before = sends()
+		err = stream.Send(&testpb.StreamingOutputCallRequest{Payload: &testpb.Payload{Body: make([]byte, sqsapi.MaxMessageSize)}})
+		if status.Code(err) != codes.ResourceExhausted || !errors.Is(err, sqsapi.ErrInvalidInput) {
+			t.Errorf("oversized stream message: %v", err)
+		}
+		if n := sends() - before; n != 0 {
+			t.Errorf("%d sends for an oversized stream message", n)
+		}
+		if err := stream.CloseSend(); err != nil {
+			t.Fatal(err)
+		}
+		// The test service has no FullDuplexCall: its status ends the call.
+		if _, err := stream.Recv(); status.Code(err) != codes.Unimplemented {
+			t.Errorf("the stream after CloseSend: %v, want codes.Unimplemented", err)
 		}
 
 		// A response too large is refused by the server, before its send.
