@@ -46,11 +46,9 @@ const defaultTimeout = 30 * time.Second
 
 // ClientConn is a grpc.ClientConnInterface that sends each RPC through a
 // requester.Requester to a request queue served by a Server: generated
-// clients take it in place of a *grpc.ClientConn. Unary and
-// server-streaming RPCs are supported; client-streaming and bidirectional
-// ones fail with codes.Unimplemented, since a request is one SQS message
-// sent before any reply. It is safe for concurrent use and holds nothing
-// to close: close the requester.
+// clients take it in place of a *grpc.ClientConn, for RPCs of all four
+// kinds. It is safe for concurrent use and holds nothing to close: close
+// the requester.
 type ClientConn struct {
 	r        *requester.Requester
 	queueURL string

@@ -10,20 +10,23 @@
 //	// the caller
 //	client := healthpb.NewHealthClient(sqsgrpc.NewClientConn(r, queueURL))
 //
-// Unary and server-streaming RPCs are supported: a unary call is one
-// request and one reply (requester.SendMessageAndGetResponse), a
-// server-streaming call a request and a reply stream
-// (requester.SendMessageAndStream) whose messages the client receives as
-// the handler sends them. Client-streaming and bidirectional RPCs fail
-// with codes.Unimplemented: a request is one SQS message, sent before any
-// reply.
+// All four kinds of RPC are supported: a unary call is one request and
+// one reply (requester.SendMessageAndGetResponse); a client-streaming or
+// bidirectional call is a session (requester.OpenSession): each message
+// the client sends reaches the handler's RecvMsg in order, and the
+// responses reach the client as the handler sends them, concurrently; a
+// server-streaming call is a half-closed session. grpc-go's interop cases
+// pass over SQS (interop_test.go). Cancelling a streaming call, or its
+// deadline passing, cancels the handler's context within about one SQS
+// round trip, and its request is finished, not retried.
 //
 // The method, the outgoing metadata, the caller's deadline, the codec's
 // name and the request message travel in one message body; the header,
 // the responses, the trailer and the status (with its details) come back
-// (docs/adapters.md, docs/wire.md). The context's deadline is the call's
-// timeout and the handler's deadline; a request that expired before it
-// was received is deleted unhandled. Client and server interceptors
+// (docs/adapters.md, docs/wire.md); a streaming call's messages follow in
+// its session. The context's deadline is the call's timeout and the
+// handler's deadline; a request that expired before it was received is
+// deleted unhandled. Client and server interceptors
 // (unary and stream) run as under grpc. Messages use the codec the call
 // options name (grpc.ForceCodec, grpc.ForceCodecV2,
 // grpc.CallContentSubtype), proto by default; the server looks the

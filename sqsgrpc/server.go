@@ -129,13 +129,19 @@ func (s *Server) GetServiceInfo() map[string]grpc.ServiceInfo {
 // that has passed.
 // The incoming metadata (metadata.FromIncomingContext), grpc.SetHeader,
 // grpc.SendHeader and grpc.SetTrailer work as under a *grpc.Server. A
-// server-streaming handler's messages go out as they are sent, each in a
-// message of the reply stream; the status and the trailer end it. A
+// streaming handler's messages go out as they are sent, each in a message
+// of the call's session; the status and the trailer end it. RecvMsg of a
+// client-streaming or bidirectional handler returns the client's messages
+// as they arrive, io.EOF after its CloseSend, and codes.Canceled when the
+// client went away (its context is cancelled too). A
 // message too large for one SQS message fails its SendMsg (or the unary
 // call) with codes.ResourceExhausted, and nothing is sent. An unknown
 // method gets codes.Unimplemented, a malformed request codes.Internal. A
-// failed send of a streamed message fails the request, which is then
-// received again or reaches the dead-letter queue; so does a panic.
+// failed send of a streamed message, or a panic, fails the request: its
+// session is aborted (the client gets codes.Unavailable, wrapping
+// requester.ErrSessionAborted), or, for a unary call, it is received
+// again or reaches the dead-letter queue. A call whose client went away
+// (cancelled, or past its deadline) is finished as a drop.
 func (s *Server) Handler() responder.Handler { return responder.HandlerFunc(s.handle) }
 
 func (s *Server) handle(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
