@@ -1,7 +1,10 @@
-// Command grpc-over-sqs serves grpc's health service from an SQS queue and
-// calls it with its generated client: a unary Check and a server-streaming
-// Watch. The service and the client are grpc's own; two lines wire them
-// to SQS: sqsgrpc.NewServer (with Handler) and sqsgrpc.NewClientConn.
+// Command grpc-over-sqs serves two gRPC services from an SQS queue and
+// calls them with their generated clients, one RPC of each kind: grpc's
+// health service (a unary Check and a server-streaming Watch) and grpc's
+// interop TestService (a client-streaming upload, StreamingInputCall, and
+// a bidirectional chat, FullDuplexCall). The services and the clients are
+// grpc's own generated code; two lines wire them to SQS:
+// sqsgrpc.NewServer (with Handler) and sqsgrpc.NewClientConn.
 //
 //	go run .                                           # both, on an embedded SQS server
 //	tempq emulator &                                   # or any SQS: two processes
@@ -17,6 +20,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -27,6 +31,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	testgrpc "google.golang.org/grpc/interop/grpc_testing"
 
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
@@ -108,7 +113,44 @@ func serve(ctx context.Context, client *sqs.Client, queueURL string) error {
 		o.StreamInterceptors = []grpc.StreamServerInterceptor{flipOnWatch}
 	})
 	healthpb.RegisterHealthServer(srv, hs)
+	testgrpc.RegisterTestServiceServer(srv, streams{})
 	return resp.Serve(ctx, queueURL, srv.Handler())
+}
+
+// streams is ordinary grpc server code: an upload that counts what it
+// received, and a chat that answers each message as it comes.
+type streams struct {
+	testgrpc.UnimplementedTestServiceServer
+}
+
+func (streams) StreamingInputCall(stream testgrpc.TestService_StreamingInputCallServer) error {
+	total := 0
+	for {
+		chunk, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return stream.SendAndClose(&testgrpc.StreamingInputCallResponse{AggregatedPayloadSize: int32(total)})
+		}
+		if err != nil {
+			return err
+		}
+		total += len(chunk.GetPayload().GetBody())
+	}
+}
+
+func (streams) FullDuplexCall(stream testgrpc.TestService_FullDuplexCallServer) error {
+	for {
+		in, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		reply := "pong " + strings.TrimPrefix(string(in.GetPayload().GetBody()), "ping ")
+		if err := stream.Send(&testgrpc.StreamingOutputCallResponse{Payload: &testgrpc.Payload{Body: []byte(reply)}}); err != nil {
+			return err
+		}
+	}
 }
 
 // call checks and watches the service with grpc's generated client.
@@ -119,7 +161,53 @@ func call(ctx context.Context, client *sqs.Client, queueURL string, out io.Write
 	}
 	defer r.Close(context.Background())
 	var conn grpc.ClientConnInterface = sqsgrpc.NewClientConn(r, queueURL) // wiring, client side
-	return checkAndWatch(ctx, healthpb.NewHealthClient(conn), out)
+	if err := checkAndWatch(ctx, healthpb.NewHealthClient(conn), out); err != nil {
+		return err
+	}
+	return uploadAndChat(ctx, testgrpc.NewTestServiceClient(conn), out)
+}
+
+// uploadAndChat is ordinary grpc client code: a client-streaming upload
+// of four chunks, then a bidirectional chat of three exchanges, each
+// answer awaited before the next message.
+func uploadAndChat(ctx context.Context, tc testgrpc.TestServiceClient, out io.Writer) error {
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	up, err := tc.StreamingInputCall(cctx)
+	if err != nil {
+		return err
+	}
+	for _, chunk := range []string{"chunk one ", "chunk two ", "chunk three ", "last chunk"} {
+		if err := up.Send(&testgrpc.StreamingInputCallRequest{Payload: &testgrpc.Payload{Body: []byte(chunk)}}); err != nil {
+			return err
+		}
+	}
+	sum, err := up.CloseAndRecv()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "Upload: 4 chunks,", sum.AggregatedPayloadSize, "bytes")
+	chat, err := tc.FullDuplexCall(cctx)
+	if err != nil {
+		return err
+	}
+	for i := 1; i <= 3; i++ {
+		if err := chat.Send(&testgrpc.StreamingOutputCallRequest{Payload: &testgrpc.Payload{Body: []byte(fmt.Sprint("ping ", i))}}); err != nil {
+			return err
+		}
+		m, err := chat.Recv()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(out, "Chat:", string(m.GetPayload().GetBody()))
+	}
+	if err := chat.CloseSend(); err != nil {
+		return err
+	}
+	if _, err := chat.Recv(); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("chat: the server ended with %v", err)
+	}
+	return nil
 }
 
 // checkAndWatch is ordinary grpc client code.

@@ -12,6 +12,10 @@ import (
 const want = `Check orders: SERVING
 Watch orders: SERVING
 Watch orders: NOT_SERVING
+Upload: 4 chunks, 42 bytes
+Chat: pong 1
+Chat: pong 2
+Chat: pong 3
 `
 
 func TestBothInOneProcess(t *testing.T) {
