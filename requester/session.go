@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -77,6 +78,11 @@ type Session struct {
 	abandoned bool          // the stream stopped early: the handler must stop
 	cancelled bool          // the cancel went out
 	err       error         // a failed send, an abort: the session is over
+
+	idle     time.Duration // SessionOptions.IdleTimeout; 0 for none
+	heardAt  time.Time     // when a message from the responder last came
+	sentAt   time.Time     // when a message to the session last went
+	idleTick *time.Timer   // checks the silence both ways, once the session is open
 }
 
 // SessionOptions configure a session.
@@ -89,7 +95,22 @@ type SessionOptions struct {
 	// does not). A responder that cannot open sessions serves it as a
 	// reply stream.
 	HalfClosed bool
+	// IdleTimeout ends a session in which one side hears nothing from the
+	// other for this long, so that a side that died (SIGKILL, a lost
+	// host) leaves nothing waiting when the session has no deadline, or a
+	// long one: once the responder has named the session's queue, each
+	// side sends a ping after a third of it without sending anything, and
+	// gives up after all of it without hearing anything (the caller with
+	// ErrSessionAborted, the handler with its context cancelled, cause
+	// responder.ErrCallerGone). Default (0) 60 s; at least 100 ms;
+	// negative for none. A responder older than it ignores it.
+	IdleTimeout time.Duration
 }
+
+// defaultSessionIdle is SessionOptions.IdleTimeout's default: a ping
+// every 20 s of silence, one message a side, and a dead peer found
+// within a minute.
+const defaultSessionIdle = 60 * time.Second
 
 // OpenSession sends a request that opens a session: the responder's
 // handler may read more messages from the caller (Session.Send) after
@@ -110,20 +131,28 @@ func (r *Requester) OpenSession(ctx context.Context, in *sqs.SendMessageInput, o
 		}
 		fn(&so)
 	}
+	switch {
+	case so.IdleTimeout == 0:
+		so.IdleTimeout = defaultSessionIdle
+	case so.IdleTimeout < 0:
+		so.IdleTimeout = 0
+	case so.IdleTimeout < 100*time.Millisecond:
+		return nil, wire.Invalid(op, "IdleTimeout", "%v is below 100ms", so.IdleTimeout)
+	}
 	in, replyName, after := r.onSend(ctx, in)
 	requestID, attrs, err := checkRequest(op, in, sqsapi.StreamAttribute)
 	if err != nil {
 		r.after(after, nil, err)
 		return nil, err
 	}
-	attrs[sqsapi.StreamAttribute] = wire.StringAttribute(wire.SessionRequest(SessionWindow, so.HalfClosed))
+	attrs[sqsapi.StreamAttribute] = wire.StringAttribute(wire.SessionRequest(wire.SessionAsk{Credit: SessionWindow, End: so.HalfClosed, Idle: so.IdleTimeout}))
 	s := &Stream{r: r, replyName: replyName, requestID: requestID, queueURL: aws.ToString(in.QueueUrl), final: -1,
 		buf: make(map[int]types.Message), wake: make(chan struct{}, 1), after: after}
 	if s.requestID == "" {
 		s.requestID = s.replyName
 	}
 	sess := &Session{Stream: s, changed: make(chan struct{}), granted: SessionWindow, grantSent: SessionWindow,
-		closeSend: so.HalfClosed, endSent: so.HalfClosed}
+		closeSend: so.HalfClosed, endSent: so.HalfClosed, idle: so.IdleTimeout}
 	s.sess = sess
 	if !r.track(sess) {
 		r.after(after, nil, ErrClosed)
@@ -287,12 +316,14 @@ func (s *Session) submitLocked(op string, pos wire.StreamPos, body string, attrs
 	attrs[sqsapi.StreamAttribute] = wire.StringAttribute(wire.FormatStream(pos))
 	attrs[sqsapi.VirtualQueueNameAttribute] = wire.StringAttribute(s.name)
 	s.inflight++
+	s.sentAt = time.Now()
 	s.Stream.r.core.Submit(op, s.hostURL, types.SendMessageBatchRequestEntry{MessageBody: aws.String(body), MessageAttributes: attrs}, s.sent)
 }
 
 // control sends a control message to the session's queue.
 func (s *Session) controlLocked(c wire.Control) {
 	s.inflight++
+	s.sentAt = time.Now()
 	attrs := map[string]types.MessageAttributeValue{
 		sqsapi.SessionAttribute:          wire.StringAttribute(c.Format()),
 		sqsapi.VirtualQueueNameAttribute: wire.StringAttribute(s.name),
@@ -335,6 +366,10 @@ func (s *Session) onControl(c wire.Control) {
 			hostURL, name, _ := wire.ParseVirtualQueueURL(c.URL) // checked by ParseControl
 			s.url, s.hostURL, s.name = c.URL, hostURL, name
 			s.credit = max(s.credit, c.Credit)
+			if s.idle > 0 && !s.abandoned {
+				s.sentAt = time.Now()
+				s.idleTick = time.AfterFunc(s.idle/3, s.checkIdle)
+			}
 			if s.abandoned {
 				s.cancelLocked()
 			} else {
@@ -381,6 +416,38 @@ func (s *Session) openedTwiceLocked(u string) {
 	s.Stream.r.core.Submit("requester.Session", hostURL, types.SendMessageBatchRequestEntry{MessageBody: aws.String(wire.ControlCancel), MessageAttributes: attrs}, s.sent)
 }
 
+// heard notes that a message of the session came from the responder.
+func (s *Session) heard() {
+	s.mu.Lock()
+	s.heardAt = time.Now()
+	s.mu.Unlock()
+}
+
+// checkIdle runs every third of the idle timeout once the session is
+// open: it pings the responder after that long without sending, and gives
+// up on it after the whole timeout without hearing from it.
+func (s *Session) checkIdle() {
+	s.mu.Lock()
+	if s.err != nil || s.peerDone || s.abandoned {
+		s.mu.Unlock()
+		return
+	}
+	now := time.Now()
+	if silent := now.Sub(s.heardAt); silent >= s.idle {
+		err := fmt.Errorf("%w: nothing heard from the responder for %v (the session's idle timeout)", ErrSessionAborted, silent.Round(time.Millisecond))
+		s.err = err
+		s.signalLocked()
+		s.mu.Unlock()
+		s.Stream.stop(err) // and cancel, in case only its messages were lost
+		return
+	}
+	if now.Sub(s.sentAt) >= s.idle/3 {
+		s.controlLocked(wire.Control{Verb: wire.ControlPing})
+	}
+	s.idleTick.Reset(s.idle / 3)
+	s.mu.Unlock()
+}
+
 // onCredit takes the credit a reply carried.
 func (s *Session) onCredit(n int) {
 	s.mu.Lock()
@@ -417,6 +484,9 @@ func (s *Session) onRead(next int) {
 // told to stop.
 func (s *Session) onStop(complete bool) {
 	s.mu.Lock()
+	if s.idleTick != nil {
+		s.idleTick.Stop()
+	}
 	if !complete && !s.peerDone && !s.abandoned {
 		s.abandoned = true
 		s.cancelLocked()

@@ -412,3 +412,116 @@ func TestHalfClosedSessionCancelsAReplyStream(t *testing.T) {
 		}
 	})
 }
+
+// A caller that falls silent (dead, its host lost) is given up after the
+// session's idle timeout: the responder pings it first, then cancels the
+// handler. The caller here is the raw SDK, which sends the request and
+// nothing after it.
+func TestSessionIdleCallerIsGivenUp(t *testing.T) {
+	e := newEnv(t, sqstestenv.SQSTest(t))
+	cancelled := make(chan error, 1)
+	var rec observetest.Recorder
+	serveSessions(t, e, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+		_, err := req.Recv(ctx)
+		cancelled <- context.Cause(ctx)
+		return nil, err
+	}, func(o *responder.Options) { o.Observer = &rec })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	replies, err := e.raw.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(sqstestenv.QueueName(t, "replies"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	attr := func(v string) types.MessageAttributeValue {
+		return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+	}
+	if _, err := e.raw.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("silent"),
+		MessageAttributes: map[string]types.MessageAttributeValue{
+			"ResponseQueueUrl":     attr(*replies.QueueUrl),
+			"TempQueues.RequestId": attr("silent-1"),
+			"TempQueues.Stream":    attr("session;credit=32;idle=900"),
+			"TempQueues.Deadline":  attr(strconv.FormatInt(time.Now().Add(time.Minute).UnixMilli(), 10)),
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	select {
+	case cause := <-cancelled:
+		if !errors.Is(cause, responder.ErrCallerGone) || !strings.Contains(cause.Error(), "idle timeout") {
+			t.Errorf("the handler stopped with cause %v, want ErrCallerGone for the idle timeout", cause)
+		}
+		if d := time.Since(start); d < 800*time.Millisecond {
+			t.Errorf("given up after %v, before the 900ms idle timeout", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler of a silent caller was never stopped")
+	}
+	if !rec.Wait(ctx, observe.Dropped, "cancelled", 1) {
+		t.Fatal("no Dropped, cancelled event")
+	}
+	// The responder pinged before it gave up: open, then pings.
+	verbs := map[string]int{}
+	for len(verbs) < 2 {
+		out, err := e.raw.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: replies.QueueUrl, MaxNumberOfMessages: 10, WaitTimeSeconds: 1, MessageAttributeNames: []string{"All"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out.Messages) == 0 {
+			t.Fatalf("the reply queue holds only %v, want the open and a ping", verbs)
+		}
+		for _, m := range out.Messages {
+			verb, _, _ := strings.Cut(aws.ToString(m.MessageAttributes["TempQueues.Session"].StringValue), " ")
+			verbs[verb]++
+		}
+	}
+	if verbs["open"] != 1 || verbs["ping"] < 1 {
+		t.Errorf("control messages %v, want one open and pings", verbs)
+	}
+}
+
+// A responder that falls silent is given up by the caller after the
+// idle timeout. The responder here is the raw SDK: it opens the session
+// and says nothing more.
+func TestSessionIdleResponderIsGivenUp(t *testing.T) {
+	e := newEnv(t, sqstestenv.SQSTest(t))
+	r := e.requester(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := r.OpenSession(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("hello")},
+		func(o *requester.SessionOptions) { o.IdleTimeout = 900 * time.Millisecond })
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := e.raw.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(e.queue), WaitTimeSeconds: 5, MessageAttributeNames: []string{"All"}})
+	if err != nil || len(out.Messages) != 1 {
+		t.Fatalf("the request: %v, %v", out, err)
+	}
+	req := out.Messages[0]
+	if v := aws.ToString(req.MessageAttributes["TempQueues.Stream"].StringValue); v != "session;credit=32;idle=900" {
+		t.Errorf("the request's stream attribute %q", v)
+	}
+	host, name, _ := strings.Cut(aws.ToString(req.MessageAttributes["ResponseQueueUrl"].StringValue), "#")
+	attr := func(v string) types.MessageAttributeValue {
+		return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+	}
+	// The session's queue is the request queue: the caller's pings land
+	// there, unread.
+	if _, err := e.raw.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(host), MessageBody: aws.String("open"),
+		MessageAttributes: map[string]types.MessageAttributeValue{
+			"__AmazonSQSVirtualQueuesClient.QueueName": attr(name),
+			"TempQueues.Session":                       attr("open 32 " + e.queue + "#session"),
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := s.Send(ctx, &requester.Message{Body: "anyone?"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Next(ctx)
+	if !errors.Is(err, requester.ErrSessionAborted) || !strings.Contains(err.Error(), "idle timeout") {
+		t.Fatalf("Next: %v, want ErrSessionAborted for the idle timeout", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("given up after %v", d)
+	}
+}

@@ -286,6 +286,7 @@ func (s *Stream) onReply(m types.Message, err error) bool {
 		return false
 	}
 	if s.sess != nil {
+		s.sess.heard()
 		if c, isControl, ok := wire.ControlOf(m); isControl {
 			if ok {
 				s.sess.onControl(c)

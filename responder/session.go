@@ -146,6 +146,11 @@ type session struct {
 	goneC     chan struct{}           // closed when gone is set
 	cancel    context.CancelCauseFunc // the handler's context
 	closed    bool                    // the handler returned
+
+	idle     time.Duration // the caller's idle timeout, 0 for none
+	heardAt  time.Time     // when a message from the caller last came
+	sentAt   time.Time     // when a message to the caller last went
+	idleTick *time.Timer
 }
 
 // openSession opens the session req asks for: a virtual queue on the
@@ -171,6 +176,7 @@ func (s *server) openSession(ctx context.Context, x *exchange) error {
 	if req.stream.askedEnd {
 		sess.end = 0 // nothing follows the request
 	}
+	sess.idle = req.stream.askedIdle
 	if err := host.ExpectMany(sess.name, sess.onMessage); err != nil {
 		return err
 	}
@@ -181,7 +187,46 @@ func (s *server) openSession(ctx context.Context, x *exchange) error {
 		sess.close()
 		return err
 	}
+	if sess.idle > 0 {
+		sess.mu.Lock()
+		sess.heardAt, sess.sentAt = r.clk.Now(), r.clk.Now()
+		sess.idleTick = time.AfterFunc(sess.idle/3, sess.checkIdle)
+		sess.mu.Unlock()
+	}
 	return nil
+}
+
+// checkIdle runs every third of the caller's idle timeout: it pings the
+// caller after that long without sending, and gives up on it after the
+// whole timeout without hearing from it.
+func (sess *session) checkIdle() {
+	sess.mu.Lock()
+	if sess.closed || sess.gone != nil {
+		sess.mu.Unlock()
+		return
+	}
+	now := sess.r.clk.Now()
+	if silent := now.Sub(sess.heardAt); silent >= sess.idle {
+		sess.mu.Unlock()
+		sess.goneWith(fmt.Errorf("%w: nothing heard from it for %v (the session's idle timeout)", ErrCallerGone, silent.Round(time.Millisecond)))
+		return
+	}
+	ping := now.Sub(sess.sentAt) >= sess.idle/3
+	if ping {
+		sess.sentAt = now
+	}
+	sess.idleTick.Reset(sess.idle / 3)
+	sess.mu.Unlock()
+	if ping {
+		sess.sendControl(wire.Control{Verb: wire.ControlPing})
+	}
+}
+
+// noteSent notes that a message went to the caller.
+func (sess *session) noteSent() {
+	sess.mu.Lock()
+	sess.sentAt = sess.r.clk.Now()
+	sess.mu.Unlock()
 }
 
 // control builds a control message to the caller.
@@ -216,6 +261,9 @@ func (sess *session) onMessage(m types.Message, err error) bool {
 		sess.goneWith(fmt.Errorf("responder: the session's queue failed: %w", err))
 		return false
 	}
+	sess.mu.Lock()
+	sess.heardAt = sess.r.clk.Now()
+	sess.mu.Unlock()
 	if c, isControl, ok := wire.ControlOf(m); isControl {
 		switch {
 		case !ok:
@@ -308,6 +356,7 @@ func (sess *session) recv(ctx context.Context) (*types.Message, error) {
 				// Half the window is read and no reply carried the grant:
 				// a credit message does.
 				sess.grantSent = sess.granted
+				sess.sentAt = sess.r.clk.Now()
 				c := wire.Control{Verb: wire.ControlCredit, Credit: sess.granted}
 				sess.mu.Unlock()
 				sess.sendControl(c)
@@ -362,6 +411,9 @@ func (sess *session) close() {
 	}
 	sess.closed = true
 	sess.buf = nil
+	if sess.idleTick != nil {
+		sess.idleTick.Stop()
+	}
 	sess.signalLocked()
 	sess.mu.Unlock()
 	time.AfterFunc(sessionDrain, func() { sess.host.Unexpect(sess.name) })

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -56,11 +57,12 @@ type replyStream struct {
 	age    uint64          // the stream's place in the order of their start
 
 	// A session's reply stream sends below the credit its caller grants.
-	asked    int           // the credit a session request granted, 0 for none
-	askedEnd bool          // the session request is the caller's only message
-	session  *session      // set once the session is open
-	credit   int           // under mu: Send may send below this; 0 for no limit
-	granted  chan struct{} // under mu: closed and replaced when credit grows
+	asked     int           // the credit a session request granted, 0 for none
+	askedEnd  bool          // the session request is the caller's only message
+	askedIdle time.Duration // the session's idle timeout, 0 for none
+	session   *session      // set once the session is open
+	credit    int           // under mu: Send may send below this; 0 for no limit
+	granted   chan struct{} // under mu: closed and replaced when credit grows
 }
 
 // streamMessage is a stream's message waiting for its turn.
@@ -186,8 +188,8 @@ func (r *Responder) newReplyStream(req *Request) *replyStream {
 		return nil
 	}
 	s := &replyStream{r: r, req: req, request: req.Message, origin: originOf(req), window: make(chan struct{}, streamWindow), age: r.turns.ages.Add(1)}
-	if credit, end, ok := wire.ParseSessionRequest(aws.ToString(v.StringValue)); ok {
-		s.asked, s.askedEnd = credit, end
+	if a, ok := wire.ParseSessionRequest(aws.ToString(v.StringValue)); ok {
+		s.asked, s.askedEnd, s.askedIdle = a.Credit, a.End, a.Idle
 		if s.asked == 0 {
 			s.asked = sessionWindow
 		}
@@ -276,6 +278,9 @@ func (s *replyStream) send(ctx context.Context, msg *Reply) error {
 	s.seq++
 	s.wg.Add(1)
 	s.mu.Unlock()
+	if s.session != nil {
+		s.session.noteSent()
+	}
 	s.r.turns.add(s, streamMessage{target, entry, sent})
 	return nil
 }

@@ -3,6 +3,7 @@ package wire
 import (
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
@@ -14,12 +15,18 @@ import (
 //
 //	<seq>[;final|;end][;credit=<n>]
 //
-// and a session request's stream attribute is "session;credit=<n>", with
-// ";end" when the request is the caller's only message (the session then
-// carries the replies' credit and the caller's cancel). A
+// and a session request's stream attribute is
+//
+//	session;credit=<n>[;end][;idle=<ms>]
+//
+// with ";end" when the request is the caller's only message (the session
+// then carries the replies' credit and the caller's cancel), and
+// ";idle=<ms>" the session's idle timeout: each side pings after a third
+// of it without sending, and gives up on the other after all of it
+// without hearing from it. A
 // session's control message carries
 //
-//	open <credit> <session-url> | credit <n> | cancel | abort <reason>
+//	open <credit> <session-url> | credit <n> | ping | cancel | abort <reason>
 //
 // in its session attribute, and its verb as its body.
 const (
@@ -37,12 +44,14 @@ const (
 	EndBody = "end of stream"
 
 	creditKey = "credit="
+	idleKey   = "idle="
 )
 
 // Session control verbs.
 const (
 	ControlOpen   = "open"   // responder to caller: the session's URL and the first credit
 	ControlCredit = "credit" // either way: the other side may send up to this sequence number
+	ControlPing   = "ping"   // either way: still here, in a session silent for a third of its idle timeout
 	ControlCancel = "cancel" // caller to responder: stop the handler, nobody waits
 	ControlAbort  = "abort"  // responder to caller: the session failed; the reason follows
 )
@@ -107,39 +116,55 @@ func StreamOf(m types.Message) (StreamPos, bool) {
 	return ParseStream(*v.StringValue)
 }
 
+// SessionAsk is what a session request asks for.
+type SessionAsk struct {
+	Credit int           // the replies the responder may send before it hears more; 0: none named
+	End    bool          // the request is the caller's only message
+	Idle   time.Duration // the idle timeout; 0: none
+}
+
 // SessionRequest returns the stream attribute value of a request that
-// opens a session, granting the responder credit messages; end says that
-// the caller sends nothing after the request.
-func SessionRequest(credit int, end bool) string {
-	v := SessionRequested + ";" + creditKey + strconv.Itoa(credit)
-	if end {
+// opens the session a asks for.
+func SessionRequest(a SessionAsk) string {
+	v := SessionRequested + ";" + creditKey + strconv.Itoa(a.Credit)
+	if a.End {
 		v += ";" + MarkEnd
+	}
+	if a.Idle > 0 {
+		v += ";" + idleKey + strconv.FormatInt(a.Idle.Milliseconds(), 10)
 	}
 	return v
 }
 
 // ParseSessionRequest reports whether a request's stream attribute value
-// asks for a session, the credit it grants (0 when it names none) and
-// whether the request is the caller's only message.
-func ParseSessionRequest(v string) (credit int, end, ok bool) {
+// asks for a session, and what it asks for.
+func ParseSessionRequest(v string) (a SessionAsk, ok bool) {
 	head, rest, _ := strings.Cut(v, ";")
 	if head != SessionRequested {
-		return 0, false, false
+		return SessionAsk{}, false
 	}
 	for rest != "" {
 		var part string
 		part, rest, _ = strings.Cut(rest, ";")
 		switch {
 		case part == MarkEnd:
-			end = true
+			a.End = true
 		case strings.HasPrefix(part, creditKey):
 			if c, err := strconv.Atoi(part[len(creditKey):]); err == nil && c > 0 {
-				credit = c
+				a.Credit = c
+			}
+		case strings.HasPrefix(part, idleKey):
+			if ms, err := strconv.ParseInt(part[len(idleKey):], 10, 64); err == nil && ms > 0 && ms <= maxIdleMillis {
+				a.Idle = time.Duration(ms) * time.Millisecond
 			}
 		}
 	}
-	return credit, end, true
+	return a, true
 }
+
+// maxIdleMillis bounds an idle timeout on the wire: 12 hours, SQS's
+// longest visibility, beyond which a session is not held anyway.
+const maxIdleMillis = 12 * 60 * 60 * 1000
 
 // Control is a session's control message.
 type Control struct {
@@ -184,7 +209,7 @@ func ParseControl(v string) (c Control, ok bool) {
 			return Control{}, false
 		}
 		c.Credit = n
-	case ControlCancel:
+	case ControlCancel, ControlPing:
 	case ControlAbort:
 		c.Reason = rest
 	default:
