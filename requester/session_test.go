@@ -525,3 +525,43 @@ func TestSessionIdleResponderIsGivenUp(t *testing.T) {
 		t.Errorf("given up after %v", d)
 	}
 }
+
+// A session works from a requester whose host queue is FIFO: the replies
+// (and the responder's control messages) go to the caller's message
+// group, in order; the caller's messages go to the responder's own
+// standard host queue, put in order by their numbers.
+func TestSessionFromAFIFOHost(t *testing.T) {
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		serveSessions(t, e, echoSession)
+		r := e.requester(t, func(o *requester.Options) { o.HostQueueAttributes = map[string]string{"FifoQueue": "true"} })
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s := openSession(t, ctx, r, e, "fifo")
+		for i := range 40 {
+			if err := s.Send(ctx, &requester.Message{Body: "m" + strconv.Itoa(i)}); err != nil {
+				t.Fatalf("Send %d: %v", i, err)
+			}
+		}
+		if err := s.CloseSend(); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for m, err := range s.All(ctx) {
+			if err != nil {
+				t.Fatalf("after %d replies: %v", n, err)
+			}
+			want := "M" + strconv.Itoa(n)
+			if n == 40 {
+				want = "fifo: 40 messages"
+			}
+			if got := aws.ToString(m.Body); got != want {
+				t.Fatalf("reply %d is %q, want %q", n, got, want)
+			}
+			n++
+		}
+		if n != 41 {
+			t.Fatalf("%d replies, want 41", n)
+		}
+	})
+}
