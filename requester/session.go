@@ -320,15 +320,21 @@ func (s *Session) submitLocked(op string, pos wire.StreamPos, body string, attrs
 	s.Stream.r.core.Submit(op, s.hostURL, types.SendMessageBatchRequestEntry{MessageBody: aws.String(body), MessageAttributes: attrs}, s.sent)
 }
 
-// control sends a control message to the session's queue.
+// controlLocked sends a control message to the session's queue.
 func (s *Session) controlLocked(c wire.Control) {
-	s.inflight++
 	s.sentAt = time.Now()
+	s.controlToLocked(s.hostURL, s.name, c)
+}
+
+// controlToLocked sends a control message to the virtual queue name on
+// hostURL.
+func (s *Session) controlToLocked(hostURL, name string, c wire.Control) {
+	s.inflight++
 	attrs := map[string]types.MessageAttributeValue{
 		sqsapi.SessionAttribute:          wire.StringAttribute(c.Format()),
-		sqsapi.VirtualQueueNameAttribute: wire.StringAttribute(s.name),
+		sqsapi.VirtualQueueNameAttribute: wire.StringAttribute(name),
 	}
-	s.Stream.r.core.Submit("requester.Session", s.hostURL, types.SendMessageBatchRequestEntry{MessageBody: aws.String(c.Verb), MessageAttributes: attrs}, s.sent)
+	s.Stream.r.core.Submit("requester.Session", hostURL, types.SendMessageBatchRequestEntry{MessageBody: aws.String(c.Verb), MessageAttributes: attrs}, s.sent)
 }
 
 // sent takes the outcome of one of the session's sends.
@@ -408,12 +414,7 @@ func (s *Session) onControl(c wire.Control) {
 // opened at u.
 func (s *Session) openedTwiceLocked(u string) {
 	hostURL, name, _ := wire.ParseVirtualQueueURL(u)
-	s.inflight++
-	attrs := map[string]types.MessageAttributeValue{
-		sqsapi.SessionAttribute:          wire.StringAttribute(wire.Control{Verb: wire.ControlCancel}.Format()),
-		sqsapi.VirtualQueueNameAttribute: wire.StringAttribute(name),
-	}
-	s.Stream.r.core.Submit("requester.Session", hostURL, types.SendMessageBatchRequestEntry{MessageBody: aws.String(wire.ControlCancel), MessageAttributes: attrs}, s.sent)
+	s.controlToLocked(hostURL, name, wire.Control{Verb: wire.ControlCancel})
 }
 
 // heard notes that a message of the session came from the responder.
