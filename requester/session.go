@@ -17,11 +17,11 @@ import (
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
-// SessionWindow is the credit each side of a session grants the other: at
+// sessionWindow is the credit each side of a session grants the other: at
 // most this many messages sent and not yet read by the other side's
 // handler or caller. A sender past it waits, so neither side buffers more
 // than this many messages of a session.
-const SessionWindow = 32
+const sessionWindow = 32
 
 // ErrSendClosed is returned by Session.Send after CloseSend.
 var ErrSendClosed = errors.New("requester: send after CloseSend")
@@ -54,9 +54,9 @@ type Message struct {
 // tells the handler: its context is cancelled within about one SQS round
 // trip, and its request is finished, not retried.
 //
-// Both directions are flow-controlled: Send waits while SessionWindow of
+// Both directions are flow-controlled: Send waits while 32 of
 // its messages are unread by the handler, and the handler's sends wait
-// while SessionWindow replies are unread by Next. Send and CloseSend are
+// while 32 replies are unread by Next. Send and CloseSend are
 // for one goroutine at a time, Next for one (perhaps another); Close may
 // be called from any goroutine.
 type Session struct {
@@ -145,13 +145,13 @@ func (r *Requester) OpenSession(ctx context.Context, in *sqs.SendMessageInput, o
 		r.after(after, nil, err)
 		return nil, err
 	}
-	attrs[sqsapi.StreamAttribute] = wire.StringAttribute(wire.SessionRequest(wire.SessionAsk{Credit: SessionWindow, End: so.HalfClosed, Idle: so.IdleTimeout}))
+	attrs[sqsapi.StreamAttribute] = wire.StringAttribute(wire.SessionRequest(wire.SessionAsk{Credit: sessionWindow, End: so.HalfClosed, Idle: so.IdleTimeout}))
 	s := &Stream{r: r, replyName: replyName, requestID: requestID, queueURL: aws.ToString(in.QueueUrl), final: -1,
 		buf: make(map[int]types.Message), wake: make(chan struct{}, 1), after: after}
 	if s.requestID == "" {
 		s.requestID = s.replyName
 	}
-	sess := &Session{Stream: s, changed: make(chan struct{}), granted: SessionWindow, grantSent: SessionWindow,
+	sess := &Session{Stream: s, changed: make(chan struct{}), granted: sessionWindow, grantSent: sessionWindow,
 		closeSend: so.HalfClosed, endSent: so.HalfClosed, idle: so.IdleTimeout}
 	s.sess = sess
 	if !r.track(sess) {
@@ -190,7 +190,7 @@ func (r *Requester) untrack(s *Session) {
 // Send streams msg to the handler as the request's next message. It
 // returns once msg is queued for a batch call shared with other messages;
 // it waits first until the responder has named the session's queue and
-// while SessionWindow of the caller's messages are unread. A send that
+// while 32 of the caller's messages are unread. A send that
 // fails ends the session with its error, returned by this or a later Send
 // and by Next.
 //
@@ -473,8 +473,8 @@ func (s *Session) onFinal() {
 func (s *Session) onRead(next int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.granted = next + SessionWindow
-	if s.url != "" && s.granted-s.grantSent >= SessionWindow/2 && !s.peerDone && s.err == nil && !s.abandoned {
+	s.granted = next + sessionWindow
+	if s.url != "" && s.granted-s.grantSent >= sessionWindow/2 && !s.peerDone && s.err == nil && !s.abandoned {
 		s.controlLocked(wire.Control{Verb: wire.ControlCredit, Credit: s.granted})
 		s.grantSent = s.granted
 	}

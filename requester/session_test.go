@@ -21,6 +21,10 @@ import (
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
+// sessionWindow is the credit each side of a session grants the other
+// (docs/streams.md, "Flow control").
+const sessionWindow = 32
+
 // serveSessions runs a responder on queue with h until the test ends; its
 // session host queue has the test's prefix.
 func serveSessions(t *testing.T, e *env, h responder.HandlerFunc, optFns ...func(*responder.Options)) *responder.Responder {
@@ -209,8 +213,8 @@ func TestSessionSenderWaitsForAReaderThatStops(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if sent != requester.SessionWindow {
-		t.Fatalf("Send went on for %d messages while the handler read none, want it to wait after %d", sent, requester.SessionWindow)
+	if sent != sessionWindow {
+		t.Fatalf("Send went on for %d messages while the handler read none, want it to wait after %d", sent, sessionWindow)
 	}
 	close(release)
 	for i := sent; i < 100; i++ {
@@ -392,7 +396,7 @@ func TestHalfClosedSessionCancelsAReplyStream(t *testing.T) {
 		if err := s.Send(ctx, &requester.Message{Body: "x"}); !errors.Is(err, requester.ErrSendClosed) {
 			t.Errorf("Send on a half-closed session: %v, want ErrSendClosed", err)
 		}
-		for i := range 3 * requester.SessionWindow {
+		for i := range 3 * sessionWindow {
 			m, err := s.Next(ctx)
 			if err != nil {
 				t.Fatalf("reply %d: %v", i, err)

@@ -122,7 +122,7 @@ func (s *server) open(ctx context.Context, x *exchange) (act action, ok bool) {
 		x.log.Warn("responder: serving a session request as a reply stream; its caller cannot cancel it", slog.Any("error", err))
 		return action{}, true
 	}
-	if errors.Is(err, ErrSessionsUnsupported) {
+	if errors.Is(err, errSessionsUnsupported) {
 		sess := &session{r: s.r, req: x.req}
 		u, _ := stringAttribute(x.req.Message, sqsapi.ResponseQueueURLAttribute)
 		sess.reply, sess.route, _ = responseTarget(u) // checked by route

@@ -36,10 +36,10 @@ const sessionDrain = 5 * time.Second
 // retried: deleted, and told to Options.Observer as Dropped, "cancelled".
 var ErrCallerGone = errors.New("responder: the caller went away")
 
-// ErrSessionsUnsupported is the reason a session request is aborted by a
+// errSessionsUnsupported is the reason a session request is aborted by a
 // responder that cannot open sessions: its client lacks the queue
 // operations (an *sqs.Client has them), or it runs through Process.
-var ErrSessionsUnsupported = errors.New("responder: this responder serves no sessions")
+var errSessionsUnsupported = errors.New("responder: this responder serves no sessions")
 
 // Recv returns the next message the caller streamed after the request, in
 // order, each once, waiting for it; io.EOF once the caller half-closed
@@ -82,7 +82,7 @@ func (r *Responder) sessionHost(ctx context.Context) (*hostq.Host, error) {
 	if ss.core == nil {
 		full, ok := r.client.(sqsapi.Client)
 		if !ok {
-			ss.err = fmt.Errorf("%w: its client has no queue operations (CreateQueue, TagQueue, ...)", ErrSessionsUnsupported)
+			ss.err = fmt.Errorf("%w: its client has no queue operations (CreateQueue, TagQueue, ...)", errSessionsUnsupported)
 			return nil, ss.err
 		}
 		c, err := core.New("responder.Serve", full, core.Options{
@@ -160,7 +160,7 @@ type session struct {
 func (s *server) openSession(ctx context.Context, x *exchange) error {
 	r, req := s.r, x.req
 	if s.noSessions {
-		return fmt.Errorf("%w through Process", ErrSessionsUnsupported)
+		return fmt.Errorf("%w through Process", errSessionsUnsupported)
 	}
 	u, _ := stringAttribute(req.Message, sqsapi.ResponseQueueURLAttribute)
 	target, route, err := responseTarget(u)
