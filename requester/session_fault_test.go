@@ -781,6 +781,63 @@ func TestSessionHandover(t *testing.T) {
 	})
 }
 
+// doubleSends sends every message to the request queue twice, as SQS's
+// at-least-once delivery may hand one request to two responders.
+type doubleSends struct {
+	*sqs.Client
+	requests string
+}
+
+func (c *doubleSends) SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	out, err := c.Client.SendMessage(ctx, in, optFns...)
+	if err == nil && aws.ToString(in.QueueUrl) == c.requests {
+		_, err = c.Client.SendMessage(ctx, in, optFns...)
+	}
+	return out, err
+}
+
+func (c *doubleSends) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	out, err := c.Client.SendMessageBatch(ctx, in, optFns...)
+	if err == nil && aws.ToString(in.QueueUrl) == c.requests {
+		_, err = c.Client.SendMessageBatch(ctx, in, optFns...)
+	}
+	return out, err
+}
+
+// A request delivered twice runs two handlers, and the caller hears two
+// open messages: it aborts the session (it cannot tell a live first
+// responder from a dead one), and neither handler is left waiting for
+// the caller's deadline.
+func TestSessionRequestDeliveredTwiceEndsBothRuns(t *testing.T) {
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		h := newBlockingHandler()
+		var rec observetest.Recorder
+		startResponder(t, e, e.raw, h.handle, func(o *responder.Options) { o.Observer = &rec; o.MaxConcurrency = 4 })
+		r := requesterVia(t, e, &doubleSends{Client: e.raw, requests: e.queue})
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s := openSession(t, ctx, r, e, "twice")
+		waitFor(t, h.started, 10*time.Second, "first run")
+		waitFor(t, h.started, 10*time.Second, "second run")
+		_, err := s.Next(ctx)
+		aborted := time.Now()
+		if !errors.Is(err, requester.ErrSessionAborted) {
+			t.Fatalf("Next: %v, want ErrSessionAborted", err)
+		}
+		for i := range 2 {
+			end := waitFor(t, h.ended, 5*time.Second, "end of run "+strconv.Itoa(i+1)+" after the abort")
+			t.Logf("a run ended %v after the abort (cause %v)", end.at.Sub(aborted), end.cause)
+			if !errors.Is(end.cause, responder.ErrCallerGone) {
+				t.Errorf("a run ended with cause %v, want ErrCallerGone", end.cause)
+			}
+		}
+		if !rec.Wait(ctx, observe.Dropped, "cancelled", 2) {
+			t.Fatal("the two runs were not dropped as cancelled")
+		}
+	})
+}
+
 // Sessions that complete, are closed early, or are aborted leave no
 // goroutine behind once the requester is closed and the responder shut
 // down.
