@@ -870,3 +870,49 @@ func TestSessionsLeaveNoGoroutines(t *testing.T) {
 	}
 	leakcheck.Check(t)
 }
+
+// When the caller goes away, Recv's error and the handler's context
+// agree: once Recv failed for it, the context is cancelled, with cause
+// ErrCallerGone, so a handler that asks why it stopped is told. Many
+// sessions at once, since one would seldom lose the race.
+func TestSessionRecvFailsWithTheContextCancelled(t *testing.T) {
+	e := newEnv(t, sqstestenv.SQSTest(t))
+	const n = 30
+	started := make(chan struct{}, n)
+	causes := make(chan error, n)
+	startResponder(t, e, e.raw, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+		started <- struct{}{}
+		for {
+			if _, err := req.Recv(ctx); err != nil {
+				causes <- context.Cause(ctx)
+				return nil, err
+			}
+		}
+	}, func(o *responder.Options) { o.MaxConcurrency = n })
+	r := e.requester(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var sessions []*requester.Session
+	for i := range n {
+		s := openSession(t, ctx, r, e, "s"+strconv.Itoa(i))
+		if err := s.Send(ctx, &requester.Message{Body: "hello"}); err != nil {
+			t.Fatal(err)
+		}
+		sessions = append(sessions, s)
+	}
+	for range n {
+		waitFor(t, started, 10*time.Second, "handler run")
+	}
+	for _, s := range sessions {
+		s.Close()
+	}
+	bad := 0
+	for range n {
+		if cause := waitFor(t, causes, 10*time.Second, "end of a handler run"); !errors.Is(cause, responder.ErrCallerGone) {
+			bad++
+		}
+	}
+	if bad > 0 {
+		t.Fatalf("%d of %d handlers saw Recv fail for the caller's cancel while their context was not cancelled yet (cause nil)", bad, n)
+	}
+}
