@@ -22,8 +22,13 @@ import (
 // handled request, so tests can run responders as separate processes and
 // kill them.
 func TestMain(m *testing.M) {
-	if os.Getenv("TEMPQUEUES_CHILD") == "responder" {
+	switch os.Getenv("TEMPQUEUES_CHILD") {
+	case "responder":
 		os.Exit(childResponder())
+	case "session-responder":
+		os.Exit(childSessionResponder())
+	case "session-caller":
+		os.Exit(childSessionCaller())
 	}
 	os.Exit(m.Run())
 }
@@ -72,8 +77,16 @@ type child struct {
 // until it is serving.
 func startChild(t *testing.T, endpoint, queueURL string) *child {
 	t.Helper()
+	return startChildAs(t, "responder", "CHILD_ENDPOINT="+endpoint, "CHILD_QUEUE="+queueURL)
+}
+
+// startChildAs runs the test binary as the child process of kind mode
+// (TestMain) with env added to this process's environment, and waits
+// until it prints "ready".
+func startChildAs(t *testing.T, mode string, env ...string) *child {
+	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "TEMPQUEUES_CHILD=responder", "CHILD_ENDPOINT="+endpoint, "CHILD_QUEUE="+queueURL)
+	cmd.Env = append(append(os.Environ(), "TEMPQUEUES_CHILD="+mode), env...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -93,7 +106,7 @@ func startChild(t *testing.T, endpoint, queueURL string) *child {
 	}()
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	if l := c.expect(t, "ready", 20*time.Second); l == "" {
-		t.Fatal("child responder did not start")
+		t.Fatalf("child %s did not start", mode)
 	}
 	return c
 }

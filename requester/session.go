@@ -388,8 +388,13 @@ func (s *Session) onControl(c wire.Control) {
 		case c.URL != s.url:
 			// The responder that held the session died, and another one
 			// took the request again: what went to the first is lost.
-			// Tell the second one to stop.
+			// Tell the second one to stop, and the first too: SQS may
+			// have handed the request to both while the first lives, and
+			// its handler would wait for the caller's deadline.
 			s.openedTwiceLocked(c.URL)
+			if !s.peerDone {
+				s.cancelLocked()
+			}
 			stop = fmt.Errorf("%w: request %s was taken again by another responder (the first one stopped)", ErrSessionAborted, s.requestID)
 		}
 	case wire.ControlCredit:

@@ -308,18 +308,20 @@ func (sess *session) signalLocked() {
 // failed. The handler's context is cancelled with err as its cause.
 func (sess *session) goneWith(err error) {
 	sess.mu.Lock()
+	defer sess.mu.Unlock()
 	if sess.gone != nil || sess.closed {
-		sess.mu.Unlock()
 		return
+	}
+	// Cancelled before gone is visible to Recv, so that a handler whose
+	// Recv failed finds its context cancelled with the cause. Cancelling
+	// under the lock is safe: a context's cancellation runs no code that
+	// could take it (AfterFuncs run on goroutines of their own).
+	if sess.cancel != nil {
+		sess.cancel(err)
 	}
 	sess.gone = err
 	close(sess.goneC)
-	cancel := sess.cancel
 	sess.signalLocked()
-	sess.mu.Unlock()
-	if cancel != nil {
-		cancel(err)
-	}
 }
 
 // run returns the handler's context, cancelled when the caller goes away.
