@@ -342,7 +342,7 @@ func TestSessionRedeliveryKeepsOrderAndOnce(t *testing.T) {
 }
 
 // A caller that stops reading makes the handler's Send wait once a window
-// of replies is unread: the caller buffers no more than SessionWindow.
+// of replies is unread: the caller buffers no more than the session window.
 // When it reads again, the rest flows.
 func TestSessionHandlerWaitsForACallerThatStopsReading(t *testing.T) {
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
@@ -374,8 +374,8 @@ func TestSessionHandlerWaitsForACallerThatStopsReading(t *testing.T) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		if last != requester.SessionWindow {
-			t.Fatalf("the handler sent %d replies to a caller that read none, want it to wait after %d", last, requester.SessionWindow)
+		if last != sessionWindow {
+			t.Fatalf("the handler sent %d replies to a caller that read none, want it to wait after %d", last, sessionWindow)
 		}
 		for i := range n {
 			m, err := s.Next(ctx)
@@ -581,7 +581,7 @@ func TestSessionHandlerReturningEarlyEndsTheCallersSends(t *testing.T) {
 		defer sendCancel()
 		sent := 0
 		var err error
-		for ; sent < 10*requester.SessionWindow; sent++ {
+		for ; sent < 10*sessionWindow; sent++ {
 			if err = s.Send(sendCtx, &requester.Message{Body: "m" + strconv.Itoa(sent)}); err != nil {
 				break
 			}
@@ -589,7 +589,7 @@ func TestSessionHandlerReturningEarlyEndsTheCallersSends(t *testing.T) {
 		if !errors.Is(err, io.EOF) {
 			t.Fatalf("Send after %d messages: %v, want io.EOF once the handler returned", sent, err)
 		}
-		if sent > requester.SessionWindow+2 {
+		if sent > sessionWindow+2 {
 			t.Errorf("Send went on for %d messages, past the window", sent)
 		}
 		m, err := s.Next(ctx)
