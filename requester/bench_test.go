@@ -9,7 +9,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
-	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
 )
 
@@ -20,32 +19,13 @@ import (
 func benchRoundTrips(b *testing.B, be *sqstestenv.Backend, callers int) {
 	client, counter := be.Client(b)
 	ctx := context.Background()
-	q, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(sqstestenv.QueueName(b, "bench"))})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer client.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl})
-	resp, err := responder.New(client, func(o *responder.Options) { o.MaxConcurrency = 64; o.PollWaitTime = time.Second })
-	if err != nil {
-		b.Fatal(err)
-	}
-	serveCtx, stop := context.WithCancel(ctx)
-	served := make(chan error, 1)
-	go func() {
-		served <- resp.Serve(serveCtx, *q.QueueUrl, responder.HandlerFunc(func(_ context.Context, req *responder.Request) (*responder.Reply, error) {
-			return &responder.Reply{Body: req.Body()}, nil
-		}))
-	}()
-	defer func() { stop(); <-served }()
-	r, err := requester.New(client, func(o *requester.Options) { o.DisableSweeping = true })
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer r.Close(ctx)
+	q, r := benchService(b, client, responder.HandlerFunc(func(_ context.Context, req *responder.Request) (*responder.Reply, error) {
+		return &responder.Reply{Body: req.Body()}, nil
+	}))
 	call := func() {
 		cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		defer cancel()
-		if _, err := r.SendMessageAndGetResponse(cctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("ping")}); err != nil {
+		if _, err := r.SendMessageAndGetResponse(cctx, &sqs.SendMessageInput{QueueUrl: aws.String(q), MessageBody: aws.String("ping")}); err != nil {
 			b.Error(err)
 		}
 	}

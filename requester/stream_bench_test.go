@@ -54,10 +54,7 @@ func BenchmarkStream(b *testing.B) { benchmarkStream(b, 0) }
 func BenchmarkStreamSQSLatency(b *testing.B) { benchmarkStream(b, 10*time.Millisecond) }
 
 func benchmarkStream(b *testing.B, latency time.Duration) {
-	be := sqstestenv.SQSTest(b)
-	if latency > 0 {
-		be.Server.InjectFault(sqstest.Latency("", latency, 0))
-	}
+	be := benchBackend(b, latency)
 	for _, name := range []string{"tempqueues", "static-reply-queue"} {
 		for _, streams := range []int{1, 8, 64} {
 			b.Run(fmt.Sprintf("%s/streams=%d", name, streams), func(b *testing.B) {
@@ -74,58 +71,24 @@ func benchmarkStream(b *testing.B, latency time.Duration) {
 	}
 }
 
-func benchStreams(b *testing.B, run streamer, streams int, calls func() int64, reset func()) {
-	ctx := context.Background()
-	if err := run(ctx, make([]time.Duration, streamLen)); err != nil { // warm up: host queue, pollers
-		b.Fatal(err)
+// benchBackend returns a benchmark's in-process sqstest server, waiting
+// latency before every call when it is positive: a stand-in for SQS's
+// round trip.
+func benchBackend(b *testing.B, latency time.Duration) *sqstestenv.Backend {
+	be := sqstestenv.SQSTest(b)
+	if latency > 0 {
+		be.Server.InjectFault(sqstest.Latency("", latency, 0))
 	}
-	reset()
-	var (
-		next atomic.Int64
-		mu   sync.Mutex
-		all  []time.Duration
-		wg   sync.WaitGroup
-	)
-	b.ResetTimer()
-	cpu0 := rpcbench.ProcessCPU()
-	for range streams {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			gaps := make([]time.Duration, streamLen)
-			for next.Add(1) <= int64(b.N) {
-				sctx, cancel := context.WithTimeout(ctx, time.Minute)
-				err := run(sctx, gaps)
-				cancel()
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				mu.Lock()
-				all = append(all, gaps[1:]...)
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	b.StopTimer()
-	replies := float64(b.N * streamLen)
-	if cpu := rpcbench.ProcessCPU() - cpu0; cpu > 0 {
-		b.ReportMetric(float64(cpu.Microseconds())/replies, "cpu-us/reply")
-	}
-	b.ReportMetric(replies/b.Elapsed().Seconds(), "replies/s")
-	b.ReportMetric(float64(calls())/replies, "calls/reply")
-	slices.Sort(all)
-	if len(all) > 0 {
-		b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-gap-ms")
-	}
+	return be
 }
 
-// tempQueuesStreamer is a requester streaming from a responder whose
-// handler sends 99 replies and returns the last.
-func tempQueuesStreamer(b *testing.B, client *sqs.Client) streamer {
+// benchService serves h on a new queue of client until the benchmark
+// ends, with a handler for each of the benchmarks' 64 callers, and returns
+// the queue's URL and a requester on the same client: the client's counter
+// counts the calls of both sides.
+func benchService(b *testing.B, client *sqs.Client, h responder.Handler) (string, *requester.Requester) {
 	ctx := context.Background()
-	q, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(sqstestenv.QueueName(b, "stream"))})
+	q, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(sqstestenv.QueueName(b, "bench"))})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -136,7 +99,7 @@ func tempQueuesStreamer(b *testing.B, client *sqs.Client) streamer {
 	}
 	served := make(chan error, 1)
 	go func() {
-		served <- resp.Serve(ctx, *q.QueueUrl, streamHandler(streamLen-1, 0))
+		served <- resp.Serve(ctx, *q.QueueUrl, h)
 	}()
 	r, err := requester.New(client, func(o *requester.Options) { o.DisableSweeping = true })
 	if err != nil {
@@ -149,8 +112,82 @@ func tempQueuesStreamer(b *testing.B, client *sqs.Client) streamer {
 		<-served
 		_ = r.Close(sctx)
 	})
+	return *q.QueueUrl, r
+}
+
+// runOps runs b.N ops in all on workers concurrent goroutines (worker is
+// the goroutine's number), each op with a minute to finish. A failed op
+// fails the benchmark and stops its worker.
+func runOps(b *testing.B, workers int, op func(ctx context.Context, worker int) error) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(b.N) {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				err := op(ctx, w)
+				cancel()
+				if err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// percentileMs returns the p-th percentile (p < 100) of sorted, not
+// empty, in milliseconds.
+func percentileMs(sorted []time.Duration, p int) float64 {
+	return float64(sorted[len(sorted)*p/100].Microseconds()) / 1000
+}
+
+func benchStreams(b *testing.B, run streamer, streams int, calls func() int64, reset func()) {
+	if err := run(context.Background(), make([]time.Duration, streamLen)); err != nil { // warm up: host queue, pollers
+		b.Fatal(err)
+	}
+	reset()
+	var (
+		mu   sync.Mutex
+		all  []time.Duration
+		gaps = make([][]time.Duration, streams)
+	)
+	for i := range gaps {
+		gaps[i] = make([]time.Duration, streamLen)
+	}
+	b.ResetTimer()
+	cpu0 := rpcbench.ProcessCPU()
+	runOps(b, streams, func(ctx context.Context, w int) error {
+		if err := run(ctx, gaps[w]); err != nil {
+			return err
+		}
+		mu.Lock()
+		all = append(all, gaps[w][1:]...)
+		mu.Unlock()
+		return nil
+	})
+	b.StopTimer()
+	replies := float64(b.N * streamLen)
+	if cpu := rpcbench.ProcessCPU() - cpu0; cpu > 0 {
+		b.ReportMetric(float64(cpu.Microseconds())/replies, "cpu-us/reply")
+	}
+	b.ReportMetric(replies/b.Elapsed().Seconds(), "replies/s")
+	b.ReportMetric(float64(calls())/replies, "calls/reply")
+	slices.Sort(all)
+	if len(all) > 0 {
+		b.ReportMetric(percentileMs(all, 99), "p99-gap-ms")
+	}
+}
+
+// tempQueuesStreamer is a requester streaming from a responder whose
+// handler sends 99 replies and returns the last.
+func tempQueuesStreamer(b *testing.B, client *sqs.Client) streamer {
+	q, r := benchService(b, client, streamHandler(streamLen-1, 0))
 	return func(ctx context.Context, gaps []time.Duration) error {
-		s, err := r.SendMessageAndStream(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("job")})
+		s, err := r.SendMessageAndStream(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(q), MessageBody: aws.String("job")})
 		if err != nil {
 			return err
 		}

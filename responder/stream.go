@@ -285,9 +285,16 @@ func (s *replyStream) send(ctx context.Context, msg *Reply) error {
 	return nil
 }
 
-// submit hands m to the responder's send coalescer, its turn come.
+// submit hands m to the responder's send coalescer, its turn come. A
+// session's caller waits for each reply (a ping-pong exchange, say), so
+// its messages go as urgent ones, which do not wait for a call in flight
+// when they come sparse.
 func (s *replyStream) submit(m streamMessage) {
-	s.r.sends.Submit(m.target, m.entry, func(_ types.SendMessageBatchResultEntry, err error) {
+	submit := s.r.sends.Submit
+	if s.session != nil {
+		submit = s.r.sends.SubmitUrgent
+	}
+	submit(m.target, m.entry, func(_ types.SendMessageBatchResultEntry, err error) {
 		defer s.wg.Done()
 		<-s.window
 		err = s.r.replyResult(context.Background(), s.request, m.target, err)

@@ -204,6 +204,37 @@ func (c *Coalescer[E, R]) SubmitWithin(key string, entry E, within time.Duration
 	c.submit(key, item[E, R]{entry: entry, done: done}, within)
 }
 
+// SubmitUrgent is Submit for an entry that nobody waits for here but
+// somebody waits for at the other end, as for a session's messages: it
+// follows the policy of the entries a caller waits for (Do), gathering a
+// burst for a moment and starting a call of its own while others are in
+// flight unless enough company would join it before the earliest ends,
+// where a Submit waits for the call in flight, up to a call's latency.
+// Its call runs on a pooled goroutine, never the caller's.
+func (c *Coalescer[E, R]) SubmitUrgent(key string, entry E, done func(R, error)) {
+	if done == nil {
+		done = func(R, error) {}
+	}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		var zero R
+		done(zero, ErrClosed)
+		return
+	}
+	ks := c.keyLocked(key)
+	now := c.opts.Clock.Now()
+	ks.arr.note(now, c.lat.d)
+	ks.exp.arrived(now)
+	if ks.gatherFirst.IsZero() {
+		ks.gatherFirst = now
+	}
+	ks.gatherLast = now
+	ks = c.addLocked(key, item[E, R]{entry: entry, done: done, urgent: true}, 0)
+	c.maybeStartLocked(key, ks)
+	c.mu.Unlock()
+}
+
 // submit queues it for key to wait up to linger for company. After Close,
 // its done gets ErrClosed at once.
 func (c *Coalescer[E, R]) submit(key string, it item[E, R], linger time.Duration) {

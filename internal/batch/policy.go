@@ -27,7 +27,9 @@ import "time"
 //     batch that stays small, and they go at once.
 //
 // Entries nobody waits for (Submit) keep their linger and never overtake a
-// call in flight.
+// call in flight. Entries that somebody waits for at the other end
+// (SubmitUrgent: a session's messages) follow the policy of those a caller
+// waits for.
 
 const (
 	// gatherGapDiv: a burst ends when no entry came for the call latency

@@ -2,6 +2,7 @@ package batch
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -217,6 +218,83 @@ func TestDoOvertakesACallWhenSparse(t *testing.T) {
 			wg.Wait()
 			if failed.Load() {
 				t.Fatal("a Do failed")
+			}
+			if got := r.calls()[base:]; len(got) != 2 || got[0] != 1 || got[1] != 1 {
+				t.Fatalf("calls = %v, want two calls of one entry", got)
+			}
+		})
+	}
+}
+
+// TestSubmitUrgentOvertakesACallWhenSparse checks that an entry submitted
+// with SubmitUrgent follows Do's policy while a call of its key is in
+// flight (sparse arrivals start a call of their own, dense ones wait),
+// where a Submit always waits.
+func TestSubmitUrgentOvertakesACallWhenSparse(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		gap       time.Duration
+		urgent    bool
+		overtakes bool
+	}{
+		{"sparse", ms(3), true, true},
+		{"dense", ms(0.4), true, false},
+		{"sparse, not urgent", ms(3), false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := &fakeClock{now: t0}
+			r := &recorder{}
+			c := New(r.fn, Options[int]{MaxInFlight: 8, Clock: clock.Clock{NowFunc: clk.Now}})
+			defer c.Close(context.Background())
+			results := make(chan error, 32)
+			submit := func(v int) {
+				done := func(got int, err error) {
+					if err == nil && got != 2*v {
+						err = errors.New("wrong result")
+					}
+					results <- err
+				}
+				if tc.urgent {
+					c.SubmitUrgent("q", v, done)
+				} else {
+					c.Submit("q", v, done)
+				}
+			}
+			SetLatency(c, ms(10))
+			// History: lone arrivals tc.gap apart, each answered before
+			// the next.
+			for i := range 20 {
+				submit(i)
+				if err := <-results; err != nil {
+					t.Fatal(err)
+				}
+				clk.add(tc.gap)
+			}
+			SetLatency(c, ms(10))
+			base := len(r.calls())
+
+			r.mu.Lock()
+			r.hold = make(chan struct{})
+			r.mu.Unlock()
+			submit(100) // goes alone, held in flight
+			waitCalls(t, r, base+1)
+			clk.add(tc.gap)
+			submit(101)
+			if tc.overtakes {
+				waitCalls(t, r, base+2)
+			} else {
+				for range 20 {
+					time.Sleep(time.Millisecond)
+				}
+				if n := len(r.calls()); n != base+1 {
+					t.Fatalf("calls = %d, want 1: the entry must wait for the call in flight", n-base)
+				}
+			}
+			close(r.hold)
+			for range 2 {
+				if err := <-results; err != nil {
+					t.Fatal(err)
+				}
 			}
 			if got := r.calls()[base:]; len(got) != 2 || got[0] != 1 || got[1] != 1 {
 				t.Fatalf("calls = %v, want two calls of one entry", got)

@@ -58,12 +58,25 @@ func (s *Sender) Send(ctx context.Context, op, queueURL string, in *sqs.SendMess
 // share calls and overtake each other: a stream's sequence numbers put
 // them back in order. op names the caller's operation in an SQS error.
 func (s *Sender) Submit(op, queueURL string, entry types.SendMessageBatchRequestEntry, done func(error)) {
-	s.sends.Submit(queueURL, entry, func(_ types.SendMessageBatchResultEntry, err error) {
+	s.sends.Submit(queueURL, entry, sendDone(op, queueURL, done))
+}
+
+// SubmitUrgent is Submit for an entry the receiver waits for, a session's
+// message (batch.Coalescer.SubmitUrgent): it may start a call while
+// another is in flight rather than wait for its end.
+func (s *Sender) SubmitUrgent(op, queueURL string, entry types.SendMessageBatchRequestEntry, done func(error)) {
+	s.sends.SubmitUrgent(queueURL, entry, sendDone(op, queueURL, done))
+}
+
+// sendDone adapts done to a batched send's outcome, naming op and
+// queueURL in an SQS error.
+func sendDone(op, queueURL string, done func(error)) func(types.SendMessageBatchResultEntry, error) {
+	return func(_ types.SendMessageBatchResultEntry, err error) {
 		if err != nil {
 			err = awserr.ForSend(op, queueURL, err)
 		}
 		done(err)
-	})
+	}
 }
 
 // Expect tells the batching policy how many sends will follow soon to each
