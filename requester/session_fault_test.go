@@ -732,16 +732,12 @@ func TestSessionHandover(t *testing.T) {
 		if m, err := done.Next(ctx); err != nil || aws.ToString(m.Body) != "A read 1" {
 			t.Fatalf("session finishing during A's Shutdown: %v, %v; want A's answer", m, err)
 		}
-		// "cut" is aborted at A's deadline. A released its request when it
-		// abandoned the handler, before its abort went out: B may take the
-		// request and open the session again first, and then the caller
-		// hears of that instead (aborted all the same).
+		// "cut" is aborted at A's deadline: A tells its caller and deletes
+		// the request, which no other responder could take up.
 		_, err := cut.Next(ctx)
-		aborted := time.Now()
-		if !errors.Is(err, requester.ErrSessionAborted) {
-			t.Fatalf("session cut by A's Shutdown: %v, want ErrSessionAborted", err)
+		if !errors.Is(err, requester.ErrSessionAborted) || !strings.Contains(err.Error(), "shutting down") {
+			t.Fatalf("session cut by A's Shutdown: %v, want ErrSessionAborted, shutting down", err)
 		}
-		t.Logf("the cut session: %v", err)
 		if err := waitFor(t, stopped, 5*time.Second, "return of A's Shutdown"); !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("A's Shutdown: %v, want the deadline (it abandoned a handler)", err)
 		}
@@ -753,22 +749,11 @@ func TestSessionHandover(t *testing.T) {
 				t.Fatalf("a run by %s ended before A's", ru.by)
 			}
 		}
-		// B may take the request A released; its run ends as soon as the
-		// caller hears of it.
+		// B never sees the cut session's request: A deleted it.
 		select {
 		case ru := <-runs:
-			t.Logf("B took a request again (%s); its run ended %v after the abort (cause %v, Recv's error %v)", ru.req, ru.end.at.Sub(aborted), ru.end.cause, ru.end.err)
-			if ru.by != "B" || ru.req != "cut" || ru.first != "" {
-				t.Errorf("a run by %s of %q read %q after the hand-off, want B's run of the cut session with nothing to read", ru.by, ru.req, ru.first)
-			}
-			if !errors.Is(ru.end.cause, responder.ErrCallerGone) {
-				t.Errorf("B's run of the aborted session ended with cause %v, want ErrCallerGone", ru.end.cause)
-			}
-			if !recB.Wait(ctx, observe.Dropped, "cancelled", 1) {
-				t.Error("B did not drop the aborted session's request as cancelled")
-			}
-		case <-time.After(10 * time.Second):
-			t.Log("B did not take the cut session's request again")
+			t.Errorf("B ran %q again after the hand-off (read %q)", ru.req, ru.first)
+		case <-time.After(2 * time.Second):
 		}
 		// A new session goes to B.
 		s := open("new", "B")

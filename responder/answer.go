@@ -31,6 +31,9 @@ func (s *server) answer(ctx context.Context, x *exchange) action {
 		}
 		if req.session != nil {
 			defer req.session.close()
+			// Another responder could not take the session up: at a stop
+			// deadline the caller is told, and the request deleted.
+			x.d.KeepWhenAbandoned()
 		}
 	}
 	reply, d, err := s.run(ctx, req)
@@ -41,12 +44,22 @@ func (s *server) answer(ctx context.Context, x *exchange) action {
 	} else if o := originOf(req); o != "" {
 		more = map[string]string{sqsapi.OriginAttribute: o}
 	}
-	if req.session != nil && err != nil && errors.Is(context.Cause(ctx), ErrClosed) {
+	if req.session != nil && err != nil && errors.Is(context.Cause(ctx), ErrClosed) && req.session.callerGone() == nil {
 		// Stopped by Shutdown: the caller's messages cannot be handed to
-		// another responder, so the caller is told now.
-		_ = req.session.abort(x.cctx, "the responder is shutting down")
+		// another responder, so the caller is told now, and the request
+		// is deleted.
+		if aerr := req.session.abort(x.cctx, "the responder is shutting down"); aerr != nil {
+			x.log.Warn("responder: telling the caller of a session cut by Shutdown failed", slog.Any("error", aerr))
+		}
+		x.d.Finish()
+		r.stats.observe(d)
+		r.dropped(ctx, x, reasonAborted)
+		return action{kind: actDelete}
 	}
-	if !x.d.Finish() {
+	if !x.d.Finish() && req.session == nil {
+		// Abandoned at a stop deadline and released: perhaps running
+		// elsewhere already. A session's request is kept (its handler
+		// settles it, as here).
 		return action{kind: actNone}
 	}
 	r.stats.observe(d)

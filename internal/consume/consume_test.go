@@ -215,6 +215,44 @@ func TestHardStopAbandonsAndReleases(t *testing.T) {
 	}
 }
 
+// TestHardStopKeepsWhatCannotMove checks that a delivery marked
+// KeepWhenAbandoned is cancelled at the hard stop but not released: its
+// handler's decision (here, delete) still counts.
+func TestHardStopKeepsWhatCannotMove(t *testing.T) {
+	g := newRig(t, 30*time.Second)
+	stopping, hard := make(chan struct{}), make(chan struct{})
+	g.cfg.Stopping, g.cfg.HardStop = stopping, hard
+	g.send(t, "session")
+	started := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(context.Background(), g.cfg, func(ctx context.Context, d *Delivery) Outcome {
+			d.KeepWhenAbandoned()
+			close(started)
+			<-ctx.Done()
+			if !errors.Is(context.Cause(ctx), sqsapi.ErrClosed) {
+				t.Errorf("cause %v, want ErrClosed", context.Cause(ctx))
+			}
+			return Outcome{Verdict: Delete}
+		})
+	}()
+	<-started
+	close(stopping)
+	close(hard)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := g.cfg.Counters.Released.Load(); n != 0 {
+		t.Errorf("%d released, want 0", n)
+	}
+	if err := g.cfg.Deletes.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if v, f := g.depth(t); v != "0" || f != "0" {
+		t.Errorf("%s visible and %s in flight after the stop, want the message deleted", v, f)
+	}
+}
+
 // TestMissingQueueEndsTheRun checks that Run returns the queue's absence.
 func TestMissingQueueEndsTheRun(t *testing.T) {
 	g := newRig(t, 30*time.Second)

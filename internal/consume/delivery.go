@@ -31,6 +31,7 @@ type Delivery struct {
 	key    string
 	cancel context.CancelCauseFunc
 	state  atomic.Int32
+	keep   atomic.Bool // KeepWhenAbandoned
 
 	// Owned by the heartbeat, under hb.mu.
 	lease     string    // a lease the heartbeat renews (SetLease)
@@ -59,6 +60,14 @@ func NewDelivery(m types.Message, receivedAt time.Time) *Delivery {
 // Abandoned reports whether the delivery was abandoned at a stop deadline:
 // its message was released and may be handled elsewhere.
 func (d *Delivery) Abandoned() bool { return d.state.Load() == stateAbandoned }
+
+// KeepWhenAbandoned says that d's work cannot be taken up by another
+// consumer (a session, whose caller's later messages its handler read):
+// at a stop deadline its handler is cancelled but its message is not
+// released, and the handler's decision still counts (it tells its caller
+// and deletes the message). A handler that ignores its cancellation
+// leaves the message to its visibility timeout.
+func (d *Delivery) KeepWhenAbandoned() { d.keep.Store(true) }
 
 // Running reports whether the delivery is still being handled.
 func (d *Delivery) Running() bool { return d.state.Load() == stateRunning }
@@ -128,7 +137,7 @@ func (c *consumer) begin(m types.Message, receivedAt time.Time, cancel context.C
 
 // end ends the handling of d and returns what is to be done with it.
 func (c *consumer) end(d *Delivery, out Outcome) Outcome {
-	if !d.Finish() && d.Abandoned() {
+	if !d.Finish() && d.Abandoned() && !d.keep.Load() {
 		// Released at a stop deadline, and perhaps being handled
 		// elsewhere: whatever the handler decided is too late.
 		out = Outcome{}
@@ -230,6 +239,11 @@ func (c *consumer) abandon(d *Delivery) {
 	if d.state.CompareAndSwap(stateRunning, stateAbandoned) {
 		c.cfg.Counters.Abandoned.Add(1)
 		d.cancel(sqsapi.ErrClosed)
+		if d.keep.Load() {
+			c.cfg.Log.Warn(c.cfg.Name+": stop deadline reached; cancelling handler, which settles its message",
+				slog.String("queue_url", c.cfg.QueueURL), slog.String("request_id", d.key))
+			return
+		}
 		c.cfg.Log.Warn(c.cfg.Name+": stop deadline reached; cancelling handler and releasing its message",
 			slog.String("queue_url", c.cfg.QueueURL), slog.String("request_id", d.key))
 		c.release(d, 0, ReasonStopping)
