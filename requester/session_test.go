@@ -356,13 +356,15 @@ func TestSessionSendRefusesBadInput(t *testing.T) {
 		"too large":       {Body: strings.Repeat("x", 1<<20)},
 		"stream attr set": {Body: "x", Attributes: map[string]types.MessageAttributeValue{"TempQueues.Stream": {DataType: aws.String("String"), StringValue: aws.String("1")}}},
 	} {
-		// The host polls meanwhile: count the sends alone.
-		before := e.counter.Get("SendMessage") + e.counter.Get("SendMessageBatch")
+		// The host polls meanwhile, and the responder shares the test's
+		// client: count the requester's own sends alone.
+		sends := func() int64 { c := r.Stats().Calls; return c["SendMessage"] + c["SendMessageBatch"] }
+		before := sends()
 		var ie *sqsapi.InvalidInputError
 		if err := s.Send(ctx, m); !errors.As(err, &ie) {
 			t.Errorf("%s: %v, want an *sqsapi.InvalidInputError", name, err)
 		}
-		if n := e.counter.Get("SendMessage") + e.counter.Get("SendMessageBatch") - before; n != 0 {
+		if n := sends() - before; n != 0 {
 			t.Errorf("%s: %d sends", name, n)
 		}
 	}

@@ -63,21 +63,29 @@ func (r *Request) Recv(ctx context.Context) (*types.Message, error) {
 type sessions struct {
 	mu   sync.Mutex
 	core *core.Core
-	host *hostq.Host
-	err  error // the client cannot own queues
+	err  error // the client cannot own queues, or Shutdown closed them
 }
 
 // sessionHost returns the host queue of the responder's sessions,
-// creating it on first use.
+// creating it on first use. The lock covers making the core, no call:
+// the core's owner lets concurrent first uses share one CreateQueue, each
+// under its own ctx, and forgets a queue found deleted.
 func (r *Responder) sessionHost(ctx context.Context) (*hostq.Host, error) {
+	c, err := r.sessionCore()
+	if err != nil {
+		return nil, err
+	}
+	return c.Open(ctx, nil)
+}
+
+// sessionCore returns the core that owns the sessions' host queue, made
+// on first use.
+func (r *Responder) sessionCore() (*core.Core, error) {
 	ss := &r.sessions
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if ss.err != nil {
 		return nil, ss.err
-	}
-	if ss.host != nil && !ss.host.Closed() {
-		return ss.host, nil
 	}
 	if ss.core == nil {
 		full, ok := r.client.(sqsapi.Client)
@@ -103,12 +111,7 @@ func (r *Responder) sessionHost(ctx context.Context) (*hostq.Host, error) {
 		}
 		ss.core = c
 	}
-	h, err := ss.core.Open(ctx, nil)
-	if err != nil {
-		return nil, err
-	}
-	ss.host = h
-	return h, nil
+	return ss.core, nil
 }
 
 // closeSessions deletes the sessions' host queue; at Shutdown, after the
@@ -421,7 +424,12 @@ func (sess *session) close() {
 	time.AfterFunc(sessionDrain, func() { sess.host.Unexpect(sess.name) })
 }
 
+// maxAbortReason bounds the reason an abort carries: an error's message,
+// enough to say why, small beside SQS's message size.
+const maxAbortReason = 1024
+
 // abort tells the caller that the session ended without an answer.
 func (sess *session) abort(ctx context.Context, reason string) error {
-	return sess.r.send(ctx, sess.req.Message, sess.reply, sess.control(wire.Control{Verb: wire.ControlAbort, Reason: reason}))
+	c := wire.Control{Verb: wire.ControlAbort, Reason: wire.SafeText(reason, maxAbortReason)}
+	return sess.r.send(ctx, sess.req.Message, sess.reply, sess.control(c))
 }

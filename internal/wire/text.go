@@ -35,6 +35,30 @@ func textProblem(s string) string {
 	return ""
 }
 
+// SafeText returns s as SQS accepts it, for text the library passes on
+// (an error's message in a session's abort): what SQS refuses becomes
+// U+FFFD, and the text is cut to at most max bytes, on a rune boundary.
+func SafeText(s string, max int) string {
+	if textProblem(s) != "" {
+		b := make([]rune, 0, len(s))
+		for _, r := range s {
+			if r < 0x20 && r != '\t' && r != '\n' && r != '\r' || r == 0xFFFE || r == 0xFFFF {
+				r = utf8.RuneError
+			}
+			b = append(b, r) // invalid UTF-8 ranges as utf8.RuneError already
+		}
+		s = string(b)
+	}
+	if len(s) > max {
+		cut := max
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut]
+	}
+	return s
+}
+
 // CheckText rejects s unless SQS accepts it as a message body or string
 // attribute value: valid UTF-8 of #x9, #xA, #xD, #x20-#xD7FF,
 // #xE000-#xFFFD and #x10000-#x10FFFF. Without the check a NUL or U+FFFE

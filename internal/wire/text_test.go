@@ -88,3 +88,19 @@ func TestCheckMessageText(t *testing.T) {
 		}
 	}
 }
+
+func TestSafeText(t *testing.T) {
+	for in, want := range map[string]string{
+		"plain":             "plain",
+		"nul\x00here":       "nul\uFFFDhere",
+		"bad \xff utf8":     "bad \uFFFD utf8",
+		"tab\tand\nnewline": "tab\tand\nnewline",
+	} {
+		if got := SafeText(in, 100); got != want || CheckText("", "", got) != nil {
+			t.Errorf("SafeText(%q) = %q, want %q, text SQS takes", in, got, want)
+		}
+	}
+	if got := SafeText("ab☺cd", 4); got != "ab" {
+		t.Errorf("cut inside a rune: %q, want %q", got, "ab")
+	}
+}
