@@ -19,6 +19,7 @@ import (
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/sqstest"
 )
 
 // sessionWindow is the credit each side of a session grants the other
@@ -570,4 +571,45 @@ func TestSessionFromAFIFOHost(t *testing.T) {
 			t.Fatalf("%d replies, want 41", n)
 		}
 	})
+}
+
+// A session request whose visibility lapses while its handler runs (here
+// every extension fails) comes back to the responder that runs it: the
+// new delivery is held until the run ends and then deleted, where a
+// second session would abort the first.
+func TestSessionOutlivesALapsedVisibility(t *testing.T) {
+	b := sqstestenv.SQSTest(t)
+	e := newEnv(t, b)
+	b.Server.InjectFault(sqstest.Fail("ChangeMessageVisibilityBatch", "AccessDenied"))
+	var rec observetest.Recorder
+	serveSessions(t, e, echoSession, func(o *responder.Options) {
+		o.VisibilityTimeout = time.Second
+		o.Observer = &rec
+	})
+	r := e.requester(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := openSession(t, ctx, r, e, "slow")
+	for i := range 10 {
+		if err := s.Send(ctx, &requester.Message{Body: "m" + strconv.Itoa(i)}); err != nil {
+			t.Fatalf("Send %d: %v", i, err)
+		}
+		m, err := s.Next(ctx)
+		if err != nil {
+			t.Fatalf("echo %d: %v", i, err)
+		}
+		if want := "M" + strconv.Itoa(i); aws.ToString(m.Body) != want {
+			t.Fatalf("echo %d is %q, want %q", i, aws.ToString(m.Body), want)
+		}
+		time.Sleep(250 * time.Millisecond) // the session outlives the visibility timeout
+	}
+	if err := s.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if m, err := s.Next(ctx); err != nil || aws.ToString(m.Body) != "slow: 10 messages" {
+		t.Fatalf("final reply %v, %v", m, err)
+	}
+	if !rec.Wait(ctx, observe.Dropped, "duplicate", 1) {
+		t.Fatal("the request never came back: the test did not make its visibility lapse")
+	}
 }

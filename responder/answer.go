@@ -26,6 +26,9 @@ func (s *server) answer(ctx context.Context, x *exchange) action {
 		return action{kind: actNone}
 	}
 	if req.stream != nil && req.stream.asked > 0 {
+		if running := r.sessions.runningAs(req.Message); running != nil {
+			return s.awaitRunning(ctx, x, running)
+		}
 		if act, ok := s.open(ctx, x); !ok {
 			return act
 		}
@@ -149,6 +152,24 @@ func (s *server) open(ctx context.Context, x *exchange) (act action, ok bool) {
 	s.r.stats.failed.Add(1)
 	x.log.Warn("responder: opening a session failed; request left for redelivery", slog.Any("error", err))
 	return fail(err), false
+}
+
+// awaitRunning settles a second delivery of a session request this
+// responder is still running (the request's visibility lapsed while its
+// handler ran, and SQS handed it out again, to us): a second session
+// would abort the first. It is held, its visibility extended, until the
+// first run ends, then deleted with this delivery's receipt handle, the
+// one SQS now honours; the first run's own delete may go unheeded.
+func (s *server) awaitRunning(ctx context.Context, x *exchange, running *session) action {
+	select {
+	case <-running.done:
+	case <-ctx.Done():
+		return action{kind: actNone}
+	}
+	x.d.Finish()
+	s.r.dropped(ctx, x, reasonDuplicate)
+	x.log.Debug("responder: a session request delivered again while it ran here; deleted after its run")
+	return action{kind: actDelete}
 }
 
 // callerGone returns the drop reason of a request whose caller went away

@@ -61,9 +61,37 @@ func (r *Request) Recv(ctx context.Context) (*types.Message, error) {
 // reaper's tags, heartbeated, deleted at Shutdown) by a core made on the
 // first session.
 type sessions struct {
-	mu   sync.Mutex
-	core *core.Core
-	err  error // the client cannot own queues, or Shutdown closed them
+	mu      sync.Mutex
+	core    *core.Core
+	err     error               // the client cannot own queues, or Shutdown closed them
+	running map[string]*session // by the request's MessageId, while its handler runs
+}
+
+// runningAs returns the session this responder runs for a request with
+// m's MessageId: SQS handed the request out again (its visibility lapsed
+// while the handler ran) and this responder received it a second time.
+func (ss *sessions) runningAs(m types.Message) *session {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	return ss.running[aws.ToString(m.MessageId)]
+}
+
+// track registers sess as running until its handler returns.
+func (ss *sessions) track(sess *session) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.running == nil {
+		ss.running = make(map[string]*session)
+	}
+	ss.running[aws.ToString(sess.req.Message.MessageId)] = sess
+}
+
+func (ss *sessions) untrack(sess *session) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if id := aws.ToString(sess.req.Message.MessageId); ss.running[id] == sess {
+		delete(ss.running, id)
+	}
 }
 
 // sessionHost returns the host queue of the responder's sessions,
@@ -149,6 +177,7 @@ type session struct {
 	goneC     chan struct{}           // closed when gone is set
 	cancel    context.CancelCauseFunc // the handler's context
 	closed    bool                    // the handler returned
+	done      chan struct{}           // closed when the handler returned
 
 	idle     time.Duration // the caller's idle timeout, 0 for none
 	heardAt  time.Time     // when a message from the caller last came
@@ -175,7 +204,7 @@ func (s *server) openSession(ctx context.Context, x *exchange) error {
 		return err
 	}
 	sess := &session{r: r, req: req, host: host, name: uuid.NewString(), reply: target, route: route,
-		changed: make(chan struct{}), goneC: make(chan struct{}), buf: make(map[int]types.Message), end: -1, granted: sessionWindow, grantSent: sessionWindow}
+		changed: make(chan struct{}), goneC: make(chan struct{}), done: make(chan struct{}), buf: make(map[int]types.Message), end: -1, granted: sessionWindow, grantSent: sessionWindow}
 	if req.stream.askedEnd {
 		sess.end = 0 // nothing follows the request
 	}
@@ -185,6 +214,7 @@ func (s *server) openSession(ctx context.Context, x *exchange) error {
 	}
 	req.session = sess
 	req.stream.opened(sess)
+	r.sessions.track(sess)
 	open := wire.Control{Verb: wire.ControlOpen, Credit: sessionWindow, URL: wire.VirtualQueueURL(host.URL(), sess.name)}
 	if err := r.send(x.cctx, req.Message, target, sess.control(open)); err != nil {
 		sess.close()
@@ -420,7 +450,9 @@ func (sess *session) close() {
 		sess.idleTick.Stop()
 	}
 	sess.signalLocked()
+	close(sess.done)
 	sess.mu.Unlock()
+	sess.r.sessions.untrack(sess)
 	time.AfterFunc(sessionDrain, func() { sess.host.Unexpect(sess.name) })
 }
 
