@@ -226,6 +226,7 @@ func (s *Session) Send(ctx context.Context, msg *Message) error {
 	if n := wire.MessageSize(&msg.Body, attrs) + added; n > sqsapi.MaxMessageSize {
 		return wire.Invalid(op, "Body", "message of %d bytes with the attributes the requester adds exceeds the SQS maximum of %d", n, sqsapi.MaxMessageSize)
 	}
+	streamDone := s.Stream.ctx.Done()
 	s.mu.Lock()
 	for {
 		if err := s.sendErrLocked(); err != nil {
@@ -241,8 +242,10 @@ func (s *Session) Send(ctx context.Context, msg *Message) error {
 		case <-changed:
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-s.Stream.ctx.Done():
-			// The stream's watch stops it; its error is the session's.
+		case <-streamDone:
+			// The stream's watch stops it and signals; its error is the
+			// session's.
+			streamDone = nil
 		}
 		s.mu.Lock()
 	}
