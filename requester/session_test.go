@@ -363,3 +363,155 @@ func TestSessionSendRefusesBadInput(t *testing.T) {
 		}
 	}
 }
+
+// A session opens only when its handler needs it: a handler that answers
+// at once costs what a reply stream costs (no open message, no session
+// queue); one that streams opens it before its first reply.
+func TestSessionOpensOnlyWhenTheHandlerStreams(t *testing.T) {
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		serveSessions(t, e, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+			if req.Body() == "stream" {
+				if err := req.Send(ctx, &responder.Reply{Body: "part"}); err != nil {
+					return nil, err
+				}
+			}
+			return &responder.Reply{Body: "done"}, nil
+		})
+		r := e.requester(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		sessionQueues := func() int {
+			out, err := e.raw.ListQueues(ctx, &sqs.ListQueuesInput{QueueNamePrefix: aws.String(e.prefix + "s_")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(out.QueueUrls)
+		}
+		readAll := func(s *requester.Session) []string {
+			var got []string
+			for m, err := range s.All(ctx) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, aws.ToString(m.Body))
+			}
+			return got
+		}
+		for range 3 {
+			if got := readAll(openSession(t, ctx, r, e, "quick")); len(got) != 1 || got[0] != "done" {
+				t.Fatalf("quick session: %q", got)
+			}
+		}
+		if n := sessionQueues(); n != 0 {
+			t.Fatalf("%d session queues after sessions whose handlers answered at once, want 0", n)
+		}
+		sends := func() int64 { c := r.Stats().Calls; return c["SendMessage"] + c["SendMessageBatch"] }
+		before := sends()
+		s := openSession(t, ctx, r, e, "stream")
+		if got := readAll(s); len(got) != 2 || got[0] != "part" {
+			t.Fatalf("streaming session: %q", got)
+		}
+		if n := sessionQueues(); n != 1 {
+			t.Fatalf("%d session queues after a streaming handler, want 1", n)
+		}
+		// The open came with the replies, perhaps after them: the caller
+		// sends no credit for the one it read.
+		if n := sends() - before; n != 1 {
+			t.Errorf("the caller made %d sends for a session that streamed one reply, want 1 (its request)", n)
+		}
+	})
+}
+
+// A handler that neither sends nor reads still hears of its caller's
+// Close, even one that came before the session opened: the responder
+// opens it after a moment, and the caller sends the cancel once it knows
+// where.
+func TestSessionCloseReachesASilentHandler(t *testing.T) {
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		started := make(chan struct{}, 1)
+		cancelled := make(chan error, 1)
+		resp := serveSessions(t, e, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+			started <- struct{}{}
+			<-ctx.Done()
+			cancelled <- context.Cause(ctx)
+			return nil, ctx.Err()
+		})
+		r := e.requester(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s := openSession(t, ctx, r, e, "silent")
+		<-started
+		closed := time.Now()
+		s.Close()
+		select {
+		case cause := <-cancelled:
+			if !errors.Is(cause, responder.ErrCallerGone) {
+				t.Errorf("handler's context cancelled with %v, want ErrCallerGone", cause)
+			}
+			t.Logf("the handler heard of the cancel after %v", time.Since(closed))
+		case <-time.After(5 * time.Second):
+			t.Fatal("the handler's context was not cancelled")
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for resp.Stats().Dropped == 0 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if st := resp.Stats(); st.Failed != 0 || st.Dropped != 1 {
+			t.Errorf("Stats.Failed %d, Dropped %d; want 0 and 1", st.Failed, st.Dropped)
+		}
+	})
+}
+
+// Process serves no sessions: a session request is answered as a reply
+// stream, and a handler that reads the caller's messages learns why it
+// cannot, which aborts the session.
+func TestProcessServesASessionAsAReplyStream(t *testing.T) {
+	e := newEnv(t, sqstestenv.SQSTest(t))
+	resp, err := responder.New(e.raw, func(o *responder.Options) { o.AllowReplyTo = []string{"tq"} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Shutdown(context.Background())
+	h := responder.HandlerFunc(func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+		if req.Body() == "read" {
+			if _, err := req.Recv(ctx); err != nil {
+				return nil, err
+			}
+		}
+		if err := req.Send(ctx, &responder.Reply{Body: "part"}); err != nil {
+			return nil, err
+		}
+		return &responder.Reply{Body: "done"}, nil
+	})
+	r := e.requester(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	process := func(body string) *requester.Session {
+		s := openSession(t, ctx, r, e, body)
+		out, err := e.raw.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(e.queue), WaitTimeSeconds: 5,
+			MessageAttributeNames: []string{"All"}, MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll}})
+		if err != nil || len(out.Messages) != 1 {
+			t.Fatalf("receiving the request: %v, %d messages", err, len(out.Messages))
+		}
+		if err := resp.Process(ctx, e.queue, out.Messages[0], h); err != nil {
+			t.Fatalf("Process: %v", err)
+		}
+		return s
+	}
+	var got []string
+	for m, err := range process("write").All(ctx) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, aws.ToString(m.Body))
+	}
+	if len(got) != 2 || got[0] != "part" || got[1] != "done" {
+		t.Fatalf("replies %q, want part and done", got)
+	}
+	_, err = process("read").Next(ctx)
+	if !errors.Is(err, requester.ErrSessionAborted) || !strings.Contains(err.Error(), "serves no sessions") {
+		t.Fatalf("a handler that reads: %v, want ErrSessionAborted saying why", err)
+	}
+}

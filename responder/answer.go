@@ -26,12 +26,17 @@ func (s *server) answer(ctx context.Context, x *exchange) action {
 		return action{kind: actNone}
 	}
 	if req.stream != nil && req.stream.asked > 0 {
-		if act, ok := s.open(ctx, x); !ok {
-			return act
+		if err := s.newSession(x); err != nil {
+			s.r.stats.failed.Add(1)
+			x.log.Warn("responder: preparing a session failed; request left for redelivery", slog.Any("error", err))
+			return fail(err)
 		}
 		defer req.session.close()
 	}
 	reply, d, err := s.run(ctx, req)
+	// A session that never opened is a reply stream: its request fails
+	// and is retried as any other. One bound to its request is not.
+	bound := req.session != nil && req.session.settle()
 	final := reply             // what ends the exchange: reply, or a stream's end mark
 	var more map[string]string // the responder's attributes of final
 	if req.stream != nil {
@@ -39,7 +44,7 @@ func (s *server) answer(ctx context.Context, x *exchange) action {
 	} else if o := originOf(req); o != "" {
 		more = map[string]string{sqsapi.OriginAttribute: o}
 	}
-	if req.session != nil && err != nil && errors.Is(context.Cause(ctx), ErrClosed) {
+	if bound && err != nil && errors.Is(context.Cause(ctx), ErrClosed) {
 		// Stopped by Shutdown: the caller's messages cannot be handed to
 		// another responder, so the caller is told now.
 		_ = req.session.abort(x.cctx, "the responder is shutting down")
@@ -59,7 +64,7 @@ func (s *server) answer(ctx context.Context, x *exchange) action {
 		x.log.Debug("responder: the caller went away before the handler returned", slog.String("reason", gone), slog.Any("error", err))
 		return action{kind: actDelete}
 	}
-	if req.session != nil && err != nil {
+	if bound && err != nil {
 		// A session is not handled twice: what the caller streamed is
 		// read. The caller hears why and may call again.
 		r.stats.failed.Add(1)
@@ -103,31 +108,6 @@ func (s *server) answer(ctx context.Context, x *exchange) action {
 		x.stored = storedEnd(final, more) // a stream's end mark
 	}
 	return action{kind: actDelete}
-}
-
-// open opens the session the request asks for; when it cannot, the
-// request's action is returned with ok false: a request whose caller
-// asked what this responder cannot serve is aborted (the caller is told)
-// and deleted, one that failed to open is retried.
-func (s *server) open(ctx context.Context, x *exchange) (act action, ok bool) {
-	err := s.openSession(ctx, x)
-	if err == nil {
-		return action{}, true
-	}
-	if errors.Is(err, ErrSessionsUnsupported) {
-		sess := &session{r: s.r, req: x.req}
-		u, _ := stringAttribute(x.req.Message, sqsapi.ResponseQueueURLAttribute)
-		sess.reply, sess.route, _ = responseTarget(u) // checked by route
-		if aerr := sess.abort(x.cctx, err.Error()); aerr != nil {
-			return fail(aerr), false
-		}
-		x.log.Warn("responder: session request refused", slog.Any("error", err))
-		s.r.dropped(ctx, x, reasonAborted)
-		return action{kind: actDelete}, false
-	}
-	s.r.stats.failed.Add(1)
-	x.log.Warn("responder: opening a session failed; request left for redelivery", slog.Any("error", err))
-	return fail(err), false
 }
 
 // callerGone returns the drop reason of a request whose caller went away

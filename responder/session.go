@@ -24,6 +24,13 @@ import (
 // the handler (requester.SessionWindow, which the caller grants back).
 const sessionWindow = 32
 
+// sessionOpenAfter is how long a session's handler runs before the
+// responder opens the session although the handler has neither sent nor
+// read: a handler that answers sooner costs what a reply stream costs (no
+// open message, no session queue), and one that runs longer can still be
+// stopped by its caller, from then on within about one round trip.
+const sessionOpenAfter = 200 * time.Millisecond
+
 // sessionDrain is how long a session's queue keeps taking the caller's
 // messages after its handler returned (its last sends and its end mark or
 // cancel may still be on their way): they are deleted quietly. Later ones
@@ -36,19 +43,24 @@ const sessionDrain = 5 * time.Second
 // retried: deleted, and told to Options.Observer as Dropped, "cancelled".
 var ErrCallerGone = errors.New("responder: the caller went away")
 
-// ErrSessionsUnsupported is the reason a session request is aborted by a
+// ErrSessionsUnsupported is matched by the error of Request.Recv on a
 // responder that cannot open sessions: its client lacks the queue
-// operations (an *sqs.Client has them), or it runs through Process.
+// operations (an *sqs.Client has them), or it runs through Process. Such
+// a responder answers a session request as a reply stream; a handler that
+// fails after such a Recv aborts the session, with the reason for its
+// caller.
 var ErrSessionsUnsupported = errors.New("responder: this responder serves no sessions")
 
 // Recv returns the next message the caller streamed after the request, in
 // order, each once, waiting for it; io.EOF once the caller half-closed
 // (requester.Session.CloseSend) and every message was read. A request that
-// opened no session has no more messages: Recv returns io.EOF at once.
-// When the caller goes away first, Recv returns an error matching
-// context.Canceled (the handler's context is cancelled too, with cause
-// ErrCallerGone); when ctx ends, ctx's error. Recv is for one goroutine at
-// a time; reading frees room for the caller's next messages.
+// asked for no session has no more messages: Recv returns io.EOF at once.
+// The first Recv opens the session if it is not open yet; when this
+// responder cannot serve sessions, it returns an error matching
+// ErrSessionsUnsupported. When the caller goes away first, Recv returns an
+// error matching context.Canceled (the handler's context is cancelled too,
+// with cause ErrCallerGone); when ctx ends, ctx's error. Recv is for one
+// goroutine at a time; reading frees room for the caller's next messages.
 func (r *Request) Recv(ctx context.Context) (*types.Message, error) {
 	if r.session == nil {
 		return nil, io.EOF
@@ -127,11 +139,15 @@ func (r *Responder) closeSessions(ctx context.Context) error {
 
 // session is the responder's side of one session: the caller's messages
 // after the request, held in order for Recv, and the credit both ways.
+//
+// A session opens lazily: when its handler first sends a reply or reads,
+// or once it has run for sessionOpenAfter. Until then it is a reply
+// stream, and a handler that answers before costs no more than one; the
+// caller, which cannot send before it knows the session's queue, waits.
 type session struct {
-	r     *Responder
+	s     *server
 	req   *Request
-	host  *hostq.Host
-	name  string // the session's virtual queue on host
+	name  string // the session's virtual queue on its host
 	reply string // where control messages go: the request's reply queue
 	route string // its virtual queue name, "" for a real queue
 
@@ -146,39 +162,127 @@ type session struct {
 	goneC     chan struct{}           // closed when gone is set
 	cancel    context.CancelCauseFunc // the handler's context
 	closed    bool                    // the handler returned
+
+	refused error         // this responder serves no sessions: why
+	timer   *time.Timer   // opens the session after sessionOpenAfter
+	opening chan struct{} // nil until the open starts; closed when it ended
+	openErr error         // why the open failed
+	host    *hostq.Host   // the session's host queue, once open
+	settled bool          // the handler returned: no open may start
+	unread  bool          // Recv failed: this responder serves no sessions
 }
 
-// openSession opens the session req asks for: a virtual queue on the
-// responder's session host, named to the caller in an open message sent
-// before the handler runs. An error means the request cannot be served
-// as a session.
-func (s *server) openSession(ctx context.Context, x *exchange) error {
-	r, req := s.r, x.req
-	if s.noSessions {
-		return fmt.Errorf("%w through Process", ErrSessionsUnsupported)
-	}
+// newSession prepares the session req asks for, without a call: it opens
+// when the handler needs it (session.open). An error means the request
+// names no queue its session's control messages can go to.
+func (s *server) newSession(x *exchange) error {
+	req := x.req
 	u, _ := stringAttribute(req.Message, sqsapi.ResponseQueueURLAttribute)
 	target, route, err := responseTarget(u)
 	if err != nil {
 		return err
 	}
-	host, err := r.sessionHost(x.cctx)
-	if err != nil {
-		return err
-	}
-	sess := &session{r: r, req: req, host: host, name: uuid.NewString(), reply: target, route: route,
+	sess := &session{s: s, req: req, name: uuid.NewString(), reply: target, route: route,
 		changed: make(chan struct{}), goneC: make(chan struct{}), buf: make(map[int]types.Message), end: -1, granted: sessionWindow, grantSent: sessionWindow}
-	if err := host.ExpectMany(sess.name, sess.onMessage); err != nil {
-		return err
-	}
 	req.session = sess
-	req.stream.opened(sess)
-	open := wire.Control{Verb: wire.ControlOpen, Credit: sessionWindow, URL: wire.VirtualQueueURL(host.URL(), sess.name)}
-	if err := r.send(x.cctx, req.Message, target, sess.control(open)); err != nil {
-		sess.close()
-		return err
+	if s.noSessions {
+		sess.refused = fmt.Errorf("%w through Process", ErrSessionsUnsupported)
+		return nil
 	}
+	sess.mu.Lock()
+	sess.timer = time.AfterFunc(sessionOpenAfter, func() { _ = sess.open(context.Background()) })
+	sess.mu.Unlock()
 	return nil
+}
+
+// open opens the session, once: a virtual queue on the responder's
+// session host, named to the caller in an open message. Callers that come
+// while it is under way wait for it (or for ctx); all get its outcome. It
+// fails with ErrClosed once the handler returned.
+func (sess *session) open(ctx context.Context) error {
+	sess.mu.Lock()
+	if sess.opening != nil {
+		opening := sess.opening
+		sess.mu.Unlock()
+		select {
+		case <-opening:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		sess.mu.Lock()
+		defer sess.mu.Unlock()
+		return sess.openErr
+	}
+	if sess.settled {
+		sess.mu.Unlock()
+		return ErrClosed
+	}
+	sess.opening = make(chan struct{})
+	if sess.timer != nil {
+		sess.timer.Stop()
+	}
+	sess.mu.Unlock()
+	host, err := sess.dial()
+	if err != nil && !errors.Is(err, ErrSessionsUnsupported) {
+		sess.s.r.log.Warn("responder: opening a session failed; its replies go as a plain stream",
+			slog.String("request_id", sess.req.ID), slog.Any("error", err))
+	}
+	sess.mu.Lock()
+	sess.host, sess.openErr = host, err
+	close(sess.opening)
+	sess.mu.Unlock()
+	return err
+}
+
+// dial registers the session on the responder's session host and sends
+// the open message, under a call context of its own: the open serves the
+// handler's every later Send and Recv, not only the one that started it.
+func (sess *session) dial() (*hostq.Host, error) {
+	if sess.refused != nil {
+		return nil, sess.refused
+	}
+	s, req := sess.s, sess.req
+	ctx, cancel := s.callCtx()
+	defer cancel()
+	host, err := s.r.sessionHost(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := host.ExpectMany(sess.name, sess.onMessage); err != nil {
+		return nil, err
+	}
+	open := wire.Control{Verb: wire.ControlOpen, Credit: sessionWindow, URL: wire.VirtualQueueURL(host.URL(), sess.name)}
+	if err := s.r.send(ctx, req.Message, sess.reply, sess.control(open)); err != nil {
+		host.Unexpect(sess.name)
+		return nil, err
+	}
+	// The caller's replies are counted against its credit from the
+	// first one on: Send waits for the open before it sends.
+	req.stream.opened(sess)
+	return host, nil
+}
+
+// settle is told that the handler returned: no open starts any more, one
+// under way is waited for. It reports whether the session is bound to the
+// request: it opened (the handler may have read what the caller streamed,
+// which cannot be read again), or the handler tried to read and this
+// responder serves no sessions (a retry would fail the same way). Either
+// way a failed handler aborts it, where an unopened session's request is
+// retried as any other.
+func (sess *session) settle() (bound bool) {
+	sess.mu.Lock()
+	sess.settled = true
+	if sess.timer != nil {
+		sess.timer.Stop()
+	}
+	opening := sess.opening
+	sess.mu.Unlock()
+	if opening != nil {
+		<-opening
+	}
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	return sess.host != nil || sess.unread
 }
 
 // control builds a control message to the caller.
@@ -198,9 +302,9 @@ func (sess *session) control(c wire.Control) types.SendMessageBatchRequestEntry 
 
 // sendControl sends a control message to the caller without waiting.
 func (sess *session) sendControl(c wire.Control) {
-	sess.r.sends.Submit(sess.reply, sess.control(c), func(_ types.SendMessageBatchResultEntry, err error) {
+	sess.s.r.sends.Submit(sess.reply, sess.control(c), func(_ types.SendMessageBatchResultEntry, err error) {
 		if err != nil {
-			sess.r.log.Debug("responder: sending a session control message failed",
+			sess.s.r.log.Debug("responder: sending a session control message failed",
 				slog.String("request_id", sess.req.ID), slog.String("control", c.Verb), slog.Any("error", err))
 		}
 	})
@@ -295,6 +399,17 @@ func (sess *session) callerGone() error {
 }
 
 func (sess *session) recv(ctx context.Context) (*types.Message, error) {
+	if err := sess.open(ctx); err != nil {
+		switch {
+		case errors.Is(err, ErrClosed):
+			return nil, fmt.Errorf("responder: Recv after the handler returned: %w", err)
+		case errors.Is(err, ErrSessionsUnsupported):
+			sess.mu.Lock()
+			sess.unread = true
+			sess.mu.Unlock()
+		}
+		return nil, fmt.Errorf("responder: opening the session: %w", err)
+	}
 	sess.mu.Lock()
 	for {
 		if m, ok := sess.buf[sess.next]; ok {
@@ -348,9 +463,9 @@ func (sess *session) piggyback() int {
 	return sess.granted
 }
 
-// close ends the session once its handler returned: the caller's
-// messages still coming are drained for a while, then the name is
-// withdrawn.
+// close ends the session once its handler returned (after settle): the
+// caller's messages still coming to an open session are drained for a
+// while, then the name is withdrawn.
 func (sess *session) close() {
 	sess.mu.Lock()
 	if sess.closed {
@@ -359,12 +474,15 @@ func (sess *session) close() {
 	}
 	sess.closed = true
 	sess.buf = nil
+	host := sess.host
 	sess.signalLocked()
 	sess.mu.Unlock()
-	time.AfterFunc(sessionDrain, func() { sess.host.Unexpect(sess.name) })
+	if host != nil {
+		time.AfterFunc(sessionDrain, func() { host.Unexpect(sess.name) })
+	}
 }
 
 // abort tells the caller that the session ended without an answer.
 func (sess *session) abort(ctx context.Context, reason string) error {
-	return sess.r.send(ctx, sess.req.Message, sess.reply, sess.control(wire.Control{Verb: wire.ControlAbort, Reason: reason}))
+	return sess.s.r.send(ctx, sess.req.Message, sess.reply, sess.control(wire.Control{Verb: wire.ControlAbort, Reason: reason}))
 }

@@ -240,6 +240,14 @@ func (s *replyStream) waitCredit(ctx context.Context) error {
 }
 
 func (s *replyStream) send(ctx context.Context, msg *Reply) error {
+	if s.req.session != nil {
+		// A session opens when its handler first streams, before the
+		// reply goes: the caller may stop the handler from then on. When
+		// it cannot open (logged), the replies go as a plain stream.
+		if err := s.req.session.open(ctx); err != nil && ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
 	if err := s.waitCredit(ctx); err != nil {
 		return err
 	}
