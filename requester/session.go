@@ -325,7 +325,11 @@ func (s *Session) onControl(c wire.Control) {
 			if s.abandoned {
 				s.cancelLocked()
 			} else {
-				if s.granted > s.grantSent {
+				// Replies read before the open came granted more credit:
+				// by the rule of onRead, a message of its own carries it
+				// only once half the window is used up, and never to a
+				// handler that returned (its final reply may come first).
+				if s.granted-s.grantSent >= SessionWindow/2 && !s.peerDone {
 					s.controlLocked(wire.Control{Verb: wire.ControlCredit, Credit: s.granted})
 					s.grantSent = s.granted
 				}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/testkit/observetest"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
@@ -513,5 +514,50 @@ func TestProcessServesASessionAsAReplyStream(t *testing.T) {
 	_, err = process("read").Next(ctx)
 	if !errors.Is(err, requester.ErrSessionAborted) || !strings.Contains(err.Error(), "serves no sessions") {
 		t.Fatalf("a handler that reads: %v, want ErrSessionAborted saying why", err)
+	}
+}
+
+// An open that comes after the caller read replies (a responder opens a
+// session when its handler first streams, and SQS keeps no order) does
+// not make the caller send credit for them: the window has room.
+func TestSessionLateOpenSendsNoCredit(t *testing.T) {
+	e := newEnv(t, sqstestenv.SQSTest(t))
+	r := e.requester(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := openSession(t, ctx, r, e, "late open")
+	out, err := e.raw.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(e.queue), WaitTimeSeconds: 5, MessageAttributeNames: []string{"All"}})
+	if err != nil || len(out.Messages) != 1 {
+		t.Fatalf("receiving the request: %v, %d messages", err, len(out.Messages))
+	}
+	host, name, err := wire.ParseVirtualQueueURL(aws.ToString(out.Messages[0].MessageAttributes[sqsapi.ResponseQueueURLAttribute].StringValue))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply := func(body string, attr, value string) {
+		t.Helper()
+		if _, err := e.raw.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(host), MessageBody: aws.String(body),
+			MessageAttributes: map[string]types.MessageAttributeValue{
+				sqsapi.VirtualQueueNameAttribute: wire.StringAttribute(name),
+				attr:                             wire.StringAttribute(value),
+			}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sends := func() int64 { c := r.Stats().Calls; return c["SendMessage"] + c["SendMessageBatch"] }
+	before := sends()
+	for i := range 3 {
+		reply("part", sqsapi.StreamAttribute, strconv.Itoa(i))
+		if _, err := s.Next(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reply("open", sqsapi.SessionAttribute, wire.Control{Verb: wire.ControlOpen, Credit: requester.SessionWindow, URL: wire.VirtualQueueURL(e.queue, "sess")}.Format())
+	reply("done", sqsapi.StreamAttribute, "3;final")
+	if m, err := s.Next(ctx); err != nil || aws.ToString(m.Body) != "done" {
+		t.Fatalf("final reply: %v, %v", m, err)
+	}
+	if n := sends() - before; n != 0 {
+		t.Errorf("the caller sent %d messages after a late open, want none", n)
 	}
 }
