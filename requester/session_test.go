@@ -561,3 +561,63 @@ func TestSessionLateOpenSendsNoCredit(t *testing.T) {
 		t.Errorf("the caller sent %d messages after a late open, want none", n)
 	}
 }
+
+// cutShort is a client whose SendMessage of a request with body cut
+// reaches the server but returns its context's error once that ends: a
+// call cancelled after SQS took the message.
+type cutShort struct {
+	sqsapi.Client
+	sent chan struct{}
+}
+
+func (c *cutShort) SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
+	if aws.ToString(in.MessageBody) != "cut" {
+		return c.Client.SendMessage(ctx, in, optFns...)
+	}
+	if _, err := c.Client.SendMessage(context.WithoutCancel(ctx), in, optFns...); err != nil {
+		return nil, err
+	}
+	close(c.sent)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// A session whose context ends while its request is being sent fails, but
+// SQS may have taken the request: its handler is stopped all the same,
+// once the session opens.
+func TestSessionCancelledWhileSentStopsTheHandler(t *testing.T) {
+	e := newEnv(t, sqstestenv.SQSTest(t))
+	cancelled := make(chan error, 1)
+	serveSessions(t, e, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+		<-ctx.Done()
+		cancelled <- context.Cause(ctx)
+		return nil, ctx.Err()
+	})
+	client := &cutShort{Client: e.raw, sent: make(chan struct{})}
+	r, err := requester.New(client, func(o *requester.Options) {
+		o.Prefix = e.prefix
+		o.DisableSweeping = true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-client.sent
+		cancel()
+	}()
+	// An option function makes the send a lone SendMessage call.
+	_, err = r.OpenSession(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("cut")}, func(*sqs.Options) {})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("OpenSession: %v, want context.Canceled", err)
+	}
+	select {
+	case cause := <-cancelled:
+		if !errors.Is(cause, responder.ErrCallerGone) {
+			t.Errorf("handler's context cancelled with %v, want ErrCallerGone", cause)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the handler's context was not cancelled")
+	}
+}
