@@ -20,6 +20,7 @@ import (
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/sqstest"
 )
 
 // serveSessions runs a responder on queue with h until the test ends; its
@@ -620,4 +621,31 @@ func TestSessionCancelledWhileSentStopsTheHandler(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the handler's context was not cancelled")
 	}
+}
+
+// A session whose open message fails to go is lost: the handler's Recv
+// fails, since its caller cannot send, and its replies still go.
+func TestSessionWhoseOpenIsLost(t *testing.T) {
+	b := sqstestenv.SQSTest(t)
+	e := newEnv(t, b)
+	proceed := make(chan struct{})
+	serveSessions(t, e, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+		<-proceed
+		if _, err := req.Recv(ctx); err != nil {
+			return &responder.Reply{Body: "lost: " + err.Error()}, nil
+		}
+		return &responder.Reply{Body: "read"}, nil
+	})
+	r := e.requester(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := openSession(t, ctx, r, e, "lose the open")
+	// The open is the next batch send: the handler waits for the fault.
+	b.Server.InjectFault(sqstest.Fail("SendMessageBatch", "InvalidParameterValue").Times(1))
+	close(proceed)
+	m, err := s.Next(ctx)
+	if err != nil || !strings.HasPrefix(aws.ToString(m.Body), "lost: ") {
+		t.Fatalf("reply %v, %v; want the handler's Recv to fail", m, err)
+	}
+	t.Log(aws.ToString(m.Body))
 }

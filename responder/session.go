@@ -228,7 +228,10 @@ func (sess *session) open(ctx context.Context) error {
 			slog.String("request_id", sess.req.ID), slog.Any("error", err))
 	}
 	sess.mu.Lock()
-	sess.host, sess.openErr = host, err
+	sess.host = host
+	if err != nil {
+		sess.openErr = err
+	}
 	close(sess.opening)
 	sess.mu.Unlock()
 	return err
@@ -237,6 +240,10 @@ func (sess *session) open(ctx context.Context) error {
 // dial registers the session on the responder's session host and sends
 // the open message, under a call context of its own: the open serves the
 // handler's every later Send and Recv, not only the one that started it.
+//
+// The open message is queued, not waited for: when the handler's first
+// reply follows at once, the two share a call, and the caller's receive
+// takes them together. Should it fail to go, the session is lost (lost).
 func (sess *session) dial() (*hostq.Host, error) {
 	if sess.refused != nil {
 		return nil, sess.refused
@@ -251,15 +258,30 @@ func (sess *session) dial() (*hostq.Host, error) {
 	if err := host.ExpectMany(sess.name, sess.onMessage); err != nil {
 		return nil, err
 	}
-	open := wire.Control{Verb: wire.ControlOpen, Credit: sessionWindow, URL: wire.VirtualQueueURL(host.URL(), sess.name)}
-	if err := s.r.send(ctx, req.Message, sess.reply, sess.control(open)); err != nil {
-		host.Unexpect(sess.name)
-		return nil, err
-	}
-	// The caller's replies are counted against its credit from the
-	// first one on: Send waits for the open before it sends.
+	// The replies are counted against the caller's credit from the first
+	// one on: Send waits for the open before it sends.
 	req.stream.opened(sess)
+	open := wire.Control{Verb: wire.ControlOpen, Credit: sessionWindow, URL: wire.VirtualQueueURL(host.URL(), sess.name)}
+	s.r.sends.Submit(sess.reply, sess.control(open), func(_ types.SendMessageBatchResultEntry, err error) {
+		if err = s.r.replyResult(context.Background(), req.Message, sess.reply, err); err != nil {
+			sess.lost(err)
+		}
+	})
 	return host, nil
+}
+
+// lost is told that the open message failed to go: the caller can neither
+// send to the session nor stop the handler. Recv fails with err, the
+// replies go without credit (none will be granted), and a handler that
+// fails is retried, as when the session never opened.
+func (sess *session) lost(err error) {
+	sess.s.r.log.Warn("responder: sending a session's open message failed; its replies go as a plain stream",
+		slog.String("request_id", sess.req.ID), slog.Any("error", err))
+	sess.mu.Lock()
+	sess.openErr = err
+	sess.signalLocked()
+	sess.mu.Unlock()
+	sess.req.stream.unopened()
 }
 
 // settle is told that the handler returned: no open starts any more, one
@@ -282,7 +304,7 @@ func (sess *session) settle() (bound bool) {
 	}
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
-	return sess.host != nil || sess.unread
+	return sess.host != nil && sess.openErr == nil || sess.unread
 }
 
 // control builds a control message to the caller.
@@ -436,6 +458,10 @@ func (sess *session) recv(ctx context.Context) (*types.Message, error) {
 			err := sess.gone
 			sess.mu.Unlock()
 			return nil, fmt.Errorf("%w: %w", err, context.Canceled)
+		case sess.openErr != nil:
+			err := sess.openErr
+			sess.mu.Unlock()
+			return nil, fmt.Errorf("responder: opening the session: %w", err)
 		case sess.closed:
 			sess.mu.Unlock()
 			return nil, fmt.Errorf("responder: Recv after the handler returned: %w", ErrClosed)

@@ -204,6 +204,16 @@ func (s *replyStream) opened(sess *session) {
 	s.granted = make(chan struct{})
 }
 
+// unopened lifts the credit of a session's reply stream whose open
+// message failed to go: its caller cannot grant more.
+func (s *replyStream) unopened() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.credit = 0
+	close(s.granted)
+	s.granted = make(chan struct{})
+}
+
 // grant raises the credit of a session's reply stream.
 func (s *replyStream) grant(n int) {
 	s.mu.Lock()
