@@ -147,7 +147,7 @@ func (r *Responder) closeSessions(ctx context.Context) error {
 type session struct {
 	s     *server
 	req   *Request
-	name  string // the session's virtual queue on its host
+	name  string // the session's virtual queue on its host, once it opens
 	reply string // where control messages go: the request's reply queue
 	route string // its virtual queue name, "" for a real queue
 
@@ -182,8 +182,9 @@ func (s *server) newSession(x *exchange) error {
 	if err != nil {
 		return err
 	}
-	sess := &session{s: s, req: req, name: uuid.NewString(), reply: target, route: route,
-		changed: make(chan struct{}), goneC: make(chan struct{}), buf: make(map[int]types.Message), end: -1, granted: sessionWindow, grantSent: sessionWindow}
+	// The session's name and buffer wait for its open: most never open.
+	sess := &session{s: s, req: req, reply: target, route: route,
+		changed: make(chan struct{}), goneC: make(chan struct{}), end: -1, granted: sessionWindow, grantSent: sessionWindow}
 	req.session = sess
 	if s.noSessions {
 		sess.refused = fmt.Errorf("%w through Process", ErrSessionsUnsupported)
@@ -255,6 +256,9 @@ func (sess *session) dial() (*hostq.Host, error) {
 	if err != nil {
 		return nil, err
 	}
+	sess.mu.Lock()
+	sess.name, sess.buf = uuid.NewString(), make(map[int]types.Message)
+	sess.mu.Unlock()
 	if err := host.ExpectMany(sess.name, sess.onMessage); err != nil {
 		return nil, err
 	}
