@@ -34,6 +34,11 @@ func (s *server) answer(ctx context.Context, x *exchange) action {
 		defer req.session.close()
 	}
 	reply, d, err := s.run(ctx, req)
+	// The calls that follow (the Store's, the reply's, an abort) get a
+	// bound of their own: the first may have run out while the handler
+	// ran, and the reply of a handler that ran 30 s would not go.
+	x.endCalls()
+	x.cctx, x.endCalls = s.callCtx()
 	// A session that never opened is a reply stream: its request fails
 	// and is retried as any other. One bound to its request is not.
 	bound := req.session != nil && req.session.settle()
