@@ -27,10 +27,12 @@ const sessionWindow = 32
 var ErrSendClosed = errors.New("requester: send after CloseSend")
 
 // ErrSessionAborted matches the error of a session that the responder
-// ended without an answer: its handler failed or panicked, the responder
-// shut down, or the responder that held the session died and another took
-// the request. Nothing the caller sent after the request is handled
-// again: the call may be made again from the start.
+// ended without an answer: its handler failed or panicked, or the
+// responder shut down, once the session was open (a request whose session
+// had not opened is retried as any other), or the responder cannot serve
+// sessions and the handler read, or the responder that held the session
+// died and another took the request. Nothing the caller sent after the
+// request is handled again: the call may be made again from the start.
 var ErrSessionAborted = errors.New("requester: the responder aborted the session")
 
 // Message is a message a caller streams to the handler of a session after
@@ -50,9 +52,13 @@ type Message struct {
 // io.EOF), at the context's deadline, on Close, or when the responder
 // aborts it (ErrSessionAborted).
 //
-// Ending it early (Close, the context, a range loop over All left early)
-// tells the handler: its context is cancelled within about one SQS round
-// trip, and its request is finished, not retried.
+// The responder opens the session when its handler first reads or sends,
+// or once it has run for a fifth of a second: a handler that answers
+// sooner costs what a reply stream costs. Ending the session early
+// (Close, the context, a range loop over All left early) tells the
+// handler: its context is cancelled within about one SQS round trip once
+// the session is open (an end that comes sooner waits for the opening),
+// and its request is finished, not retried.
 //
 // Both directions are flow-controlled: Send waits while 32 of
 // its messages are unread by the handler, and the handler's sends wait
@@ -115,8 +121,9 @@ const defaultSessionIdle = 60 * time.Second
 // OpenSession sends a request that opens a session: the responder's
 // handler may read more messages from the caller (Session.Send) after
 // this one, and answers with a stream of replies. It returns once the
-// request is sent; the responder's first reply names the virtual queue
-// the caller's later messages go to, and Send waits for it. The context
+// request is sent; when the session opens, a message from the responder
+// names the virtual queue the caller's later messages go to, and Send
+// waits for it. The context
 // bounds the whole session (Options.Timeout applies when it has none).
 // The request carries TempQueues.Stream, so it has room for 7 attributes
 // of the caller's. A responder older than sessions answers as it answers
@@ -386,7 +393,11 @@ func (s *Session) onControl(c wire.Control) {
 			if s.abandoned {
 				s.cancelLocked()
 			} else {
-				if s.granted > s.grantSent {
+				// Replies read before the open came granted more credit:
+				// by the rule of onRead, a message of its own carries it
+				// only once half the window is used up, and never to a
+				// handler that returned (its final reply may come first).
+				if s.granted-s.grantSent >= sessionWindow/2 && !s.peerDone {
 					s.controlLocked(wire.Control{Verb: wire.ControlCredit, Credit: s.granted})
 					s.grantSent = s.granted
 				}

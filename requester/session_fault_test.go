@@ -831,6 +831,11 @@ func TestSessionsLeaveNoGoroutines(t *testing.T) {
 	h := &recordingEcho{}
 	_, stop := startResponder(t, e, e.raw, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
 		if req.Body() == "fail" {
+			// It reads first: a session opens when its handler reads, and
+			// a handler that fails before that is retried, not aborted.
+			if _, err := req.Recv(ctx); err != nil {
+				return nil, err
+			}
 			return nil, errors.New("refused")
 		}
 		return h.handle(ctx, req)
@@ -844,7 +849,11 @@ func TestSessionsLeaveNoGoroutines(t *testing.T) {
 		t.Fatal(err)
 	}
 	closed.Close()
-	if _, err := openSession(t, ctx, r, e, "fail").Next(ctx); !errors.Is(err, requester.ErrSessionAborted) {
+	failing := openSession(t, ctx, r, e, "fail")
+	if err := failing.Send(ctx, &requester.Message{Body: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := failing.Next(ctx); !errors.Is(err, requester.ErrSessionAborted) {
 		t.Fatalf("failing handler: %v, want ErrSessionAborted", err)
 	}
 	if err := stop(ctx); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/testkit/observetest"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
@@ -612,4 +613,288 @@ func TestSessionOutlivesALapsedVisibility(t *testing.T) {
 	if !rec.Wait(ctx, observe.Dropped, "duplicate", 1) {
 		t.Fatal("the request never came back: the test did not make its visibility lapse")
 	}
+}
+
+// A session opens only when its handler needs it: a handler that answers
+// at once costs what a reply stream costs (no open message, no session
+// queue); one that streams opens it before its first reply.
+func TestSessionOpensOnlyWhenTheHandlerStreams(t *testing.T) {
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		serveSessions(t, e, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+			if req.Body() == "stream" {
+				if err := req.Send(ctx, &responder.Reply{Body: "part"}); err != nil {
+					return nil, err
+				}
+			}
+			return &responder.Reply{Body: "done"}, nil
+		})
+		r := e.requester(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		sessionQueues := func() int {
+			out, err := e.raw.ListQueues(ctx, &sqs.ListQueuesInput{QueueNamePrefix: aws.String(e.prefix + "s_")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(out.QueueUrls)
+		}
+		readAll := func(s *requester.Session) []string {
+			var got []string
+			for m, err := range s.All(ctx) {
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, aws.ToString(m.Body))
+			}
+			return got
+		}
+		for range 3 {
+			if got := readAll(openSession(t, ctx, r, e, "quick")); len(got) != 1 || got[0] != "done" {
+				t.Fatalf("quick session: %q", got)
+			}
+		}
+		if n := sessionQueues(); n != 0 {
+			t.Fatalf("%d session queues after sessions whose handlers answered at once, want 0", n)
+		}
+		sends := func() int64 { c := r.Stats().Calls; return c["SendMessage"] + c["SendMessageBatch"] }
+		before := sends()
+		s := openSession(t, ctx, r, e, "stream")
+		if got := readAll(s); len(got) != 2 || got[0] != "part" {
+			t.Fatalf("streaming session: %q", got)
+		}
+		if n := sessionQueues(); n != 1 {
+			t.Fatalf("%d session queues after a streaming handler, want 1", n)
+		}
+		// The open came with the replies, perhaps after them: the caller
+		// sends no credit for the one it read.
+		if n := sends() - before; n != 1 {
+			t.Errorf("the caller made %d sends for a session that streamed one reply, want 1 (its request)", n)
+		}
+	})
+}
+
+// A handler that neither sends nor reads still hears of its caller's
+// Close, even one that came before the session opened: the responder
+// opens it after a moment, and the caller sends the cancel once it knows
+// where.
+func TestSessionCloseReachesASilentHandler(t *testing.T) {
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		started := make(chan struct{}, 1)
+		cancelled := make(chan error, 1)
+		resp := serveSessions(t, e, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+			started <- struct{}{}
+			<-ctx.Done()
+			cancelled <- context.Cause(ctx)
+			return nil, ctx.Err()
+		})
+		r := e.requester(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s := openSession(t, ctx, r, e, "silent")
+		<-started
+		closed := time.Now()
+		s.Close()
+		select {
+		case cause := <-cancelled:
+			if !errors.Is(cause, responder.ErrCallerGone) {
+				t.Errorf("handler's context cancelled with %v, want ErrCallerGone", cause)
+			}
+			t.Logf("the handler heard of the cancel after %v", time.Since(closed))
+		case <-time.After(5 * time.Second):
+			t.Fatal("the handler's context was not cancelled")
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for resp.Stats().Dropped == 0 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if st := resp.Stats(); st.Failed != 0 || st.Dropped != 1 {
+			t.Errorf("Stats.Failed %d, Dropped %d; want 0 and 1", st.Failed, st.Dropped)
+		}
+	})
+}
+
+// Process serves no sessions: a session request is answered as a reply
+// stream, and a handler that reads the caller's messages learns why it
+// cannot, which aborts the session.
+func TestProcessServesASessionAsAReplyStream(t *testing.T) {
+	e := newEnv(t, sqstestenv.SQSTest(t))
+	resp, err := responder.New(e.raw, func(o *responder.Options) { o.AllowReplyTo = []string{"tq"} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Shutdown(context.Background())
+	h := responder.HandlerFunc(func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+		if req.Body() == "read" {
+			if _, err := req.Recv(ctx); err != nil {
+				return nil, err
+			}
+		}
+		if err := req.Send(ctx, &responder.Reply{Body: "part"}); err != nil {
+			return nil, err
+		}
+		return &responder.Reply{Body: "done"}, nil
+	})
+	r := e.requester(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	process := func(body string) *requester.Session {
+		s := openSession(t, ctx, r, e, body)
+		out, err := e.raw.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(e.queue), WaitTimeSeconds: 5,
+			MessageAttributeNames: []string{"All"}, MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameAll}})
+		if err != nil || len(out.Messages) != 1 {
+			t.Fatalf("receiving the request: %v, %d messages", err, len(out.Messages))
+		}
+		if err := resp.Process(ctx, e.queue, out.Messages[0], h); err != nil {
+			t.Fatalf("Process: %v", err)
+		}
+		return s
+	}
+	var got []string
+	for m, err := range process("write").All(ctx) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, aws.ToString(m.Body))
+	}
+	if len(got) != 2 || got[0] != "part" || got[1] != "done" {
+		t.Fatalf("replies %q, want part and done", got)
+	}
+	_, err = process("read").Next(ctx)
+	if !errors.Is(err, requester.ErrSessionAborted) || !strings.Contains(err.Error(), "serves no sessions") {
+		t.Fatalf("a handler that reads: %v, want ErrSessionAborted saying why", err)
+	}
+}
+
+// An open that comes after the caller read replies (a responder opens a
+// session when its handler first streams, and SQS keeps no order) does
+// not make the caller send credit for them: the window has room.
+func TestSessionLateOpenSendsNoCredit(t *testing.T) {
+	e := newEnv(t, sqstestenv.SQSTest(t))
+	r := e.requester(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := openSession(t, ctx, r, e, "late open")
+	out, err := e.raw.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(e.queue), WaitTimeSeconds: 5, MessageAttributeNames: []string{"All"}})
+	if err != nil || len(out.Messages) != 1 {
+		t.Fatalf("receiving the request: %v, %d messages", err, len(out.Messages))
+	}
+	host, name, err := wire.ParseVirtualQueueURL(aws.ToString(out.Messages[0].MessageAttributes[sqsapi.ResponseQueueURLAttribute].StringValue))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply := func(body string, attr, value string) {
+		t.Helper()
+		if _, err := e.raw.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(host), MessageBody: aws.String(body),
+			MessageAttributes: map[string]types.MessageAttributeValue{
+				sqsapi.VirtualQueueNameAttribute: wire.StringAttribute(name),
+				attr:                             wire.StringAttribute(value),
+			}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sends := func() int64 { c := r.Stats().Calls; return c["SendMessage"] + c["SendMessageBatch"] }
+	before := sends()
+	for i := range 3 {
+		reply("part", sqsapi.StreamAttribute, strconv.Itoa(i))
+		if _, err := s.Next(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reply("open", sqsapi.SessionAttribute, wire.Control{Verb: wire.ControlOpen, Credit: sessionWindow, URL: wire.VirtualQueueURL(e.queue, "sess")}.Format())
+	reply("done", sqsapi.StreamAttribute, "3;final")
+	if m, err := s.Next(ctx); err != nil || aws.ToString(m.Body) != "done" {
+		t.Fatalf("final reply: %v, %v", m, err)
+	}
+	if n := sends() - before; n != 0 {
+		t.Errorf("the caller sent %d messages after a late open, want none", n)
+	}
+}
+
+// cutShort is a client whose send of a request with body cut reaches the
+// server, then fails with its context's error once that ends: a call
+// cancelled after SQS took the message. (A lone send goes out on its
+// caller's goroutine, under its caller's context.)
+type cutShort struct {
+	sqsapi.Client
+	sent chan struct{}
+}
+
+func (c *cutShort) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	out, err := c.Client.SendMessageBatch(context.WithoutCancel(ctx), in, optFns...)
+	for _, e := range in.Entries {
+		if aws.ToString(e.MessageBody) == "cut" {
+			close(c.sent)
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+	}
+	return out, err
+}
+
+// A session whose context ends while its request is being sent fails, but
+// SQS may have taken the request: its handler is stopped all the same,
+// once the session opens.
+func TestSessionCancelledWhileSentStopsTheHandler(t *testing.T) {
+	e := newEnv(t, sqstestenv.SQSTest(t))
+	cancelled := make(chan error, 1)
+	serveSessions(t, e, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+		<-ctx.Done()
+		cancelled <- context.Cause(ctx)
+		return nil, ctx.Err()
+	})
+	client := &cutShort{Client: e.raw, sent: make(chan struct{})}
+	r, err := requester.New(client, func(o *requester.Options) {
+		o.Prefix = e.prefix
+		o.DisableSweeping = true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-client.sent
+		cancel()
+	}()
+	_, err = r.OpenSession(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("cut")})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("OpenSession: %v, want context.Canceled", err)
+	}
+	select {
+	case cause := <-cancelled:
+		if !errors.Is(cause, responder.ErrCallerGone) {
+			t.Errorf("handler's context cancelled with %v, want ErrCallerGone", cause)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the handler's context was not cancelled")
+	}
+}
+
+// A session whose open message fails to go is lost: the handler's Recv
+// fails, since its caller cannot send, and its replies still go.
+func TestSessionWhoseOpenIsLost(t *testing.T) {
+	b := sqstestenv.SQSTest(t)
+	e := newEnv(t, b)
+	proceed := make(chan struct{})
+	serveSessions(t, e, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+		<-proceed
+		if _, err := req.Recv(ctx); err != nil {
+			return &responder.Reply{Body: "lost: " + err.Error()}, nil
+		}
+		return &responder.Reply{Body: "read"}, nil
+	})
+	r := e.requester(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s := openSession(t, ctx, r, e, "lose the open")
+	// The open is the next batch send: the handler waits for the fault.
+	b.Server.InjectFault(sqstest.Fail("SendMessageBatch", "InvalidParameterValue").Times(1))
+	close(proceed)
+	m, err := s.Next(ctx)
+	if err != nil || !strings.HasPrefix(aws.ToString(m.Body), "lost: ") {
+		t.Fatalf("reply %v, %v; want the handler's Recv to fail", m, err)
+	}
+	t.Log(aws.ToString(m.Body))
 }

@@ -122,7 +122,11 @@ func (s *Stream) open(ctx context.Context, in *sqs.SendMessageInput, attrs map[s
 	req.MessageGroupId, req.MessageDeduplicationId = fifoRequestIDs(&req, s.requestID)
 	s.sentAt = time.Now()
 	if err := r.send(s.ctx, "requester.SendMessageAndStream", &req, optFns); err != nil {
-		s.host.Unexpect(s.replyName)
+		if s.sess != nil && s.ctx.Err() != nil {
+			s.abandonUnsent(err)
+		} else {
+			s.host.Unexpect(s.replyName)
+		}
 		if s.cancelCtx != nil {
 			s.cancelCtx()
 		}
@@ -139,6 +143,21 @@ func (s *Stream) open(ctx context.Context, in *sqs.SendMessageInput, attrs map[s
 	}
 	s.mu.Unlock()
 	return nil
+}
+
+// abandonUnsent is for a session whose context ended while its request
+// was being sent: SQS may have taken the request all the same, and its
+// handler would then run for nobody until its deadline. The stream stays
+// registered for drainFor, stopped, as one closed early does (what comes
+// is deleted), so that the session's open, if it comes, gets a cancel.
+func (s *Stream) abandonUnsent(err error) {
+	s.mu.Lock()
+	s.stopped, s.err = true, err
+	s.drain = time.AfterFunc(drainFor, func() { s.host.Unexpect(s.replyName) })
+	s.mu.Unlock()
+	s.sess.mu.Lock()
+	s.sess.abandoned = true
+	s.sess.mu.Unlock()
 }
 
 // RequestID returns the id carried in the request's TempQueues.RequestId

@@ -29,17 +29,22 @@ func (s *server) answer(ctx context.Context, x *exchange) action {
 		if running := r.sessions.runningAs(req.Message); running != nil {
 			return s.awaitRunning(ctx, x, running)
 		}
-		if act, ok := s.open(ctx, x); !ok {
-			return act
+		if err := s.newSession(x); err != nil {
+			s.r.stats.failed.Add(1)
+			x.log.Warn("responder: preparing a session failed; request left for redelivery", slog.Any("error", err))
+			return fail(err)
 		}
-		if req.session != nil {
-			defer req.session.close()
-			// Another responder could not take the session up: at a stop
-			// deadline the caller is told, and the request deleted.
-			x.d.KeepWhenAbandoned()
-		}
+		defer req.session.close()
 	}
 	reply, d, err := s.run(ctx, req)
+	// The calls that follow (the Store's, the reply's, an abort) get a
+	// bound of their own: the first may have run out while the handler
+	// ran, and the reply of a handler that ran 30 s would not go.
+	x.endCalls()
+	x.cctx, x.endCalls = s.callCtx()
+	// A session that never opened is a reply stream: its request fails
+	// and is retried as any other. One bound to its request is not.
+	bound := req.session != nil && req.session.settle()
 	final := reply             // what ends the exchange: reply, or a stream's end mark
 	var more map[string]string // the responder's attributes of final
 	if req.stream != nil {
@@ -47,7 +52,7 @@ func (s *server) answer(ctx context.Context, x *exchange) action {
 	} else if o := originOf(req); o != "" {
 		more = map[string]string{sqsapi.OriginAttribute: o}
 	}
-	if req.session != nil && err != nil && errors.Is(context.Cause(ctx), ErrClosed) && req.session.callerGone() == nil {
+	if bound && err != nil && errors.Is(context.Cause(ctx), ErrClosed) && req.session.callerGone() == nil {
 		// Stopped by Shutdown: the caller's messages cannot be handed to
 		// another responder, so the caller is told now, and the request
 		// is deleted.
@@ -59,10 +64,10 @@ func (s *server) answer(ctx context.Context, x *exchange) action {
 		r.dropped(ctx, x, reasonAborted)
 		return action{kind: actDelete}
 	}
-	if !x.d.Finish() && req.session == nil {
+	if !x.d.Finish() && !bound {
 		// Abandoned at a stop deadline and released: perhaps running
-		// elsewhere already. A session's request is kept (its handler
-		// settles it, as here).
+		// elsewhere already. An open session's request is kept (its
+		// handler settles it, as here).
 		return action{kind: actNone}
 	}
 	r.stats.observe(d)
@@ -77,7 +82,7 @@ func (s *server) answer(ctx context.Context, x *exchange) action {
 		x.log.Debug("responder: the caller went away before the handler returned", slog.String("reason", gone), slog.Any("error", err))
 		return action{kind: actDelete}
 	}
-	if req.session != nil && err != nil {
+	if bound && err != nil {
 		// A session is not handled twice: what the caller streamed is
 		// read. The caller hears why and may call again.
 		r.stats.failed.Add(1)
@@ -121,37 +126,6 @@ func (s *server) answer(ctx context.Context, x *exchange) action {
 		x.stored = storedEnd(final, more) // a stream's end mark
 	}
 	return action{kind: actDelete}
-}
-
-// open opens the session the request asks for; when it cannot, the
-// request's action is returned with ok false: a request whose caller
-// asked what this responder cannot serve is aborted (the caller is told)
-// and deleted, one that failed to open is retried.
-func (s *server) open(ctx context.Context, x *exchange) (act action, ok bool) {
-	err := s.openSession(ctx, x)
-	if err == nil {
-		return action{}, true
-	}
-	if x.req.stream.askedEnd {
-		// The caller sends nothing after the request: it is served as a
-		// reply stream, which its caller can no longer cancel.
-		x.log.Warn("responder: serving a session request as a reply stream; its caller cannot cancel it", slog.Any("error", err))
-		return action{}, true
-	}
-	if errors.Is(err, errSessionsUnsupported) {
-		sess := &session{r: s.r, req: x.req}
-		u, _ := stringAttribute(x.req.Message, sqsapi.ResponseQueueURLAttribute)
-		sess.reply, sess.route, _ = responseTarget(u) // checked by route
-		if aerr := sess.abort(x.cctx, err.Error()); aerr != nil {
-			return fail(aerr), false
-		}
-		x.log.Warn("responder: session request refused", slog.Any("error", err))
-		s.r.dropped(ctx, x, reasonAborted)
-		return action{kind: actDelete}, false
-	}
-	s.r.stats.failed.Add(1)
-	x.log.Warn("responder: opening a session failed; request left for redelivery", slog.Any("error", err))
-	return fail(err), false
 }
 
 // awaitRunning settles a second delivery of a session request this

@@ -49,7 +49,10 @@ func (e *RetryError) Unwrap() error { return e.Err }
 // answered again from the stored reply without running the handler),
 // Options.Middleware, the handler under Options.HandlerTimeout and the
 // caller's deadline with panics recovered, the Observer's events, and the reply.
-// The handler runs under ctx. queueURL is the queue m came from.
+// The handler runs under ctx. queueURL is the queue m came from. Process
+// opens no session: a session request (requester.OpenSession) is answered
+// as a reply stream, and its handler's Recv fails with an error matching
+// ErrSessionsUnsupported.
 // Nothing extends the request's visibility or renews its Store lease,
 // which lasts Options.VisibilityTimeout: keep that above the longest
 // handler run.

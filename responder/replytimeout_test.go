@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -90,5 +92,57 @@ func TestReplyTimeoutOption(t *testing.T) {
 	defer r.Shutdown(context.Background())
 	if r.opts.ReplyTimeout != defaultReplyTimeout {
 		t.Errorf("default ReplyTimeout %v, want %v", r.opts.ReplyTimeout, defaultReplyTimeout)
+	}
+}
+
+// okSends is a Client whose SendMessageBatch succeeds, unless its
+// context has ended already. Any other call panics (the embedded Client
+// is nil): a reply makes none.
+type okSends struct {
+	Client
+	mu    sync.Mutex
+	calls int
+}
+
+func (c *okSends) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, o ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.calls++
+	c.mu.Unlock()
+	out := &sqs.SendMessageBatchOutput{}
+	for _, e := range in.Entries {
+		out.Successful = append(out.Successful, types.SendMessageBatchResultEntry{Id: e.Id, MessageId: aws.String("m-" + aws.ToString(e.Id))})
+	}
+	return out, nil
+}
+
+// TestReplyOfALongHandlerGoes: the calls after the handler have a bound
+// of their own, from the handler's end: a handler that ran longer than
+// the bound of the calls before it still gets its reply sent.
+func TestReplyOfALongHandlerGoes(t *testing.T) {
+	defer func(b time.Duration) { callBound = b }(callBound)
+	callBound = 100 * time.Millisecond
+	c := &okSends{}
+	r := newResponder(t, c, func(o *Options) {
+		o.Logger = slog.New(slog.DiscardHandler)
+		o.AllowReplyTo = []string{"replies"}
+	})
+	m := msgWith(map[string]string{
+		sqsapi.ResponseQueueURLAttribute: "https://sqs.us-east-1.amazonaws.com/1/replies",
+		sqsapi.RequestIDAttribute:        "id-1",
+	})
+	slow := HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
+		time.Sleep(3 * callBound)
+		return &Reply{Body: "late but fine"}, nil
+	})
+	if err := r.Process(context.Background(), "https://sqs.us-east-1.amazonaws.com/1/requests", m, slow); err != nil {
+		t.Fatalf("Process of a handler that outran the calls' bound: %v, want nil", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.calls != 1 {
+		t.Errorf("%d sends, want the reply's", c.calls)
 	}
 }

@@ -150,8 +150,9 @@ type Options struct {
 	Observer observe.Observer
 
 	// SessionQueuePrefix starts the name of the host queue a responder
-	// creates, on the first session request it serves
-	// (requester.OpenSession), for the messages its callers stream after
+	// creates, on the first session it opens (requester.OpenSession: a
+	// session opens when its handler first reads or sends, or has run for
+	// a fifth of a second), for the messages its callers stream after
 	// their requests; default sqsapi.DefaultQueuePrefix, so that the
 	// requesters' sweeps reap it if the process dies. The queue is
 	// heartbeated like a requester's and deleted by Shutdown. Serving

@@ -127,8 +127,12 @@ func (s *server) expectReplies(msgs []types.Message) {
 	s.r.sends.ExpectAll(targets)
 }
 
+// callBound bounds the Store and reply calls a request makes before its
+// handler runs, and those it makes after (a variable for tests).
+var callBound = 30 * time.Second
+
 // callCtx is the context of the store and reply calls a request makes:
-// they complete even while Serve stops, within a bound.
+// they complete even while Serve stops, within callBound.
 func (s *server) callCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(s.base, 30*time.Second)
+	return context.WithTimeout(s.base, callBound)
 }

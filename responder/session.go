@@ -24,6 +24,13 @@ import (
 // the handler (requester.SessionWindow, which the caller grants back).
 const sessionWindow = 32
 
+// sessionOpenAfter is how long a session's handler runs before the
+// responder opens the session although the handler has neither sent nor
+// read: a handler that answers sooner costs what a reply stream costs (no
+// open message, no session queue), and one that runs longer can still be
+// stopped by its caller, from then on within about one round trip.
+const sessionOpenAfter = 200 * time.Millisecond
+
 // sessionDrain is how long a session's queue keeps taking the caller's
 // messages after its handler returned (its last sends and its end mark or
 // cancel may still be on their way): they are deleted quietly. Later ones
@@ -36,19 +43,24 @@ const sessionDrain = 5 * time.Second
 // retried: deleted, and told to Options.Observer as Dropped, "cancelled".
 var ErrCallerGone = errors.New("responder: the caller went away")
 
-// errSessionsUnsupported is the reason a session request is aborted by a
+// ErrSessionsUnsupported is matched by the error of Request.Recv on a
 // responder that cannot open sessions: its client lacks the queue
-// operations (an *sqs.Client has them), or it runs through Process.
-var errSessionsUnsupported = errors.New("responder: this responder serves no sessions")
+// operations (an *sqs.Client has them), or it runs through Process. Such
+// a responder answers a session request as a reply stream; a handler that
+// fails after such a Recv aborts the session, with the reason for its
+// caller.
+var ErrSessionsUnsupported = errors.New("responder: this responder serves no sessions")
 
 // Recv returns the next message the caller streamed after the request, in
 // order, each once, waiting for it; io.EOF once the caller half-closed
 // (requester.Session.CloseSend) and every message was read. A request that
-// opened no session has no more messages: Recv returns io.EOF at once.
-// When the caller goes away first, Recv returns an error matching
-// context.Canceled (the handler's context is cancelled too, with cause
-// ErrCallerGone); when ctx ends, ctx's error. Recv is for one goroutine at
-// a time; reading frees room for the caller's next messages.
+// asked for no session has no more messages: Recv returns io.EOF at once.
+// The first Recv opens the session if it is not open yet; when this
+// responder cannot serve sessions, it returns an error matching
+// ErrSessionsUnsupported. When the caller goes away first, Recv returns an
+// error matching context.Canceled (the handler's context is cancelled too,
+// with cause ErrCallerGone); when ctx ends, ctx's error. Recv is for one
+// goroutine at a time; reading frees room for the caller's next messages.
 func (r *Request) Recv(ctx context.Context) (*types.Message, error) {
 	if r.session == nil {
 		return nil, io.EOF
@@ -64,12 +76,13 @@ type sessions struct {
 	mu      sync.Mutex
 	core    *core.Core
 	err     error               // the client cannot own queues, or Shutdown closed them
-	running map[string]*session // by the request's MessageId, while its handler runs
+	running map[string]*session // open sessions by their request's MessageId, while their handlers run
 }
 
-// runningAs returns the session this responder runs for a request with
-// m's MessageId: SQS handed the request out again (its visibility lapsed
-// while the handler ran) and this responder received it a second time.
+// runningAs returns the open session this responder runs for a request
+// with m's MessageId: SQS handed the request out again (its visibility
+// lapsed while the handler ran) and this responder received it a second
+// time.
 func (ss *sessions) runningAs(m types.Message) *session {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
@@ -118,7 +131,7 @@ func (r *Responder) sessionCore() (*core.Core, error) {
 	if ss.core == nil {
 		full, ok := r.client.(sqsapi.Client)
 		if !ok {
-			ss.err = fmt.Errorf("%w: its client has no queue operations (CreateQueue, TagQueue, ...)", errSessionsUnsupported)
+			ss.err = fmt.Errorf("%w: its client has no queue operations (CreateQueue, TagQueue, ...)", ErrSessionsUnsupported)
 			return nil, ss.err
 		}
 		c, err := core.New("responder.Serve", full, core.Options{
@@ -158,11 +171,15 @@ func (r *Responder) closeSessions(ctx context.Context) error {
 
 // session is the responder's side of one session: the caller's messages
 // after the request, held in order for Recv, and the credit both ways.
+//
+// A session opens lazily: when its handler first sends a reply or reads,
+// or once it has run for sessionOpenAfter. Until then it is a reply
+// stream, and a handler that answers before costs no more than one; the
+// caller, which cannot send before it knows the session's queue, waits.
 type session struct {
-	r     *Responder
+	s     *server
 	req   *Request
-	host  *hostq.Host
-	name  string // the session's virtual queue on host
+	name  string // the session's virtual queue on its host, once it opens
 	reply string // where control messages go: the request's reply queue
 	route string // its virtual queue name, "" for a real queue
 
@@ -177,7 +194,16 @@ type session struct {
 	goneC     chan struct{}           // closed when gone is set
 	cancel    context.CancelCauseFunc // the handler's context
 	closed    bool                    // the handler returned
-	done      chan struct{}           // closed when the handler returned
+
+	refused error         // this responder serves no sessions: why
+	timer   *time.Timer   // opens the session after sessionOpenAfter
+	opening chan struct{} // nil until the open starts; closed when it ended
+	openErr error         // why the open failed
+	host    *hostq.Host   // the session's host queue, once open
+	settled bool          // the handler returned: no open may start
+	unread  bool          // Recv failed: this responder serves no sessions
+	keep    func()        // marks the request's delivery as one no other responder can take up
+	done    chan struct{} // closed when the handler returned
 
 	idle     time.Duration // the caller's idle timeout, 0 for none
 	heardAt  time.Time     // when a message from the caller last came
@@ -185,48 +211,135 @@ type session struct {
 	idleTick *time.Timer
 }
 
-// openSession opens the session req asks for: a virtual queue on the
-// responder's session host, named to the caller in an open message sent
-// before the handler runs. An error means the request cannot be served
-// as a session.
-func (s *server) openSession(ctx context.Context, x *exchange) error {
-	r, req := s.r, x.req
-	if s.noSessions {
-		return fmt.Errorf("%w through Process", errSessionsUnsupported)
-	}
+// newSession prepares the session req asks for, without a call: it opens
+// when the handler needs it (session.open). An error means the request
+// names no queue its session's control messages can go to.
+func (s *server) newSession(x *exchange) error {
+	req := x.req
 	u, _ := stringAttribute(req.Message, sqsapi.ResponseQueueURLAttribute)
 	target, route, err := responseTarget(u)
 	if err != nil {
 		return err
 	}
-	host, err := r.sessionHost(x.cctx)
-	if err != nil {
-		return err
-	}
-	sess := &session{r: r, req: req, host: host, name: uuid.NewString(), reply: target, route: route,
-		changed: make(chan struct{}), goneC: make(chan struct{}), done: make(chan struct{}), buf: make(map[int]types.Message), end: -1, granted: sessionWindow, grantSent: sessionWindow}
+	// The session's name and buffer wait for its open: most never open.
+	sess := &session{s: s, req: req, reply: target, route: route, keep: x.d.KeepWhenAbandoned,
+		changed: make(chan struct{}), goneC: make(chan struct{}), done: make(chan struct{}), end: -1, granted: sessionWindow, grantSent: sessionWindow,
+		idle: req.stream.askedIdle}
 	if req.stream.askedEnd {
 		sess.end = 0 // nothing follows the request
 	}
-	sess.idle = req.stream.askedIdle
-	if err := host.ExpectMany(sess.name, sess.onMessage); err != nil {
-		return err
-	}
 	req.session = sess
-	req.stream.opened(sess)
-	r.sessions.track(sess)
-	open := wire.Control{Verb: wire.ControlOpen, Credit: sessionWindow, URL: wire.VirtualQueueURL(host.URL(), sess.name)}
-	if err := r.send(x.cctx, req.Message, target, sess.control(open)); err != nil {
-		sess.close()
-		return err
+	if s.noSessions {
+		sess.refused = fmt.Errorf("%w through Process", ErrSessionsUnsupported)
+		return nil
 	}
+	sess.mu.Lock()
+	sess.timer = time.AfterFunc(sessionOpenAfter, func() { _ = sess.open(context.Background()) })
+	sess.mu.Unlock()
+	return nil
+}
+
+// open opens the session, once: a virtual queue on the responder's
+// session host, named to the caller in an open message. Callers that come
+// while it is under way wait for it (or for ctx); all get its outcome. It
+// fails with ErrClosed once the handler returned.
+func (sess *session) open(ctx context.Context) error {
+	sess.mu.Lock()
+	if sess.opening != nil {
+		opening := sess.opening
+		sess.mu.Unlock()
+		select {
+		case <-opening:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		sess.mu.Lock()
+		defer sess.mu.Unlock()
+		return sess.openErr
+	}
+	if sess.settled {
+		sess.mu.Unlock()
+		return ErrClosed
+	}
+	sess.opening = make(chan struct{})
+	if sess.timer != nil {
+		sess.timer.Stop()
+	}
+	sess.mu.Unlock()
+	host, err := sess.dial()
+	if err != nil && !errors.Is(err, ErrSessionsUnsupported) {
+		sess.s.r.log.Warn("responder: opening a session failed; its replies go as a plain stream",
+			slog.String("request_id", sess.req.ID), slog.Any("error", err))
+	}
+	sess.mu.Lock()
+	sess.host = host
+	if err != nil {
+		sess.openErr = err
+	}
+	close(sess.opening)
+	sess.mu.Unlock()
+	return err
+}
+
+// dial registers the session on the responder's session host and sends
+// the open message, under a call context of its own: the open serves the
+// handler's every later Send and Recv, not only the one that started it.
+//
+// The open message is queued, not waited for: when the handler's first
+// reply follows at once, the two share a call, and the caller's receive
+// takes them together. Should it fail to go, the session is lost (lost).
+func (sess *session) dial() (*hostq.Host, error) {
+	if sess.refused != nil {
+		return nil, sess.refused
+	}
+	s, req := sess.s, sess.req
+	ctx, cancel := s.callCtx()
+	defer cancel()
+	host, err := s.r.sessionHost(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sess.mu.Lock()
+	sess.name, sess.buf = uuid.NewString(), make(map[int]types.Message)
+	sess.mu.Unlock()
+	if err := host.ExpectMany(sess.name, sess.onMessage); err != nil {
+		return nil, err
+	}
+	// The replies are counted against the caller's credit from the first
+	// one on: Send waits for the open before it sends. From the open on,
+	// the handler may read what the caller streams, which no other
+	// responder could read again: at a stop deadline the caller is told,
+	// and the request deleted, not released.
+	req.stream.opened(sess)
+	sess.keep()
+	s.r.sessions.track(sess)
 	if sess.idle > 0 {
 		sess.mu.Lock()
-		sess.heardAt, sess.sentAt = r.clk.Now(), r.clk.Now()
+		sess.heardAt, sess.sentAt = s.r.clk.Now(), s.r.clk.Now()
 		sess.idleTick = time.AfterFunc(sess.idle/3, sess.checkIdle)
 		sess.mu.Unlock()
 	}
-	return nil
+	open := wire.Control{Verb: wire.ControlOpen, Credit: sessionWindow, URL: wire.VirtualQueueURL(host.URL(), sess.name)}
+	s.r.sends.Submit(sess.reply, sess.control(open), func(_ types.SendMessageBatchResultEntry, err error) {
+		if err = s.r.replyResult(context.Background(), req.Message, sess.reply, err); err != nil {
+			sess.lost(err)
+		}
+	})
+	return host, nil
+}
+
+// lost is told that the open message failed to go: the caller can neither
+// send to the session nor stop the handler. Recv fails with err, the
+// replies go without credit (none will be granted), and a handler that
+// fails is retried, as when the session never opened.
+func (sess *session) lost(err error) {
+	sess.s.r.log.Warn("responder: sending a session's open message failed; its replies go as a plain stream",
+		slog.String("request_id", sess.req.ID), slog.Any("error", err))
+	sess.mu.Lock()
+	sess.openErr = err
+	sess.signalLocked()
+	sess.mu.Unlock()
+	sess.req.stream.unopened()
 }
 
 // checkIdle runs every third of the caller's idle timeout: it pings the
@@ -238,7 +351,7 @@ func (sess *session) checkIdle() {
 		sess.mu.Unlock()
 		return
 	}
-	now := sess.r.clk.Now()
+	now := sess.s.r.clk.Now()
 	if silent := now.Sub(sess.heardAt); silent >= sess.idle {
 		sess.mu.Unlock()
 		sess.goneWith(fmt.Errorf("%w: nothing heard from it for %v (the session's idle timeout)", ErrCallerGone, silent.Round(time.Millisecond)))
@@ -258,8 +371,31 @@ func (sess *session) checkIdle() {
 // noteSent notes that a message went to the caller.
 func (sess *session) noteSent() {
 	sess.mu.Lock()
-	sess.sentAt = sess.r.clk.Now()
+	sess.sentAt = sess.s.r.clk.Now()
 	sess.mu.Unlock()
+}
+
+// settle is told that the handler returned: no open starts any more, one
+// under way is waited for. It reports whether the session is bound to the
+// request: it opened (the handler may have read what the caller streamed,
+// which cannot be read again), or the handler tried to read and this
+// responder serves no sessions (a retry would fail the same way). Either
+// way a failed handler aborts it, where an unopened session's request is
+// retried as any other.
+func (sess *session) settle() (bound bool) {
+	sess.mu.Lock()
+	sess.settled = true
+	if sess.timer != nil {
+		sess.timer.Stop()
+	}
+	opening := sess.opening
+	sess.mu.Unlock()
+	if opening != nil {
+		<-opening
+	}
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	return sess.host != nil && sess.openErr == nil || sess.unread
 }
 
 // control builds a control message to the caller.
@@ -279,9 +415,9 @@ func (sess *session) control(c wire.Control) types.SendMessageBatchRequestEntry 
 
 // sendControl sends a control message to the caller without waiting.
 func (sess *session) sendControl(c wire.Control) {
-	sess.r.sends.Submit(sess.reply, sess.control(c), func(_ types.SendMessageBatchResultEntry, err error) {
+	sess.s.r.sends.Submit(sess.reply, sess.control(c), func(_ types.SendMessageBatchResultEntry, err error) {
 		if err != nil {
-			sess.r.log.Debug("responder: sending a session control message failed",
+			sess.s.r.log.Debug("responder: sending a session control message failed",
 				slog.String("request_id", sess.req.ID), slog.String("control", c.Verb), slog.Any("error", err))
 		}
 	})
@@ -295,7 +431,7 @@ func (sess *session) onMessage(m types.Message, err error) bool {
 		return false
 	}
 	sess.mu.Lock()
-	sess.heardAt = sess.r.clk.Now()
+	sess.heardAt = sess.s.r.clk.Now()
 	sess.mu.Unlock()
 	if c, isControl, ok := wire.ControlOf(m); isControl {
 		switch {
@@ -381,6 +517,17 @@ func (sess *session) callerGone() error {
 }
 
 func (sess *session) recv(ctx context.Context) (*types.Message, error) {
+	if err := sess.open(ctx); err != nil {
+		switch {
+		case errors.Is(err, ErrClosed):
+			return nil, fmt.Errorf("responder: Recv after the handler returned: %w", err)
+		case errors.Is(err, ErrSessionsUnsupported):
+			sess.mu.Lock()
+			sess.unread = true
+			sess.mu.Unlock()
+		}
+		return nil, fmt.Errorf("responder: opening the session: %w", err)
+	}
 	sess.mu.Lock()
 	for {
 		if m, ok := sess.buf[sess.next]; ok {
@@ -391,7 +538,7 @@ func (sess *session) recv(ctx context.Context) (*types.Message, error) {
 				// Half the window is read and no reply carried the grant:
 				// a credit message does.
 				sess.grantSent = sess.granted
-				sess.sentAt = sess.r.clk.Now()
+				sess.sentAt = sess.s.r.clk.Now()
 				c := wire.Control{Verb: wire.ControlCredit, Credit: sess.granted}
 				sess.mu.Unlock()
 				sess.sendControl(c)
@@ -408,6 +555,10 @@ func (sess *session) recv(ctx context.Context) (*types.Message, error) {
 			err := sess.gone
 			sess.mu.Unlock()
 			return nil, fmt.Errorf("%w: %w", err, context.Canceled)
+		case sess.openErr != nil:
+			err := sess.openErr
+			sess.mu.Unlock()
+			return nil, fmt.Errorf("responder: opening the session: %w", err)
 		case sess.closed:
 			sess.mu.Unlock()
 			return nil, fmt.Errorf("responder: Recv after the handler returned: %w", ErrClosed)
@@ -417,10 +568,21 @@ func (sess *session) recv(ctx context.Context) (*types.Message, error) {
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, ctxErr(ctx)
 		}
 		sess.mu.Lock()
 	}
+}
+
+// ctxErr is ctx's error with its cause, when it has one of its own
+// (ErrCallerGone for a handler's context, or one derived from it), so
+// that both match.
+func ctxErr(ctx context.Context) error {
+	err := ctx.Err()
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		return fmt.Errorf("%w: %w", cause, err)
+	}
+	return err
 }
 
 // piggyback returns the credit to grant on a reply going out now, 0 when
@@ -435,9 +597,9 @@ func (sess *session) piggyback() int {
 	return sess.granted
 }
 
-// close ends the session once its handler returned: the caller's
-// messages still coming are drained for a while, then the name is
-// withdrawn.
+// close ends the session once its handler returned (after settle): the
+// caller's messages still coming to an open session are drained for a
+// while, then the name is withdrawn.
 func (sess *session) close() {
 	sess.mu.Lock()
 	if sess.closed {
@@ -446,14 +608,17 @@ func (sess *session) close() {
 	}
 	sess.closed = true
 	sess.buf = nil
+	host := sess.host
 	if sess.idleTick != nil {
 		sess.idleTick.Stop()
 	}
 	sess.signalLocked()
 	close(sess.done)
 	sess.mu.Unlock()
-	sess.r.sessions.untrack(sess)
-	time.AfterFunc(sessionDrain, func() { sess.host.Unexpect(sess.name) })
+	sess.s.r.sessions.untrack(sess)
+	if host != nil {
+		time.AfterFunc(sessionDrain, func() { host.Unexpect(sess.name) })
+	}
 }
 
 // maxAbortReason bounds the reason an abort carries: an error's message,
@@ -463,5 +628,5 @@ const maxAbortReason = 1024
 // abort tells the caller that the session ended without an answer.
 func (sess *session) abort(ctx context.Context, reason string) error {
 	c := wire.Control{Verb: wire.ControlAbort, Reason: wire.SafeText(reason, maxAbortReason)}
-	return sess.r.send(ctx, sess.req.Message, sess.reply, sess.control(c))
+	return sess.s.r.send(ctx, sess.req.Message, sess.reply, sess.control(c))
 }

@@ -52,6 +52,9 @@ type exchange struct {
 	req  *Request
 	log  *slog.Logger
 	cctx context.Context // for the Store's and the reply's calls
+	// endCalls releases cctx, which answer renews once the handler
+	// returned: the handler may have run longer than callBound.
+	endCalls context.CancelFunc
 
 	requested bool // the request asks for a reply (ResponseQueueUrl)
 
@@ -90,8 +93,8 @@ func (s *server) process(ctx context.Context, d *consume.Delivery) action {
 		log = log.With(slog.String("queue_url", s.queueURL), slog.String("message_id", aws.ToString(req.Message.MessageId)),
 			slog.String("request_id", req.ID), slog.Int("receive_count", req.ReceiveCount))
 	}
-	cctx, cancel := s.callCtx()
-	defer cancel()
-	x := &exchange{s: s, d: d, req: req, log: log, cctx: cctx, requested: IsResponseMessageRequested(req.Message), sent: noDone}
+	x := &exchange{s: s, d: d, req: req, log: log, requested: IsResponseMessageRequested(req.Message), sent: noDone}
+	x.cctx, x.endCalls = s.callCtx()
+	defer func() { x.endCalls() }() // the one answer made, if it did
 	return s.steps(ctx, x)
 }

@@ -207,6 +207,16 @@ func (s *replyStream) opened(sess *session) {
 	s.granted = make(chan struct{})
 }
 
+// unopened lifts the credit of a session's reply stream whose open
+// message failed to go: its caller cannot grant more.
+func (s *replyStream) unopened() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.credit = 0
+	close(s.granted)
+	s.granted = make(chan struct{})
+}
+
 // grant raises the credit of a session's reply stream.
 func (s *replyStream) grant(n int) {
 	s.mu.Lock()
@@ -243,6 +253,14 @@ func (s *replyStream) waitCredit(ctx context.Context) error {
 }
 
 func (s *replyStream) send(ctx context.Context, msg *Reply) error {
+	if s.req.session != nil {
+		// A session opens when its handler first streams, before the
+		// reply goes: the caller may stop the handler from then on. When
+		// it cannot open (logged), the replies go as a plain stream.
+		if err := s.req.session.open(ctx); err != nil && ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
 	if err := s.waitCredit(ctx); err != nil {
 		return err
 	}

@@ -21,15 +21,17 @@ import (
 
 // BenchmarkOverhead measures what the adapter adds to a plain
 // SendMessageAndGetResponse round trip: the same small echo, at 1, 8 and
-// 64 concurrent callers, directly, through sqshttp (a reply stream, the
-// default) and through sqshttp with DisableStreaming. It reports the
+// 64 concurrent callers, directly, through sqshttp (a session, the
+// default), through sqshttp with DisableStreaming, and two sessions that
+// open: a handler that flushes before it echoes (a streamed response),
+// and a body of unknown length (streamed to the handler). It reports the
 // process's CPU time per RPC (client, responder and the in-process sqstest
 // server together, so the adapter's share is diluted by the server's
 // work, as it would be by the network stack's) and API calls per RPC.
 func BenchmarkOverhead(b *testing.B) {
 	be := sqstestenv.SQSTest(b)
 	for _, callers := range []int{1, 8, 64} {
-		for _, mode := range []string{"direct", "sqshttp", "sqshttp-onereply"} {
+		for _, mode := range []string{"direct", "sqshttp", "sqshttp-onereply", "sqshttp-flush", "sqshttp-upload"} {
 			b.Run(mode+"/callers="+strconv.Itoa(callers), func(b *testing.B) { benchOverhead(b, be, mode, callers) })
 		}
 	}
@@ -53,6 +55,9 @@ func benchOverhead(b *testing.B, be *sqstestenv.Backend, mode string, callers in
 	if mode != "direct" {
 		h = sqshttp.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/plain")
+			if r.URL.Path == "/flush" {
+				w.(http.Flusher).Flush()
+			}
 			_, _ = io.Copy(w, r.Body)
 		}))
 	}
@@ -75,7 +80,15 @@ func benchOverhead(b *testing.B, be *sqstestenv.Backend, mode string, callers in
 			_, err := r.SendMessageAndGetResponse(cctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("ping")})
 			return err
 		}
-		req, _ := http.NewRequestWithContext(cctx, http.MethodPost, "http://bench/echo", strings.NewReader("ping"))
+		var body io.Reader = strings.NewReader("ping")
+		if mode == "sqshttp-upload" {
+			body = io.MultiReader(body) // its length unknown
+		}
+		path := "/echo"
+		if mode == "sqshttp-flush" {
+			path = "/flush"
+		}
+		req, _ := http.NewRequestWithContext(cctx, http.MethodPost, "http://bench"+path, body)
 		res, err := hc.Do(req)
 		if err != nil {
 			return err

@@ -16,17 +16,22 @@ import (
 )
 
 // The envelope (docs/wire.md, "HTTP over SQS") carries an HTTP request or
-// response in one SQS message body:
+// response in an SQS message body, its body too unless that follows in
+// parts:
 //
-//	request:   TQH/1 <method> <request-uri> <deadline> <enc>\n
+//	request:   TQH/1 <method> <request-uri> <deadline> <enc>[ +[<length>]]\n
 //	response:  TQH/1 <status> <enc>[ +]\n
 //	then       one "Name: value\n" line per header value ("Name:: <base64>\n"
 //	           for a value that is not SQS text), a blank line, the body.
 //
 // <deadline> is the caller's deadline in Unix milliseconds, or "-". <enc>
 // is "t" when the body is carried as it is (valid SQS text) and "b" when
-// it is standard base64. "+" on a response says that more parts follow,
-// each a message of its own: <enc> then the part's bytes.
+// it is standard base64. "+" says that the body follows in parts, each a
+// message of its own: <enc> then the part's bytes. A response's parts are
+// the later messages of its reply stream; a request's are the messages
+// its caller streams on the request's session, which end with the
+// session's half-close, and <length>, when the caller knew it, is the
+// body's size in bytes.
 const (
 	magic    = "TQH/1"
 	encText  = 't'
@@ -43,9 +48,12 @@ const reserve = 4 << 10
 // maxEnvelope is the largest envelope sent in one message.
 const maxEnvelope = sqsapi.MaxMessageSize - reserve
 
-// ErrTooLarge is matched (errors.Is) by the error of a request whose
-// envelope (method, URL, headers and body, encoded) does not fit in one
-// SQS message. No call is made. It also matches sqsapi.ErrInvalidInput.
+// ErrTooLarge is matched (errors.Is) by the error of a request that
+// cannot travel: its envelope's head (method, URL and headers, encoded)
+// does not fit in one SQS message, or, with
+// TransportOptions.DisableStreaming, its whole envelope (the body
+// included) does not. A larger body alone is no error: it is streamed in
+// parts. No call is made. It also matches sqsapi.ErrInvalidInput.
 var ErrTooLarge = errors.New("sqshttp: does not fit in one SQS message")
 
 // tooLarge returns the error of an envelope of n bytes (or more).
@@ -138,46 +146,57 @@ func validName(s string) bool {
 	return true
 }
 
-// request is a decoded request envelope.
+// request is a request envelope.
 type request struct {
 	method, uri, host string
 	deadline          time.Time // zero: none
 	header            http.Header
 	body              []byte
+	parts             bool  // the body follows in parts (then body is empty)
+	length            int64 // with parts: the body's size, -1 when unknown
 }
 
-// encodeRequest returns the envelope of a request. host, when set, is
-// carried as a Host line.
-func encodeRequest(method, uri string, deadline time.Time, h http.Header, host string, body []byte) (string, error) {
-	if !validName(method) || uri == "" || strings.ContainsAny(uri, " \r\n") || !isText(uri) {
-		return "", fmt.Errorf("invalid method %q or request URI %q", method, uri)
+// encode returns the envelope of r. r.host, when set, is carried as a
+// Host line.
+func (r *request) encode() (string, error) {
+	if !validName(r.method) || r.uri == "" || strings.ContainsAny(r.uri, " \r\n") || !isText(r.uri) {
+		return "", fmt.Errorf("invalid method %q or request URI %q", r.method, r.uri)
 	}
-	mark := bodyMark(body)
-	b := make([]byte, 0, 64+len(uri)+64*len(h)+encodedLen(mark, body))
+	mark := bodyMark(r.body)
+	b := make([]byte, 0, 64+len(r.uri)+64*len(r.header)+encodedLen(mark, r.body))
 	b = append(b, magic...)
 	b = append(b, ' ')
-	b = append(b, method...)
+	b = append(b, r.method...)
 	b = append(b, ' ')
-	b = append(b, uri...)
+	b = append(b, r.uri...)
 	b = append(b, ' ')
-	if deadline.IsZero() {
+	if r.deadline.IsZero() {
 		b = append(b, '-')
 	} else {
-		b = strconv.AppendInt(b, deadline.UnixMilli(), 10)
+		b = strconv.AppendInt(b, r.deadline.UnixMilli(), 10)
 	}
-	b = append(b, ' ', mark, '\n')
-	if host != "" {
+	b = append(b, ' ', mark)
+	if r.parts {
+		b = append(b, ' ')
+		b = append(b, moreMark...)
+		if r.length >= 0 {
+			b = strconv.AppendInt(b, r.length, 10)
+		}
+	}
+	b = append(b, '\n')
+	h := r.header
+	if r.host != "" {
 		h = h.Clone()
 		if h == nil {
 			h = make(http.Header, 1)
 		}
-		h.Set("Host", host)
+		h.Set("Host", r.host)
 	}
 	b, err := appendHeader(b, h)
 	if err != nil {
 		return "", err
 	}
-	return string(appendEncoded(b, mark, body)), nil
+	return string(appendEncoded(b, mark, r.body)), nil
 }
 
 // decodeRequest parses a request envelope.
@@ -187,10 +206,22 @@ func decodeRequest(s string) (*request, error) {
 		return nil, err
 	}
 	f := strings.Split(line, " ")
-	if len(f) != 5 || len(f[4]) != 1 || f[1] == "" || f[2] == "" {
+	if len(f) < 5 || len(f) > 6 || len(f[4]) != 1 || f[1] == "" || f[2] == "" {
 		return nil, fmt.Errorf("malformed request line %q", line)
 	}
-	r := &request{method: f[1], uri: f[2], header: h}
+	r := &request{method: f[1], uri: f[2], header: h, length: -1}
+	if len(f) == 6 {
+		n, ok := strings.CutPrefix(f[5], moreMark)
+		if !ok {
+			return nil, fmt.Errorf("malformed request line %q", line)
+		}
+		r.parts = true
+		if n != "" {
+			if r.length, err = strconv.ParseInt(n, 10, 64); err != nil || r.length < 0 {
+				return nil, fmt.Errorf("malformed body length %q", n)
+			}
+		}
+	}
 	if f[3] != "-" {
 		ms, err := strconv.ParseInt(f[3], 10, 64)
 		if err != nil {

@@ -15,10 +15,12 @@ import (
 )
 
 func FuzzRequestEnvelope(f *testing.F) {
-	f.Add("POST", "/a?b=c", "X-A", "v", []byte("body"), int64(0))
-	f.Add("GET", "/", "X-B", "caf\xe9", []byte{0, 1, 2, 0xff}, int64(1700000000123))
-	f.Add("PUT", "/x", "X-C", "", []byte("line\n\nTQH/1 200 t\n"), int64(-5))
-	f.Fuzz(func(t *testing.T, method, uri, name, value string, body []byte, ms int64) {
+	f.Add("POST", "/a?b=c", "X-A", "v", []byte("body"), int64(0), false, int64(-1))
+	f.Add("GET", "/", "X-B", "caf\xe9", []byte{0, 1, 2, 0xff}, int64(1700000000123), false, int64(-1))
+	f.Add("PUT", "/x", "X-C", "", []byte("line\n\nTQH/1 200 t\n"), int64(-5), false, int64(-1))
+	f.Add("POST", "/up", "X-D", "w", []byte{}, int64(0), true, int64(-1))
+	f.Add("PUT", "/up", "X-E", "w", []byte{}, int64(1700000000123), true, int64(3<<20))
+	f.Fuzz(func(t *testing.T, method, uri, name, value string, body []byte, ms int64, parts bool, length int64) {
 		h := http.Header{}
 		if validName(name) && !strings.ContainsAny(value, "\r\n") {
 			h[http.CanonicalHeaderKey(name)] = []string{value}
@@ -27,7 +29,10 @@ func FuzzRequestEnvelope(f *testing.F) {
 		if ms != 0 {
 			deadline = time.UnixMilli(ms)
 		}
-		env, err := encodeRequest(method, uri, deadline, h, "", body)
+		if !parts || length < 0 {
+			length = -1
+		}
+		env, err := (&request{method: method, uri: uri, deadline: deadline, header: h, body: body, parts: parts, length: length}).encode()
 		if err != nil {
 			return
 		}
@@ -38,7 +43,8 @@ func FuzzRequestEnvelope(f *testing.F) {
 		if err != nil {
 			t.Fatalf("decode %q: %v", env, err)
 		}
-		if got.method != method || got.uri != uri || !got.deadline.Equal(deadline) || !bytes.Equal(got.body, body) {
+		if got.method != method || got.uri != uri || !got.deadline.Equal(deadline) || !bytes.Equal(got.body, body) ||
+			got.parts != parts || got.length != length {
 			t.Fatalf("round trip: %+v", got)
 		}
 		for k, v := range h {
@@ -77,12 +83,12 @@ func TestExpiredRequestsAreNotHandled(t *testing.T) {
 	h := Handler(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran = true }), func(o *HandlerOptions) {
 		o.Now = func() time.Time { return time.UnixMilli(2000) }
 	})
-	env, _ := encodeRequest("GET", "/", time.UnixMilli(2000), nil, "", nil)
+	env, _ := (&request{method: "GET", uri: "/", deadline: time.UnixMilli(2000)}).encode()
 	reply, err := h.HandleRequest(context.Background(), sqsRequest(env))
 	if ran || reply != nil || err != nil {
 		t.Fatalf("expired request: ran %v, reply %v, err %v", ran, reply, err)
 	}
-	env, _ = encodeRequest("GET", "/", time.UnixMilli(2001), nil, "", nil)
+	env, _ = (&request{method: "GET", uri: "/", deadline: time.UnixMilli(2001)}).encode()
 	if _, err := h.HandleRequest(context.Background(), sqsRequest(env)); err != nil || !ran {
 		t.Fatalf("live request: ran %v, err %v", ran, err)
 	}
@@ -90,7 +96,8 @@ func TestExpiredRequestsAreNotHandled(t *testing.T) {
 
 func TestMalformedRequestsGet400(t *testing.T) {
 	h := Handler(http.NotFoundHandler())
-	for _, body := range []string{"hello", "TQH/1 GET / - t\nno header end", "TQH/1 GET / - b\n\n!!!", "TQH/1 GET / soon t\n\n"} {
+	for _, body := range []string{"hello", "TQH/1 GET / - t\nno header end", "TQH/1 GET / - b\n\n!!!", "TQH/1 GET / soon t\n\n",
+		"TQH/1 PUT / - t x\n\n", "TQH/1 PUT / - t +-1\n\n", "TQH/1 PUT / - t +1 +\n\n"} {
 		reply, err := h.HandleRequest(context.Background(), sqsRequest(body))
 		if err != nil || reply == nil {
 			t.Fatalf("%q: %v, %v", body, reply, err)

@@ -3,10 +3,15 @@ package sqshttp
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/tempqueues/tempqueues/internal/deflog"
 	"github.com/tempqueues/tempqueues/responder"
@@ -47,10 +52,28 @@ type HandlerOptions struct {
 // reply; one too large for a message is replaced by a 413 response saying
 // so. A request that is no sqshttp envelope gets a 400 response.
 //
+// A request whose caller streams its body (one of unknown length, or too
+// large for the request's message) gives h a Body that returns the parts
+// as they arrive (ContentLength -1 unless the caller knew it). h may read
+// it while it writes and flushes the response: the two travel apart, and
+// http.ResponseController's EnableFullDuplex succeeds.
+//
+// A request from a Transport is a session (requester.OpenSession), which
+// the responder opens when h first flushes or reads a streamed body, or
+// once it has run for a fifth of a second; a handler that answers sooner
+// costs no more than a plain request. Once it is open, a caller that goes
+// away (it closes the response body, its request's context ends) cancels
+// r.Context() within about one SQS round trip, with cause
+// responder.ErrCallerGone, and the responder drops the request (Stats
+// count it in Dropped, not Failed) whatever h returns.
+//
 // A nil h serves http.DefaultServeMux, as http.Server does. A panic in
-// h, or a failed send of a streamed part, fails the request
-// like any responder handler error: it is received again, or goes to the
-// dead-letter queue.
+// h, or a failed send of a streamed part, fails the request. Before its
+// session opened, that is as for any responder handler: the request is
+// received again, or goes to the dead-letter queue. Once it is open, the
+// session is aborted instead, since a body it streamed cannot be read
+// again: the caller's RoundTrip or body Read fails with an error matching
+// requester.ErrSessionAborted, and the request is dropped.
 func Handler(h http.Handler, optFns ...func(*HandlerOptions)) responder.Handler {
 	if h == nil {
 		h = http.DefaultServeMux // as http.Server does
@@ -100,10 +123,85 @@ func (h *handler) HandleRequest(ctx context.Context, req *responder.Request) (*r
 	hr.Header = env.header
 	hr.ContentLength = int64(len(env.body))
 	hr.RemoteAddr = "sqs"
+	if env.parts {
+		// The caller streams the body on the request's session: the
+		// handler reads each part as it arrives, while it writes.
+		body := newPartsBody(ctx, req, env)
+		defer body.Close() // as http.Server closes it
+		hr.Body, hr.GetBody, hr.ContentLength = body, nil, env.length
+	}
 	_, stream := req.Attribute(sqsapi.StreamAttribute)
 	w := &responseWriter{ctx: ctx, req: req, header: make(http.Header), stream: stream && req.ResponseRequested()}
 	h.h.ServeHTTP(w, hr)
 	return w.finish()
+}
+
+// partsBody is the body of a request whose caller streams it: the
+// envelope's own body, then the parts the caller sends on the request's
+// session, read with Request.Recv as they arrive, until its half-close.
+type partsBody struct {
+	req    *responder.Request
+	ctx    context.Context // the handler's; Close cancels it
+	stop   context.CancelFunc
+	length int64 // declared, -1 when unknown
+
+	mu   sync.Mutex // one Read at a time; Close may come from anywhere
+	buf  []byte
+	read int64 // bytes returned so far
+	err  error // sticky: the end, or why reading failed
+}
+
+func newPartsBody(ctx context.Context, req *responder.Request, env *request) *partsBody {
+	ctx, stop := context.WithCancel(ctx)
+	return &partsBody{req: req, ctx: ctx, stop: stop, length: env.length, buf: env.body, read: int64(len(env.body))}
+}
+
+func (b *partsBody) Read(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for len(b.buf) == 0 {
+		if b.err != nil {
+			return 0, b.err
+		}
+		m, err := b.req.Recv(b.ctx)
+		switch {
+		case errors.Is(err, io.EOF):
+			b.err = io.EOF
+			if b.length >= 0 && b.read != b.length {
+				b.err = fmt.Errorf("sqshttp: the request body ended after %d of its %d bytes: %w", b.read, b.length, io.ErrUnexpectedEOF)
+			}
+		case err != nil:
+			// The caller went away (its cancel cancelled the handler's
+			// context too), or the handler's context ended.
+			b.err = fmt.Errorf("sqshttp: reading the request body: %w", err)
+		default:
+			part, derr := decodePart(aws.ToString(m.Body))
+			switch {
+			case derr != nil:
+				b.err = fmt.Errorf("sqshttp: malformed part of the request body: %w", derr)
+			case b.length >= 0 && b.read+int64(len(part)) > b.length:
+				b.err = fmt.Errorf("sqshttp: the request body is longer than the %d bytes it declared", b.length)
+			default:
+				b.buf = part
+				b.read += int64(len(part))
+			}
+		}
+	}
+	n := copy(p, b.buf)
+	b.buf = b.buf[n:]
+	return n, nil
+}
+
+// Close ends reading: a Read waiting for a part returns, later ones get
+// http.ErrBodyReadAfterClose. The caller's parts still coming are
+// dropped when the handler returns.
+func (b *partsBody) Close() error {
+	b.stop() // before the lock: it wakes a Read waiting in Recv
+	b.mu.Lock()
+	b.err = http.ErrBodyReadAfterClose
+	b.buf = nil
+	b.mu.Unlock()
+	return nil
 }
 
 // errorReply is a plain-text response of the adapter's own.
@@ -128,6 +226,12 @@ type responseWriter struct {
 }
 
 var _ http.Flusher = (*responseWriter)(nil)
+
+// EnableFullDuplex is what http.ResponseController's calls: a handler may
+// always read the request body while it writes the response, since the
+// two travel apart (the body's parts on the session, the response on the
+// reply stream).
+func (w *responseWriter) EnableFullDuplex() error { return nil }
 
 func (w *responseWriter) Header() http.Header { return w.header }
 

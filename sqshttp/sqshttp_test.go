@@ -29,7 +29,9 @@ type env struct {
 	raw     *sqs.Client
 	counter *callcount.Counter
 	queue   string
+	prefix  string // the requester's host queues'; the responder's session queue adds "s_"
 	req     *requester.Requester
+	resp    *responder.Responder
 }
 
 // newEnv creates a request queue served by h through sqshttp.Handler and
@@ -48,6 +50,7 @@ func newEnv(t *testing.T, b *sqstestenv.Backend, h http.Handler, hopts ...func(*
 	resp, err := responder.New(raw, func(o *responder.Options) {
 		o.PollWaitTime = time.Second
 		o.AllowReplyTo = []string{prefix} // the requester's Prefix
+		o.SessionQueuePrefix = prefix + "s_"
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +74,7 @@ func newEnv(t *testing.T, b *sqstestenv.Backend, h http.Handler, hopts ...func(*
 		}
 		leakcheck.Check(t)
 	})
-	return &env{raw: raw, counter: counter, queue: *out.QueueUrl, req: r}
+	return &env{raw: raw, counter: counter, queue: *out.QueueUrl, prefix: prefix, req: r, resp: resp}
 }
 
 func (e *env) client(optFns ...func(*sqshttp.TransportOptions)) *http.Client {
@@ -256,7 +259,7 @@ func TestDeadlineIsTheCallTimeoutAndTheHandlerDeadline(t *testing.T) {
 			d, _ := r.Context().Deadline()
 			deadlines <- d
 			<-r.Context().Done()
-			handlerErr <- r.Context().Err()
+			handlerErr <- context.Cause(r.Context())
 			<-release // answers only after the caller gave up
 		}))
 		defer close(release)
@@ -276,7 +279,9 @@ func TestDeadlineIsTheCallTimeoutAndTheHandlerDeadline(t *testing.T) {
 		if d, want := <-deadlines, deadline.Truncate(time.Millisecond).Add(wire.DeadlineClockSkew); !d.Equal(want) {
 			t.Fatalf("handler deadline %v, want %v", d, want)
 		}
-		if err := <-handlerErr; !errors.Is(err, context.DeadlineExceeded) {
+		// The caller's deadline passed: its session's cancel stops the
+		// handler, or the handler's own deadline a second later.
+		if err := <-handlerErr; !errors.Is(err, responder.ErrCallerGone) && !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("handler context ended with %v", err)
 		}
 	})
@@ -292,6 +297,7 @@ func TestBadInputFailsBeforeAnyCall(t *testing.T) {
 			return n
 		}
 		before := calls()
+		oneReply := sqshttp.NewTransport(e.req, e.queue, func(o *sqshttp.TransportOptions) { o.DisableStreaming = true })
 		cases := map[string]struct {
 			rt   *sqshttp.Transport
 			req  func() *http.Request
@@ -299,14 +305,30 @@ func TestBadInputFailsBeforeAnyCall(t *testing.T) {
 		}{
 			"nil requester": {sqshttp.NewTransport(nil, e.queue), get, sqsapi.ErrInvalidInput},
 			"empty queue":   {sqshttp.NewTransport(e.req, ""), get, sqsapi.ErrInvalidInput},
-			"body too large": {sqshttp.NewTransport(e.req, e.queue), func() *http.Request {
+			// A body too large for a message streams, unless streaming
+			// is disabled.
+			"body too large, not streaming": {oneReply, func() *http.Request {
 				r, _ := http.NewRequest(http.MethodPost, "http://x/", bytes.NewReader(make([]byte, sqsapi.MaxMessageSize)))
 				return r
 			}, sqshttp.ErrTooLarge},
-			"binary body too large once encoded": {sqshttp.NewTransport(e.req, e.queue), func() *http.Request {
+			"binary body too large once encoded, not streaming": {oneReply, func() *http.Request {
 				r, _ := http.NewRequest(http.MethodPost, "http://x/", bytes.NewReader(make([]byte, sqsapi.MaxMessageSize*4/5)))
 				return r
 			}, sqshttp.ErrTooLarge},
+			"body of unknown length too large, not streaming": {oneReply, func() *http.Request {
+				r, _ := http.NewRequest(http.MethodPost, "http://x/", io.MultiReader(bytes.NewReader(make([]byte, sqsapi.MaxMessageSize))))
+				return r
+			}, sqshttp.ErrTooLarge},
+			"header block too large, streaming": {sqshttp.NewTransport(e.req, e.queue), func() *http.Request {
+				r, _ := http.NewRequest(http.MethodPost, "http://x/", io.MultiReader(strings.NewReader("streamed")))
+				r.Header.Set("X-Big", strings.Repeat("h", sqsapi.MaxMessageSize))
+				return r
+			}, sqshttp.ErrTooLarge},
+			"body shorter than its ContentLength": {sqshttp.NewTransport(e.req, e.queue), func() *http.Request {
+				r, _ := http.NewRequest(http.MethodPost, "http://x/", strings.NewReader("short"))
+				r.ContentLength = 10
+				return r
+			}, sqsapi.ErrInvalidInput},
 			"header block too large": {sqshttp.NewTransport(e.req, e.queue), func() *http.Request {
 				r := get()
 				r.Header.Set("X-Big", strings.Repeat("h", sqsapi.MaxMessageSize))

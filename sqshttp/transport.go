@@ -22,11 +22,13 @@ import (
 // TransportOptions configure a Transport.
 type TransportOptions struct {
 	// DisableStreaming sends each request with
-	// requester.SendMessageAndGetResponse instead of SendMessageAndStream:
-	// the handler's response then always comes back in one message, and a
-	// handler's Flush does nothing. Streaming costs no extra call; this is
+	// requester.SendMessageAndGetResponse instead of in a session: the
+	// handler's response then always comes back in one message, a
+	// handler's Flush does nothing, the request's body must fit in the
+	// request's message (ErrTooLarge otherwise), and a cancelled request
+	// does not reach its handler. It saves the session's attribute; it is
 	// for responders that are not sqshttp handlers reading the envelope
-	// themselves, or to save the stream's attribute.
+	// themselves.
 	DisableStreaming bool
 	// Timeout bounds requests whose context has no deadline, and is then
 	// the handler's deadline too; default 30 s (the requester's default),
@@ -72,23 +74,38 @@ const opRoundTrip = "sqshttp.Transport.RoundTrip"
 const defaultTimeout = 30 * time.Second
 
 // RoundTrip sends req's method, URL path and query, Host, headers and body
-// in one message and waits for the response under req's context: its
-// deadline (or TransportOptions.Timeout without one) is the call's timeout
-// and the handler's deadline. The URL's scheme and host pick
-// nothing: every request goes to the Transport's queue.
+// and waits for the response under req's context: its deadline (or
+// TransportOptions.Timeout without one) is the call's timeout and the
+// handler's deadline. The URL's scheme and host pick nothing: every
+// request goes to the Transport's queue.
+//
+// A body of known length that fits travels in the request's message. One
+// of unknown length (ContentLength 0 or -1 with a Body other than
+// http.NoBody), or too large for the message, is streamed to the handler
+// as it is read, each Read a part (up to 765 KiB), on the request's
+// session (requester.OpenSession), while RoundTrip waits for the
+// response: the handler reads it as it arrives and may answer before it
+// has all of it, as a full-duplex HTTP handler does. The body is closed
+// once it is read, or when the exchange ends first.
 //
 // A response whose handler flushed (http.Flusher) arrives in parts: the
-// body returns each part as it comes, and closing the body stops the
-// stream. Its reads end with the context's error, or an error matching requester.ErrTimeout
-// at the deadline.
+// body returns each part as it comes. Closing the body early, or the
+// request's context ending, cancels the handler's context (r.Context())
+// within about one SQS round trip, and the responder drops the request
+// instead of retrying it. The body's reads end with the context's error,
+// or an error matching requester.ErrTimeout at the deadline.
 //
 // Errors (wrapped, so errors.Is and errors.As see through them): an
 // *sqsapi.InvalidInputError for bad input, before any call (a nil
 // requester, an empty queue URL, an invalid header), also matching
-// ErrTooLarge when the request does not fit in one message;
-// requester.ErrTimeout; requester.ErrClosed; the SDK's error when the
-// queue cannot be reached; ErrBadResponse when the reply is no sqshttp
-// response.
+// ErrTooLarge when the request's head does not fit in one message;
+// requester.ErrTimeout; requester.ErrClosed; requester.ErrSessionAborted
+// when the handler failed (a panic) after its session opened (Handler);
+// the SDK's error when the queue cannot be reached; ErrBadResponse when
+// the reply is no sqshttp response; the request body's own error when
+// reading it fails, and an *sqsapi.InvalidInputError when its length is
+// not its ContentLength. The response body's reads may end with the same
+// errors.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.roundTrip(req)
 	if err != nil {
@@ -103,24 +120,18 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 var ErrBadResponse = errors.New("sqshttp: the reply is not an sqshttp response")
 
 func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
-	body, err := readBody(req)
+	env, up, err := t.envelope(req)
 	if err != nil {
+		closeBody(req)
 		return nil, err
-	}
-	switch {
-	case t.r == nil:
-		return nil, &sqsapi.InvalidInputError{Op: opRoundTrip, Param: "requester", Reason: "nil"}
-	case t.queueURL == "":
-		return nil, &sqsapi.InvalidInputError{Op: opRoundTrip, Param: "queueURL", Reason: "empty"}
-	case req.URL == nil:
-		return nil, &sqsapi.InvalidInputError{Op: opRoundTrip, Param: "URL", Reason: "nil"}
 	}
 	ctx := req.Context()
 	cancel := context.CancelFunc(func() {})
 	if _, ok := ctx.Deadline(); !ok && t.opts.Timeout > 0 {
 		ctx, cancel = context.WithTimeout(ctx, t.opts.Timeout)
 	}
-	resp, err := t.send(ctx, req, body)
+	env.deadline, _ = ctx.Deadline()
+	resp, err := t.send(ctx, req, env, up)
 	if err != nil || resp.ContentLength >= 0 {
 		cancel() // the response is complete
 	} else {
@@ -129,30 +140,100 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
-// send sends the request under ctx and returns the response once its first
-// part arrived.
-func (t *Transport) send(ctx context.Context, req *http.Request, body []byte) (*http.Response, error) {
-	deadline, _ := ctx.Deadline()
-	method := req.Method
-	if method == "" {
-		method = http.MethodGet
+// envelope checks req and builds its envelope (all but the deadline), and
+// says how its body travels: in the envelope, read and closed here, or
+// streamed in parts by the upload returned (nil when none). It makes no
+// call; on an error, the caller closes the body.
+func (t *Transport) envelope(req *http.Request) (*request, *upload, error) {
+	switch {
+	case t.r == nil:
+		return nil, nil, &sqsapi.InvalidInputError{Op: opRoundTrip, Param: "requester", Reason: "nil"}
+	case t.queueURL == "":
+		return nil, nil, &sqsapi.InvalidInputError{Op: opRoundTrip, Param: "queueURL", Reason: "empty"}
+	case req.URL == nil:
+		return nil, nil, &sqsapi.InvalidInputError{Op: opRoundTrip, Param: "URL", Reason: "nil"}
 	}
-	host := req.Host
-	if host == "" {
-		host = req.URL.Host
+	env := &request{method: req.Method, uri: req.URL.RequestURI(), header: req.Header, host: req.Host, length: -1}
+	if env.method == "" {
+		env.method = http.MethodGet
 	}
-	env, err := encodeRequest(method, req.URL.RequestURI(), deadline, req.Header, host, body)
+	if env.host == "" {
+		env.host = req.URL.Host
+	}
+	// The head must fit in the message with room for the body's marks:
+	// it is all the message carries when the body streams.
+	head, err := env.encode()
 	if err != nil {
+		return nil, nil, &sqsapi.InvalidInputError{Op: opRoundTrip, Param: "request", Reason: err.Error()}
+	}
+	if n := len(head) + len(" +") + 20; n > maxEnvelope {
+		return nil, nil, tooLarge(opRoundTrip, "header", n)
+	}
+	if req.Body == nil || req.Body == http.NoBody {
+		return env, nil, nil
+	}
+	known := req.ContentLength > 0 // 0 with a Body is net/http's "unknown"
+	if !t.opts.DisableStreaming && (!known || req.ContentLength > maxEnvelope) {
+		// Streamed as it is read: the handler need not wait for the end,
+		// and nothing is held in memory.
+		env.parts = true
+		if known {
+			env.length = req.ContentLength
+		}
+		return env, &upload{body: req.Body, length: env.length}, nil
+	}
+	if req.ContentLength > maxEnvelope {
+		return nil, nil, tooLarge(opRoundTrip, "body", int(min(req.ContentLength, 1<<31-1))) // streaming is disabled
+	}
+	limit := int64(maxEnvelope)
+	if known {
+		limit = req.ContentLength
+	}
+	body, err := io.ReadAll(io.LimitReader(req.Body, limit+1))
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading the request body: %w", err)
+	}
+	switch {
+	case known && int64(len(body)) != req.ContentLength:
+		return nil, nil, bodyLengthError(req.ContentLength, int64(len(body)))
+	case len(body) > maxEnvelope:
+		return nil, nil, tooLarge(opRoundTrip, "body", len(body)) // streaming is disabled
+	}
+	closeBody(req)
+	if n := len(head) + encodedLen(bodyMark(body), body); n > maxEnvelope {
+		if t.opts.DisableStreaming {
+			return nil, nil, tooLarge(opRoundTrip, "body", n)
+		}
+		// Base64 made it too large: it goes in parts, from memory.
+		env.parts, env.length = true, int64(len(body))
+		return env, &upload{body: io.NopCloser(bytes.NewReader(body)), length: env.length}, nil
+	}
+	env.body = body
+	return env, nil, nil
+}
+
+// bodyLengthError is the error of a body whose length is not the one
+// its request declared (net/http's transport refuses it too).
+func bodyLengthError(declared, got int64) error {
+	return &sqsapi.InvalidInputError{Op: opRoundTrip, Param: "Body", Reason: fmt.Sprintf("ContentLength=%d with Body length %d", declared, got)}
+}
+
+// closeBody closes req's body, as a RoundTripper must even on errors.
+func closeBody(req *http.Request) {
+	if req.Body != nil {
+		_ = req.Body.Close()
+	}
+}
+
+// send sends the request under ctx and returns the response once its first
+// part arrived; up, if set, streams the body meanwhile.
+func (t *Transport) send(ctx context.Context, req *http.Request, env *request, up *upload) (*http.Response, error) {
+	msg, err := env.encode()
+	if err != nil { // checked by envelope
+		up.stop()
 		return nil, &sqsapi.InvalidInputError{Op: opRoundTrip, Param: "request", Reason: err.Error()}
 	}
-	if len(env) > maxEnvelope {
-		param := "body"
-		if len(env)-encodedLen(bodyMark(body), body) > maxEnvelope {
-			param = "header"
-		}
-		return nil, tooLarge(opRoundTrip, param, len(env))
-	}
-	in := &sqs.SendMessageInput{QueueUrl: aws.String(t.queueURL), MessageBody: aws.String(env)}
+	in := &sqs.SendMessageInput{QueueUrl: aws.String(t.queueURL), MessageBody: aws.String(msg)}
 	if t.opts.MessageAttributes != nil {
 		in.MessageAttributes = t.opts.MessageAttributes(req)
 	}
@@ -167,51 +248,47 @@ func (t *Transport) send(ctx context.Context, req *http.Request, body []byte) (*
 		}
 		return newResponse(req, head, io.NopCloser(bytes.NewReader(head.body))), nil
 	}
-	s, err := t.r.SendMessageAndStream(ctx, in)
+	// Every request is a session, so that its caller can stop its handler.
+	// The responder opens the session only when the handler streams, reads
+	// a streamed body or has run for a moment: a request answered at once
+	// costs what a reply stream costs.
+	s, err := t.r.OpenSession(ctx, in)
 	if err != nil {
+		up.stop()
+		return nil, err
+	}
+	up.start(ctx, s)
+	fail := func(err error) (*http.Response, error) {
+		s.Close()
+		if uerr := up.stop(); uerr != nil {
+			return nil, uerr // the body failed first: why the session ended
+		}
 		return nil, err
 	}
 	// Next waits under no deadline of its own: the stream ends with its
 	// context, with an error matching requester.ErrTimeout at the deadline.
 	m, err := s.Next(context.Background())
 	if err != nil {
-		s.Close()
 		if errors.Is(err, io.EOF) {
 			err = fmt.Errorf("%w: the handler sent no response", ErrBadResponse)
 		}
-		return nil, err
+		return fail(err)
 	}
 	head, err := decodeResponse(aws.ToString(m.Body))
 	if err != nil {
-		s.Close()
-		return nil, fmt.Errorf("%w: %v", ErrBadResponse, err)
+		return fail(fmt.Errorf("%w: %v", ErrBadResponse, err))
 	}
 	if !head.more {
 		// The whole response: the stream ends here (Next returns io.EOF
-		// at once and releases it).
+		// at once and releases it), and the handler has read what it
+		// wanted of the body.
 		if _, err := s.Next(context.Background()); !errors.Is(err, io.EOF) {
 			s.Close()
 		}
+		up.stop()
 		return newResponse(req, head, io.NopCloser(bytes.NewReader(head.body))), nil
 	}
-	return newResponse(req, head, &streamBody{s: s, buf: head.body}), nil
-}
-
-// readBody reads and closes req's body, reading no more than fits in a
-// message.
-func readBody(req *http.Request) ([]byte, error) {
-	if req.Body == nil || req.Body == http.NoBody {
-		return nil, nil
-	}
-	defer req.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(req.Body, maxEnvelope+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading the request body: %w", err)
-	}
-	if len(body) > maxEnvelope {
-		return nil, tooLarge(opRoundTrip, "body", len(body))
-	}
-	return body, nil
+	return newResponse(req, head, &streamBody{s: s.Stream, up: up, buf: head.body}), nil
 }
 
 func newResponse(req *http.Request, head *response, body io.ReadCloser) *http.Response {
@@ -236,6 +313,7 @@ func newResponse(req *http.Request, head *response, body io.ReadCloser) *http.Re
 // stream, read as they arrive.
 type streamBody struct {
 	s      *requester.Stream
+	up     *upload            // the request body's, or nil
 	cancel context.CancelFunc // ends the default timeout's context, once the stream ended
 
 	mu     sync.Mutex // one Read at a time; Close may come from anywhere
@@ -257,7 +335,9 @@ func (b *streamBody) Read(p []byte) (int, error) {
 				err = errBodyClosed
 			}
 			b.err = err
-			b.end()
+			if uerr := b.end(); uerr != nil && !errors.Is(err, io.EOF) {
+				b.err = uerr // the request body failed first: why the stream ended
+			}
 			continue
 		}
 		part, err := decodePart(aws.ToString(m.Body))
@@ -273,18 +353,22 @@ func (b *streamBody) Read(p []byte) (int, error) {
 	return n, nil
 }
 
-// end stops the stream and releases its context.
-func (b *streamBody) end() {
+// end stops the stream (the handler is told, unless it returned), the
+// request body's upload and the context, and returns the upload's error.
+func (b *streamBody) end() error {
 	b.s.Close()
+	err := b.up.stop()
 	if b.cancel != nil {
 		b.cancel()
 	}
+	return err
 }
 
 var errBodyClosed = errors.New("sqshttp: read on closed response body")
 
 // Close stops the stream: parts still on their way are deleted when they
-// arrive (the requester's late replies).
+// arrive (the requester's late replies), and the handler's context is
+// cancelled.
 func (b *streamBody) Close() error {
 	b.end() // before the lock: it wakes a Read waiting in Next
 	b.mu.Lock()

@@ -24,17 +24,18 @@ var library = []string{
 // sweeps without repeating its schedule; sqsapi's DeadlineAttribute and
 // SessionAttribute, wire names peers must share; sessions, issue 33:
 // requester +13, OpenSession and its Session, SessionOptions and Message
-// with their fields, ErrSendClosed and ErrSessionAborted; responder +3,
-// Request.Recv, ErrCallerGone and Options.SessionQueuePrefix). The
+// with their fields, ErrSendClosed and ErrSessionAborted; responder +4,
+// Request.Recv, ErrCallerGone, ErrSessionsUnsupported and
+// Options.SessionQueuePrefix). The
 // direction of travel is under 400 in all (total).
 var limits = map[string]int{
 	"sqsapi": 51, "observe": 25, "sqsclient": 5, "sqstest": 51, "backlog": 35, "reaper": 45,
-	"virtualqueue": 42, "responder": 102, "responder/storetest": 1, "redrive": 45,
+	"virtualqueue": 42, "responder": 103, "responder/storetest": 1, "redrive": 45,
 	"tempqueue": 15, "requester": 58, "sqshttp": 13,
 }
 
 // total bounds the sum of the limits.
-const total = 488
+const total = 489
 
 // TestSurface reports each library package's non-test lines, exported
 // identifiers and module-local imports (go test -v shows the table), and
