@@ -5,11 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
-	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -90,61 +85,7 @@ type sessionBench struct {
 	// What the handlers measured: the latency of each message up, from
 	// the caller's Send to Recv, and of each unary request, from the
 	// caller's call to the handler.
-	up, request latencies
-}
-
-// epoch is what the benchmarked messages' timestamps count from: the
-// caller and the handler share the process's monotonic clock.
-var epoch = time.Now()
-
-// stamp returns a message body holding the time.
-func stamp() string { return strconv.FormatInt(int64(time.Since(epoch)), 10) }
-
-// sinceStamp returns the time since the stamp in body.
-func sinceStamp(body string) time.Duration {
-	n, _ := strconv.ParseInt(body, 10, 64)
-	return time.Since(epoch) - time.Duration(n)
-}
-
-// latencies collects durations from concurrent goroutines.
-type latencies struct {
-	mu sync.Mutex
-	d  []time.Duration
-}
-
-func (l *latencies) add(d ...time.Duration) {
-	l.mu.Lock()
-	l.d = append(l.d, d...)
-	l.mu.Unlock()
-}
-
-func (l *latencies) reset() {
-	l.mu.Lock()
-	l.d = nil
-	l.mu.Unlock()
-}
-
-// report reports the p50 and p99 as name's metrics.
-func (l *latencies) report(b *testing.B, name string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.d) == 0 {
-		return
-	}
-	slices.Sort(l.d)
-	b.ReportMetric(percentileMs(l.d, 50), "p50-"+name+"-ms")
-	b.ReportMetric(percentileMs(l.d, 99), "p99-"+name+"-ms")
-}
-
-// p50 returns the median in milliseconds, 0 for none.
-func (l *latencies) p50() float64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if len(l.d) == 0 {
-		return 0
-	}
-	slices.Sort(l.d)
-	return percentileMs(l.d, 50)
+	up, request rpcbench.Latencies
 }
 
 // echo answers each message of a session with a stamped echo, then
@@ -157,14 +98,14 @@ func (sb *sessionBench) echo(ctx context.Context, req *responder.Request) (*resp
 			if req.Body() == sessionBody {
 				return &responder.Reply{Body: sessionBody}, nil
 			}
-			sb.request.add(sinceStamp(req.Body()))
-			return &responder.Reply{Body: stamp()}, nil
+			sb.request.Add(rpcbench.SinceStamp(req.Body()))
+			return &responder.Reply{Body: rpcbench.Stamp()}, nil
 		}
 		if err != nil {
 			return nil, err
 		}
-		sb.up.add(sinceStamp(aws.ToString(m.Body)))
-		if err := req.Send(ctx, &responder.Reply{Body: stamp()}); err != nil {
+		sb.up.Add(rpcbench.SinceStamp(aws.ToString(m.Body)))
+		if err := req.Send(ctx, &responder.Reply{Body: rpcbench.Stamp()}); err != nil {
 			return nil, err
 		}
 	}
@@ -195,7 +136,7 @@ func finish(ctx context.Context, s *requester.Session) error {
 
 // streamSession runs one session of the stream mode, adding the latency
 // of each echo to down.
-func (sb *sessionBench) streamSession(ctx context.Context, down *latencies) error {
+func (sb *sessionBench) streamSession(ctx context.Context, down *rpcbench.Latencies) error {
 	s, err := sb.open(ctx)
 	if err != nil {
 		return err
@@ -204,7 +145,7 @@ func (sb *sessionBench) streamSession(ctx context.Context, down *latencies) erro
 	sent := make(chan error, 1)
 	go func() {
 		for range sessionLen {
-			if err := s.Send(ctx, &requester.Message{Body: stamp()}); err != nil {
+			if err := s.Send(ctx, &requester.Message{Body: rpcbench.Stamp()}); err != nil {
 				sent <- err
 				return
 			}
@@ -217,41 +158,41 @@ func (sb *sessionBench) streamSession(ctx context.Context, down *latencies) erro
 		if err != nil {
 			return fmt.Errorf("after %d echoes: %w", len(got), err)
 		}
-		got = append(got, sinceStamp(aws.ToString(m.Body)))
+		got = append(got, rpcbench.SinceStamp(aws.ToString(m.Body)))
 	}
 	if err := <-sent; err != nil {
 		return err
 	}
-	down.add(got...)
+	down.Add(got...)
 	return finish(ctx, s)
 }
 
 func (sb *sessionBench) stream(b *testing.B) {
-	var down latencies
+	var down rpcbench.Latencies
 	if err := sb.streamSession(context.Background(), &down); err != nil { // warm up: both hosts, pollers
 		b.Fatal(err)
 	}
-	down.reset()
-	sb.up.reset()
+	down.Reset()
+	sb.up.Reset()
 	sb.counter.Reset()
 	b.ResetTimer()
 	cpu0 := rpcbench.ProcessCPU()
-	runOps(b, sb.sessions, func(ctx context.Context, _ int) error { return sb.streamSession(ctx, &down) })
+	rpcbench.RunOps(b, sb.sessions, func(ctx context.Context, _ int) error { return sb.streamSession(ctx, &down) })
 	b.StopTimer()
 	msgs := float64(2 * b.N * sessionLen)
 	if cpu := rpcbench.ProcessCPU() - cpu0; cpu > 0 {
 		b.ReportMetric(float64(cpu.Microseconds())/msgs, "cpu-us/msg")
 	}
 	b.ReportMetric(msgs/2/b.Elapsed().Seconds(), "msg/s/way")
-	b.Logf("N=%d: calls per msg: %s", b.N, reportCalls(b, sb.counter.Snapshot(), msgs, "msg"))
-	sb.up.report(b, "up")
-	down.report(b, "down")
+	b.Logf("N=%d: calls per msg: %s", b.N, rpcbench.ReportCalls(b, sb.counter.Snapshot(), msgs, "msg"))
+	sb.up.Report(b, "up")
+	down.Report(b, "down")
 }
 
 // exchange sends one message on s and waits for its echo, adding the
 // echo's latency to down, when not nil.
-func exchange(ctx context.Context, s *requester.Session, down *latencies) error {
-	if err := s.Send(ctx, &requester.Message{Body: stamp()}); err != nil {
+func exchange(ctx context.Context, s *requester.Session, down *rpcbench.Latencies) error {
+	if err := s.Send(ctx, &requester.Message{Body: rpcbench.Stamp()}); err != nil {
 		return fmt.Errorf("send: %w", err)
 	}
 	m, err := s.Next(ctx)
@@ -259,7 +200,7 @@ func exchange(ctx context.Context, s *requester.Session, down *latencies) error 
 		return fmt.Errorf("echo: %w", err)
 	}
 	if down != nil {
-		down.add(sinceStamp(aws.ToString(m.Body)))
+		down.Add(rpcbench.SinceStamp(aws.ToString(m.Body)))
 	}
 	return nil
 }
@@ -291,17 +232,17 @@ func (sb *sessionBench) pingPong(b *testing.B) {
 			s.Close()
 		}
 	}()
-	var rts, down, unary, reply latencies
-	sb.up.reset()
+	var rts, down, unary, reply rpcbench.Latencies
+	sb.up.Reset()
 	sb.counter.Reset()
 	b.ResetTimer()
 	cpu0 := rpcbench.ProcessCPU()
-	runOps(b, sb.sessions, func(ctx context.Context, w int) error {
+	rpcbench.RunOps(b, sb.sessions, func(ctx context.Context, w int) error {
 		start := time.Now()
 		if err := exchange(ctx, ss[w], &down); err != nil {
 			return err
 		}
-		rts.add(time.Since(start))
+		rts.Add(time.Since(start))
 		return nil
 	})
 	cpu1 := rpcbench.ProcessCPU()
@@ -317,17 +258,17 @@ func (sb *sessionBench) pingPong(b *testing.B) {
 	}
 	// As many unary calls from as many goroutines.
 	sb.counter.Reset()
-	sb.request.reset()
+	sb.request.Reset()
 	cpu2 := rpcbench.ProcessCPU()
 	b.StartTimer()
-	runOps(b, sb.sessions, func(ctx context.Context, _ int) error {
+	rpcbench.RunOps(b, sb.sessions, func(ctx context.Context, _ int) error {
 		start := time.Now()
-		m, err := sb.r.SendMessageAndGetResponse(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(sb.queue), MessageBody: aws.String(stamp())})
+		m, err := sb.r.SendMessageAndGetResponse(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(sb.queue), MessageBody: aws.String(rpcbench.Stamp())})
 		if err != nil {
 			return err
 		}
-		unary.add(time.Since(start))
-		reply.add(sinceStamp(aws.ToString(m.Body)))
+		unary.Add(time.Since(start))
+		reply.Add(rpcbench.SinceStamp(aws.ToString(m.Body)))
 		return nil
 	})
 	b.StopTimer()
@@ -336,29 +277,16 @@ func (sb *sessionBench) pingPong(b *testing.B) {
 		b.ReportMetric(float64((cpu1-cpu0).Microseconds())/float64(b.N), "cpu-us/rt")
 		b.ReportMetric(float64((cpu3-cpu2).Microseconds())/float64(b.N), "cpu-us/unary")
 	}
-	byRT := reportCalls(b, calls, float64(b.N), "rt")
-	byUnary := reportCalls(b, sb.counter.Snapshot(), float64(b.N), "unary")
-	rts.report(b, "rt")
-	unary.report(b, "unary")
-	if len(rts.d) == 0 || len(unary.d) == 0 {
+	byRT := rpcbench.ReportCalls(b, calls, float64(b.N), "rt")
+	byUnary := rpcbench.ReportCalls(b, sb.counter.Snapshot(), float64(b.N), "unary")
+	rts.Report(b, "rt")
+	unary.Report(b, "unary")
+	if rts.Len() == 0 || unary.Len() == 0 {
 		return // failed
 	}
-	b.ReportMetric(percentileMs(rts.d, 50)/percentileMs(unary.d, 50), "rt/unary-p50")
+	b.ReportMetric(rts.Percentile(50)/unary.Percentile(50), "rt/unary-p50")
 	// One line per run: the testing package keeps 10 lines of a
 	// benchmark's log, over all its runs.
 	b.Logf("N=%d: p50 one way: session up %.1f ms, down %.1f ms; unary request %.1f ms, reply %.1f ms; calls per rt: %s; per unary: %s",
-		b.N, sb.up.p50(), down.p50(), sb.request.p50(), reply.p50(), byRT, byUnary)
-}
-
-// reportCalls reports the API calls per unit (n of them) and returns them
-// by operation, for the log.
-func reportCalls(b *testing.B, calls map[string]int64, n float64, unit string) string {
-	var total int64
-	var by []string
-	for _, op := range slices.Sorted(maps.Keys(calls)) {
-		total += calls[op]
-		by = append(by, fmt.Sprintf("%s %.3f", op, float64(calls[op])/n))
-	}
-	b.ReportMetric(float64(total)/n, "calls/"+unit)
-	return strings.Join(by, ", ")
+		b.N, sb.up.Percentile(50), down.Percentile(50), sb.request.Percentile(50), reply.Percentile(50), byRT, byUnary)
 }

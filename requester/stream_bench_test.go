@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -115,36 +114,6 @@ func benchService(b *testing.B, client *sqs.Client, h responder.Handler) (string
 	return *q.QueueUrl, r
 }
 
-// runOps runs b.N ops in all on workers concurrent goroutines (worker is
-// the goroutine's number), each op with a minute to finish. A failed op
-// fails the benchmark and stops its worker.
-func runOps(b *testing.B, workers int, op func(ctx context.Context, worker int) error) {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for next.Add(1) <= int64(b.N) {
-				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-				err := op(ctx, w)
-				cancel()
-				if err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	wg.Wait()
-}
-
-// percentileMs returns the p-th percentile (p < 100) of sorted, not
-// empty, in milliseconds.
-func percentileMs(sorted []time.Duration, p int) float64 {
-	return float64(sorted[len(sorted)*p/100].Microseconds()) / 1000
-}
-
 func benchStreams(b *testing.B, run streamer, streams int, calls func() int64, reset func()) {
 	if err := run(context.Background(), make([]time.Duration, streamLen)); err != nil { // warm up: host queue, pollers
 		b.Fatal(err)
@@ -160,7 +129,7 @@ func benchStreams(b *testing.B, run streamer, streams int, calls func() int64, r
 	}
 	b.ResetTimer()
 	cpu0 := rpcbench.ProcessCPU()
-	runOps(b, streams, func(ctx context.Context, w int) error {
+	rpcbench.RunOps(b, streams, func(ctx context.Context, w int) error {
 		if err := run(ctx, gaps[w]); err != nil {
 			return err
 		}
@@ -178,7 +147,7 @@ func benchStreams(b *testing.B, run streamer, streams int, calls func() int64, r
 	b.ReportMetric(float64(calls())/replies, "calls/reply")
 	slices.Sort(all)
 	if len(all) > 0 {
-		b.ReportMetric(percentileMs(all, 99), "p99-gap-ms")
+		b.ReportMetric(rpcbench.PercentileMs(all, 99), "p99-gap-ms")
 	}
 }
 

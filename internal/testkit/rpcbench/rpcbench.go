@@ -1,6 +1,9 @@
 // Package rpcbench runs the round-trip benchmarks of the adapters and the
 // requester: callers concurrent goroutines making b.N calls in all, with
-// the process's CPU time, the API calls and the rate reported per call.
+// the process's CPU time, the API calls and the rate reported per call;
+// and gives the stream and session benchmarks their timing: messages
+// stamped with the time, latencies collected and reported as percentiles,
+// ops run on concurrent workers.
 package rpcbench
 
 import (
