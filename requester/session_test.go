@@ -57,6 +57,22 @@ func serveSessions(t *testing.T, e *env, h responder.HandlerFunc, optFns ...func
 	return resp
 }
 
+// waitCallerGone waits for a handler's cause, sent on cancelled when its
+// context ended, and checks that it is ErrCallerGone; it returns when the
+// cause came.
+func waitCallerGone(t *testing.T, cancelled <-chan error) time.Time {
+	t.Helper()
+	select {
+	case cause := <-cancelled:
+		if !errors.Is(cause, responder.ErrCallerGone) {
+			t.Errorf("the handler's context ended with cause %v, want ErrCallerGone", cause)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the handler's context was not cancelled")
+	}
+	return time.Now()
+}
+
 // echoSession answers each message the caller streams with its body in
 // upper case, then ends with a final reply that counts them.
 func echoSession(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
@@ -259,15 +275,7 @@ func TestSessionCloseCancelsTheHandler(t *testing.T) {
 		}
 		closed := time.Now()
 		s.Close()
-		select {
-		case cause := <-cancelled:
-			if !errors.Is(cause, responder.ErrCallerGone) {
-				t.Errorf("handler's context cancelled with %v, want ErrCallerGone", cause)
-			}
-			t.Logf("the handler heard of the cancel after %v", time.Since(closed))
-		case <-time.After(5 * time.Second):
-			t.Fatal("the handler's context was not cancelled")
-		}
+		t.Logf("the handler heard of the cancel after %v", waitCallerGone(t, cancelled).Sub(closed))
 		if !rec.Wait(ctx, observe.Dropped, "cancelled", 1) {
 			t.Fatal("no Dropped, cancelled event")
 		}
@@ -410,14 +418,7 @@ func TestHalfClosedSessionCancelsAReplyStream(t *testing.T) {
 			}
 		}
 		s.Close()
-		select {
-		case cause := <-cancelled:
-			if !errors.Is(cause, responder.ErrCallerGone) {
-				t.Errorf("the handler stopped with cause %v, want ErrCallerGone", cause)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatal("Close did not reach the handler")
-		}
+		waitCallerGone(t, cancelled)
 	})
 }
 
@@ -696,15 +697,7 @@ func TestSessionCloseReachesASilentHandler(t *testing.T) {
 		<-started
 		closed := time.Now()
 		s.Close()
-		select {
-		case cause := <-cancelled:
-			if !errors.Is(cause, responder.ErrCallerGone) {
-				t.Errorf("handler's context cancelled with %v, want ErrCallerGone", cause)
-			}
-			t.Logf("the handler heard of the cancel after %v", time.Since(closed))
-		case <-time.After(5 * time.Second):
-			t.Fatal("the handler's context was not cancelled")
-		}
+		t.Logf("the handler heard of the cancel after %v", waitCallerGone(t, cancelled).Sub(closed))
 		deadline := time.Now().Add(5 * time.Second)
 		for resp.Stats().Dropped == 0 && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
@@ -862,14 +855,7 @@ func TestSessionCancelledWhileSentStopsTheHandler(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Fatalf("OpenSession: %v, want context.Canceled", err)
 	}
-	select {
-	case cause := <-cancelled:
-		if !errors.Is(cause, responder.ErrCallerGone) {
-			t.Errorf("handler's context cancelled with %v, want ErrCallerGone", cause)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("the handler's context was not cancelled")
-	}
+	waitCallerGone(t, cancelled)
 }
 
 // A session whose open message fails to go is lost: the handler's Recv
