@@ -122,19 +122,18 @@ func (c *okSends) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatch
 // of their own, from the handler's end: a handler that ran longer than
 // the bound of the calls before it still gets its reply sent.
 func TestReplyOfALongHandlerGoes(t *testing.T) {
-	defer func(b time.Duration) { callBound = b }(callBound)
-	callBound = 100 * time.Millisecond
 	c := &okSends{}
 	r := newResponder(t, c, func(o *Options) {
 		o.Logger = slog.New(slog.DiscardHandler)
 		o.AllowReplyTo = []string{"replies"}
 	})
+	r.callBound = 100 * time.Millisecond
 	m := msgWith(map[string]string{
 		sqsapi.ResponseQueueURLAttribute: "https://sqs.us-east-1.amazonaws.com/1/replies",
 		sqsapi.RequestIDAttribute:        "id-1",
 	})
 	slow := HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
-		time.Sleep(3 * callBound)
+		time.Sleep(3 * r.callBound)
 		return &Reply{Body: "late but fine"}, nil
 	})
 	if err := r.Process(context.Background(), "https://sqs.us-east-1.amazonaws.com/1/requests", m, slow); err != nil {

@@ -221,6 +221,8 @@ type Responder struct {
 	// maxVisibility is SQS's cap on a message's total visibility since
 	// receipt; a field so tests can shrink it.
 	maxVisibility time.Duration
+	// callBound is callBound, a field so tests can shrink it.
+	callBound time.Duration
 
 	mu       sync.Mutex
 	closed   bool
@@ -270,6 +272,7 @@ func New(client Client, optFns ...func(*Options)) (*Responder, error) {
 		vis:           batch.NewVisibilities(client, inFlight),
 		recvBO:        backoff.Policy{Base: 100 * time.Millisecond, Cap: 10 * time.Second},
 		maxVisibility: sqsapi.MaxVisibilityTimeout * time.Second,
+		callBound:     callBound,
 		stopping:      make(chan struct{}),
 		hardStop:      make(chan struct{}),
 		shutdownDone:  make(chan struct{}),

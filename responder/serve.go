@@ -128,11 +128,11 @@ func (s *server) expectReplies(msgs []types.Message) {
 }
 
 // callBound bounds the Store and reply calls a request makes before its
-// handler runs, and those it makes after (a variable for tests).
-var callBound = 30 * time.Second
+// handler runs, and those it makes after.
+const callBound = 30 * time.Second
 
 // callCtx is the context of the store and reply calls a request makes:
-// they complete even while Serve stops, within callBound.
+// they complete even while Serve stops, within Responder.callBound.
 func (s *server) callCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(s.base, callBound)
+	return context.WithTimeout(s.base, s.r.callBound)
 }
