@@ -115,7 +115,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // ErrBadResponse is matched by the error of a request whose reply is not
-// an sqsapi response envelope (the queue is served by something other than
+// an sqshttp response envelope (the queue is served by something other than
 // Handler).
 var ErrBadResponse = errors.New("sqshttp: the reply is not an sqshttp response")
 
