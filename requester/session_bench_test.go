@@ -180,10 +180,7 @@ func (sb *sessionBench) stream(b *testing.B) {
 	rpcbench.RunOps(b, sb.sessions, func(ctx context.Context, _ int) error { return sb.streamSession(ctx, &down) })
 	b.StopTimer()
 	msgs := float64(2 * b.N * sessionLen)
-	if cpu := rpcbench.ProcessCPU() - cpu0; cpu > 0 {
-		b.ReportMetric(float64(cpu.Microseconds())/msgs, "cpu-us/msg")
-	}
-	b.ReportMetric(msgs/2/b.Elapsed().Seconds(), "msg/s/way")
+	rpcbench.ReportTwoWay(b, cpu0, msgs)
 	b.Logf("N=%d: calls per msg: %s", b.N, rpcbench.ReportCalls(b, sb.counter.Snapshot(), msgs, "msg"))
 	sb.up.Report(b, "up")
 	down.Report(b, "down")

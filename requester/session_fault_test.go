@@ -31,47 +31,15 @@ import (
 // or hands over to another. The process-level cases (SIGKILL) are in
 // integration/session_test.go.
 
-// startResponder runs a responder with h on e's request queue through
-// client, with short polls and visibility so that what a test waits for
-// happens within seconds. The test stops it with stop (Shutdown under
-// ctx), or the cleanup does, and Serve's error is checked there.
+// startResponder is runResponder with a short visibility, so that what
+// a lost request would do shows within seconds; not shorter, or a
+// heartbeat late under -race on a loaded machine lets the request
+// reappear (its session is then aborted, as for a request delivered
+// twice).
 func startResponder(t *testing.T, e *env, client responder.Client, h responder.HandlerFunc, optFns ...func(*responder.Options)) (resp *responder.Responder, stop func(context.Context) error) {
 	t.Helper()
-	resp, err := responder.New(client, append([]func(*responder.Options){func(o *responder.Options) {
-		o.PollWaitTime = time.Second
-		// Short, so that what a lost request would do shows within
-		// seconds; not shorter, or a heartbeat late under -race on a
-		// loaded machine lets the request reappear (its session is then
-		// aborted, as for a request delivered twice).
-		o.VisibilityTimeout = 3 * time.Second
-		o.AllowReplyTo = []string{"tq"}
-		o.SessionQueuePrefix = e.prefix + "s_"
-	}}, optFns...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := resp.Serve(context.Background(), e.queue, h); err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	}()
-	var once sync.Once
-	var shutdownErr error
-	stop = func(ctx context.Context) error {
-		once.Do(func() {
-			shutdownErr = resp.Shutdown(ctx)
-			<-done
-		})
-		return shutdownErr
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = stop(ctx)
-	})
-	return resp, stop
+	short := func(o *responder.Options) { o.VisibilityTimeout = 3 * time.Second }
+	return runResponder(t, e, client, h, append([]func(*responder.Options){short}, optFns...)...)
 }
 
 // requesterVia is e.requester over another client.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,11 +28,28 @@ import (
 // (docs/streams.md, "Flow control").
 const sessionWindow = 32
 
-// serveSessions runs a responder on queue with h until the test ends; its
-// session host queue has the test's prefix.
+// serveSessions runs a responder on e's request queue with h until the
+// test ends, and checks that its Shutdown abandons nothing.
 func serveSessions(t *testing.T, e *env, h responder.HandlerFunc, optFns ...func(*responder.Options)) *responder.Responder {
 	t.Helper()
-	resp, err := responder.New(e.raw, append([]func(*responder.Options){func(o *responder.Options) {
+	resp, stop := runResponder(t, e, e.raw, h, optFns...)
+	t.Cleanup(func() { // before runResponder's, which then finds it stopped
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := stop(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	})
+	return resp
+}
+
+// runResponder runs a responder with h on e's request queue through
+// client, its session host queue with the test's prefix. The test stops
+// it with stop (Shutdown under ctx), or the cleanup does, and Serve's
+// error is checked there.
+func runResponder(t *testing.T, e *env, client responder.Client, h responder.HandlerFunc, optFns ...func(*responder.Options)) (resp *responder.Responder, stop func(context.Context) error) {
+	t.Helper()
+	resp, err := responder.New(client, append([]func(*responder.Options){func(o *responder.Options) {
 		o.PollWaitTime = time.Second
 		o.AllowReplyTo = []string{"tq"}
 		o.SessionQueuePrefix = e.prefix + "s_"
@@ -46,15 +64,21 @@ func serveSessions(t *testing.T, e *env, h responder.HandlerFunc, optFns ...func
 			t.Errorf("Serve: %v", err)
 		}
 	}()
+	var once sync.Once
+	var shutdownErr error
+	stop = func(ctx context.Context) error {
+		once.Do(func() {
+			shutdownErr = resp.Shutdown(ctx)
+			<-done
+		})
+		return shutdownErr
+	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		if err := resp.Shutdown(ctx); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-		<-done
+		_ = stop(ctx)
 	})
-	return resp
+	return resp, stop
 }
 
 // waitCallerGone waits for a handler's cause, sent on cancelled when its

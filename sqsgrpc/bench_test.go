@@ -318,10 +318,7 @@ func (bb *bidiBench) stream(b *testing.B) {
 	rpcbench.RunOps(b, bb.streams, func(ctx context.Context, _ int) error { return bb.streamOnce(ctx, &down) })
 	b.StopTimer()
 	msgs := float64(2 * b.N * bidiLen)
-	if cpu := rpcbench.ProcessCPU() - cpu0; cpu > 0 {
-		b.ReportMetric(float64(cpu.Microseconds())/msgs, "cpu-us/msg")
-	}
-	b.ReportMetric(msgs/2/b.Elapsed().Seconds(), "msg/s/way")
+	rpcbench.ReportTwoWay(b, cpu0, msgs)
 	if bb.counter != nil {
 		b.Logf("N=%d: calls per msg: %s", b.N, rpcbench.ReportCalls(b, bb.counter.Snapshot(), msgs, "msg"))
 	}

@@ -119,3 +119,14 @@ func ReportCalls(b *testing.B, calls map[string]int64, n float64, unit string) s
 	b.ReportMetric(float64(total)/n, "calls/"+unit)
 	return strings.Join(by, ", ")
 }
+
+// ReportTwoWay reports what a run of streams both ways carried: msgs
+// messages in all (both ways together), the CPU per message since cpu0
+// (ProcessCPU at the start) and the messages per second each way. Call it
+// after b.StopTimer.
+func ReportTwoWay(b *testing.B, cpu0 time.Duration, msgs float64) {
+	if cpu := ProcessCPU() - cpu0; cpu > 0 {
+		b.ReportMetric(float64(cpu.Microseconds())/msgs, "cpu-us/msg")
+	}
+	b.ReportMetric(msgs/2/b.Elapsed().Seconds(), "msg/s/way")
+}
