@@ -375,9 +375,13 @@ func TestSessionSendRefusesBadInput(t *testing.T) {
 	s := openSession(t, ctx, r, e, "bad")
 	defer s.Close()
 	// Once a message went, the session is open, and Close reaches the
-	// handler.
+	// handler. Its echo says that its batch call is done: Send returns
+	// before, and that call would count among the sends below.
 	if err := s.Send(ctx, &requester.Message{Body: "good"}); err != nil {
 		t.Fatal(err)
+	}
+	if m, err := s.Next(ctx); err != nil || aws.ToString(m.Body) != "GOOD" {
+		t.Fatalf("the echo of the good message: %v, %v", m, err)
 	}
 	many := map[string]types.MessageAttributeValue{}
 	for i := range 9 {
