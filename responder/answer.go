@@ -148,8 +148,9 @@ func (s *server) awaitRunning(ctx context.Context, x *exchange, running *session
 
 // callerGone returns the drop reason of a request whose caller went away
 // while its handler ran (the handler's error is err), or "": a session's
-// caller cancelled or stopped its stream, the caller's deadline passed
-// during a failed run, or its reply queue is gone.
+// caller cancelled or stopped its stream, a failed run lasted until the
+// deadline its caller's gave it (no retry could answer in time), or its
+// reply queue is gone.
 func (s *server) callerGone(req *Request, err error) string {
 	switch {
 	case req.session != nil && req.session.callerGone() != nil:
@@ -158,7 +159,7 @@ func (s *server) callerGone(req *Request, err error) string {
 		return ""
 	case errors.Is(err, ErrResponseQueueGone):
 		return reasonQueueGone
-	case !req.deadline.IsZero() && !s.r.clk.Now().Before(req.deadline):
+	case !req.runUntil.IsZero() && !s.r.clk.Now().Before(req.runUntil):
 		return reasonCancelled
 	}
 	return ""
@@ -174,7 +175,8 @@ func (s *server) run(ctx context.Context, req *Request) (reply *Reply, d time.Du
 	}
 	if !req.deadline.IsZero() {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, req.deadline)
+		req.runUntil = handlerDeadline(req.deadline, s.r.clk.Now(), s.r.callLatency())
+		ctx, cancel = context.WithDeadline(ctx, req.runUntil)
 		defer cancel()
 	}
 	if req.session != nil {

@@ -3,6 +3,7 @@ package responder
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/tempqueues/tempqueues/internal/wire"
 )
@@ -10,9 +11,10 @@ import (
 // expired reports whether req's caller gave up before the request reached
 // the handler: its sqsapi.DeadlineAttribute, plus the clock skew allowed,
 // has passed. Such a request is deleted unhandled, dropped as "expired"
-// and logged. Otherwise it notes the deadline in req, for
-// the handler's context. A request without the attribute (a Java
-// requester's) or with a malformed one runs with no deadline of its own.
+// and logged. Otherwise it notes the caller's deadline in req, for the
+// handler's context (handlerDeadline). A request without the attribute (a
+// Java requester's) or with a malformed one runs with no deadline of its
+// own.
 func (r *Responder) expired(ctx context.Context, x *exchange) bool {
 	req, log := x.req, x.log
 	d, ok, err := wire.Deadline(req.Message)
@@ -23,14 +25,26 @@ func (r *Responder) expired(ctx context.Context, x *exchange) bool {
 	if !ok {
 		return false
 	}
-	d = d.Add(wire.DeadlineClockSkew)
-	if now := r.clk.Now(); !now.Before(d) {
+	if now := r.clk.Now(); !now.Before(d.Add(wire.DeadlineClockSkew)) {
 		r.dropped(ctx, x, reasonExpired)
 		log.Warn("responder: request deleted unhandled: its caller's deadline had passed", slog.Duration("late_by", now.Sub(d)))
 		return true
 	}
 	req.deadline = d
 	return false
+}
+
+// handlerDeadline is the deadline of a handler whose caller's deadline is
+// caller, at now: early enough for its reply to reach the caller in time.
+// The reply's travel is about two SQS calls (the reply's send, and the
+// caller's waiting receive returning it), each lasting lat as the
+// responder measures its calls; the handler gives up at most half the time
+// it has left for it, and none before the first call is measured. The
+// clock skew that keeps a late request from being deleted does not
+// lengthen a handler's run: its caller, by its own clock, waits no longer.
+func handlerDeadline(caller, now time.Time, lat time.Duration) time.Time {
+	reserve := min(2*lat, caller.Sub(now)/2)
+	return caller.Add(-max(reserve, 0))
 }
 
 // expire is the stage that deletes, without running the handler, a

@@ -41,7 +41,8 @@ func (s *syncBuffer) String() string {
 // callers gave up long ago, have time left, carry no deadline (a Java
 // requester's) or a malformed one. Only the first kind is deleted without
 // running the handler, counted and logged once; the handler of a request
-// with time left runs under its deadline plus the clock skew allowed.
+// with time left runs under its caller's deadline, less its reply's
+// travel, never later.
 func TestRequestsPastTheirDeadlineAreDeletedUnhandled(t *testing.T) {
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
@@ -101,8 +102,8 @@ func TestRequestsPastTheirDeadlineAreDeletedUnhandled(t *testing.T) {
 		if _, ok := ran["gone"]; ok {
 			t.Error("the handler ran for a request whose caller had given up")
 		}
-		if d := ran["left"]; !d.Equal(left.Add(wire.DeadlineClockSkew)) {
-			t.Errorf("handler deadline %v, want the caller's %v plus %v", d, left, wire.DeadlineClockSkew)
+		if d := ran["left"]; d.IsZero() || d.After(left) || left.Sub(d) > time.Second {
+			t.Errorf("handler deadline %v, want the caller's %v less a reply's travel", d, left)
 		}
 		for _, body := range []string{"java", "odd"} {
 			if d, ok := ran[body]; !ok || !d.IsZero() {
@@ -119,4 +120,27 @@ func TestRequestsPastTheirDeadlineAreDeletedUnhandled(t *testing.T) {
 			t.Errorf("request queue holds %s visible, %s in flight; want none", v, f)
 		}
 	})
+}
+
+// TestHandlerDeadlineLeavesTimeForTheReply checks the handler's deadline
+// against its caller's: earlier by two calls' latency, by at most half
+// the time left, and never later, whatever the clock skew allowed.
+func TestHandlerDeadlineLeavesTimeForTheReply(t *testing.T) {
+	now := time.Date(2026, 11, 27, 13, 13, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name   string
+		left   time.Duration // until the caller's deadline
+		lat    time.Duration
+		reserv time.Duration // the caller's deadline less the handler's
+	}{
+		{"no call measured yet", 10 * time.Second, 0, 0},
+		{"two calls' travel", 10 * time.Second, 20 * time.Millisecond, 40 * time.Millisecond},
+		{"at most half the time left", 30 * time.Millisecond, 20 * time.Millisecond, 15 * time.Millisecond},
+		{"caller's deadline passed, within the skew", -300 * time.Millisecond, 20 * time.Millisecond, 0},
+	} {
+		caller := now.Add(c.left)
+		if got := handlerDeadline(caller, now, c.lat); !got.Equal(caller.Add(-c.reserv)) {
+			t.Errorf("%s: handler deadline %v before the caller's, want %v", c.name, caller.Sub(got), c.reserv)
+		}
+	}
 }

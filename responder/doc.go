@@ -76,10 +76,13 @@
 // of allowed clock skew, when it reaches Serve or Process is deleted
 // without running the handler (nobody waits for its reply), counted in
 // Stats.Dropped (the Observer hears a Dropped event, reason "expired")
-// and logged; any other runs its handler under that deadline plus the
-// skew, besides Options.HandlerTimeout. The check trusts the two
-// hosts' clocks to agree within that skew. A Java requester's requests
-// carry no deadline and run as before.
+// and logged. Any other runs its handler, besides Options.HandlerTimeout,
+// under the caller's deadline less the time its reply needs to travel
+// (two SQS calls as the responder measures them, at most half the time
+// left), so that a handler that uses its whole budget still answers in
+// time; the skew never lengthens it. The check trusts the two hosts'
+// clocks to agree within that skew. A Java requester's requests carry no
+// deadline and run as before.
 //
 // A failed handler (an error or a recovered panic) leaves its request to
 // be received again (Options.Retry); with a RedrivePolicy on the request

@@ -29,7 +29,8 @@ type Request struct {
 	// ReceivedAt is when this process received the message.
 	ReceivedAt time.Time
 
-	deadline time.Time    // the caller's, plus the clock skew allowed; zero when none
+	deadline time.Time    // the caller's (sqsapi.DeadlineAttribute); zero when none
+	runUntil time.Time    // the handler's, from deadline (handlerDeadline); zero when none
 	stream   *replyStream // set by Serve when the requester takes a stream
 	session  *session     // set by Serve when the requester streams its request too
 	inner    *innerCtx    // with Options.Observer: the handler's context

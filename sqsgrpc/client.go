@@ -31,8 +31,8 @@ type ClientConnOptions struct {
 	StreamInterceptors []grpc.StreamClientInterceptor
 	// CallOptions apply to every call, before the call's own.
 	CallOptions []grpc.CallOption
-	// Timeout bounds calls whose context has no deadline, and is then the
-	// handler's deadline too; default 30 s (the requester's default),
+	// Timeout bounds calls whose context has no deadline, and then bounds
+	// the handler too; default 30 s (the requester's default),
 	// negative for none: the call then waits under the requester's
 	// Options.Timeout and the handler runs without a deadline (a
 	// server-streaming handler such as health's Watch until it returns on
@@ -73,7 +73,7 @@ func NewClientConn(r *requester.Requester, queueURL string, optFns ...func(*Clie
 
 // Invoke performs a unary RPC: one request message, one reply. The
 // context's deadline (or ClientConnOptions.Timeout without one) is the
-// call's timeout and the handler's deadline; its
+// call's timeout and bounds the handler (docs/wire.md, "Deadlines"); its
 // outgoing metadata is the request's. grpc.Header and grpc.Trailer receive
 // the response's metadata; grpc.ForceCodec, grpc.ForceCodecV2 and
 // grpc.CallContentSubtype choose the codec (proto by default).

@@ -24,8 +24,8 @@
 // name and the request message travel in one message body; the header,
 // the responses, the trailer and the status (with its details) come back
 // (docs/adapters.md, docs/wire.md); a streaming call's messages follow in
-// its session. The context's deadline is the call's timeout and the
-// handler's deadline; a request that expired before it was received is
+// its session. The context's deadline is the call's timeout and bounds the
+// handler, whose deadline is earlier by the reply's travel back; a request that expired before it was received is
 // deleted unhandled. Client and server interceptors
 // (unary and stream) run as under grpc. Messages use the codec the call
 // options name (grpc.ForceCodec, grpc.ForceCodecV2,

@@ -121,9 +121,10 @@ func (s *Server) GetServiceInfo() map[string]grpc.ServiceInfo {
 // services: run it with responder.Serve on the request queue the clients'
 // ClientConn sends to.
 //
-// The caller's deadline is the handler context's deadline: the responder
+// The caller's deadline bounds the handler's context: the responder
 // deletes a request that expired before it was received, unhandled, and
-// runs the others under the caller's deadline (docs/wire.md, "Deadlines").
+// runs the others under the caller's deadline less the reply's travel
+// back (docs/wire.md, "Deadlines").
 // A request whose message carries no deadline attribute is bounded by the
 // one in its envelope instead, and deleted unhandled (logged at Info) when
 // that has passed.

@@ -37,8 +37,9 @@
 // message from the responder, and the responder's first session creates
 // a host queue for the messages callers stream to it.
 //
-// The request's context deadline is the call's timeout and the handler's
-// deadline; a request that expired before a responder received it is
+// The request's context deadline is the call's timeout and bounds the
+// handler, whose deadline is earlier by the reply's travel back
+// (docs/wire.md, "Deadlines"); a request that expired before a responder received it is
 // deleted unhandled. A request whose head (method, URL and headers) is
 // too large for one message fails before any call (ErrTooLarge);
 // transport failures wrap the requester's errors, so errors.Is(err,

@@ -35,7 +35,8 @@ type HandlerOptions struct {
 // headers, body; RemoteAddr "sqs", RequestURI set, as a server sets them),
 // and what h writes becomes the reply.
 //
-// The caller's deadline is the request context's deadline. A request
+// The request context's deadline is the caller's less the reply's travel
+// back, so that a handler using all its time still answers in time. A request
 // whose deadline passed before it was received is not handled: nobody
 // waits for it, so the responder deletes it without a reply (docs/wire.md,
 // "Deadlines", says how the two hosts' clocks are assumed to agree). A

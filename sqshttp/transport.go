@@ -30,8 +30,8 @@ type TransportOptions struct {
 	// for responders that are not sqshttp handlers reading the envelope
 	// themselves.
 	DisableStreaming bool
-	// Timeout bounds requests whose context has no deadline, and is then
-	// the handler's deadline too; default 30 s (the requester's default),
+	// Timeout bounds requests whose context has no deadline, and then
+	// bounds the handler too; default 30 s (the requester's default),
 	// negative for none: the call then waits under the requester's
 	// Options.Timeout, and the handler runs without a deadline (a
 	// streaming handler until it returns on its own).
@@ -75,8 +75,8 @@ const defaultTimeout = 30 * time.Second
 
 // RoundTrip sends req's method, URL path and query, Host, headers and body
 // and waits for the response under req's context: its deadline (or
-// TransportOptions.Timeout without one) is the call's timeout and the
-// handler's deadline. The URL's scheme and host pick nothing: every
+// TransportOptions.Timeout without one) is the call's timeout and bounds
+// the handler. The URL's scheme and host pick nothing: every
 // request goes to the Transport's queue.
 //
 // A body of known length that fits travels in the request's message. One
