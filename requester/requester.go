@@ -58,7 +58,11 @@ var (
 	// it waited. When the deadline passed while the request's send was
 	// still being retried (throttled, or after a server error), it wraps the
 	// send's last failure, which errors.As then finds (a smithy.APIError
-	// with the throttling code).
+	// with the throttling code). The usual causes, most likely first: no
+	// responder serves the queue; the responder refused to reply to this
+	// requester's queue (its Options.AllowReplyTo, logged at Warn on the
+	// responder's side); the handler ran past the deadline; the request
+	// went to a dead-letter queue (docs/troubleshooting.md).
 	ErrTimeout = errors.New("requester: timed out waiting for the response")
 	// ErrClosed is returned for requests made after Close, and to requests
 	// pending when Close is called.

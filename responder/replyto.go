@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -38,7 +39,8 @@ func newReplyPolicy(op string, allow []string) (replyPolicy, error) {
 		if err != nil || u.Scheme == "" || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" || !strings.HasPrefix(u.EscapedPath(), "/") {
 			return p, wire.Invalid(op, "AllowReplyTo", "%q: a queue URL prefix has a scheme, a host and a path starting with '/' (e.g. https://sqs.us-east-1.amazonaws.com/123456789012/)", e)
 		}
-		p.urls = append(p.urls, strings.ToLower(u.Scheme)+"://"+strings.ToLower(u.Host)+u.EscapedPath())
+		scheme := strings.ToLower(u.Scheme)
+		p.urls = append(p.urls, scheme+"://"+canonicalHost(scheme, strings.ToLower(u.Host))+u.EscapedPath())
 	}
 	return p, nil
 }
@@ -116,11 +118,57 @@ func parseQueueLocation(s string) (queueLocation, bool) {
 	if !validHost(host) || !sqsapi.ValidQueueName(account) || !sqsapi.ValidQueueName(name) {
 		return queueLocation{}, false
 	}
-	l.host, l.account, l.name = strings.ToLower(host), account, name
+	l.host, l.account, l.name = canonicalHost(l.scheme, strings.ToLower(host)), account, name
 	if l.scheme == "https" {
 		l.region = awsRegion(l.host)
 	}
 	return l, true
+}
+
+// loopbackHost stands for every spelling of this machine's loopback in a
+// queueLocation: brackets keep it from being a real host name.
+const loopbackHost = "[loopback]"
+
+// canonicalHost returns host (lower case, maybe with a port) as a
+// queueLocation holds it: without the scheme's default port, and with
+// any loopback name or address (isLoopback) as loopbackHost, so that
+// http://localhost:4566 and http://127.0.0.1:4566 are one endpoint.
+func canonicalHost(scheme, host string) string {
+	name, port := host, ""
+	if strings.HasPrefix(host, "[") {
+		if i := strings.IndexByte(host, ']'); i > 0 {
+			name, port = host[1:i], strings.TrimPrefix(host[i+1:], ":")
+		}
+	} else if strings.Count(host, ":") == 1 {
+		name, port, _ = strings.Cut(host, ":")
+	}
+	if scheme == "http" && port == "80" || scheme == "https" && port == "443" {
+		port = ""
+	}
+	switch {
+	case isLoopback(name):
+		name = loopbackHost
+	case strings.Contains(name, ":"):
+		name = "[" + name + "]"
+	}
+	if port == "" {
+		return name
+	}
+	return name + ":" + port
+}
+
+// isLoopback reports whether name (lower case, no port or brackets) is
+// this machine's loopback: an address in 127.0.0.0/8 or ::1, localhost
+// or a name under .localhost (RFC 6761; fauxqs's sqs.<region>.localhost),
+// or LocalStack's localhost.localstack.cloud and the names under it.
+func isLoopback(name string) bool {
+	switch {
+	case name == "localhost", strings.HasSuffix(name, ".localhost"),
+		name == "localhost.localstack.cloud", strings.HasSuffix(name, ".localhost.localstack.cloud"):
+		return true
+	}
+	a, err := netip.ParseAddr(name)
+	return err == nil && a.Unmap().IsLoopback()
 }
 
 // validHost reports whether h is a host[:port] of letters, digits, '-',

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -51,6 +53,15 @@ func TestReplyPolicyAllows(t *testing.T) {
 		{"local endpoint, other host", nil, "http://127.0.0.1:4566/000000000000/orders", "http://10.0.0.9:4566/000000000000/" + pre + "x", false},
 		{"local endpoint, other scheme", nil, "http://127.0.0.1:4566/000000000000/orders", "https://127.0.0.1:4566/000000000000/" + pre + "x", false},
 		{"local endpoint, other account", nil, "http://127.0.0.1:4566/000000000000/orders", "http://127.0.0.1:4566/000000000001/" + pre + "x", false},
+		{"loopback: localhost and 127.0.0.1", nil, "http://localhost:4566/000000000000/orders", "http://127.0.0.1:4566/000000000000/" + pre + "x", true},
+		{"loopback: fauxqs's sqs.<region>.localhost", nil, "http://127.0.0.1:4566/000000000000/orders", "http://sqs.us-east-1.localhost:4566/000000000000/" + pre + "x", true},
+		{"loopback: LocalStack's host name", nil, "http://sqs.eu-west-1.localhost.localstack.cloud:4566/000000000000/orders", "http://localhost:4566/000000000000/" + pre + "x", true},
+		{"loopback: 127.0.0.0/8 and ::1", nil, "http://127.1.2.3:4566/000000000000/orders", "http://[::1]:4566/000000000000/" + pre + "x", true},
+		{"loopback: default port", nil, "http://localhost/000000000000/orders", "http://127.0.0.1:80/000000000000/" + pre + "x", true},
+		{"loopback: other port", nil, "http://localhost:4566/000000000000/orders", "http://127.0.0.1:4567/000000000000/" + pre + "x", false},
+		{"loopback: other scheme", nil, "http://localhost:4566/000000000000/orders", "https://127.0.0.1:4566/000000000000/" + pre + "x", false},
+		{"loopback: look-alike", nil, "http://localhost:4566/000000000000/orders", "http://localhost.evil.example:4566/000000000000/" + pre + "x", false},
+		{"loopback: not this machine", nil, "http://localhost:4566/000000000000/orders", "http://128.0.0.1:4566/000000000000/" + pre + "x", false},
 		{"extra path segment", nil, aws1 + "orders", aws1 + "x/" + pre + "x", false},
 		{"dot segments", nil, aws1 + "orders", "https://sqs.us-east-1.amazonaws.com/999999999999/../111122223333/" + pre + "x", false},
 		{"query", nil, aws1 + "orders", aws1 + pre + "x?a=b", false},
@@ -64,6 +75,7 @@ func TestReplyPolicyAllows(t *testing.T) {
 		{"URL prefix allows another account", []string{"https://sqs.eu-west-1.amazonaws.com/999999999999/"}, aws1 + "orders", "https://sqs.eu-west-1.amazonaws.com/999999999999/anything", true},
 		{"URL prefix compares case-blind hosts", []string{"HTTPS://SQS.eu-west-1.amazonaws.com/999999999999/"}, aws1 + "orders", "https://sqs.EU-WEST-1.amazonaws.com/999999999999/anything", true},
 		{"URL prefix is a prefix", []string{"https://sqs.eu-west-1.amazonaws.com/999999999999/app-"}, aws1 + "orders", "https://sqs.eu-west-1.amazonaws.com/999999999999/other", false},
+		{"URL prefix on loopback", []string{"http://localhost:4566/000000000000/billing-"}, "http://127.0.0.1:4566/000000000000/orders", "http://sqs.us-east-1.localhost:4566/000000000000/billing-replies", true},
 		{"URL prefix does not allow dot segments", []string{"https://sqs.eu-west-1.amazonaws.com/999999999999/"}, aws1 + "orders", "https://sqs.eu-west-1.amazonaws.com/999999999999/../888888888888/x", false},
 	}
 	for _, c := range cases {
@@ -173,6 +185,40 @@ func TestReplyToForeignQueueRefused(t *testing.T) {
 		// Process also refuses, and the request is done (to be deleted).
 		if err := r.Process(ctx, reqQ, req, echo); err != nil || r.Stats().Dropped != 3 {
 			t.Errorf("Process of a refused request = %v, %d dropped; want nil (delete it) and 3", err, r.Stats().Dropped)
+		}
+	})
+}
+
+// TestRepliesReachEveryLoopbackSpelling serves a request queue named by
+// localhost while the requester's host queue is named as the server names
+// it (127.0.0.1 on sqstest, sqs.us-east-1.localhost on fauxqs): one
+// endpoint, so the default AllowReplyTo lets the reply through.
+func TestRepliesReachEveryLoopbackSpelling(t *testing.T) {
+	t.Parallel()
+	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
+		t.Parallel()
+		ep, err := url.Parse(be.Endpoint)
+		if err != nil || ep.Port() == "" {
+			t.Skipf("endpoint %q is not a local server", be.Endpoint)
+		}
+		e := newEnv(t, be)
+		created, err := url.Parse(e.queue("req", nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		reqQ := "http://localhost:" + ep.Port() + created.Path
+		r := newResponder(t, e.client)
+		serve(t, r, reqQ, HandlerFunc(echo))
+		rq, err := requester.New(e.client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rq.Close(context.Background())
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		reply, err := rq.SendMessageAndGetResponse(ctx, &sqs.SendMessageInput{QueueUrl: &reqQ, MessageBody: aws.String("x")})
+		if err != nil || aws.ToString(reply.Body) != "re:x" {
+			t.Fatalf("a call to %s: %v, %v; want the reply (stats %+v)", reqQ, reply, err, r.Stats())
 		}
 	})
 }

@@ -165,8 +165,12 @@ type Options struct {
 	// its reply's queue (ResponseQueueUrl), and whoever may send to the
 	// request queue could otherwise make the responder write into any
 	// queue its role may write to. By default a reply goes only to a queue
-	// in the request queue's own account, region (or, off AWS, endpoint)
-	// whose name starts with sqsapi.DefaultQueuePrefix: the host queues of
+	// in the request queue's own account, region (or, off AWS, endpoint:
+	// scheme, host and port, where every spelling of this machine's
+	// loopback is one host — 127.0.0.0/8, ::1, localhost and names under
+	// .localhost such as fauxqs's sqs.us-east-1.localhost, and LocalStack's
+	// localhost.localstack.cloud and names under it) whose name starts
+	// with sqsapi.DefaultQueuePrefix: the host queues of
 	// Go and Java requesters with the default prefix (a virtual queue's
 	// reply goes to its host queue, and that is what is checked). Each
 	// entry allows more:
@@ -175,11 +179,13 @@ type Options struct {
 	//     request queue's account and region;
 	//   - a queue URL prefix, with a scheme, host and path
 	//     ("https://sqs.eu-west-1.amazonaws.com/111122223333/"): queues
-	//     whose URL starts with it, in any account or region. End it with
+	//     whose URL starts with it (hosts compared as above), in any
+	//     account or region. End it with
 	//     '/' to allow a whole account.
 	// A request naming any other queue is deleted unanswered, without
 	// running its handler; it is counted in Stats.Dropped, told to the
-	// Observer (Dropped, "refused") and logged at Warn (at most once a minute). Pair it with an IAM policy
+	// Observer (Dropped, "refused") and logged at Warn (at most once a
+	// minute); its caller sees only a timeout. Pair it with an IAM policy
 	// that grants sqs:SendMessage only on these queues (docs/iam.md).
 	AllowReplyTo []string
 }
