@@ -180,8 +180,7 @@ type Options struct {
 	//   - a queue URL prefix, with a scheme, host and path
 	//     ("https://sqs.eu-west-1.amazonaws.com/111122223333/"): queues
 	//     whose URL starts with it (hosts compared as above), in any
-	//     account or region. End it with
-	//     '/' to allow a whole account.
+	//     account or region. End it with '/' to allow a whole account.
 	// A request naming any other queue is deleted unanswered, without
 	// running its handler; it is counted in Stats.Dropped, told to the
 	// Observer (Dropped, "refused") and logged at Warn (at most once a
