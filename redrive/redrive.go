@@ -18,6 +18,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/backoff"
 	"github.com/tempqueues/tempqueues/internal/batch"
 	"github.com/tempqueues/tempqueues/internal/callback"
+	"github.com/tempqueues/tempqueues/internal/callbound"
 	"github.com/tempqueues/tempqueues/internal/consume"
 	"github.com/tempqueues/tempqueues/internal/httpbody"
 	"github.com/tempqueues/tempqueues/internal/wire"
@@ -95,8 +96,9 @@ type Redriver struct {
 	// whose actions all failed.
 	retry backoff.Policy
 
-	mu     sync.Mutex
-	target string
+	mu      sync.Mutex
+	target  string
+	finding chan struct{} // closed when the lookup of target in flight ends; nil when none
 }
 
 // New returns a Redriver of the dead-letter queue dlqURL. It validates the
@@ -125,12 +127,46 @@ func New(client Client, dlqURL string, optFns ...func(*Options)) (*Redriver, err
 // the dead-letter queue's only source queue. The latter costs one
 // ListDeadLetterSourceQueues call, on first use; ErrNoSource or
 // ErrAmbiguousSource reports no source or several.
+//
+// Concurrent first uses share one lookup, and no lock is held across it:
+// a caller whose ctx ends while another's lookup runs returns at once, and
+// a failed lookup is tried again by the next caller.
 func (r *Redriver) Target(ctx context.Context) (string, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.target != "" {
-		return r.target, nil
+	for {
+		r.mu.Lock()
+		if t := r.target; t != "" {
+			r.mu.Unlock()
+			return t, nil
+		}
+		wait := r.finding
+		if wait == nil {
+			break
+		}
+		r.mu.Unlock()
+		select {
+		case <-wait: // found, or failed (perhaps by its caller's ctx): look again
+		case <-ctx.Done():
+			return "", ctx.Err()
+		}
 	}
+	done := make(chan struct{})
+	r.finding = done
+	r.mu.Unlock()
+	t, err := r.findTarget(ctx)
+	r.mu.Lock()
+	r.finding = nil
+	if err == nil {
+		r.target = t
+	}
+	r.mu.Unlock()
+	close(done)
+	return t, err
+}
+
+// findTarget asks SQS for the dead-letter queue's only source queue.
+func (r *Redriver) findTarget(ctx context.Context) (string, error) {
+	ctx, cancel := callbound.Context(ctx, 0)
+	defer cancel()
 	out, err := r.client.ListDeadLetterSourceQueues(ctx, &sqs.ListDeadLetterSourceQueuesInput{QueueUrl: aws.String(r.dlq), MaxResults: aws.Int32(10)})
 	if err != nil {
 		return "", fmt.Errorf("redrive: ListDeadLetterSourceQueues on %s (name the target if the server lacks the call): %w", r.dlq, err)
@@ -146,7 +182,6 @@ func (r *Redriver) Target(ctx context.Context) (string, error) {
 	if isFIFO(t) != isFIFO(r.dlq) || t == r.opts.ParkingQueue {
 		return "", wire.Invalid("redrive", "Target", "source queue %q is the parking queue, or not of the dead-letter queue's type (FIFO or standard)", t)
 	}
-	r.target = t
 	return t, nil
 }
 

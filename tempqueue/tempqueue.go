@@ -24,6 +24,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/awserr"
+	"github.com/tempqueues/tempqueues/internal/callbound"
 	"github.com/tempqueues/tempqueues/internal/core"
 	"github.com/tempqueues/tempqueues/internal/deflog"
 	"github.com/tempqueues/tempqueues/internal/hostq"
@@ -151,7 +152,7 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Client, error) {
 // it through the virtual-queue client (the queue is gone already, so the
 // call only confirms it) makes that client forget the host.
 func (c *Client) hostGone(url string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := callbound.Context(context.Background(), 0)
 	defer cancel()
 	_, _ = c.Client.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(url)})
 }

@@ -28,6 +28,7 @@ import (
 	"time"
 
 	"github.com/tempqueues/tempqueues/internal/backoff"
+	"github.com/tempqueues/tempqueues/internal/callbound"
 	"github.com/tempqueues/tempqueues/internal/clock"
 	"github.com/tempqueues/tempqueues/internal/workers"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -50,11 +51,14 @@ type Func[E, R any] func(ctx context.Context, key string, entries []E) ([]Result
 // Options tune a Coalescer. The zero value means 10 entries per call, no byte
 // limit and 2 concurrent calls per key.
 type Options[E any] struct {
-	MaxEntries  int                    // entries per call, at most 10
-	MaxBytes    int                    // bytes per call as measured by Size; 0 = no limit
-	Size        func(E) int            // size of an entry, used with MaxBytes
-	MaxInFlight int                    // concurrent calls per key
-	Context     func() context.Context // context of each batch call; default Background
+	MaxEntries  int         // entries per call, at most 10
+	MaxBytes    int         // bytes per call as measured by Size; 0 = no limit
+	Size        func(E) int // size of an entry, used with MaxBytes
+	MaxInFlight int         // concurrent calls per key
+	// CallTimeout bounds each batch call, so that a hung call frees its
+	// key's call slot; 0 means callbound.Timeout. A call made on a
+	// waiting caller's goroutine (Do) has its caller's deadline too.
+	CallTimeout time.Duration
 	// Linger lets entries that nobody waits for (Submit, SubmitAll) wait up
 	// to this long for company when no call is in flight, instead of going
 	// out at once: a full batch, an entry waited for with Do, Flush and
@@ -94,6 +98,10 @@ type Coalescer[E, R any] struct {
 	fn   Func[E, R]
 	opts Options[E]
 	pool *workers.Pool
+	// base is the context of the batch calls, ended by abandon when a
+	// Close's context ends before they do.
+	base    context.Context
+	abandon context.CancelFunc
 
 	mu       sync.Mutex
 	keys     map[string]*keyState[E, R]
@@ -172,14 +180,15 @@ func New[E, R any](fn Func[E, R], opts Options[E]) *Coalescer[E, R] {
 	if opts.MaxInFlight <= 0 {
 		opts.MaxInFlight = 2
 	}
-	if opts.Context == nil {
-		opts.Context = context.Background
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = callbound.Timeout
 	}
 	if opts.MaxRetries <= 0 {
 		opts.MaxRetries = DefaultMaxRetries
 	}
 	c := &Coalescer[E, R]{fn: fn, opts: opts, pool: workers.New(0), keys: make(map[string]*keyState[E, R]),
 		open: make(map[uint64]int), retrying: make(map[*retry[E, R]]struct{})}
+	c.base, c.abandon = context.WithCancel(context.Background())
 	c.idle = sync.NewCond(&c.mu)
 	return c
 }
@@ -386,8 +395,8 @@ func (c *Coalescer[E, R]) keyLocked(key string) *keyState[E, R] {
 // bursty, and no call in flight that it should wait for: policy.go) is sent
 // at once by a call on the caller's goroutine under ctx, as a plain SDK call
 // would be: handing it to another goroutine would only add a wake-up to its
-// latency. Otherwise the entry joins a batch call under Options.Context;
-// when ctx ends first the entry is still processed, only the wait is
+// latency. Otherwise the entry joins a batch call (Options.CallTimeout
+// bounds each); when ctx ends first the entry is still processed, only the wait is
 // abandoned.
 //
 // A failure that Options.Retry accepts is retried in later batches until
@@ -487,7 +496,9 @@ func (c *Coalescer[E, R]) waitForCallLocked(ks *keyState[E, R], pending int) boo
 func (c *Coalescer[E, R]) callInline(ctx context.Context, key string, ks *keyState[E, R], it item[E, R]) {
 	defer c.calls.Done()
 	start := c.opts.Clock.Now()
+	ctx, cancel := context.WithTimeout(ctx, c.opts.CallTimeout)
 	results, err := c.fn(ctx, key, []E{it.entry})
+	cancel()
 	c.settle(key, ks, []item[E, R]{it}, results, err, start)
 }
 
@@ -752,7 +763,9 @@ func (c *Coalescer[E, R]) run(key string, ks *keyState[E, R], batch []item[E, R]
 	for i, it := range batch {
 		entries[i] = it.entry
 	}
-	results, err := c.fn(c.opts.Context(), key, entries)
+	ctx, cancel := context.WithTimeout(c.base, c.opts.CallTimeout)
+	results, err := c.fn(ctx, key, entries)
+	cancel()
 	c.settle(key, ks, batch, results, err, start)
 }
 
@@ -818,11 +831,13 @@ func (c *Coalescer[E, R]) openThroughLocked(last uint64) bool {
 	return false
 }
 
-// Close refuses new entries, then waits for pending ones to be sent (or ctx)
-// and for its goroutines to stop. It is idempotent. Calls still running when
-// ctx ends keep running until the batch function returns; Close does not
-// abandon their results, and their goroutines stop after them. Entries
-// waiting to retry when ctx ends are answered with their last failure.
+// Close refuses new entries, then waits for pending ones to be sent and
+// for its goroutines to stop, or for ctx. It is idempotent. When ctx ends
+// first, Close abandons what is left: the calls in flight are cancelled,
+// and every entry not yet answered (pending, in a call, or waiting to
+// retry) is answered with its failure or ErrClosed without being tried
+// again; the error, which matches ctx.Err(), says how many were
+// abandoned.
 func (c *Coalescer[E, R]) Close(ctx context.Context) error {
 	c.mu.Lock()
 	c.closed = true
@@ -831,6 +846,10 @@ func (c *Coalescer[E, R]) Close(ctx context.Context) error {
 	if err != nil {
 		c.mu.Lock()
 		c.abandoned = true
+		n := 0
+		for _, k := range c.open {
+			n += k
+		}
 		var abandoned []item[E, R]
 		for r := range c.retrying {
 			r.timer.Stop()
@@ -838,15 +857,25 @@ func (c *Coalescer[E, R]) Close(ctx context.Context) error {
 		}
 		clear(c.retrying)
 		c.mu.Unlock()
+		c.abandon() // the calls in flight and those still to start fail at once
 		for _, it := range abandoned {
 			c.answer(it, it.last)
 		}
+		err = fmt.Errorf("%w: %d %s abandoned", err, n, plural(n, "entry", "entries"))
 	}
 	c.pool.Close()
 	if err == nil {
 		c.pool.Wait()
 	}
+	c.abandon()
 	return err
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // Count is a number of entries announced for one key (ExpectAll).

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/backoff"
+	"github.com/tempqueues/tempqueues/internal/callbound"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -216,7 +217,9 @@ func SendMessage(ctx context.Context, sends *Sends, client loneSender, in *sqs.S
 	if lone || len(optFns) > 0 {
 		var out *sqs.SendMessageOutput
 		err := Call(ctx, func() (err error) {
-			out, err = client.SendMessage(ctx, in, optFns...)
+			cctx, cancel := callbound.Context(ctx, 0)
+			defer cancel()
+			out, err = client.SendMessage(cctx, in, optFns...)
 			return err
 		})
 		return out, err

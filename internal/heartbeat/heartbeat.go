@@ -58,6 +58,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/backoff"
+	"github.com/tempqueues/tempqueues/internal/callbound"
 	"github.com/tempqueues/tempqueues/internal/clock"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -74,7 +75,7 @@ const (
 	MaxFraction = 0.5
 	// DefaultCallTimeout bounds each TagQueue call, so a hung connection
 	// cannot stall heartbeats for longer than a retry.
-	DefaultCallTimeout = 20 * time.Second
+	DefaultCallTimeout = callbound.Timeout
 
 	// jitter spreads the heartbeats of queues registered at the same
 	// moment (±10% of the interval), so a fleet started at once does not

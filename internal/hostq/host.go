@@ -18,6 +18,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/batch"
 	"github.com/tempqueues/tempqueues/internal/callback"
+	"github.com/tempqueues/tempqueues/internal/callbound"
 	"github.com/tempqueues/tempqueues/internal/poll"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/observe"
@@ -84,6 +85,8 @@ func Open(ctx context.Context, client sqsapi.Client, url string, opts *Options) 
 	if fifo {
 		names = append(names, types.QueueAttributeNameContentBasedDeduplication)
 	}
+	ctx, cancel := callbound.Context(ctx, 0)
+	defer cancel()
 	out, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
 		QueueUrl:       aws.String(url),
 		AttributeNames: names,

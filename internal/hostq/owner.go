@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tempqueues/tempqueues/internal/awserr"
+	"github.com/tempqueues/tempqueues/internal/callbound"
 	"github.com/tempqueues/tempqueues/internal/callcount"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -226,10 +227,17 @@ func (o *Owner) get(ctx context.Context, attrs map[string]string) (*owned, error
 	})
 }
 
+// bounded runs call under ctx bounded by callbound.Timeout.
+func (o *Owner) bounded(ctx context.Context, call func(context.Context) error) error {
+	ctx, cancel := callbound.Context(ctx, 0)
+	defer cancel()
+	return call(ctx)
+}
+
 // deleteQueue deletes a host queue nobody will use or heartbeat, even when
 // ctx has ended, within a bound of its own.
 func (o *Owner) deleteQueue(ctx context.Context, url string) {
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	dctx, cancel := callbound.Context(context.WithoutCancel(ctx), 0)
 	defer cancel()
 	_, _ = o.raw.DeleteQueue(dctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(url)})
 }
@@ -273,7 +281,9 @@ func (o *Owner) create(ctx context.Context, key string, attrs map[string]string)
 	tags := make(map[string]string, len(o.opts.Tags)+2)
 	maps.Copy(tags, o.opts.Tags)
 	maps.Copy(tags, o.hb.Tags(ctx, o.opts.Retention))
-	out, err := o.raw.CreateQueue(ctx, &sqs.CreateQueueInput{
+	cctx, cancel := callbound.Context(ctx, 0)
+	defer cancel()
+	out, err := o.raw.CreateQueue(cctx, &sqs.CreateQueueInput{
 		QueueName:  aws.String(name),
 		Attributes: maps.Clone(attrs),
 		Tags:       tags,
@@ -345,7 +355,10 @@ func (o *Owner) Close(ctx context.Context) error {
 		errs := []error{CloseAll(ctx, hosts)}
 		for _, ow := range live {
 			o.hb.Remove(ow.url)
-			if _, err := o.raw.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(ow.url)}); err != nil && !awserr.IsQueueDoesNotExist(err) {
+			if err := o.bounded(ctx, func(ctx context.Context) error {
+				_, err := o.raw.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: aws.String(ow.url)})
+				return err
+			}); err != nil && !awserr.IsQueueDoesNotExist(err) {
 				errs = append(errs, err)
 			}
 		}
@@ -362,10 +375,13 @@ func (o *Owner) deleteMaybe(ctx context.Context) error {
 	o.mu.Unlock()
 	var errs []error
 	for _, name := range names {
-		out, err := o.raw.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
-		if err == nil {
-			_, err = o.raw.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl})
-		}
+		err := o.bounded(ctx, func(ctx context.Context) error {
+			out, err := o.raw.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
+			if err == nil {
+				_, err = o.raw.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl})
+			}
+			return err
+		})
 		if err != nil && !awserr.IsQueueDoesNotExist(err) {
 			errs = append(errs, err)
 		}

@@ -33,6 +33,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/backoff"
+	"github.com/tempqueues/tempqueues/internal/callbound"
 	"github.com/tempqueues/tempqueues/internal/clock"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -191,6 +192,8 @@ func (l *Loop) notePark(until time.Time) {
 // the loop stops. Several Runs of one Loop may run at once.
 func (l *Loop) Run(c Consumer) {
 	in := l.cfg.Input
+	bound := receiveBound{parent: l.recvCtx}
+	defer bound.end()
 	for {
 		n := c.Want()
 		if n <= 0 {
@@ -202,7 +205,8 @@ func (l *Loop) Run(c Consumer) {
 		}
 		in.MaxNumberOfMessages = int32(min(n, sqsapi.MaxReceiveMessages))
 		end := l.cfg.Clock.Now().Add(l.wait)
-		out, err := l.cfg.Client.ReceiveMessage(l.recvCtx, &in)
+		out, err := l.cfg.Client.ReceiveMessage(bound.start(l.wait+callbound.Timeout), &in)
+		bound.stop()
 		res := Result{Asked: n, At: l.cfg.Clock.Now(), Stopped: l.Stopped()}
 		if err != nil {
 			// The request may have reached the server, which can keep it
@@ -229,5 +233,39 @@ func (l *Loop) Run(c Consumer) {
 		if !c.Handle(res) || res.Stopped {
 			return
 		}
+	}
+}
+
+// receiveBound cuts off a receive that outlasts its wait by
+// callbound.Timeout (a hung connection), without allocating per receive:
+// one context and one timer per Run, made anew only after a receive was
+// cut off.
+type receiveBound struct {
+	parent context.Context
+	ctx    context.Context
+	cancel context.CancelFunc
+	timer  *time.Timer
+}
+
+// start returns the context of a receive that may last d.
+func (b *receiveBound) start(d time.Duration) context.Context {
+	if b.ctx == nil || b.ctx.Err() != nil {
+		b.end()
+		b.ctx, b.cancel = context.WithCancel(b.parent)
+		b.timer = time.AfterFunc(d, b.cancel)
+		return b.ctx
+	}
+	b.timer.Reset(d)
+	return b.ctx
+}
+
+// stop disarms the bound once the receive returned.
+func (b *receiveBound) stop() { b.timer.Stop() }
+
+// end releases the context and the timer.
+func (b *receiveBound) end() {
+	if b.cancel != nil {
+		b.timer.Stop()
+		b.cancel()
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -15,6 +16,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/tempqueues/tempqueues/internal/backoff"
+	"github.com/tempqueues/tempqueues/internal/callbound"
 	"github.com/tempqueues/tempqueues/internal/clock"
 )
 
@@ -377,8 +379,9 @@ func (c *countdown) Want() int {
 
 func (c *countdown) Handle(Result) bool { return true }
 
-// TestNoAllocationPerReceive: a poller allocates its receive input once,
-// whatever the number of receives.
+// TestNoAllocationPerReceive: a poller allocates its receive input and
+// its receives' bound (a context and a timer) once, whatever the number of
+// receives.
 func TestNoAllocationPerReceive(t *testing.T) {
 	s := &staticReceiver{out: sqs.ReceiveMessageOutput{Messages: make([]types.Message, 3)}}
 	l := New(context.Background(), Config{Client: s, Input: sqs.ReceiveMessageInput{WaitTimeSeconds: 20}})
@@ -387,8 +390,8 @@ func TestNoAllocationPerReceive(t *testing.T) {
 		c.left = 100
 		l.Run(c)
 	})
-	if allocs > 2 {
-		t.Errorf("%v allocations per Run of 100 receives, want at most 2", allocs)
+	if allocs > 6 {
+		t.Errorf("%v allocations per Run of 100 receives, want at most 6", allocs)
 	}
 }
 
@@ -399,4 +402,34 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 5s")
 		}
 	}
+}
+
+// hungReceiver's receives never end on their own, as over a connection
+// that stopped answering: only their context ends them.
+type hungReceiver struct{ calls atomic.Int32 }
+
+func (h *hungReceiver) ReceiveMessage(ctx context.Context, _ *sqs.ReceiveMessageInput, _ ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	h.calls.Add(1)
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// TestAHungReceiveIsCutOff: a receive that outlasts its wait by
+// callbound.Timeout fails, and the poller goes on with a fresh context.
+func TestAHungReceiveIsCutOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := &hungReceiver{}
+		l := New(context.Background(), Config{Client: h, Input: sqs.ReceiveMessageInput{WaitTimeSeconds: 20}})
+		defer l.Abort()
+		c := &countdown{left: 2}
+		start := time.Now()
+		l.Run(c)
+		if n := h.calls.Load(); n != 2 {
+			t.Errorf("%d receives, want 2", n)
+		}
+		// Two receives cut off, with a backoff between them.
+		if d, least := time.Since(start), 2*(20*time.Second+callbound.Timeout); d < least || d > least+time.Minute {
+			t.Errorf("two hung receives took %v, want each cut off after %v", d, 20*time.Second+callbound.Timeout)
+		}
+	})
 }

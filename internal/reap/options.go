@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/tempqueues/tempqueues/internal/callbound"
 	"github.com/tempqueues/tempqueues/internal/clock"
 	"github.com/tempqueues/tempqueues/internal/deflog"
 	"github.com/tempqueues/tempqueues/internal/wire"
@@ -28,7 +29,7 @@ const (
 	sweepConcurrency = 4
 	// callTimeout bounds every API call, so a hung connection cannot stall
 	// heartbeats or the lease for longer than a retry.
-	callTimeout = 20 * time.Second
+	callTimeout = callbound.Timeout
 	// coordinationSuffix is appended to the prefix to name the FIFO queue
 	// that holds the sweeper lease token. It differs from the Java
 	// client's sweeper queue, named exactly the prefix, so both can share a
