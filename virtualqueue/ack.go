@@ -107,7 +107,7 @@ func (c *Client) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMess
 		cp.QueueUrl = aws.String(hostURL)
 		return c.sqs.ChangeMessageVisibility(ctx, &cp, optFns...)
 	}
-	if err := h.ChangeVisibility(ctx, handle, in.VisibilityTimeout, true); err != nil {
+	if err := h.ChangeVisibility(ctx, handle, in.VisibilityTimeout); err != nil {
 		return nil, err
 	}
 	return &sqs.ChangeMessageVisibilityOutput{}, nil

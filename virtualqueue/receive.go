@@ -1,7 +1,9 @@
 package virtualqueue
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -62,7 +64,9 @@ func (c *Client) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput
 			return nil, err
 		}
 	}
-	c.afterReceive(q, in, msgs)
+	if err := c.afterReceive(ctx, q, in, msgs); err != nil {
+		return nil, err
+	}
 	return &sqs.ReceiveMessageOutput{Messages: filterMessages(msgs, in)}, nil
 }
 
@@ -82,17 +86,35 @@ func cancelWait(cancel func() bool, ch chan result) ([]types.Message, error) {
 	return r.msgs, r.err
 }
 
-// afterReceive applies a receive's VisibilityTimeout to the host messages.
-func (c *Client) afterReceive(q *hostq.Queue, in *sqs.ReceiveMessageInput, msgs []types.Message) {
+// afterReceive applies a receive's VisibilityTimeout to the host messages
+// and waits for it. When a change fails, the receive fails with its error
+// and its messages come back once the visibility they had ends, as after
+// a receive whose response was lost: handing them out with a visibility
+// other than the one asked for could let a slow consumer's message reach
+// another before it is done.
+func (c *Client) afterReceive(ctx context.Context, q *hostq.Queue, in *sqs.ReceiveMessageInput, msgs []types.Message) error {
 	if in.VisibilityTimeout <= 0 || len(msgs) == 0 {
-		return
+		return nil
 	}
 	handles := make([]string, len(msgs))
 	for i, m := range msgs {
 		handles[i] = aws.ToString(m.ReceiptHandle)
-		_ = q.Host().ChangeVisibility(context.Background(), handles[i], in.VisibilityTimeout, false)
 	}
-	q.Settle(time.Now().Add(time.Duration(in.VisibilityTimeout)*time.Second), handles...)
+	deadline := time.Now().Add(time.Duration(in.VisibilityTimeout) * time.Second)
+	changed := handles[:0:0]
+	var failed error
+	for i, err := range q.Host().ChangeVisibilities(ctx, handles, in.VisibilityTimeout) {
+		if err != nil {
+			failed = cmp.Or(failed, err)
+			continue
+		}
+		changed = append(changed, handles[i])
+	}
+	q.Settle(deadline, changed...)
+	if failed != nil {
+		return fmt.Errorf("virtualqueue.ReceiveMessage: setting the VisibilityTimeout of %d of %d messages: %w", len(handles)-len(changed), len(handles), failed)
+	}
+	return nil
 }
 
 func checkReceive(op string, in *sqs.ReceiveMessageInput) (int, error) {

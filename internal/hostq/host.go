@@ -567,16 +567,24 @@ func (h *Host) DeleteMessage(ctx context.Context, handle string) error {
 }
 
 // ChangeVisibility changes a received message's visibility, sharing a
-// batch call with concurrent changes. With wait false it returns at once
-// and failures are only logged.
-func (h *Host) ChangeVisibility(ctx context.Context, handle string, timeout int32, wait bool) error {
-	v := batch.Visibility{ReceiptHandle: handle, Timeout: timeout}
-	if !wait {
-		h.vis.Submit(h.url, v, nil)
-		return nil
-	}
-	_, err := h.vis.Do(ctx, h.url, v)
+// batch call with concurrent changes.
+func (h *Host) ChangeVisibility(ctx context.Context, handle string, timeout int32) error {
+	_, err := h.vis.Do(ctx, h.url, batch.Visibility{ReceiptHandle: handle, Timeout: timeout})
 	return err
+}
+
+// ChangeVisibilities changes the visibility of received messages together
+// (10 a call) and returns each one's error, in order.
+func (h *Host) ChangeVisibilities(ctx context.Context, handles []string, timeout int32) []error {
+	vs := make([]batch.Visibility, len(handles))
+	for i, hd := range handles {
+		vs[i] = batch.Visibility{ReceiptHandle: hd, Timeout: timeout}
+	}
+	errs := make([]error, len(handles))
+	for i, r := range h.vis.DoAll(ctx, h.url, vs) {
+		errs[i] = r.Err
+	}
+	return errs
 }
 
 // wakeByLocked makes sure the maintenance goroutine runs by t.
