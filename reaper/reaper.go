@@ -119,7 +119,7 @@ func (r *Reaper) Remove(queueURL string) { r.r.Remove(queueURL) }
 // are idempotent: the next sweeper finishes the job). A Reaper owes nothing
 // to flush, so Close only waits for its goroutines, which takes moments,
 // and returns nil; if ctx ends first it returns ctx's error. It may be
-// called again: later calls wait in the same way.
+// called again: later calls wait for the first and return its result.
 //
 // A lease token this process took stays hidden until the next period's
 // window, as it would after any sweep, so the fleet sweeps at its usual

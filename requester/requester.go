@@ -44,6 +44,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/core"
 	"github.com/tempqueues/tempqueues/internal/deflog"
 	"github.com/tempqueues/tempqueues/internal/hostq"
+	"github.com/tempqueues/tempqueues/internal/lifecycle"
 	"github.com/tempqueues/tempqueues/internal/reap"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/observe"
@@ -203,7 +204,7 @@ type Requester struct {
 	sessions map[*Session]struct{} // open sessions, for Close to end
 	closed   bool
 
-	closer hostq.Closer
+	closer lifecycle.Once
 
 	timedOut, failed atomic.Int64
 	replied          atomic.Int64 // replies handed to callers (export_test.go)
@@ -778,7 +779,7 @@ func (r *Requester) Stats() Stats {
 // error, the rest abandoned), nil when nothing had to be abandoned; it is
 // idempotent.
 func (r *Requester) Close(ctx context.Context) error {
-	return r.closer.Close(ctx, func() error {
+	return r.closer.Do(ctx, func() error {
 		r.mu.Lock()
 		r.closed = true
 		calls := make([]*Call, 0, len(r.pending))

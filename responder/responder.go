@@ -12,6 +12,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/deflog"
 	"github.com/tempqueues/tempqueues/internal/hostq"
 	"github.com/tempqueues/tempqueues/internal/httpbody"
+	"github.com/tempqueues/tempqueues/internal/lifecycle"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -235,9 +236,7 @@ type Responder struct {
 	stopping chan struct{}  // closed by Shutdown: stop receiving
 	hardStop chan struct{}  // closed when Shutdown's context ends: stop handlers
 
-	shutdownOnce sync.Once
-	shutdownDone chan struct{}
-	shutdownErr  error
+	stopper lifecycle.Once
 }
 
 // New returns a Responder that calls SQS through client (an *sqs.Client
@@ -280,7 +279,6 @@ func New(client Client, optFns ...func(*Options)) (*Responder, error) {
 		callBound:     callBound,
 		stopping:      make(chan struct{}),
 		hardStop:      make(chan struct{}),
-		shutdownDone:  make(chan struct{}),
 	}
 	r.turns.r = r
 	r.turns.limit = (sendsInFlight + 1) * sqsapi.MaxBatchEntries
@@ -396,28 +394,16 @@ func (r *Responder) register() bool {
 // termination grace period can be passed on as it is. Shutdown is
 // idempotent: later calls wait for the first and return its result.
 func (r *Responder) Shutdown(ctx context.Context) error {
-	first := false
-	r.shutdownOnce.Do(func() {
+	return r.stopper.Do(ctx, func() error {
 		r.mu.Lock()
 		r.closed = true
 		close(r.stopping)
 		r.mu.Unlock()
-		first = true
+		return r.shutdown(ctx)
 	})
-	if first {
-		r.shutdown(ctx)
-		return r.shutdownErr
-	}
-	select {
-	case <-r.shutdownDone:
-		return r.shutdownErr
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
-func (r *Responder) shutdown(ctx context.Context) {
-	defer close(r.shutdownDone)
+func (r *Responder) shutdown(ctx context.Context) error {
 	abandoned := r.stats.Abandoned.Load()
 	served := make(chan struct{})
 	go func() {
@@ -450,7 +436,7 @@ func (r *Responder) shutdown(ctx context.Context) {
 			err = cerr
 		}
 	}
-	r.shutdownErr = err
+	return err
 }
 
 // callLatency is how long a call to SQS takes, as the reply sends (or,

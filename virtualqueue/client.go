@@ -13,6 +13,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/core"
 	"github.com/tempqueues/tempqueues/internal/deflog"
 	"github.com/tempqueues/tempqueues/internal/hostq"
+	"github.com/tempqueues/tempqueues/internal/lifecycle"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -31,7 +32,7 @@ type Client struct {
 	mu      sync.Mutex
 	retired []*hostq.Host // found gone; closed by Close
 
-	closer hostq.Closer
+	closer lifecycle.Once
 }
 
 var _ sqsapi.Client = (*Client)(nil)
@@ -126,7 +127,7 @@ func (c *Client) Stats() Stats {
 // URLs still pass through after Close; calls on virtual URLs fail with
 // ErrClosed, except DeleteMessage, which still deletes.
 func (c *Client) Close(ctx context.Context) error {
-	return c.closer.Close(ctx, func() error {
+	return c.closer.Do(ctx, func() error {
 		hosts := c.hosts.Close()
 		c.mu.Lock()
 		hosts = append(hosts, c.retired...)

@@ -22,6 +22,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/callcount"
 	"github.com/tempqueues/tempqueues/internal/hostq"
 	"github.com/tempqueues/tempqueues/internal/httpbody"
+	"github.com/tempqueues/tempqueues/internal/lifecycle"
 	"github.com/tempqueues/tempqueues/internal/reap"
 	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -71,7 +72,7 @@ type Core struct {
 	reaper *reap.Reaper // nil without Options.Prefix
 	*Sender
 
-	closer hostq.Closer
+	closer lifecycle.Once
 }
 
 // New builds a Core over client: an *sqs.Client is used through a copy
@@ -161,7 +162,7 @@ func (c *Core) Reaper() *reap.Reaper { return c.reaper }
 // the rest abandoned), nil when nothing had to be abandoned; it is
 // idempotent.
 func (c *Core) Close(ctx context.Context) error {
-	return c.closer.Close(ctx, func() error {
+	return c.closer.Do(ctx, func() error {
 		errs := []error{c.Sender.close(ctx)}
 		if c.owner != nil {
 			errs = append(errs, c.owner.Close(ctx), c.reaper.Close(ctx))

@@ -60,6 +60,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/backoff"
 	"github.com/tempqueues/tempqueues/internal/callbound"
 	"github.com/tempqueues/tempqueues/internal/clock"
+	"github.com/tempqueues/tempqueues/internal/lifecycle"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -141,8 +142,7 @@ type Heartbeater struct {
 	need  time.Duration
 	fitAt time.Time
 
-	closeOnce sync.Once
-	closeDone chan struct{} // closed when the goroutine has returned after Close
+	stopper lifecycle.Once
 
 	heartbeats, failures, gone, throttled, raises atomic.Int64
 	lastThrottle                                  atomic.Int64 // UnixNano of the last throttled call; 0 if none
@@ -184,13 +184,12 @@ func New(client Tagger, o Options) *Heartbeater {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Heartbeater{
-		client:    client,
-		opts:      o,
-		ctx:       ctx,
-		cancel:    cancel,
-		queues:    make(map[string]*beat),
-		wake:      make(chan struct{}, 1),
-		closeDone: make(chan struct{}),
+		client: client,
+		opts:   o,
+		ctx:    ctx,
+		cancel: cancel,
+		queues: make(map[string]*beat),
+		wake:   make(chan struct{}, 1),
 	}
 }
 
@@ -402,30 +401,16 @@ func (h *Heartbeater) fittedLocked(retention time.Duration) time.Duration {
 // TagQueue call in flight is cancelled. A heartbeat owes nothing, so Close
 // flushes nothing; it waits until the goroutine has returned and then
 // returns nil, or returns ctx's error if ctx ends first. Later calls wait
-// in the same way. Registered queues keep their tags and become idle after
-// their retention.
+// for the first one's result (internal/lifecycle). Registered queues keep
+// their tags and become idle after their retention.
 func (h *Heartbeater) Close(ctx context.Context) error {
-	h.closeOnce.Do(func() {
+	return h.stopper.Do(ctx, func() error {
 		h.mu.Lock()
 		h.closed = true
 		h.mu.Unlock()
 		h.cancel()
-		go func() {
-			h.wg.Wait()
-			close(h.closeDone)
-		}()
+		return lifecycle.Wait(ctx, &h.wg)
 	})
-	select {
-	case <-h.closeDone:
-		return nil
-	default:
-	}
-	select {
-	case <-h.closeDone:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 func (h *Heartbeater) signal() {

@@ -19,6 +19,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/batch"
 	"github.com/tempqueues/tempqueues/internal/callback"
 	"github.com/tempqueues/tempqueues/internal/callbound"
+	"github.com/tempqueues/tempqueues/internal/lifecycle"
 	"github.com/tempqueues/tempqueues/internal/poll"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/observe"
@@ -69,7 +70,7 @@ type Host struct {
 	gone       bool
 	isClosed   atomic.Bool // closed, for lock-free checks
 
-	closer Closer
+	closer lifecycle.Once
 }
 
 // Open returns the Host for the queue at url, reading its
@@ -700,7 +701,7 @@ func (h *Host) Gone() {
 // when ctx ends (with ctx's error, the unflushed calls abandoned), and is
 // idempotent.
 func (h *Host) Close(ctx context.Context) error {
-	return h.closer.Close(ctx, func() error {
+	return h.closer.Do(ctx, func() error {
 		h.mu.Lock()
 		gone := h.gone
 		h.closed = true
@@ -710,7 +711,7 @@ func (h *Host) Close(ctx context.Context) error {
 		// keep an idle host's Close for up to PollWaitTime. What the server
 		// may still hand it is covered by the release delay below.
 		h.cancel() // aborts the loop, whose context is h.ctx
-		h.wg.Wait()
+		waitErr := lifecycle.Wait(ctx, &h.wg)
 
 		h.mu.Lock()
 		f := h.takeAllLocked()
@@ -736,6 +737,6 @@ func (h *Host) Close(ctx context.Context) error {
 				h.release(m, delay, "closed")
 			}
 		}
-		return errors.Join(h.vis.Close(ctx), h.deletes.Close(ctx))
+		return errors.Join(waitErr, h.vis.Close(ctx), h.deletes.Close(ctx))
 	})
 }

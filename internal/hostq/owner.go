@@ -19,6 +19,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/callbound"
 	"github.com/tempqueues/tempqueues/internal/callcount"
+	"github.com/tempqueues/tempqueues/internal/lifecycle"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -140,7 +141,7 @@ type Owner struct {
 	// looks them up and deletes what exists.
 	maybe map[string]bool
 
-	closer Closer
+	closer lifecycle.Once
 }
 
 type owned struct {
@@ -342,7 +343,7 @@ func (o *Owner) Gone(url string) {
 // owned host queues. It returns when done or when ctx ends, with ctx's error if
 // work was abandoned, and is idempotent.
 func (o *Owner) Close(ctx context.Context) error {
-	return o.closer.Close(ctx, func() error {
+	return o.closer.Do(ctx, func() error {
 		live := o.hosts.Close()
 		o.mu.Lock()
 		hosts := slices.Clone(o.retired)

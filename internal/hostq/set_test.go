@@ -75,32 +75,3 @@ func TestSetRetriesAFailedOpenAndUndoesAfterClose(t *testing.T) {
 		t.Fatalf("Get after Close = %v", err)
 	}
 }
-
-// Closer runs the close once; a second Close waits for the first's result,
-// or gives up at its own context.
-func TestCloserRunsOnceAndLaterCallsWait(t *testing.T) {
-	var c Closer
-	boom := errors.New("boom")
-	started, finish := make(chan struct{}), make(chan struct{})
-	first := make(chan error)
-	go func() {
-		first <- c.Close(context.Background(), func() error {
-			close(started)
-			<-finish
-			return boom
-		})
-	}()
-	<-started
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if err := c.Close(ctx, func() error { t.Error("second close ran"); return nil }); err != context.Canceled {
-		t.Fatalf("Close with a cancelled context while the first runs = %v", err)
-	}
-	close(finish)
-	if err := <-first; err != boom {
-		t.Fatalf("first Close = %v", err)
-	}
-	if err := c.Close(context.Background(), func() error { t.Error("third close ran"); return nil }); err != boom {
-		t.Fatalf("later Close = %v, want the first's result", err)
-	}
-}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/callback"
 	"github.com/tempqueues/tempqueues/internal/heartbeat"
+	"github.com/tempqueues/tempqueues/internal/lifecycle"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -39,8 +40,7 @@ type Reaper struct {
 	closed bool
 	owned  map[string]string // queue URL -> name, of the queues added
 
-	closeOnce sync.Once
-	closeDone chan struct{} // closed when Close has stopped everything
+	stopper lifecycle.Once
 
 	sweeps, deleted atomic.Int64
 
@@ -65,7 +65,6 @@ func New(client sqsapi.Client, optFns ...func(*Config)) (*Reaper, error) {
 		opts:      o,
 		owned:     make(map[string]string),
 		leaseDone: make(chan struct{}),
-		closeDone: make(chan struct{}),
 	}
 	r.hb = heartbeat.New(client, heartbeat.Options{
 		Logger:      o.Logger,
@@ -189,35 +188,29 @@ func (r *Reaper) owns(name string) bool {
 // are idempotent: the next sweeper finishes the job). A Reaper owes nothing
 // to flush, so Close only waits for its goroutines, which takes moments,
 // and returns nil; if ctx ends first it returns ctx's error. It may be
-// called again: later calls wait in the same way.
+// called again: later calls wait for the first one's result
+// (internal/lifecycle).
 //
 // A lease token this process took stays hidden until the next period's
 // window, as it would after any sweep, so the fleet sweeps at its usual
 // pace. Queues keep their tags: the owner deletes them, or they become idle
 // after their retention and a sweeper deletes them.
 func (r *Reaper) Close(ctx context.Context) error {
-	r.closeOnce.Do(func() {
+	return r.stopper.Do(ctx, func() error {
 		r.mu.Lock()
 		r.closed = true
 		r.mu.Unlock()
 		r.cancel()
-		go func() {
-			defer close(r.closeDone)
-			_ = r.hb.Close(context.Background()) // returns once its goroutine has
-			<-r.leaseDone
-		}()
+		if err := r.hb.Close(ctx); err != nil {
+			return err
+		}
+		select {
+		case <-r.leaseDone:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	})
-	select {
-	case <-r.closeDone:
-		return nil
-	default:
-	}
-	select {
-	case <-r.closeDone:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // Stats are counters of a Reaper.
