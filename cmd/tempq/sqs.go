@@ -30,7 +30,7 @@ const serverHelp = `
 The SQS server must be named: --endpoint-url URL (an emulator, such as
 "tempq emulator"; dummy credentials), AWS_ENDPOINT_URL_SQS, or --aws /
 --profile for AWS as the environment configures it (credentials,
-AWS_REGION). A loopback AWS_ENDPOINT_URL_SQS (127.0.0.1, ::1, localhost)
+AWS_REGION); not --endpoint-url and --aws together. A loopback AWS_ENDPOINT_URL_SQS (127.0.0.1, ::1, localhost)
 with no credentials or region configured gets dummy credentials and
 us-east-1 (-v says so); any other keeps the SDK's credential chain. tempq
 never falls back to a server of its own: an operator's command against an
