@@ -74,6 +74,9 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if fs.NArg() > 0 {
 		return usageError("unexpected arguments %v", fs.Args())
 	}
+	if err := checkServerChoice(env); err != nil {
+		return err
+	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if *sweep {

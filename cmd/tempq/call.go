@@ -19,18 +19,9 @@ import (
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
-// attrFlags collects repeated --attr name=value flags.
-type attrFlags map[string]string
-
-func (a attrFlags) String() string { return fmt.Sprint(map[string]string(a)) }
-func (a attrFlags) Set(s string) error {
-	k, v, ok := strings.Cut(s, "=")
-	if !ok || k == "" {
-		return fmt.Errorf("want name=value, got %q", s)
-	}
-	a[k] = v
-	return nil
-}
+// defaultGroupID is the message group of what call and send put on a FIFO
+// queue without --group-id.
+const defaultGroupID = "tempq"
 
 func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("call", "--queue NAME|URL [--timeout 10s] [--attr k=v]... [--group-id ID] [--json] BODY|-", stdout)
@@ -39,7 +30,7 @@ func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	asJSON := fs.Bool("json", false, "print the reply as JSON: body, attributes, request id, round trip")
 	attrs := attrFlags{}
 	fs.Var(attrs, "attr", "String message attribute name=value (repeatable)")
-	groupID := fs.String("group-id", "", "MessageGroupId of the request, for a FIFO queue (default there: \"tempq\"); the deduplication id is the request's own")
+	groupID := fs.String("group-id", "", "message group of the request, for a FIFO queue (default there: \""+defaultGroupID+"\"); the deduplication id is the request's own")
 	server := serverFlags(fs)
 	pos, err := parseInterspersed(fs, args)
 	if err != nil {
@@ -50,6 +41,13 @@ func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	if *timeout <= 0 {
 		return usageError("--timeout must be positive")
+	}
+	if err := checkQueueArg("queue", *queue); err != nil {
+		return err
+	}
+	fifo := strings.HasSuffix(queueNameOf(*queue), ".fifo")
+	if *groupID != "" && !fifo {
+		return usageError("--group-id is for FIFO queues; %s is not one", queueNameOf(*queue))
 	}
 	body := pos[0]
 	if body == "-" {
@@ -69,13 +67,11 @@ func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	in := &sqs.SendMessageInput{QueueUrl: aws.String(queueURL), MessageBody: aws.String(body)}
-	switch fifo := strings.HasSuffix(queueNameOf(queueURL), ".fifo"); {
-	case *groupID != "" && !fifo:
-		return usageError("--group-id is for FIFO queues; %s is not one", queueNameOf(queueURL))
+	switch {
 	case *groupID != "":
 		in.MessageGroupId = groupID
 	case fifo:
-		in.MessageGroupId = aws.String("tempq")
+		in.MessageGroupId = aws.String(defaultGroupID)
 	}
 	if len(attrs) > 0 {
 		in.MessageAttributes = make(map[string]types.MessageAttributeValue, len(attrs))
@@ -102,12 +98,17 @@ func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	start := time.Now()
 	call, err := r.SendMessageAndGetResponseAsync(cctx, in)
 	if err != nil {
+		if errors.Is(err, sqsapi.ErrInvalidInput) {
+			return flagError(err, nil)
+		}
 		return err
 	}
 	reply, err := call.Wait(ctx) // the call ends by itself at --timeout
 	rtt := time.Since(start)
 	if errors.Is(err, requester.ErrTimeout) {
-		return &exitError{code: exitTimeout, err: fmt.Errorf("no reply to request %s within %v", call.RequestID(), *timeout)}
+		return &exitError{code: exitTimeout, err: fmt.Errorf("no reply to request %s within %v: likely no responder serves %s, "+
+			"or the responder refused to reply (its allow-reply-to policy by default admits only requesters at the endpoint URL it uses itself, and localhost is not 127.0.0.1)",
+			call.RequestID(), *timeout, queueNameOf(queueURL))}
 	}
 	if err != nil {
 		return err

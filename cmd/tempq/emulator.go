@@ -66,7 +66,7 @@ func (q *queueFlags) Set(s string) error {
 func runEmulator(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("emulator", "[--addr 127.0.0.1:4566] [--data DIR] [--region us-east-1] [--account 000000000000] [--queue name[:attr=value,...]]... [--latency 2ms [--latency-p99 8ms]] [--until-stdin-eof] [--no-console] [-v]", stdout)
 	addr := fs.String("addr", "127.0.0.1:4566", "address to listen on (port 0 picks a free one)")
-	data := fs.String("data", "", "keep queues and messages in this directory, on disk before each answer, so a restart (even after a crash) loses nothing; empty keeps them in memory")
+	data := optionalStringFlag(fs, "data", "", "keep queues and messages in this directory, on disk before each answer, so a restart (even after a crash) loses nothing; empty keeps them in memory")
 	region := fs.String("region", "us-east-1", "region shown in queue ARNs")
 	account := fs.String("account", "000000000000", "account id shown in queue URLs and ARNs (12 digits)")
 	var queues queueFlags

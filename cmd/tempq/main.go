@@ -1,5 +1,6 @@
 // Command tempq is the tempqueues operator's tool: call a service over SQS,
-// serve an echo responder, list temporary host queues and sweep idle ones,
+// serve an echo responder, create, list, purge and delete queues, send and
+// receive plain messages, list temporary host queues and sweep idle ones,
 // replay a dead-letter queue, print backlog-per-worker figures, run the
 // embedded SQS emulator and its web console, and benchmark.
 //
@@ -47,6 +48,12 @@ var commands = []command{
 	{"console", "serve the web console for any SQS endpoint, on loopback (read-only on AWS)", runConsole},
 	{"call", "send a request and print the reply", runCall},
 	{"serve-echo", "answer requests on a queue with their own body, until Ctrl-C", runServeEcho},
+	{"create-queue", "create a queue (FIFO when its name ends in .fifo) and print its URL", runCreateQueue},
+	{"delete-queue", "delete a queue and its messages", runDeleteQueue},
+	{"purge-queue", "delete every message of a queue", runPurgeQueue},
+	{"list-queues", "list every queue's URL (--prefix to narrow), temporary or not", runListQueues},
+	{"send", "send one message to a queue (no reply awaited: that is call)", runSend},
+	{"receive", "receive messages and print their bodies (--delete deletes them)", runReceive},
 	{"queues", "list temporary host queues: heartbeat age and idle verdict", runQueues},
 	{"sweep", "delete idle temporary queues (--dry-run to list them)", runSweep},
 	{"redrive", "replay a dead-letter queue with backoff; park what keeps failing", runRedrive},
@@ -115,9 +122,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		switch {
 		case errors.As(err, &ee):
 			code = ee.code
-		case errors.Is(err, sqsenv.ErrUsage), errors.Is(err, sqsapi.ErrInvalidInput):
+		case errors.Is(err, sqsapi.ErrInvalidInput):
 			// Input the library rejected before any call is bad usage
-			// too: the body, attributes or queue the command line gave.
+			// too: the body, attributes or queue the command line gave,
+			// named as the command line names it.
+			err, code = flagError(err, nil), exitUsage
+		case errors.Is(err, sqsenv.ErrUsage):
 			code = exitUsage
 		}
 		reportError(stderr, c.name, err, code, wantsJSON(args[1:]))
@@ -125,21 +135,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	reportError(stderr, "", fmt.Errorf("unknown command %q%s (tempq --help lists them)", args[0], suggest(args[0])), exitUsage, wantsJSON(args[1:]))
 	return exitUsage
-}
-
-// flagError turns an option the library rejected into a usage error that
-// names the command's flag, not the Go field it set: flags maps an
-// *sqsapi.InvalidInputError's Param to the flag ("ParkingQueue" to
-// "parking"). Other errors are usage errors as they are.
-func flagError(err error, flags map[string]string) error {
-	var ie *sqsapi.InvalidInputError
-	if errors.As(err, &ie) {
-		if f, ok := flags[ie.Param]; ok {
-			return usageError("%s: %s", f, ie.Reason)
-		}
-		return usageError("%s: %s", ie.Param, ie.Reason)
-	}
-	return usageError("%v", err)
 }
 
 // suggest names the commands an unknown one may have meant: those it
@@ -205,12 +200,18 @@ func usage(w io.Writer) {
 	cs := append([]command(nil), commands...)
 	sort.Slice(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
 	for _, c := range cs {
-		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-13s %s\n", c.name, c.summary)
 	}
 	fmt.Fprint(w, `
+queues and list-queues differ: queues reads the heartbeat tags of
+tempqueues' temporary host queues (those with --prefix, by default
+__RequesterClientQueues__) and says which a sweep would delete; list-queues
+lists the URLs of every queue, as SQS's ListQueues does.
+
 The SQS server: --endpoint-url URL, AWS_ENDPOINT_URL_SQS (a loopback one,
 such as http://127.0.0.1:4566 of "tempq emulator", needs no credentials or
-region), or --aws / --profile for AWS as the environment configures it.
+region), or --aws / --profile for AWS as the environment configures it;
+--endpoint-url and --aws together are refused.
 
 exit codes (every command):
   0  ok
@@ -253,7 +254,7 @@ func parse(fs *flag.FlagSet, args []string) error {
 	if err != nil {
 		return &exitError{code: exitUsage, err: err}
 	}
-	return nil
+	return checkNoEmpty(fs)
 }
 
 // runVersion is `tempq version`: the module version the binary was built

@@ -53,6 +53,13 @@ func (e *buildError) Error() string { return e.err.Error() + "\n" + e.out }
 // tempq runs the built binary and returns its stdout, stderr and exit code.
 func tempq(t *testing.T, env []string, args ...string) (string, string, int) {
 	t.Helper()
+	return tempqStdin(t, "", env, args...)
+}
+
+// tempqStdin is tempq with stdin as the standard input: bodies larger
+// than an argument may be ("-" reads the body from it).
+func tempqStdin(t *testing.T, stdin string, env []string, args ...string) (string, string, int) {
+	t.Helper()
 	bin, err := tempqBinary()
 	if err != nil {
 		t.Fatal(err)
@@ -61,6 +68,7 @@ func tempq(t *testing.T, env []string, args ...string) (string, string, int) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), env...)
+	cmd.Stdin = strings.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err = cmd.Run()

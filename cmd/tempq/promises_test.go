@@ -94,7 +94,7 @@ func TestRejectedInputExitsUsage(t *testing.T) {
 		args = append(args, "--attr", fmt.Sprintf("a%d=v", i))
 	}
 	_, errOut, code := tempq(t, noEnvEndpoint, append(args, append(ep, "x")...)...)
-	if code != exitUsage || !strings.Contains(errOut, "invalid") {
+	if code != exitUsage || !strings.Contains(errOut, "--attr: 10 attributes plus 2 added by tempqueues") {
 		t.Errorf("too many attributes: code %d, stderr %q", code, errOut)
 	}
 }
@@ -158,7 +158,7 @@ func TestSweepRetireDeletesTheLeaseQueue(t *testing.T) {
 		t.Fatal(err)
 	}
 	args := append([]string{"sweep", "--prefix", prefix, "--retire"}, ep...)
-	if _, errOut, code := tempq(t, noEnvEndpoint, args...); code != exitFailure || !strings.Contains(errOut, "1 temporary queues") {
+	if _, errOut, code := tempq(t, noEnvEndpoint, args...); code != exitFailure || !strings.Contains(errOut, "1 temporary queue with prefix") {
 		t.Fatalf("retire with a live queue: code %d, stderr %q", code, errOut)
 	}
 	if _, err := client.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String(reaper.LeaseQueueName(prefix))}); err != nil {

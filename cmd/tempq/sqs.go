@@ -30,7 +30,7 @@ const serverHelp = `
 The SQS server must be named: --endpoint-url URL (an emulator, such as
 "tempq emulator"; dummy credentials), AWS_ENDPOINT_URL_SQS, or --aws /
 --profile for AWS as the environment configures it (credentials,
-AWS_REGION). A loopback AWS_ENDPOINT_URL_SQS (127.0.0.1, ::1, localhost)
+AWS_REGION); not --endpoint-url and --aws together. A loopback AWS_ENDPOINT_URL_SQS (127.0.0.1, ::1, localhost)
 with no credentials or region configured gets dummy credentials and
 us-east-1 (-v says so); any other keeps the SDK's credential chain. tempq
 never falls back to a server of its own: an operator's command against an
@@ -77,6 +77,9 @@ func (s *sqsFlags) logger(stderr io.Writer) *slog.Logger {
 // running fails at once, in one line, instead of after the SDK's retries.
 // Unlike the examples, tempq refuses the embedded server (a usage error).
 func openSQS(ctx context.Context, s *sqsFlags, stderr io.Writer) (*sqsenv.Env, error) {
+	if err := checkServerChoice(s.Flags); err != nil {
+		return nil, err
+	}
 	if s.Embedded() {
 		return nil, usageError("no SQS server named: pass --endpoint-url URL (for example of `tempq emulator`), set " + sqsenv.EndpointEnv + ", or pass --aws or --profile to use AWS")
 	}
@@ -171,21 +174,36 @@ func checkConnect(ctx context.Context, endpoint string) error {
 	return fmt.Errorf("cannot connect to the SQS server at %s: %s", endpoint, reason)
 }
 
-// resolveQueue returns the URL of a queue given by URL or by name (one
-// GetQueueUrl call for a name, one GetQueueAttributes call for a URL), so
-// that a missing queue is reported the same way whichever was given.
 // errNoQueue is matched by resolveQueue's error for a queue that does not
 // exist.
 var errNoQueue = errors.New("does not exist")
 
-func resolveQueue(ctx context.Context, client *sqs.Client, flagName, q string) (string, error) {
+// checkQueueArg checks the value of the queue flag flagName before any
+// call: present, and a queue URL or a valid queue name.
+func checkQueueArg(flagName, q string) error {
 	if q == "" {
-		return "", usageError("--%s is required", flagName)
+		return usageError("--%s is required", flagName)
 	}
 	if strings.Contains(q, "://") {
 		if u, err := url.Parse(q); err != nil || u.Host == "" || queueNameOf(q) == "" {
-			return "", usageError("--%s %q is neither a queue URL nor a valid queue name", flagName, q)
+			return usageError("--%s %q is neither a queue URL nor a valid queue name", flagName, q)
 		}
+		return nil
+	}
+	if !sqsapi.ValidQueueName(q) {
+		return usageError("--%s %q is neither a queue URL nor a valid queue name (1 to %d characters of A-Z a-z 0-9 - _, and .fifo at the end of a FIFO queue's)", flagName, q, sqsapi.MaxQueueNameLength)
+	}
+	return nil
+}
+
+// resolveQueue returns the URL of a queue given by URL or by name (one
+// GetQueueUrl call for a name, one GetQueueAttributes call for a URL), so
+// that a missing queue is reported the same way whichever was given.
+func resolveQueue(ctx context.Context, client *sqs.Client, flagName, q string) (string, error) {
+	if err := checkQueueArg(flagName, q); err != nil {
+		return "", err
+	}
+	if strings.Contains(q, "://") {
 		_, err := client.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{
 			QueueUrl: aws.String(q), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn},
 		})
@@ -203,9 +221,6 @@ func resolveQueue(ctx context.Context, client *sqs.Client, flagName, q string) (
 		default:
 			return "", fmt.Errorf("--%s: GetQueueAttributes %q: %w", flagName, q, err)
 		}
-	}
-	if !sqsapi.ValidQueueName(q) {
-		return "", usageError("--%s %q is neither a queue URL nor a valid queue name", flagName, q)
 	}
 	out, err := client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(q)})
 	if err != nil {

@@ -46,7 +46,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		if err := writeJSON(stdout, map[string]any{
 			"dry_run": *dryRun, "listed": rep.Listed, "kept": rep.Kept, "deleted": nonNil(rep.Deleted),
-			"errors": errs, "duration_seconds": rep.Duration.Seconds(),
+			"skipped": skipped(rep), "errors": errs, "duration_seconds": rep.Duration.Seconds(),
 		}); err != nil {
 			return err
 		}
@@ -58,17 +58,27 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		for _, u := range rep.Deleted {
 			fmt.Fprintf(stdout, "%s %s\n", verb, queueNameOf(u))
 		}
-		// `tempq queues` shows why each kept queue is kept.
-		fmt.Fprintf(stdout, "%d queues listed: %s %d, kept %d, %d errors, in %v\n",
-			rep.Listed, verb, len(rep.Deleted), rep.Kept, len(rep.Errors), rep.Duration.Round(time.Millisecond))
+		// `tempq queues` shows why each kept queue is kept. The four
+		// counts add up to the queues listed.
+		fmt.Fprintf(stdout, "%s listed: %s %d, kept %d, skipped %d (sweeper queues, or gone meanwhile), %s, in %v\n",
+			plural(rep.Listed, "queue"), verb, len(rep.Deleted), rep.Kept, skipped(rep), plural(len(rep.Errors), "error"), rep.Duration.Round(time.Millisecond))
 		for _, e := range rep.Errors {
 			fmt.Fprintln(stderr, e)
 		}
 	}
 	if len(rep.Errors) > 0 {
-		return fmt.Errorf("%d queues could not be inspected or deleted", len(rep.Errors))
+		return fmt.Errorf("%s could not be inspected or deleted", plural(len(rep.Errors), "queue"))
 	}
 	return nil
+}
+
+// skipped is the number of queues a sweep listed but neither inspected nor
+// deleted: the sweepers' own queues under the prefix, which are never
+// temporary (the lease queue <prefix>sweeper.fifo, and a Java sweeper's
+// <prefix> and <prefix>_DLQ), and queues another process deleted during
+// the sweep. With it, deleted + kept + skipped + errors = listed.
+func skipped(rep reaper.Report) int {
+	return max(0, rep.Listed-len(rep.Deleted)-rep.Kept-len(rep.Errors))
 }
 
 func nonNil(s []string) []string {
@@ -128,7 +138,7 @@ func retireLease(ctx context.Context, s *reaper.Sweeper, client *sqs.Client, pre
 		}
 	}
 	if left > 0 {
-		return fmt.Errorf("--retire: %d temporary queues with prefix %q are left (tempq queues lists them); the lease queue stays while a fleet may use it", left, prefix)
+		return fmt.Errorf("--retire: %s with prefix %q left (tempq queues lists them); the lease queue stays while a fleet may use it", plural(left, "temporary queue"), prefix)
 	}
 	out, err := client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(name)})
 	if awserr.IsQueueDoesNotExist(err) {

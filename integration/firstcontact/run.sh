@@ -73,6 +73,33 @@ kill -INT "$serve"
 wait "$serve" || fail "tempq serve-echo exited $? on Ctrl-C"
 exec 4<&-
 
+step "tempq create-queue, send, receive, purge-queue, list-queues, delete-queue"
+# The queue verbs of docs/cli.md, with their output and exit codes.
+url=$("$tempq" create-queue --queue first-orders) || fail "tempq create-queue exited $?"
+expect "tempq create-queue" "$endpoint/000000000000/first-orders" "$url"
+"$tempq" send --queue first-orders --attr tenant=acme "one" >/dev/null || fail "tempq send one exited $?"
+"$tempq" send --queue "$url" "two" >/dev/null || fail "tempq send two exited $?"
+got=$("$tempq" receive --queue first-orders --max 10 --wait 1s --delete | sort) || fail "tempq receive --delete exited $?"
+expect "tempq receive --delete" $'one\ntwo' "$got"
+expect "tempq receive (empty)" "[]" "$("$tempq" receive --queue first-orders --json)"
+"$tempq" send --queue first-orders "three" >/dev/null || fail "tempq send three exited $?"
+expect "tempq purge-queue" "purged $url" "$("$tempq" purge-queue --queue first-orders)"
+expect "tempq receive after the purge" "" "$("$tempq" receive --queue first-orders)"
+expect "tempq list-queues" "$url" "$("$tempq" list-queues --prefix first-)"
+expect "tempq delete-queue" "deleted $url" "$("$tempq" delete-queue --queue first-orders)"
+expect "tempq list-queues (none)" "" "$("$tempq" list-queues --prefix first-)"
+# Bad input: exit 2 naming the flag; a missing queue: exit 1.
+set +e
+err=$("$tempq" send --queue first-orders --delay 16m x 2>&1); code=$?
+set -e
+expect "tempq send --delay 16m: exit code" 2 "$code"
+case $err in *--delay*) ;; *) fail "tempq send --delay 16m said $(printf %q "$err")" ;; esac
+set +e
+err=$("$tempq" receive --queue first-orders 2>&1); code=$?
+set -e
+expect "tempq receive of a deleted queue: exit code" 1 "$code"
+case $err in *'does not exist'*) ;; *) fail "tempq receive of a deleted queue said $(printf %q "$err")" ;; esac
+
 step "the README's program against tempq emulator"
 # A program built on config.LoadDefaultConfig needs what the SDK needs:
 # a region and credentials (any, for an emulator), as README.md says.
