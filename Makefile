@@ -8,7 +8,7 @@ EMULATOR    := integration/emulator
 # internal/testkit/sqstestenv.
 PKGS        := ./...
 
-.PHONY: test emulator redis fmt vet staticcheck unit nested console clients release release-deps clean-emulator
+.PHONY: test emulator redis fmt vet staticcheck unit docs nested console clients release release-deps clean-emulator
 
 test: emulator fmt vet staticcheck unit nested console clients release
 
@@ -43,6 +43,13 @@ staticcheck:
 # their seed corpus as ordinary tests.
 unit:
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+
+# The docs' checks alone, which `unit` runs with the rest: README's quick
+# start is examples/quickstart verbatim, and every ```go block of README.md,
+# CONTRIBUTING.md and docs/*.md compiles (internal/doccheck, one go vet of
+# a generated module in a workspace with the nested modules).
+docs:
+	$(GO) test -count=1 -run 'TestReadmeShowsThisProgram|TestSnippetsCompile|TestGenerate' ./examples/quickstart ./internal/doccheck
 
 # Nested modules (own go.mod, so library users do not inherit their
 # dependencies): redisstore, lambdatempq (and its example, examples/lambda),

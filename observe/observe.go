@@ -30,8 +30,9 @@ const (
 	// returns is called once, with the reply or the call's failure.
 	Send Kind = iota + 1
 	// Reply: a responder is about to send a reply or a streamed message.
-	// Message is as for Send; done is called once with the send's
-	// result (and a nil reply).
+	// Message is as for Send; the done func is called once, with a nil
+	// reply (a send has no answer message) and the send's error, nil if
+	// the message went.
 	Reply
 	// Handled: a responder's handler finished a request. Message is the
 	// request, Duration the handler's time, Err its failure (nil on

@@ -133,21 +133,31 @@ type Options struct {
 	//     response queue's URL, Detail the *Request. ctx carries the values
 	//     of the context the handler (inside all Middleware) ran under, or
 	//     for a streamed message the one given to Send, without their
-	//     cancellation. The done func is called once when the send ends,
-	//     with nil or the error (a failed check included), perhaps on a batch
-	//     call's goroutine. A reply's trace span hangs on this pair.
+	//     cancellation. The Observer may return a done func, of type
+	//     func(reply *types.Message, err error): it is called once when the
+	//     send ends, perhaps on a batch call's goroutine, always with a nil
+	//     reply (a send returns no message; the outgoing one was
+	//     Event.Message) and err nil if the reply was sent, else why not
+	//     (a failed check included, before any call). A reply's trace span
+	//     hangs on this pair.
 	//   - Handled, after each handler run: Duration is the handler's time,
 	//     Err its error (a *PanicError after a panic).
 	//   - Dropped, for a request deleted without its handler run or its
 	//     reply sent; Reason is "expired" (its caller's deadline had
 	//     passed), "refused" (its reply may not go where it asks,
 	//     AllowReplyTo), "reply-queue-gone" (the response queue no longer
-	//     exists) or "duplicate" (answered again from the Store).
+	//     exists), "duplicate" (answered again from the Store),
+	//     "cancelled" (the caller went away, or its deadline passed, while
+	//     the handler ran) or "aborted" (a session ended without an answer;
+	//     its caller was told).
 	//   - Released, for a request made visible again early; Reason is
 	//     "failed" (Retry), "in-progress" (the Store says another consumer
 	//     holds it) or "stopping" (a stop came first), Duration the delay.
 	//     Serve tells it once the release is done; Process, whose caller
 	//     releases, when it decides.
+	//
+	// For kinds other than Reply, the func the Observer returns is never
+	// called: return nil.
 	Observer observe.Observer
 
 	// SessionQueuePrefix starts the name of the host queue a responder

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The release check: publication simulated with no network at all. A
 # clone of the committed tree gets the tags of the version
-# at the top of CHANGELOG.md (docs/versioning.md) and is served as
+# at the top of CHANGELOG.md (docs/versioning.md; "(unreleased)" after it
+# or not) and is served as
 # github.com/tempqueues/tempqueues through git's url.<clone>.insteadOf,
 # with GOPRIVATE, so that the go command fetches it as it would fetch the
 # published repository. A fresh module then runs `go get` on the core and
@@ -52,8 +53,11 @@ quiet() {
 
 mod=github.com/tempqueues/tempqueues
 nested=(redisstore oteltempq lambdatempq sqsgrpc)
-version=$(sed -n 's/^## \(v[0-9][0-9]*\.[0-9][0-9]*\.[0-9][0-9]*\)$/\1/p' "$root/CHANGELOG.md" | head -1)
-[ -n "$version" ] || fail "CHANGELOG.md has no '## vX.Y.Z' heading"
+# The heading is "## vX.Y.Z", or "## vX.Y.Z (unreleased)" until the tags
+# are pushed: the check simulates publishing it either way.
+heading=$(grep -m1 '^## v' "$root/CHANGELOG.md" || true)
+version=$(sed -n 's/^## \(v[0-9][0-9]*\.[0-9][0-9]*\.[0-9][0-9]*\)\( (unreleased)\)\{0,1\}$/\1/p' <<<"$heading")
+[ -n "$version" ] || fail "CHANGELOG.md's first version heading is ${heading:-missing}, want '## vX.Y.Z' or '## vX.Y.Z (unreleased)'"
 
 step "clone and tag $version (in the clone only)"
 git clone -q "$root" "$work/repo"
@@ -64,7 +68,7 @@ for m in "${nested[@]}"; do
 	got=$(sed -n "s#^[[:space:]]*$mod \(v[^[:space:]]*\).*#\1#p" "$clone/$m/go.mod" | head -1)
 	[ "$got" = "$version" ] || fail "$m/go.mod requires $mod ${got:-nothing}, want $version"
 done
-section=$(awk -v v="## $version" '$0 == v {on=1; next} on && /^## v/ {exit} on' "$clone/CHANGELOG.md")
+section=$(awk -v h="$heading" '$0 == h {on=1; next} on && /^## v/ {exit} on' "$clone/CHANGELOG.md")
 previous=${RELEASE_PREVIOUS:-}
 if [ -z "$previous" ]; then
 	previous=$(git -C "$clone" tag --list 'v*' --merged "$head" --sort=-v:refname | grep -vx "$version" | head -1 || true)
