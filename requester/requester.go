@@ -757,8 +757,9 @@ type Stats struct {
 	// could take (mostly responses after a timeout): deleted, counted,
 	// logged once each; and replies to streams that stopped early.
 	LateReplies int64
-	// Calls counts SQS API calls by operation, heartbeats and sweeps
-	// excluded.
+	// Calls counts SQS API requests by operation as SQS bills them and
+	// sqsclient.CallCounter counts them (each attempt, the SDK's retries
+	// included), heartbeats and sweeps excluded.
 	Calls map[string]int64
 }
 

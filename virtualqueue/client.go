@@ -98,9 +98,10 @@ func (c *Client) orphan(ctx context.Context, hostURL, name string, m types.Messa
 // Stats are counters of a Client since New. Options.Observer hears of
 // each message the client settles for nobody.
 type Stats struct {
-	// Calls counts the SQS API calls the client made, by operation
+	// Calls counts the SQS API requests the client made, by operation
 	// ("ReceiveMessage", "DeleteMessageBatch", ...), pass-through calls
-	// included.
+	// included, as SQS bills them and sqsclient.CallCounter counts them
+	// (each attempt, the SDK's retries included).
 	Calls map[string]int64
 	// Orphaned counts host messages no virtual queue could take.
 	Orphaned int64
