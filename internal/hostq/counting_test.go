@@ -11,8 +11,8 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/callcount"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
-	"github.com/tempqueues/tempqueues/sqstest"
 	"github.com/tempqueues/tempqueues/sqsclient"
+	"github.com/tempqueues/tempqueues/sqstest"
 )
 
 // TestCountCallsCountsWhatSQSBills: a call the SDK retries counts once per
