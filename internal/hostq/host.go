@@ -59,6 +59,10 @@ type Host struct {
 	kick    bool               // a short poll asked for one receive
 	pollers int
 	boost   int // pollers past MaxPollers for streams (noteReceiveLocked)
+	// lingerAt: with Options.Linger, when a receive last brought messages
+	// that no later receive has waited past (lingerCovered); zero when
+	// none. The last poller then makes one more receive before it ends.
+	lingerAt time.Time
 	sizer   poll.Sizer
 	held    ledger
 	expiry  expiryHeap
@@ -277,24 +281,34 @@ func (h *Host) startPollersLocked() {
 // poller is one of a host's pollers: it receives while there is demand and
 // routes what it gets. Several may run at once under load; each ends when
 // demand no longer justifies it, so an idle host costs no calls. With
-// Options.Linger the last poller makes one more receive after one that
-// brought messages.
+// Options.Linger, after a receive that brought messages (any poller's),
+// the last poller makes one more receive unless another receive has
+// waited past that moment, so that a reply that follows (a duplicate, or
+// one after its caller gave up) is taken and counted at once, even where
+// a server answers every parked poll when one message arrives and all
+// the pollers stop together.
 type poller struct {
-	h      *Host
-	linger bool
-	start  time.Time // when Want last asked for a receive
+	h     *Host
+	start time.Time // when Want last asked for a receive
 }
 
-// Want asks for a full receive while the demand justifies this poller.
+// lingerCovered is how long past the latest messages an empty receive must
+// return for a linger to be needless: it was parked then and took nothing.
+// A receive the server ended together with the one that brought messages
+// (fauxqs answers every parked poll when one message arrives) returns
+// well within it.
+const lingerCovered = time.Second
+
+// Want asks for a full receive while the demand justifies this poller, or
+// for the one receive a linger owes.
 func (p *poller) Want() int {
 	h := p.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	want := h.wantPollersLocked()
-	if p.linger && want == 0 && h.pollers == 1 {
-		want = 1
-	}
-	if h.closed || h.pollers > want {
+	if want == 0 && h.pollers == 1 && !h.lingerAt.IsZero() && !h.closed {
+		h.lingerAt = time.Time{} // this receive is the linger
+	} else if h.closed || h.pollers > want {
 		h.pollers--
 		return 0
 	}
@@ -315,7 +329,6 @@ func (p *poller) Handle(res poll.Result) bool {
 		return false
 	}
 	if res.Err != nil {
-		p.linger = false
 		h.log.LogAttrs(context.Background(), slog.LevelWarn, "hostq: host queue receive failed",
 			slog.String("queue_url", h.url), slog.Any("error", res.Err))
 		if awserr.IsQueueDoesNotExist(res.Err) {
@@ -332,11 +345,17 @@ func (p *poller) Handle(res poll.Result) bool {
 	}
 	h.log.LogAttrs(context.Background(), slog.LevelDebug, "hostq: host queue receive",
 		slog.String("queue_url", h.url), slog.Int("messages", len(res.Messages)))
-	p.linger = h.opts.Linger && len(res.Messages) > 0
 	if len(res.Messages) > 0 {
 		h.sizer.Note(res.At, len(res.Messages))
 	}
 	h.mu.Lock()
+	switch {
+	case !h.opts.Linger:
+	case len(res.Messages) > 0:
+		h.lingerAt = res.At
+	case !h.lingerAt.IsZero() && res.At.Sub(h.lingerAt) >= lingerCovered:
+		h.lingerAt = time.Time{} // this empty receive waited past them
+	}
 	h.noteReceiveLocked(res.Asked, len(res.Messages), res.At.Sub(p.start))
 	h.startPollersLocked()
 	h.mu.Unlock()
