@@ -92,14 +92,15 @@ func TestSnippetsCompile(t *testing.T) {
 		return
 	}
 
+	goVersion := goDirective(t, filepath.Join(root, "go.mod"))
 	var gowork strings.Builder
-	gowork.WriteString("go 1.24.0\n\nuse (\n\t./snippets\n")
+	gowork.WriteString("go " + goVersion + "\n\nuse (\n\t./snippets\n")
 	for _, m := range []string{".", "redisstore", "oteltempq", "lambdatempq", "sqsgrpc"} {
 		fmt.Fprintf(&gowork, "\t%s\n", filepath.Join(root, m))
 	}
 	gowork.WriteString(")\n")
 	writeFile(t, filepath.Join(work, "go.work"), gowork.String())
-	writeFile(t, filepath.Join(mod, "go.mod"), "module example.com/snippets\n\ngo 1.24.0\n")
+	writeFile(t, filepath.Join(mod, "go.mod"), "module example.com/snippets\n\ngo "+goVersion+"\n")
 
 	// Workspace mode refuses -mod=mod, which GOFLAGS may hold: the
 	// workspace's go.sum files say what to fetch. Other flags stay.
@@ -383,4 +384,21 @@ func mustParse(t *testing.T, src string) *ast.File {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// goDirective returns the Go version a go.mod declares, so that the
+// generated workspace asks for what the modules it uses ask for.
+func goDirective(t *testing.T, gomod string) string {
+	t.Helper()
+	b, err := os.ReadFile(gomod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "go "); ok {
+			return v
+		}
+	}
+	t.Fatalf("%s declares no go version", gomod)
+	return ""
 }
