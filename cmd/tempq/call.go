@@ -107,7 +107,7 @@ func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	rtt := time.Since(start)
 	if errors.Is(err, requester.ErrTimeout) {
 		return &exitError{code: exitTimeout, err: fmt.Errorf("no reply to request %s within %v: likely no responder serves %s, "+
-			"or the responder refused to reply (its allow-reply-to policy by default admits only requesters at the endpoint URL it uses itself, and localhost is not 127.0.0.1)",
+			"or the responder refused to reply (by default it answers only requesters on its own SQS endpoint, account and region; serve-echo's --allow-reply-to widens that; docs/troubleshooting.md)",
 			call.RequestID(), *timeout, queueNameOf(queueURL))}
 	}
 	if err != nil {
