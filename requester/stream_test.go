@@ -210,7 +210,13 @@ func TestStreamWithoutFinalReplyEnds(t *testing.T) {
 func TestStreamStoppedEarlyLeavesNothingBehind(t *testing.T) {
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
-		serve(t, e.raw, streamHandler(100, 5*time.Millisecond), e.queue)
+		// A handler that ignores its context sends all 101 messages, even
+		// after its caller closed the stream or passed its deadline: every
+		// one the caller does not take must be cleared as a late reply.
+		stream := streamHandler(100, 5*time.Millisecond)
+		serve(t, e.raw, responder.HandlerFunc(func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+			return stream(context.WithoutCancel(ctx), req)
+		}), e.queue)
 		var rec observetest.Recorder
 		r := e.requester(t, func(o *requester.Options) { o.Observer = &rec })
 		ctx := context.Background()

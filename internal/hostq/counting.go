@@ -13,32 +13,38 @@ import (
 
 // CountCalls returns client wrapped to count in n, by operation, the
 // requests each call sends: every attempt, the SDK's retries included, as
-// SQS bills them and sqsclient.CallCounter counts them. The attempts are
-// counted by an SDK middleware each call adds; a client without the SDK's
-// middleware stack (a fake) counts one per call.
+// SQS bills them and sqsclient.CallCounter counts them. A call counts one
+// as it starts (a long poll in flight is counted); an SDK middleware each
+// call adds counts its later attempts (a client without the SDK's
+// middleware stack, a fake, makes none).
 func CountCalls(client sqsapi.Client, n *callcount.Counter) sqsapi.Client {
 	return counting{next: client, n: n}
 }
 
-// count makes one call of op through call, with an option that counts
-// its attempts, and adds them to n.
+// count makes one call of op through call, counting its first attempt at
+// once and the others as the SDK makes them.
 func count[O any](n *callcount.Counter, op string, o []func(*sqs.Options), call func(...func(*sqs.Options)) (O, error)) (O, error) {
-	var a attempts
-	out, err := call(append(o[:len(o):len(o)], a.option)...)
-	n.Add(op, max(a.n.Load(), 1))
-	return out, err
+	n.Add(op, 1)
+	a := &attempts{n: n, op: op}
+	return call(append(o[:len(o):len(o)], a.option)...)
 }
 
-// attempts counts the attempts of one call: its middleware runs after the
-// SDK's retry loop, once per request sent.
-type attempts struct{ n atomic.Int64 }
+// attempts counts the attempts of one call after its first: its
+// middleware runs after the SDK's retry loop, once per request sent.
+type attempts struct {
+	n    *callcount.Counter
+	op   string
+	sent atomic.Int64
+}
 
 func (a *attempts) option(o *sqs.Options) { o.APIOptions = append(o.APIOptions, a.register) }
 
 func (a *attempts) register(stack *middleware.Stack) error {
 	return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("tempqueues.CountCalls",
 		func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
-			a.n.Add(1)
+			if a.sent.Add(1) > 1 {
+				a.n.Add(a.op, 1)
+			}
 			return next.HandleFinalize(ctx, in)
 		}), middleware.After)
 }

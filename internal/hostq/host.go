@@ -63,10 +63,10 @@ type Host struct {
 	// that no later receive has waited past (lingerCovered); zero when
 	// none. The last poller then makes one more receive before it ends.
 	lingerAt time.Time
-	sizer   poll.Sizer
-	held    ledger
-	expiry  expiryHeap
-	wake    chan struct{}
+	sizer    poll.Sizer
+	held     ledger
+	expiry   expiryHeap
+	wake     chan struct{}
 	// maintainAt is when the maintenance goroutine wakes by itself: only an
 	// earlier deadline needs a signal.
 	maintainAt time.Time
