@@ -1,6 +1,6 @@
 module github.com/tempqueues/tempqueues/redisstore
 
-go 1.24.0
+go 1.25.0
 
 require (
 	github.com/aws/aws-sdk-go-v2 v1.47.7

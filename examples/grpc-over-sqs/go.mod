@@ -1,6 +1,6 @@
 module github.com/tempqueues/tempqueues/examples/grpc-over-sqs
 
-go 1.24.0
+go 1.25.0
 
 replace (
 	github.com/tempqueues/tempqueues => ../..

@@ -1,6 +1,6 @@
 module github.com/tempqueues/tempqueues/examples/lambda
 
-go 1.24.0
+go 1.25.0
 
 require (
 	github.com/aws/aws-lambda-go v1.54.0

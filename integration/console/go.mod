@@ -1,6 +1,6 @@
 module github.com/tempqueues/tempqueues/integration/console
 
-go 1.25
+go 1.25.0
 
 replace github.com/tempqueues/tempqueues => ../..
 
