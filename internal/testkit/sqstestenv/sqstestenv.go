@@ -17,6 +17,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,7 +48,8 @@ type Backend struct {
 	// controls (clock, faults, call counts); nil for the others.
 	Server *sqstest.Server
 
-	awsConfig *aws.Config // set for "aws"
+	awsConfig *aws.Config  // set for "aws"
+	handler   http.Handler // set for InProcess: clients call it directly
 }
 
 // Client returns a new SDK client for the backend with its own API-call
@@ -58,6 +60,9 @@ func (b *Backend) Client(tb testing.TB) (*sqs.Client, *callcount.Counter) {
 	if b.awsConfig != nil {
 		return sqs.NewFromConfig(*b.awsConfig, sqs.WithAPIOptions(counter.Register), httpbody.Buffer), counter
 	}
+	if b.handler != nil {
+		return inProcessClient(b.handler, counter), counter
+	}
 	return NewClient(b.Endpoint, counter), counter
 }
 
@@ -66,7 +71,7 @@ func (b *Backend) Client(tb testing.TB) (*sqs.Client, *callcount.Counter) {
 // (sqsclient.BufferRequestBodies, as every client should have) and, if
 // counter is not nil, the API-call
 // counter installed.
-func NewClient(endpoint string, counter *callcount.Counter) *sqs.Client {
+func NewClient(endpoint string, counter *callcount.Counter, optFns ...func(*sqs.Options)) *sqs.Client {
 	opts := sqs.Options{
 		Region:       "us-east-1",
 		BaseEndpoint: aws.String(endpoint),
@@ -75,7 +80,7 @@ func NewClient(endpoint string, counter *callcount.Counter) *sqs.Client {
 	if counter != nil {
 		opts.APIOptions = append(opts.APIOptions, counter.Register)
 	}
-	return sqs.New(opts, httpbody.Buffer)
+	return sqs.New(opts, append([]func(*sqs.Options){httpbody.Buffer}, optFns...)...)
 }
 
 var (
