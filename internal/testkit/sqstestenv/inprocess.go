@@ -53,8 +53,8 @@ func (t handlerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // inProcessClient is NewClient for a backend served in process.
-func inProcessClient(h http.Handler, counter *callcount.Counter) *sqs.Client {
-	return NewClient(inProcessEndpoint, counter, func(o *sqs.Options) {
+func inProcessClient(h http.Handler, counter *callcount.Counter, optFns ...func(*sqs.Options)) *sqs.Client {
+	return NewClient(inProcessEndpoint, counter, append([]func(*sqs.Options){func(o *sqs.Options) {
 		o.HTTPClient = &http.Client{Transport: handlerTransport{h}}
-	})
+	}}, optFns...)...)
 }

@@ -53,24 +53,24 @@ type Backend struct {
 }
 
 // Client returns a new SDK client for the backend with its own API-call
-// counter.
-func (b *Backend) Client(tb testing.TB) (*sqs.Client, *callcount.Counter) {
+// counter; optFns adjust the client's options.
+func (b *Backend) Client(tb testing.TB, optFns ...func(*sqs.Options)) (*sqs.Client, *callcount.Counter) {
 	tb.Helper()
 	counter := new(callcount.Counter)
 	if b.awsConfig != nil {
-		return sqs.NewFromConfig(*b.awsConfig, sqs.WithAPIOptions(counter.Register), httpbody.Buffer), counter
+		return sqs.NewFromConfig(*b.awsConfig, append([]func(*sqs.Options){sqs.WithAPIOptions(counter.Register), httpbody.Buffer}, optFns...)...), counter
 	}
 	if b.handler != nil {
-		return inProcessClient(b.handler, counter), counter
+		return inProcessClient(b.handler, counter, optFns...), counter
 	}
-	return NewClient(b.Endpoint, counter), counter
+	return NewClient(b.Endpoint, counter, optFns...), counter
 }
 
 // NewClient returns an SDK client for a local SQS-compatible endpoint, with
 // static dummy credentials, region us-east-1, httpbody.Buffer
 // (sqsclient.BufferRequestBodies, as every client should have) and, if
-// counter is not nil, the API-call
-// counter installed.
+// counter is not nil, the API-call counter installed; optFns adjust the
+// options.
 func NewClient(endpoint string, counter *callcount.Counter, optFns ...func(*sqs.Options)) *sqs.Client {
 	opts := sqs.Options{
 		Region:       "us-east-1",
@@ -80,7 +80,8 @@ func NewClient(endpoint string, counter *callcount.Counter, optFns ...func(*sqs.
 	if counter != nil {
 		opts.APIOptions = append(opts.APIOptions, counter.Register)
 	}
-	return sqs.New(opts, append([]func(*sqs.Options){httpbody.Buffer}, optFns...)...)
+	// Buffer last, so that it wraps an HTTP client optFns set.
+	return sqs.New(opts, append(optFns, httpbody.Buffer)...)
 }
 
 var (
