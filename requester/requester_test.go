@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -203,13 +204,36 @@ func TestCancelledContextIsNotATimeout(t *testing.T) {
 	})
 }
 
+// TestAsyncCallsShareOnePoller sends 50 async calls at once to a
+// responder that answers after 100 ms: they share the one host queue and
+// its pollers, with no receive and no goroutine per call. It runs in a
+// synctest bubble on an in-process sqstest, so that the calls are all
+// pending when the receives and goroutines are counted, and the host's
+// pollers follow its demand rule: one receive per 10 waiting calls, up to 4
+// (hostq's demandPollers), and one spare.
 func TestAsyncCallsShareOnePoller(t *testing.T) {
-	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
-		e := newEnv(t, b)
-		r := e.requester(t)
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, sqstestenv.InProcess(t))
+		e.counter.Reset()
+		hostReceives := &receiveCounter{Client: e.raw, prefix: e.prefix}
+		r, err := requester.New(hostReceives, func(o *requester.Options) {
+			o.Prefix = e.prefix
+			o.DisableSweeping = true
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = r.Close(context.Background()) })
 		ctx, stop := context.WithCancel(context.Background())
 		defer stop()
 		e.rawResponder(t, ctx, 100*time.Millisecond)
+		// The host queue first, with the requester's goroutines that live
+		// with it (its pollers park only while calls wait).
+		if _, err := r.SendMessageAndGetResponse(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("warm-up")}); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		goroutines := libraryGoroutines()
 		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		defer cancel()
 		calls := make([]*requester.Call, 50)
@@ -220,13 +244,75 @@ func TestAsyncCallsShareOnePoller(t *testing.T) {
 			}
 			calls[i] = c
 		}
+		// All 50 wait (the responder answers at 100 ms of the bubble's
+		// clock, which has not moved): count what they cost.
+		synctest.Wait()
+		inFlight, peak := hostReceives.now()
+		extra := libraryGoroutines() - goroutines
+		t.Logf("50 pending calls: %d host receives in flight (peak %d), %d more goroutines", inFlight, peak, extra)
+		if inFlight > 5 || peak > 5 {
+			t.Errorf("%d receives of the host queue in flight (peak %d) for 50 waiting calls, want at most 5: 4 by the demand (one per 10 waiting), one spare", inFlight, peak)
+		}
+		if extra > 10 {
+			t.Errorf("%d goroutines more with 50 calls pending: want no goroutine per call", extra)
+		}
 		for i, c := range calls {
 			m, err := c.Wait(context.Background())
 			if err != nil || aws.ToString(m.Body) != fmt.Sprint("re: ", i) {
 				t.Fatalf("call %d: %v %v", i, m, err)
 			}
 		}
+		if n := e.counter.Get("CreateQueue"); n != 1 {
+			t.Errorf("%d CreateQueue calls: want the one host queue", n)
+		}
+		if _, peak := hostReceives.now(); peak > 5 {
+			t.Errorf("peak of %d host receives in flight, want at most 5", peak)
+		}
 	})
+}
+
+// libraryGoroutines counts the goroutines running the library's code, less
+// the test's own (rawResponder's, which sleeps before each reply).
+func libraryGoroutines() int {
+	n := 0
+	for _, g := range leakcheck.Leaked() {
+		if !strings.Contains(g, "requester_test.go") {
+			n++
+		}
+	}
+	return n
+}
+
+// receiveCounter counts the receives of queues whose name starts with
+// prefix (a requester's host queues) that are in flight, and their peak.
+type receiveCounter struct {
+	sqsapi.Client
+	prefix         string
+	mu             sync.Mutex
+	inFlight, peak int
+}
+
+func (c *receiveCounter) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput, optFns ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error) {
+	u := aws.ToString(in.QueueUrl)
+	if !strings.HasPrefix(u[strings.LastIndexByte(u, '/')+1:], c.prefix) {
+		return c.Client.ReceiveMessage(ctx, in, optFns...)
+	}
+	c.mu.Lock()
+	c.inFlight++
+	c.peak = max(c.peak, c.inFlight)
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.inFlight--
+		c.mu.Unlock()
+	}()
+	return c.Client.ReceiveMessage(ctx, in, optFns...)
+}
+
+func (c *receiveCounter) now() (inFlight, peak int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.inFlight, c.peak
 }
 
 func TestSendFailureLeaksNothing(t *testing.T) {

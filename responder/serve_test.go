@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/testkit/observetest"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -735,12 +737,14 @@ func (c *visOrderClient) ChangeMessageVisibilityBatch(ctx context.Context, in *s
 // that same call (or before it is answered): SQS could apply the release
 // first and the extension would hide the request for a visibility timeout.
 // Request B's extension is held in flight, so request A's extension, made a
-// tick later, waits in the coalescer when A's handler fails.
+// tick later, waits in the coalescer when A's handler fails. The test runs
+// in a synctest bubble, where those ticks come on the bubble's clock, and
+// checks that the race is reached: when A's handler fails, B's extension is
+// in flight and A's waits.
 func TestReleaseNeverOvertakesAnExtension(t *testing.T) {
 	t.Parallel()
-	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
-		t.Parallel()
-		e := newEnv(t, be)
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, sqstestenv.InProcess(t))
 		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "4"})
 		c := &visOrderClient{Client: e.client, hold: make(chan struct{}), extending: make(map[string]int)}
 		var holdOnce sync.Once
@@ -754,6 +758,7 @@ func TestReleaseNeverOvertakesAnExtension(t *testing.T) {
 		})
 		failedA, stopB := make(chan struct{}), make(chan struct{})
 		var runsA atomic.Int32
+		var heldB, waitingA int
 		serve(t, r, reqQ, HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
 			switch req.Body() {
 			case "B":
@@ -761,8 +766,15 @@ func TestReleaseNeverOvertakesAnExtension(t *testing.T) {
 				return &Reply{Body: "ok"}, nil
 			case "A":
 				if runsA.Add(1) == 1 {
-					// Past A's first extension tick (2 to 3 s after receipt).
+					// Past A's first extension tick (2 to 3 s after receipt),
+					// on the bubble's clock.
 					time.Sleep(3500 * time.Millisecond)
+					c.mu.Lock()
+					for _, n := range c.extending {
+						heldB += n
+					}
+					c.mu.Unlock()
+					waitingA = r.vis.Pending()
 					close(failedA)
 					return nil, errors.New("A fails once")
 				}
@@ -771,16 +783,15 @@ func TestReleaseNeverOvertakesAnExtension(t *testing.T) {
 		}))
 		t.Cleanup(func() { close(stopB) }) // runs before serve's cleanup stops Serve
 		e.request(reqQ, "B", "", "rid-b")
-		time.Sleep(1200 * time.Millisecond)
+		testtime.Advance(1200 * time.Millisecond)
 		e.request(reqQ, "A", "", "rid-a")
-		select {
-		case <-failedA:
-		case <-time.After(20 * time.Second):
-			t.Fatal("A's handler never failed")
+		<-failedA
+		if heldB != 1 || waitingA != 1 {
+			t.Fatalf("when A's handler failed: %d extension calls in flight, %d extensions waiting; want B's held and A's waiting, or the race is not reached", heldB, waitingA)
 		}
-		time.Sleep(200 * time.Millisecond) // A's release is submitted
+		synctest.Wait() // A's release is submitted
 		unhold()
-		waitFor(t, "A run again after its release", func() bool { return runsA.Load() >= 2 })
+		testtime.Eventually(t, time.Minute, "A run again after its release", func() bool { return runsA.Load() >= 2 })
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if len(c.overtaken) > 0 || c.releases == 0 {

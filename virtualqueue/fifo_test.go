@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -107,7 +108,7 @@ func TestFIFOHostKeepsEachVirtualQueueInOrder(t *testing.T) {
 		if err != nil || a.Attributes["FifoQueue"] != "true" || a.Attributes["ContentBasedDeduplication"] != "false" {
 			t.Fatalf("virtual queue attributes %v, %v", a, err)
 		}
-		eventually(t, 5*time.Second, "host queue empty", func() bool { v, f := e.hostCounts(); return v == 0 && f == 0 })
+		testtime.Eventually(t, 5*time.Second, "host queue empty", func() bool { v, f := e.hostCounts(); return v == 0 && f == 0 })
 	})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -123,14 +124,10 @@ func (e *env) hostCounts() (visible, inflight int) {
 	return visible, inflight
 }
 
-// eventually polls cond until it holds or within passes.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
+// inBubble runs fn in a testing/synctest bubble with an in-process
+// sqstest server made in it: the backend of the tests whose subject is
+// time (expiry, lingering, shutdown), which then cost no real time.
+func inBubble(t *testing.T, fn func(t *testing.T, b *sqstestenv.Backend)) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	synctest.Test(t, func(t *testing.T) { fn(t, sqstestenv.InProcess(t)) })
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -18,6 +20,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/testkit/leakcheck"
 	"github.com/tempqueues/tempqueues/internal/testkit/observetest"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/sqsapi"
 	"github.com/tempqueues/tempqueues/virtualqueue"
@@ -65,7 +68,7 @@ func TestRoutingAcrossManyVirtualQueues(t *testing.T) {
 		if s := c.Stats(); s.Orphaned != 0 {
 			t.Fatalf("stats %+v: want 0 orphaned", s)
 		}
-		eventually(t, 5*time.Second, "host queue empty", func() bool { v, f := e.hostCounts(); return v == 0 && f == 0 })
+		testtime.Eventually(t, 5*time.Second, "host queue empty", func() bool { v, f := e.hostCounts(); return v == 0 && f == 0 })
 	})
 }
 
@@ -108,7 +111,7 @@ func TestJavaWireFormat(t *testing.T) {
 }
 
 func TestIdleExpiryAndRecreation(t *testing.T) {
-	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b, 30)
 		c := e.client()
 		idle := e.createVQ(c, "idle", sqsapi.IdleQueueRetentionPeriodAttribute, "1")
@@ -119,7 +122,7 @@ func TestIdleExpiryAndRecreation(t *testing.T) {
 			_, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(busy), WaitTimeSeconds: 3})
 			done <- err
 		}()
-		eventually(t, 5*time.Second, "idle queue expiry", func() bool {
+		testtime.Eventually(t, 5*time.Second, "idle queue expiry", func() bool {
 			_, err := c.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(idle)})
 			var qdne *types.QueueDoesNotExist
 			return errors.As(err, &qdne)
@@ -150,7 +153,7 @@ func TestIdleExpiryAndRecreation(t *testing.T) {
 			t.Fatal(err)
 		}
 		reborn := e.createVQ(c, "reborn")
-		time.Sleep(1500 * time.Millisecond)
+		testtime.Advance(1500 * time.Millisecond)
 		if _, err := c.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(reborn)}); err != nil {
 			t.Fatalf("re-created queue without retention was deleted: %v", err)
 		}
@@ -158,7 +161,7 @@ func TestIdleExpiryAndRecreation(t *testing.T) {
 }
 
 func TestOrphansDeletedCountedOrReleased(t *testing.T) {
-	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b, 30)
 		c := e.client()
 		u := e.createVQ(c, "known")
@@ -166,9 +169,9 @@ func TestOrphansDeletedCountedOrReleased(t *testing.T) {
 		send(t, c, e.host+"#unknown", "unknown name")
 		send(t, c, u, "known")
 		receiveN(t, c, u, 1, 10*time.Second)
-		eventually(t, 10*time.Second, "two orphans", func() bool { return c.Stats().Orphaned == 2 })
+		testtime.Eventually(t, 10*time.Second, "two orphans", func() bool { return c.Stats().Orphaned == 2 })
 		// Deleted: only the known message remains (in flight, not yet deleted).
-		eventually(t, 5*time.Second, "orphans deleted", func() bool { v, f := e.hostCounts(); return v == 0 && f == 1 })
+		testtime.Eventually(t, 5*time.Second, "orphans deleted", func() bool { v, f := e.hostCounts(); return v == 0 && f == 1 })
 
 		// Release policy: an orphan stays on the host for another process.
 		e2 := newEnv(t, b, 30)
@@ -184,7 +187,7 @@ func TestOrphansDeletedCountedOrReleased(t *testing.T) {
 		send(t, c2, e2.host+"#stranger", "for someone else")
 		send(t, c2, u2, "mine")
 		receiveN(t, c2, u2, 1, 10*time.Second)
-		eventually(t, 10*time.Second, "orphan handled", func() bool { _, ok := handled.Load("stranger"); return ok })
+		testtime.Eventually(t, 10*time.Second, "orphan handled", func() bool { _, ok := handled.Load("stranger"); return ok })
 		if _, inflight := e2.hostCounts(); inflight != 2 {
 			t.Fatalf("released orphan: host has %d in flight, want 2 (mine, and the orphan hidden for an hour)", inflight)
 		}
@@ -192,7 +195,7 @@ func TestOrphansDeletedCountedOrReleased(t *testing.T) {
 }
 
 func TestAtLeastOnceAcrossClose(t *testing.T) {
-	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b, 2)
 		var rec observetest.Recorder
 		c1 := mustNew(t, e.raw, func(o *virtualqueue.Options) { o.PollWaitTime = time.Second; o.Observer = &rec })
@@ -203,7 +206,7 @@ func TestAtLeastOnceAcrossClose(t *testing.T) {
 		// A message for "other" gets buffered while someone waits on "worker".
 		send(t, c1, other, "buffered")
 		go c1.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(u), WaitTimeSeconds: 5})
-		eventually(t, 10*time.Second, "buffered message", func() bool {
+		testtime.Eventually(t, 10*time.Second, "buffered message", func() bool {
 			out, err := c1.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{
 				QueueUrl: aws.String(other), AttributeNames: []types.QueueAttributeName{"ApproximateNumberOfMessages"},
 			})
@@ -240,7 +243,7 @@ func leakcheckAfterClose(t *testing.T, c *virtualqueue.Client) {
 }
 
 func TestBufferedMessagesReleasedBeforeVisibilityEnds(t *testing.T) {
-	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b, 2)
 		var rec observetest.Recorder
 		c := e.client(func(o *virtualqueue.Options) { o.Observer = &rec }) // releases 500ms before the 2s visibility ends
@@ -248,7 +251,7 @@ func TestBufferedMessagesReleasedBeforeVisibilityEnds(t *testing.T) {
 		idle := e.createVQ(c, "idle")
 		send(t, c, idle, "nobody takes me")
 		go c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(waiting), WaitTimeSeconds: 1})
-		eventually(t, 5*time.Second, "release", func() bool { return rec.Count(observe.Released, "expiring") >= 1 })
+		testtime.Eventually(t, 5*time.Second, "release", func() bool { return rec.Count(observe.Released, "expiring") >= 1 })
 		// Released, not lost: a receive on the idle queue gets it routed again.
 		if m := receiveN(t, c, idle, 1, 10*time.Second)[0]; *m.Body != "nobody takes me" {
 			t.Fatalf("got %q", *m.Body)
@@ -291,15 +294,37 @@ func TestBatchingCoalescesCalls(t *testing.T) {
 	})
 }
 
+// TestIdleHostCostsNoCalls checks that a host whose virtual queues nobody
+// receives from makes no call at all, for an hour of a synctest bubble's
+// clock, and that the same host polls as soon as a receive waits (so that
+// the count could see a poller).
 func TestIdleHostCostsNoCalls(t *testing.T) {
-	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b, 30)
 		c := e.client()
-		e.createVQ(c, "a")
+		a := e.createVQ(c, "a")
 		e.createVQ(c, "b")
-		time.Sleep(300 * time.Millisecond)
+		synctest.Wait()
+		before := e.counter.Snapshot()
+		testtime.Advance(time.Hour)
+		if after := e.counter.Snapshot(); !maps.Equal(before, after) {
+			t.Fatalf("an idle host made calls in an hour: %v before, %v after", before, after)
+		}
 		if got := c.Stats().Calls["ReceiveMessage"]; got != 0 {
 			t.Fatalf("idle host polled %d times", got)
+		}
+		// A receiver makes it poll at once.
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(a), WaitTimeSeconds: 1})
+			done <- err
+		}()
+		synctest.Wait()
+		if got := c.Stats().Calls["ReceiveMessage"]; got != 1 {
+			t.Errorf("%d host receives with a receiver waiting, want 1", got)
+		}
+		if err := <-done; err != nil {
+			t.Fatal(err)
 		}
 	})
 }
@@ -309,7 +334,7 @@ func TestIdleHostCostsNoCalls(t *testing.T) {
 // nobody waits, and stops when it comes back empty. Without Linger it stops
 // at once.
 func TestLingerPollsOnceMore(t *testing.T) {
-	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		for _, linger := range []bool{false, true} {
 			e := newEnv(t, b, 30)
 			c := e.client(func(o *virtualqueue.Options) { o.Linger = linger; o.PollWaitTime = time.Second })
@@ -320,8 +345,8 @@ func TestLingerPollsOnceMore(t *testing.T) {
 			if linger {
 				want = 2
 			}
-			eventually(t, 5*time.Second, "lingering receive", func() bool { return c.Stats().Calls["ReceiveMessage"] >= want })
-			time.Sleep(2500 * time.Millisecond) // the lingering long poll runs out, and nothing follows
+			testtime.Eventually(t, 5*time.Second, "lingering receive", func() bool { return c.Stats().Calls["ReceiveMessage"] >= want })
+			testtime.Advance(2500 * time.Millisecond) // the lingering long poll runs out, and nothing follows
 			if got := c.Stats().Calls["ReceiveMessage"]; got != want {
 				t.Errorf("Linger %v: %d receives, want %d", linger, got, want)
 			}
@@ -330,7 +355,7 @@ func TestLingerPollsOnceMore(t *testing.T) {
 }
 
 func TestHostQueueDeletedUnderClient(t *testing.T) {
-	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b, 30)
 		c := e.client()
 		u := e.createVQ(c, "v")
@@ -339,7 +364,7 @@ func TestHostQueueDeletedUnderClient(t *testing.T) {
 			_, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(u), WaitTimeSeconds: 20})
 			errc <- err
 		}()
-		time.Sleep(200 * time.Millisecond)
+		testtime.Advance(200 * time.Millisecond)
 		if _, err := e.raw.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(e.host)}); err != nil {
 			t.Fatal(err)
 		}
@@ -357,7 +382,7 @@ func TestHostQueueDeletedUnderClient(t *testing.T) {
 // Deleting a host queue through the client (or finding it gone) drops its
 // virtual queues and wakes their receivers.
 func TestDeletingTheHostDropsItsQueuesAndWakesReceivers(t *testing.T) {
-	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b, 30)
 		c := e.client()
 		u := e.createVQ(c, "v")
@@ -367,7 +392,7 @@ func TestDeletingTheHostDropsItsQueuesAndWakesReceivers(t *testing.T) {
 			_, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(u), WaitTimeSeconds: 20})
 			errc <- err
 		}()
-		eventually(t, 5*time.Second, "the receive waits", func() bool { return c.Stats().Calls["ReceiveMessage"] >= 1 })
+		testtime.Eventually(t, 5*time.Second, "the receive waits", func() bool { return c.Stats().Calls["ReceiveMessage"] >= 1 })
 		calls := e.counter.Total()
 
 		if _, err := c.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: aws.String(e.host)}); err != nil {
@@ -398,7 +423,7 @@ func TestDeletingTheHostDropsItsQueuesAndWakesReceivers(t *testing.T) {
 }
 
 func TestCloseWakesReceiversAndStopsEverything(t *testing.T) {
-	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b, 30)
 		c := mustNew(t, e.raw)
 		u := e.createVQ(c, "v")
@@ -411,7 +436,7 @@ func TestCloseWakesReceiversAndStopsEverything(t *testing.T) {
 			_, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(u), WaitTimeSeconds: 20})
 			errc <- err
 		}()
-		time.Sleep(200 * time.Millisecond)
+		testtime.Advance(200 * time.Millisecond)
 		start := time.Now()
 		if err := c.Close(context.Background()); err != nil {
 			t.Fatal(err)
@@ -540,7 +565,7 @@ func (l *losing) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput
 // A virtual queue holding messages nobody has taken is not idle: expiring it
 // would delete them (orphans) unread.
 func TestBufferedMessagesKeepQueueAlive(t *testing.T) {
-	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b, 30)
 		c := e.client()
 		u := e.createVQ(c, "slow-consumer", sqsapi.IdleQueueRetentionPeriodAttribute, "1")
@@ -551,13 +576,13 @@ func TestBufferedMessagesKeepQueueAlive(t *testing.T) {
 			t.Fatalf("first receive: %v %v", first, err)
 		}
 		// Wait for the second to be buffered, then stay idle past the retention.
-		eventually(t, 5*time.Second, "second message buffered", func() bool {
+		testtime.Eventually(t, 5*time.Second, "second message buffered", func() bool {
 			out, err := c.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{
 				QueueUrl: aws.String(u), AttributeNames: []types.QueueAttributeName{"ApproximateNumberOfMessages"},
 			})
 			return err == nil && out.Attributes["ApproximateNumberOfMessages"] == "1"
 		})
-		time.Sleep(2500 * time.Millisecond)
+		testtime.Advance(2500 * time.Millisecond)
 		if _, err := c.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(u)}); err != nil || c.Stats().Orphaned != 0 {
 			t.Fatalf("the queue expired with a buffered message: %v, %+v", err, c.Stats())
 		}
@@ -585,7 +610,7 @@ func TestPanickingOrphanHandlerIsRecovered(t *testing.T) {
 		send(t, c, e.host+"#stranger", "orphan")
 		send(t, c, u, "mine")
 		receiveN(t, c, u, 1, 10*time.Second)
-		eventually(t, 10*time.Second, "handler called", func() bool { return calls.Load() == 1 })
+		testtime.Eventually(t, 10*time.Second, "handler called", func() bool { return calls.Load() == 1 })
 		send(t, c, u, "after the panic")
 		receiveN(t, c, u, 1, 10*time.Second)
 		if _, inflight := e.hostCounts(); inflight < 2 {

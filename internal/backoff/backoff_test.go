@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -61,19 +62,37 @@ func TestDelayDeterministicRand(t *testing.T) {
 	}
 }
 
+// TestSleepHonoursContext runs in a synctest bubble: its clock moves only
+// when Sleep waits, so the durations it measures are exact.
 func TestSleepHonoursContext(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	start := time.Now()
-	if err := Sleep(ctx, time.Hour); err != context.Canceled {
-		t.Fatalf("Sleep on cancelled ctx = %v", err)
-	}
-	if time.Since(start) > time.Second {
-		t.Fatal("Sleep did not return promptly on a cancelled context")
-	}
-	if err := Sleep(context.Background(), time.Millisecond); err != nil {
-		t.Fatal(err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		start := time.Now()
+		if err := Sleep(ctx, time.Hour); err != context.Canceled {
+			t.Fatalf("Sleep on cancelled ctx = %v", err)
+		}
+		if d := time.Since(start); d != 0 {
+			t.Fatalf("Sleep on a cancelled context waited %v", d)
+		}
+		start = time.Now()
+		if err := Sleep(context.Background(), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d != time.Minute {
+			t.Fatalf("Sleep(1m) waited %v", d)
+		}
+		// A context that ends during the sleep ends it then.
+		ctx, cancel = context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		start = time.Now()
+		if err := Sleep(ctx, time.Hour); err != context.DeadlineExceeded {
+			t.Fatalf("Sleep past its context's deadline = %v", err)
+		}
+		if d := time.Since(start); d != time.Second {
+			t.Fatalf("Sleep returned %v after it began, want at its context's deadline (1s)", d)
+		}
+	})
 }
 
 func TestJitterRange(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/tempqueues/tempqueues/internal/clock"
@@ -141,16 +142,14 @@ func (f *fakeClock) add(d time.Duration) {
 	f.mu.Unlock()
 }
 
-// waitCalls waits until r has seen n calls.
+// waitCalls waits until every goroutine of the test's bubble is blocked and
+// checks that r has seen n calls by then.
 func waitCalls(t *testing.T, r *recorder, n int) {
 	t.Helper()
-	for range 5000 {
-		if len(r.calls()) >= n {
-			return
-		}
-		time.Sleep(time.Millisecond)
+	synctest.Wait()
+	if len(r.calls()) < n {
+		t.Fatalf("calls = %v, want %d", r.calls(), n)
 	}
-	t.Fatalf("calls = %v, want %d", r.calls(), n)
 }
 
 // TestDoOvertakesACallWhenSparse checks the policy's two outcomes for an
@@ -169,59 +168,59 @@ func TestDoOvertakesACallWhenSparse(t *testing.T) {
 		{"sparse, fewer calls preferred", ms(3), true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := &fakeClock{now: t0}
-			r := &recorder{}
-			c := New(r.fn, Options[int]{MaxInFlight: 8, Clock: clock.Clock{NowFunc: clk.Now}, FewerCalls: tc.fewerCalls})
-			defer c.Close(context.Background())
-			SetLatency(c, ms(10))
-			// History: lone arrivals tc.gap apart, each answered at once.
-			for i := range 20 {
-				if _, err := c.Do(context.Background(), "q", i); err != nil {
-					t.Fatal(err)
-				}
-				clk.add(tc.gap)
-			}
-			SetLatency(c, ms(10))
-			base := len(r.calls())
-
-			r.mu.Lock()
-			r.hold = make(chan struct{})
-			r.mu.Unlock()
-			var wg sync.WaitGroup
-			var failed atomic.Bool
-			do := func(v int) {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					if got, err := c.Do(context.Background(), "q", v); err != nil || got != 2*v {
-						failed.Store(true)
+			synctest.Test(t, func(t *testing.T) {
+				clk := &fakeClock{now: t0}
+				r := &recorder{}
+				c := New(r.fn, Options[int]{MaxInFlight: 8, Clock: clock.Clock{NowFunc: clk.Now}, FewerCalls: tc.fewerCalls})
+				defer c.Close(context.Background())
+				SetLatency(c, ms(10))
+				// History: lone arrivals tc.gap apart, each answered at once.
+				for i := range 20 {
+					if _, err := c.Do(context.Background(), "q", i); err != nil {
+						t.Fatal(err)
 					}
-				}()
-			}
-			do(100) // goes alone, held in flight
-			waitCalls(t, r, base+1)
-			clk.add(tc.gap)
-			do(101)
-			if tc.overtakes {
-				waitCalls(t, r, base+2) // its own call, beside the held one
-			} else {
-				// It waits for the held call: give it the chance to start
-				// one of its own, which it must not take.
-				for range 20 {
-					time.Sleep(time.Millisecond)
+					clk.add(tc.gap)
 				}
-				if n := len(r.calls()); n != base+1 {
-					t.Fatalf("calls = %d after a dense arrival, want %d: it must wait for the call in flight", n-base, 1)
+				SetLatency(c, ms(10))
+				base := len(r.calls())
+
+				r.mu.Lock()
+				r.hold = make(chan struct{})
+				r.mu.Unlock()
+				var wg sync.WaitGroup
+				var failed atomic.Bool
+				do := func(v int) {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						if got, err := c.Do(context.Background(), "q", v); err != nil || got != 2*v {
+							failed.Store(true)
+						}
+					}()
 				}
-			}
-			close(r.hold)
-			wg.Wait()
-			if failed.Load() {
-				t.Fatal("a Do failed")
-			}
-			if got := r.calls()[base:]; len(got) != 2 || got[0] != 1 || got[1] != 1 {
-				t.Fatalf("calls = %v, want two calls of one entry", got)
-			}
+				do(100) // goes alone, held in flight
+				waitCalls(t, r, base+1)
+				clk.add(tc.gap)
+				do(101)
+				if tc.overtakes {
+					waitCalls(t, r, base+2) // its own call, beside the held one
+				} else {
+					// It waits for the held call: give it the chance to start
+					// one of its own, which it must not take.
+					synctest.Wait()
+					if n := len(r.calls()); n != base+1 {
+						t.Fatalf("calls = %d after a dense arrival, want %d: it must wait for the call in flight", n-base, 1)
+					}
+				}
+				close(r.hold)
+				wg.Wait()
+				if failed.Load() {
+					t.Fatal("a Do failed")
+				}
+				if got := r.calls()[base:]; len(got) != 2 || got[0] != 1 || got[1] != 1 {
+					t.Fatalf("calls = %v, want two calls of one entry", got)
+				}
+			})
 		})
 	}
 }
@@ -242,63 +241,63 @@ func TestSubmitUrgentOvertakesACallWhenSparse(t *testing.T) {
 		{"sparse, not urgent", ms(3), false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := &fakeClock{now: t0}
-			r := &recorder{}
-			c := New(r.fn, Options[int]{MaxInFlight: 8, Clock: clock.Clock{NowFunc: clk.Now}})
-			defer c.Close(context.Background())
-			results := make(chan error, 32)
-			submit := func(v int) {
-				done := func(got int, err error) {
-					if err == nil && got != 2*v {
-						err = errors.New("wrong result")
+			synctest.Test(t, func(t *testing.T) {
+				clk := &fakeClock{now: t0}
+				r := &recorder{}
+				c := New(r.fn, Options[int]{MaxInFlight: 8, Clock: clock.Clock{NowFunc: clk.Now}})
+				defer c.Close(context.Background())
+				results := make(chan error, 32)
+				submit := func(v int) {
+					done := func(got int, err error) {
+						if err == nil && got != 2*v {
+							err = errors.New("wrong result")
+						}
+						results <- err
 					}
-					results <- err
+					if tc.urgent {
+						c.SubmitUrgent("q", v, done)
+					} else {
+						c.Submit("q", v, done)
+					}
 				}
-				if tc.urgent {
-					c.SubmitUrgent("q", v, done)
-				} else {
-					c.Submit("q", v, done)
+				SetLatency(c, ms(10))
+				// History: lone arrivals tc.gap apart, each answered before
+				// the next.
+				for i := range 20 {
+					submit(i)
+					if err := <-results; err != nil {
+						t.Fatal(err)
+					}
+					clk.add(tc.gap)
 				}
-			}
-			SetLatency(c, ms(10))
-			// History: lone arrivals tc.gap apart, each answered before
-			// the next.
-			for i := range 20 {
-				submit(i)
-				if err := <-results; err != nil {
-					t.Fatal(err)
-				}
-				clk.add(tc.gap)
-			}
-			SetLatency(c, ms(10))
-			base := len(r.calls())
+				SetLatency(c, ms(10))
+				base := len(r.calls())
 
-			r.mu.Lock()
-			r.hold = make(chan struct{})
-			r.mu.Unlock()
-			submit(100) // goes alone, held in flight
-			waitCalls(t, r, base+1)
-			clk.add(tc.gap)
-			submit(101)
-			if tc.overtakes {
-				waitCalls(t, r, base+2)
-			} else {
-				for range 20 {
-					time.Sleep(time.Millisecond)
+				r.mu.Lock()
+				r.hold = make(chan struct{})
+				r.mu.Unlock()
+				submit(100) // goes alone, held in flight
+				waitCalls(t, r, base+1)
+				clk.add(tc.gap)
+				submit(101)
+				if tc.overtakes {
+					waitCalls(t, r, base+2)
+				} else {
+					synctest.Wait()
+					if n := len(r.calls()); n != base+1 {
+						t.Fatalf("calls = %d, want 1: the entry must wait for the call in flight", n-base)
+					}
 				}
-				if n := len(r.calls()); n != base+1 {
-					t.Fatalf("calls = %d, want 1: the entry must wait for the call in flight", n-base)
+				close(r.hold)
+				for range 2 {
+					if err := <-results; err != nil {
+						t.Fatal(err)
+					}
 				}
-			}
-			close(r.hold)
-			for range 2 {
-				if err := <-results; err != nil {
-					t.Fatal(err)
+				if got := r.calls()[base:]; len(got) != 2 || got[0] != 1 || got[1] != 1 {
+					t.Fatalf("calls = %v, want two calls of one entry", got)
 				}
-			}
-			if got := r.calls()[base:]; len(got) != 2 || got[0] != 1 || got[1] != 1 {
-				t.Fatalf("calls = %v, want two calls of one entry", got)
-			}
+			})
 		})
 	}
 }
@@ -306,27 +305,29 @@ func TestSubmitUrgentOvertakesACallWhenSparse(t *testing.T) {
 // TestExpectSendsTheBurstTogether checks that entries announced with
 // Expect share one call, which goes when the last of them arrives.
 func TestExpectSendsTheBurstTogether(t *testing.T) {
-	r := &recorder{}
-	c := New(r.fn, Options[int]{})
-	defer c.Close(context.Background())
-	// A latency so long that the announcement cannot expire during the
-	// test: the batch goes because the last one came, not by a timer.
-	SetLatency(c, time.Hour)
-	c.Expect("q", 3, time.Hour)
-	var wg sync.WaitGroup
-	for i := range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if got, err := c.Do(context.Background(), "q", i); err != nil || got != 2*i {
-				t.Errorf("Do(%d) = %d, %v", i, got, err)
-			}
-		}()
-	}
-	wg.Wait()
-	if got := r.calls(); len(got) != 1 || got[0] != 3 {
-		t.Fatalf("calls = %v, want one call of 3", got)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		r := &recorder{}
+		c := New(r.fn, Options[int]{})
+		defer c.Close(context.Background())
+		// A latency so long that the announcement cannot expire during the
+		// test: the batch goes because the last one came, not by a timer.
+		SetLatency(c, time.Hour)
+		c.Expect("q", 3, time.Hour)
+		var wg sync.WaitGroup
+		for i := range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if got, err := c.Do(context.Background(), "q", i); err != nil || got != 2*i {
+					t.Errorf("Do(%d) = %d, %v", i, got, err)
+				}
+			}()
+		}
+		wg.Wait()
+		if got := r.calls(); len(got) != 1 || got[0] != 3 {
+			t.Fatalf("calls = %v, want one call of 3", got)
+		}
+	})
 }
 
 func TestExpectationTrust(t *testing.T) {
@@ -370,18 +371,20 @@ func TestExpectationTrust(t *testing.T) {
 // bug: a lone Do after a Flush counted its entry in the new epoch and
 // answered it in epoch 0, so the next Flush (and Close) waited for ever.
 func TestFlushAfterALoneDoAfterAFlush(t *testing.T) {
-	r := &recorder{}
-	c := New(r.fn, Options[int]{})
-	ctx := context.Background()
-	if err := c.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if v, err := c.Do(ctx, "q", 21); err != nil || v != 42 {
-		t.Fatalf("Do = %v, %v", v, err)
-	}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := c.Close(cctx); err != nil {
-		t.Fatalf("Close after a lone Do after a Flush: %v", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		r := &recorder{}
+		c := New(r.fn, Options[int]{})
+		ctx := context.Background()
+		if err := c.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if v, err := c.Do(ctx, "q", 21); err != nil || v != 42 {
+			t.Fatalf("Do = %v, %v", v, err)
+		}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := c.Close(cctx); err != nil {
+			t.Fatalf("Close after a lone Do after a Flush: %v", err)
+		}
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/batch"
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 )
 
 // throttler is a fake SQS whose batch calls are throttled: whole calls
@@ -136,18 +138,20 @@ func TestThrottledSendIsRetriedWithinTheDeadline(t *testing.T) {
 		"server fault": {whole: 2, wholeErr: &smithy.GenericAPIError{Code: "InternalError", Message: "500", Fault: smithy.FaultServer}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			sends := batch.NewSends(f, 2)
-			batch.FastRetries(sends)
-			defer sends.Close(context.Background())
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			out, err := sends.Do(ctx, "q", sendEntry("hello"))
-			if err != nil || out.MessageId == nil {
-				t.Fatalf("send under throttling: %v, %v", out.MessageId, err)
-			}
-			if n := f.Calls(); n < 2 {
-				t.Fatalf("%d calls: no retry", n)
-			}
+			synctest.Test(t, func(t *testing.T) {
+				sends := batch.NewSends(f, 2)
+				batch.FastRetries(sends)
+				defer sends.Close(context.Background())
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				out, err := sends.Do(ctx, "q", sendEntry("hello"))
+				if err != nil || out.MessageId == nil {
+					t.Fatalf("send under throttling: %v, %v", out.MessageId, err)
+				}
+				if n := f.Calls(); n < 2 {
+					t.Fatalf("%d calls: no retry", n)
+				}
+			})
 		})
 	}
 }
@@ -155,31 +159,33 @@ func TestThrottledSendIsRetriedWithinTheDeadline(t *testing.T) {
 // Under throttling that does not end, a waited send fails when its deadline
 // passes, not before, with an error that says both.
 func TestThrottledSendFailsOnlyAtItsDeadline(t *testing.T) {
-	f := &throttler{whole: -1}
-	sends := batch.NewSends(f, 2)
-	batch.FastRetries(sends)
-	defer sends.Close(context.Background())
-	const wait = 300 * time.Millisecond
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	start := time.Now()
-	_, err := sends.Do(ctx, "q", sendEntry("hello"))
-	took := time.Since(start)
-	if !errors.Is(err, context.DeadlineExceeded) || !awserr.IsThrottle(err) {
-		t.Fatalf("err = %v, want one matching the deadline and the throttling", err)
-	}
-	if took < wait-10*time.Millisecond {
-		t.Fatalf("failed after %v, before its deadline of %v", took, wait)
-	}
-	if n := f.Calls(); n < 3 {
-		t.Fatalf("%d calls in %v: retries do not go on until the deadline", n, wait)
-	}
-	// No retry outlives the caller.
-	n := f.Calls()
-	time.Sleep(100 * time.Millisecond)
-	if m := f.Calls(); m > n+1 {
-		t.Fatalf("%d calls after the deadline", m-n)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		f := &throttler{whole: -1}
+		sends := batch.NewSends(f, 2)
+		batch.FastRetries(sends)
+		defer sends.Close(context.Background())
+		const wait = 300 * time.Millisecond
+		ctx, cancel := context.WithTimeout(context.Background(), wait)
+		defer cancel()
+		start := time.Now()
+		_, err := sends.Do(ctx, "q", sendEntry("hello"))
+		took := time.Since(start)
+		if !errors.Is(err, context.DeadlineExceeded) || !awserr.IsThrottle(err) {
+			t.Fatalf("err = %v, want one matching the deadline and the throttling", err)
+		}
+		if took != wait {
+			t.Fatalf("failed after %v, not at its deadline of %v", took, wait)
+		}
+		if n := f.Calls(); n < 3 {
+			t.Fatalf("%d calls in %v: retries do not go on until the deadline", n, wait)
+		}
+		// No retry outlives the caller.
+		n := f.Calls()
+		testtime.Advance(time.Second)
+		if m := f.Calls(); m > n {
+			t.Fatalf("%d calls after the deadline", m-n)
+		}
+	})
 }
 
 // Entries nobody waits for (deletes, visibility changes) retry throttling a
@@ -187,126 +193,141 @@ func TestThrottledSendFailsOnlyAtItsDeadline(t *testing.T) {
 // retried.
 func TestUnwaitedEntriesRetryThrottlingBoundedly(t *testing.T) {
 	t.Run("recovers", func(t *testing.T) {
-		f := &throttler{whole: 1, entries: 2}
-		dels := batch.NewDeletes(f, 2, 0)
-		batch.FastRetries(dels)
-		var mu sync.Mutex
-		var errs []error
-		for i := range 3 {
-			dels.Submit("q", "h"+strconv.Itoa(i), func(_ struct{}, err error) {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			})
-		}
-		if err := dels.Close(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		if len(errs) != 3 || errs[0] != nil || errs[1] != nil || errs[2] != nil {
-			t.Fatalf("results %v: throttled deletes were not retried", errs)
-		}
+		synctest.Test(t, func(t *testing.T) {
+			f := &throttler{whole: 1, entries: 2}
+			dels := batch.NewDeletes(f, 2, 0)
+			batch.FastRetries(dels)
+			var mu sync.Mutex
+			var errs []error
+			for i := range 3 {
+				dels.Submit("q", "h"+strconv.Itoa(i), func(_ struct{}, err error) {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				})
+			}
+			if err := dels.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if len(errs) != 3 || errs[0] != nil || errs[1] != nil || errs[2] != nil {
+				t.Fatalf("results %v: throttled deletes were not retried", errs)
+			}
+		})
 	})
 	t.Run("gives up", func(t *testing.T) {
-		f := &throttler{whole: -1}
-		vis := batch.NewVisibilities(f, 2)
-		batch.FastRetries(vis)
-		got := make(chan error, 1)
-		vis.Submit("q", batch.Visibility{ReceiptHandle: "h", Timeout: 0}, func(_ struct{}, err error) { got <- err })
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := vis.Close(ctx); err != nil {
-			t.Fatalf("Close under endless throttling: %v", err)
-		}
-		if err := <-got; !awserr.IsThrottle(err) {
-			t.Fatalf("err = %v, want the throttling", err)
-		}
-		if n := f.Calls(); n != 1+batch.DefaultMaxRetries {
-			t.Fatalf("%d calls, want 1 + %d retries", n, batch.DefaultMaxRetries)
-		}
+		synctest.Test(t, func(t *testing.T) {
+			f := &throttler{whole: -1}
+			vis := batch.NewVisibilities(f, 2)
+			batch.FastRetries(vis)
+			got := make(chan error, 1)
+			vis.Submit("q", batch.Visibility{ReceiptHandle: "h", Timeout: 0}, func(_ struct{}, err error) { got <- err })
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			if err := vis.Close(ctx); err != nil {
+				t.Fatalf("Close under endless throttling: %v", err)
+			}
+			if err := <-got; !awserr.IsThrottle(err) {
+				t.Fatalf("err = %v, want the throttling", err)
+			}
+			if n := f.Calls(); n != 1+batch.DefaultMaxRetries {
+				t.Fatalf("%d calls, want 1 + %d retries", n, batch.DefaultMaxRetries)
+			}
+		})
 	})
 	t.Run("other errors", func(t *testing.T) {
-		f := &throttler{entries: 1, entryErr: types.BatchResultErrorEntry{Code: aws.String("ReceiptHandleIsInvalid"), Message: aws.String("bad"), SenderFault: true}}
-		dels := batch.NewDeletes(f, 2, 0)
-		batch.FastRetries(dels)
-		got := make(chan error, 1)
-		dels.Submit("q", "h", func(_ struct{}, err error) { got <- err })
-		if err := dels.Close(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-got; err == nil || f.Calls() != 1 {
-			t.Fatalf("err %v after %d calls: a client error must not be retried", err, f.Calls())
-		}
+		synctest.Test(t, func(t *testing.T) {
+			f := &throttler{entries: 1, entryErr: types.BatchResultErrorEntry{Code: aws.String("ReceiptHandleIsInvalid"), Message: aws.String("bad"), SenderFault: true}}
+			dels := batch.NewDeletes(f, 2, 0)
+			batch.FastRetries(dels)
+			got := make(chan error, 1)
+			dels.Submit("q", "h", func(_ struct{}, err error) { got <- err })
+			if err := dels.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-got; err == nil || f.Calls() != 1 {
+				t.Fatalf("err %v after %d calls: a client error must not be retried", err, f.Calls())
+			}
+		})
 	})
 	t.Run("server faults of unwaited entries", func(t *testing.T) {
-		f := &throttler{whole: 1, wholeErr: &smithy.GenericAPIError{Code: "InternalError", Message: "500", Fault: smithy.FaultServer}}
-		dels := batch.NewDeletes(f, 2, 0)
-		batch.FastRetries(dels)
-		got := make(chan error, 1)
-		dels.Submit("q", "h", func(_ struct{}, err error) { got <- err })
-		if err := dels.Close(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-got; err == nil || f.Calls() != 1 {
-			t.Fatalf("err %v after %d calls: only throttling is retried for entries nobody waits for", err, f.Calls())
-		}
+		synctest.Test(t, func(t *testing.T) {
+			f := &throttler{whole: 1, wholeErr: &smithy.GenericAPIError{Code: "InternalError", Message: "500", Fault: smithy.FaultServer}}
+			dels := batch.NewDeletes(f, 2, 0)
+			batch.FastRetries(dels)
+			got := make(chan error, 1)
+			dels.Submit("q", "h", func(_ struct{}, err error) { got <- err })
+			if err := dels.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-got; err == nil || f.Calls() != 1 {
+				t.Fatalf("err %v after %d calls: only throttling is retried for entries nobody waits for", err, f.Calls())
+			}
+		})
 	})
 }
 
 // A Close whose context ends abandons entries waiting to retry: their
 // callbacks get the last error and no call starts after Close returns.
 func TestCloseAbandonsRetries(t *testing.T) {
-	f := &throttler{whole: -1}
-	dels := batch.NewDeletes(f, 2, 0)
-	batch.SlowRetries(dels)
-	got := make(chan error, 1)
-	dels.Submit("q", "h", func(_ struct{}, err error) { got <- err })
-	time.Sleep(50 * time.Millisecond) // the first call fails; a retry waits
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	if err := dels.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Close = %v, want its context's error", err)
-	}
-	select {
-	case err := <-got:
-		if !awserr.IsThrottle(err) {
-			t.Fatalf("abandoned entry got %v", err)
+	synctest.Test(t, func(t *testing.T) {
+		f := &throttler{whole: -1}
+		dels := batch.NewDeletes(f, 2, 0)
+		batch.SlowRetries(dels)
+		got := make(chan error, 1)
+		dels.Submit("q", "h", func(_ struct{}, err error) { got <- err })
+		synctest.Wait() // the first call fails; a retry waits
+		if n := f.Calls(); n != 1 {
+			t.Fatalf("%d calls before the retry's wait ended, want 1", n)
 		}
-	case <-time.After(time.Second):
-		t.Fatal("abandoned entry got no result")
-	}
-	n := f.Calls()
-	time.Sleep(200 * time.Millisecond)
-	if m := f.Calls(); m != n {
-		t.Fatalf("%d calls after Close returned", m-n)
-	}
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		if err := dels.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Close = %v, want its context's error", err)
+		}
+		select {
+		case err := <-got:
+			if !awserr.IsThrottle(err) {
+				t.Fatalf("abandoned entry got %v", err)
+			}
+		case <-time.After(time.Second):
+			t.Fatal("abandoned entry got no result")
+		}
+		n := f.Calls()
+		testtime.Advance(time.Minute)
+		if m := f.Calls(); m != n {
+			t.Fatalf("%d calls after Close returned", m-n)
+		}
+	})
 }
 
 // Call, for sends that are not batched, retries as Do does.
 func TestCallRetriesUntilTheDeadline(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	calls := 0
-	err := batch.Call(ctx, func() error {
-		if calls++; calls <= 3 {
-			return throttleErr("SendMessage")
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		calls := 0
+		err := batch.Call(ctx, func() error {
+			if calls++; calls <= 3 {
+				return throttleErr("SendMessage")
+			}
+			return nil
+		})
+		if err != nil || calls != 4 {
+			t.Fatalf("after %d calls: %v", calls, err)
 		}
-		return nil
+
+		ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		calls = 0
+		err = batch.Call(ctx, func() error { calls++; return throttleErr("SendMessage") })
+		if !errors.Is(err, context.DeadlineExceeded) || !awserr.IsThrottle(err) || calls < 2 {
+			t.Fatalf("after %d calls: %v, want the deadline and the throttling", calls, err)
+		}
+
+		calls = 0
+		bad := &smithy.GenericAPIError{Code: "InvalidParameterValue", Message: "no", Fault: smithy.FaultClient}
+		if err := batch.Call(context.Background(), func() error { calls++; return bad }); !errors.Is(err, bad) || calls != 1 {
+			t.Fatalf("a client error was retried: %d calls, %v", calls, err)
+		}
 	})
-	if err != nil || calls != 4 {
-		t.Fatalf("after %d calls: %v", calls, err)
-	}
-
-	ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	calls = 0
-	err = batch.Call(ctx, func() error { calls++; return throttleErr("SendMessage") })
-	if !errors.Is(err, context.DeadlineExceeded) || !awserr.IsThrottle(err) || calls < 2 {
-		t.Fatalf("after %d calls: %v, want the deadline and the throttling", calls, err)
-	}
-
-	calls = 0
-	bad := &smithy.GenericAPIError{Code: "InvalidParameterValue", Message: "no", Fault: smithy.FaultClient}
-	if err := batch.Call(context.Background(), func() error { calls++; return bad }); !errors.Is(err, bad) || calls != 1 {
-		t.Fatalf("a client error was retried: %d calls, %v", calls, err)
-	}
 }

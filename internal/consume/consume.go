@@ -184,15 +184,16 @@ func RunBatch(ctx context.Context, cfg Config, h BatchHandler) error {
 
 func run(ctx context.Context, cfg Config, h Handler, bh BatchHandler) error {
 	c := &consumer{
-		cfg:   cfg,
-		h:     h,
-		batch: bh,
-		ctx:   ctx,
-		base:  context.WithoutCancel(ctx),
-		slots: make(chan struct{}, cfg.MaxConcurrency),
-		fatal: make(chan struct{}),
-		empty: make(chan struct{}),
-		pool:  workers.New(0),
+		cfg:    cfg,
+		h:      h,
+		batch:  bh,
+		ctx:    ctx,
+		base:   context.WithoutCancel(ctx),
+		slots:  make(chan struct{}, cfg.MaxConcurrency),
+		gather: make(chan struct{}, 1),
+		fatal:  make(chan struct{}),
+		empty:  make(chan struct{}),
+		pool:   workers.New(0),
 	}
 	c.paceCtx, c.stopPace = context.WithCancel(c.base)
 	defer c.stopPace()
@@ -324,8 +325,11 @@ type consumer struct {
 	pool  *workers.Pool // runs pollers and handlers on reused stacks
 	slots chan struct{} // one token per running handler
 	// gather lets one batch poller at a time wait for its slots: two
-	// waiting at once could each hold a part and wait for ever.
-	gather   sync.Mutex
+	// waiting at once could each hold a part and wait for ever. A token
+	// channel rather than a mutex, as it is held while its holder waits on
+	// slots: a poller waiting for it waits on a channel too, which lets a
+	// testing/synctest bubble see every goroutine blocked.
+	gather   chan struct{}
 	loop     *poll.Loop
 	pollers  sync.WaitGroup
 	nPollers atomic.Int32

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -16,10 +17,14 @@ import (
 	"github.com/tempqueues/tempqueues/internal/backoff"
 	"github.com/tempqueues/tempqueues/internal/batch"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
-// rig is a queue on an sqstest server and a Config that consumes it.
+// rig is a queue on an in-process sqstest server and a Config that
+// consumes it. Every test of the engine runs in a testing/synctest bubble
+// (synctest.Test), where the server, the engine and the handlers share a clock
+// that moves only when all of them wait.
 type rig struct {
 	client *sqs.Client
 	queue  string
@@ -28,7 +33,7 @@ type rig struct {
 
 func newRig(t *testing.T, visibility time.Duration) *rig {
 	t.Helper()
-	client, _ := sqstestenv.SQSTest(t).Client(t)
+	client, _ := sqstestenv.InProcess(t).Client(t)
 	out, err := client.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String(sqstestenv.QueueName(t, "q"))})
 	if err != nil {
 		t.Fatal(err)
@@ -78,189 +83,195 @@ func (g *rig) run(h Handler) (stop func() error) {
 // TestOutcomesAreCarriedOut checks that a message its handler deletes is
 // deleted, one it releases comes back, and one it leaves stays in flight.
 func TestOutcomesAreCarriedOut(t *testing.T) {
-	g := newRig(t, 30*time.Second)
-	g.send(t, "delete", "release", "leave")
-	var mu sync.Mutex
-	seen := map[string]int{}
-	var told []string // OnRelease's reports, "body reason"
-	g.cfg.OnRelease = func(m types.Message, _ time.Duration, reason string) {
-		mu.Lock()
-		told = append(told, aws.ToString(m.Body)+" "+reason)
-		mu.Unlock()
-	}
-	all := make(chan struct{})
-	stop := g.run(func(_ context.Context, d *Delivery) Outcome {
-		body := aws.ToString(d.Message.Body)
+	synctest.Test(t, func(t *testing.T) {
+		g := newRig(t, 30*time.Second)
+		g.send(t, "delete", "release", "leave")
+		var mu sync.Mutex
+		seen := map[string]int{}
+		var told []string // OnRelease's reports, "body reason"
+		g.cfg.OnRelease = func(m types.Message, _ time.Duration, reason string) {
+			mu.Lock()
+			told = append(told, aws.ToString(m.Body)+" "+reason)
+			mu.Unlock()
+		}
+		all := make(chan struct{})
+		stop := g.run(func(_ context.Context, d *Delivery) Outcome {
+			body := aws.ToString(d.Message.Body)
+			mu.Lock()
+			defer mu.Unlock()
+			seen[body]++
+			if seen["delete"] == 1 && seen["release"] == 2 && seen["leave"] == 1 && len(seen) == 3 {
+				close(all)
+			}
+			switch body {
+			case "delete":
+				return Outcome{Verdict: Delete}
+			case "release":
+				if seen[body] == 1 {
+					return Outcome{Verdict: Release, Reason: "again"}
+				}
+				return Outcome{Verdict: Delete}
+			}
+			return Outcome{Verdict: Leave}
+		})
+		select {
+		case <-all:
+		case <-time.After(20 * time.Second):
+			mu.Lock()
+			t.Fatalf("handled %v; want delete once, release twice, leave once", seen)
+		}
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		if v, f := g.depth(t); v != "0" || f != "1" {
+			t.Errorf("queue: %s visible, %s in flight; want only the left message, in flight", v, f)
+		}
+		n := g.cfg.Counters
+		if n.Deleted.Load() != 2 || n.Released.Load() != 1 || n.Received.Load() != 4 {
+			t.Errorf("counters: deleted %d, released %d, received %d; want 2, 1, 4", n.Deleted.Load(), n.Released.Load(), n.Received.Load())
+		}
 		mu.Lock()
 		defer mu.Unlock()
-		seen[body]++
-		if seen["delete"] == 1 && seen["release"] == 2 && seen["leave"] == 1 && len(seen) == 3 {
-			close(all)
+		if len(told) != 1 || told[0] != "release again" {
+			t.Errorf("OnRelease told %q, want the one release with its reason", told)
 		}
-		switch body {
-		case "delete":
-			return Outcome{Verdict: Delete}
-		case "release":
-			if seen[body] == 1 {
-				return Outcome{Verdict: Release, Reason: "again"}
-			}
-			return Outcome{Verdict: Delete}
-		}
-		return Outcome{Verdict: Leave}
 	})
-	select {
-	case <-all:
-	case <-time.After(20 * time.Second):
-		mu.Lock()
-		t.Fatalf("handled %v; want delete once, release twice, leave once", seen)
-	}
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	if v, f := g.depth(t); v != "0" || f != "1" {
-		t.Errorf("queue: %s visible, %s in flight; want only the left message, in flight", v, f)
-	}
-	n := g.cfg.Counters
-	if n.Deleted.Load() != 2 || n.Released.Load() != 1 || n.Received.Load() != 4 {
-		t.Errorf("counters: deleted %d, released %d, received %d; want 2, 1, 4", n.Deleted.Load(), n.Released.Load(), n.Received.Load())
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(told) != 1 || told[0] != "release again" {
-		t.Errorf("OnRelease told %q, want the one release with its reason", told)
-	}
 }
 
 // TestHeartbeatExtendsAndRenews checks that a handler running past its
 // visibility timeout keeps its message, and that its lease is renewed
 // after each extension.
 func TestHeartbeatExtendsAndRenews(t *testing.T) {
-	g := newRig(t, time.Second)
-	var renewals sync.Map
-	g.cfg.Renew = func(_ context.Context, d *Delivery, lease string) { renewals.Store(lease, true) }
-	g.send(t, "slow")
-	var runs sync.Map
-	done := make(chan struct{})
-	stop := g.run(func(ctx context.Context, d *Delivery) Outcome {
-		if _, again := runs.LoadOrStore(aws.ToString(d.Message.MessageId), true); again {
-			t.Error("the message was received again while its handler ran")
+	synctest.Test(t, func(t *testing.T) {
+		g := newRig(t, time.Second)
+		var renewals sync.Map
+		g.cfg.Renew = func(_ context.Context, d *Delivery, lease string) { renewals.Store(lease, true) }
+		g.send(t, "slow")
+		var runs sync.Map
+		done := make(chan struct{})
+		stop := g.run(func(ctx context.Context, d *Delivery) Outcome {
+			if _, again := runs.LoadOrStore(aws.ToString(d.Message.MessageId), true); again {
+				t.Error("the message was received again while its handler ran")
+			}
+			d.SetLease("lease-1")
+			time.Sleep(3 * time.Second) // three visibility timeouts
+			close(done)
+			return Outcome{Verdict: Delete}
+		})
+		<-done
+		if err := stop(); err != nil {
+			t.Fatal(err)
 		}
-		d.SetLease("lease-1")
-		time.Sleep(3 * time.Second) // three visibility timeouts
-		close(done)
-		return Outcome{Verdict: Delete}
+		if n := g.cfg.Counters.Extended.Load(); n < 2 {
+			t.Errorf("%d extensions, want at least 2 in three visibility timeouts", n)
+		}
+		if _, ok := renewals.Load("lease-1"); !ok {
+			t.Error("the lease was not renewed")
+		}
 	})
-	<-done
-	if err := stop(); err != nil {
-		t.Fatal(err)
-	}
-	if n := g.cfg.Counters.Extended.Load(); n < 2 {
-		t.Errorf("%d extensions, want at least 2 in three visibility timeouts", n)
-	}
-	if _, ok := renewals.Load("lease-1"); !ok {
-		t.Error("the lease was not renewed")
-	}
 }
 
 // TestHardStopAbandonsAndReleases checks that a handler still running at
 // the hard stop is cancelled with ErrClosed, and its message released.
 func TestHardStopAbandonsAndReleases(t *testing.T) {
-	g := newRig(t, 30*time.Second)
-	stopping, hard := make(chan struct{}), make(chan struct{})
-	g.cfg.Stopping, g.cfg.HardStop = stopping, hard
-	reasons := make(chan string, 2)
-	g.cfg.OnRelease = func(_ types.Message, _ time.Duration, reason string) { reasons <- reason }
-	g.send(t, "stuck")
-	started := make(chan struct{})
-	var cause error
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(context.Background(), g.cfg, func(ctx context.Context, d *Delivery) Outcome {
-			close(started)
-			<-ctx.Done()
-			cause = context.Cause(ctx)
-			if d.Finish() {
-				t.Error("Finish succeeded on an abandoned delivery")
-			}
-			return Outcome{Verdict: Delete}
-		})
-	}()
-	<-started
-	close(stopping)
-	close(hard)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if !errors.Is(cause, sqsapi.ErrClosed) {
-		t.Errorf("cause %v, want ErrClosed", cause)
-	}
-	if n := g.cfg.Counters.Abandoned.Load(); n != 1 {
-		t.Errorf("%d abandoned, want 1", n)
-	}
-	if n := g.cfg.Counters.Released.Load(); n != 1 {
-		t.Errorf("%d released, want 1", n)
-	}
-	if r := <-reasons; r != ReasonStopping {
-		t.Errorf("OnRelease told %q, want %q", r, ReasonStopping)
-	}
-	// Released as soon as no long poll the stop cancelled can take it:
-	// within the poll's wait and a margin.
-	deadline := time.Now().Add(10 * time.Second)
-	for v, _ := g.depth(t); v != "1"; v, _ = g.depth(t) {
-		if time.Now().After(deadline) {
-			_, f := g.depth(t)
-			t.Fatalf("%s visible (%s in flight) 10s after the stop, want the released message", v, f)
+	synctest.Test(t, func(t *testing.T) {
+		g := newRig(t, 30*time.Second)
+		stopping, hard := make(chan struct{}), make(chan struct{})
+		g.cfg.Stopping, g.cfg.HardStop = stopping, hard
+		reasons := make(chan string, 2)
+		g.cfg.OnRelease = func(_ types.Message, _ time.Duration, reason string) { reasons <- reason }
+		g.send(t, "stuck")
+		started := make(chan struct{})
+		var cause error
+		done := make(chan error, 1)
+		go func() {
+			done <- Run(context.Background(), g.cfg, func(ctx context.Context, d *Delivery) Outcome {
+				close(started)
+				<-ctx.Done()
+				cause = context.Cause(ctx)
+				if d.Finish() {
+					t.Error("Finish succeeded on an abandoned delivery")
+				}
+				return Outcome{Verdict: Delete}
+			})
+		}()
+		<-started
+		close(stopping)
+		close(hard)
+		if err := <-done; err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		if !errors.Is(cause, sqsapi.ErrClosed) {
+			t.Errorf("cause %v, want ErrClosed", cause)
+		}
+		if n := g.cfg.Counters.Abandoned.Load(); n != 1 {
+			t.Errorf("%d abandoned, want 1", n)
+		}
+		if n := g.cfg.Counters.Released.Load(); n != 1 {
+			t.Errorf("%d released, want 1", n)
+		}
+		if r := <-reasons; r != ReasonStopping {
+			t.Errorf("OnRelease told %q, want %q", r, ReasonStopping)
+		}
+		// Released as soon as no long poll the stop cancelled can take it:
+		// within the poll's wait (1 s) and the margin (2 s).
+		testtime.Advance(3 * time.Second)
+		if v, f := g.depth(t); v != "1" {
+			t.Fatalf("%s visible (%s in flight) 3 s after the stop, want the released message", v, f)
+		}
+	})
 }
 
 // TestHardStopKeepsWhatCannotMove checks that a delivery marked
 // KeepWhenAbandoned is cancelled at the hard stop but not released: its
 // handler's decision (here, delete) still counts.
 func TestHardStopKeepsWhatCannotMove(t *testing.T) {
-	g := newRig(t, 30*time.Second)
-	stopping, hard := make(chan struct{}), make(chan struct{})
-	g.cfg.Stopping, g.cfg.HardStop = stopping, hard
-	g.send(t, "session")
-	started := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		done <- Run(context.Background(), g.cfg, func(ctx context.Context, d *Delivery) Outcome {
-			d.KeepWhenAbandoned()
-			close(started)
-			<-ctx.Done()
-			if !errors.Is(context.Cause(ctx), sqsapi.ErrClosed) {
-				t.Errorf("cause %v, want ErrClosed", context.Cause(ctx))
-			}
-			return Outcome{Verdict: Delete}
-		})
-	}()
-	<-started
-	close(stopping)
-	close(hard)
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if n := g.cfg.Counters.Released.Load(); n != 0 {
-		t.Errorf("%d released, want 0", n)
-	}
-	if err := g.cfg.Deletes.Flush(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if v, f := g.depth(t); v != "0" || f != "0" {
-		t.Errorf("%s visible and %s in flight after the stop, want the message deleted", v, f)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		g := newRig(t, 30*time.Second)
+		stopping, hard := make(chan struct{}), make(chan struct{})
+		g.cfg.Stopping, g.cfg.HardStop = stopping, hard
+		g.send(t, "session")
+		started := make(chan struct{})
+		done := make(chan error, 1)
+		go func() {
+			done <- Run(context.Background(), g.cfg, func(ctx context.Context, d *Delivery) Outcome {
+				d.KeepWhenAbandoned()
+				close(started)
+				<-ctx.Done()
+				if !errors.Is(context.Cause(ctx), sqsapi.ErrClosed) {
+					t.Errorf("cause %v, want ErrClosed", context.Cause(ctx))
+				}
+				return Outcome{Verdict: Delete}
+			})
+		}()
+		<-started
+		close(stopping)
+		close(hard)
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		if n := g.cfg.Counters.Released.Load(); n != 0 {
+			t.Errorf("%d released, want 0", n)
+		}
+		if err := g.cfg.Deletes.Flush(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if v, f := g.depth(t); v != "0" || f != "0" {
+			t.Errorf("%s visible and %s in flight after the stop, want the message deleted", v, f)
+		}
+	})
 }
 
 // TestMissingQueueEndsTheRun checks that Run returns the queue's absence.
 func TestMissingQueueEndsTheRun(t *testing.T) {
-	g := newRig(t, 30*time.Second)
-	g.cfg.QueueURL += "-gone"
-	g.cfg.DrainTimeout = 0
-	err := Run(context.Background(), g.cfg, func(context.Context, *Delivery) Outcome { return Outcome{} })
-	var gone *types.QueueDoesNotExist
-	if !errors.As(err, &gone) {
-		t.Fatalf("Run = %v, want *types.QueueDoesNotExist", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		g := newRig(t, 30*time.Second)
+		g.cfg.QueueURL += "-gone"
+		g.cfg.DrainTimeout = 0
+		err := Run(context.Background(), g.cfg, func(context.Context, *Delivery) Outcome { return Outcome{} })
+		var gone *types.QueueDoesNotExist
+		if !errors.As(err, &gone) {
+			t.Fatalf("Run = %v, want *types.QueueDoesNotExist", err)
+		}
+	})
 }

@@ -79,7 +79,7 @@ func (p poller) Want() int {
 	need := 1
 	if c.batch != nil {
 		need = min(sqsapi.MaxReceiveMessages, cap(c.slots))
-		c.gather.Lock()
+		c.gather <- struct{}{}
 	}
 	n, stopped := 0, false
 	for n < need && !stopped {
@@ -91,7 +91,7 @@ func (p poller) Want() int {
 		}
 	}
 	if c.batch != nil {
-		c.gather.Unlock()
+		<-c.gather
 	}
 	if stopped {
 		c.releaseSlots(n)

@@ -6,11 +6,14 @@ import (
 	"encoding/hex"
 	"sync"
 	"testing"
-	"time"
+	"testing/synctest"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/google/uuid"
+
+	"github.com/tempqueues/tempqueues/internal/callcount"
+	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
 )
 
 // hostName returns a requester host queue name no other test uses.
@@ -43,16 +46,14 @@ func tagsOf(t *testing.T, client *sqs.Client, u string) map[string]string {
 	return out.Tags
 }
 
-// eventually polls cond until it holds or the timeout passes.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+// inBubble runs fn in a testing/synctest bubble with a client of an
+// in-process sqstest server made in it, and the client's call counter.
+func inBubble(t *testing.T, fn func(t *testing.T, client *sqs.Client, counter *callcount.Counter)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		client, counter := sqstestenv.InProcess(t).Client(t)
+		fn(t, client, counter)
+	})
 }
 
 // tagger is an in-memory TagQueue: it records each call's tags, answers

@@ -6,11 +6,13 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -23,70 +25,71 @@ func routed(name string, i int) types.Message {
 }
 
 func TestExpectManyTakesMessagesUntilItSaysLast(t *testing.T) {
-	o := &Options{Counters: new(Counters)}
-	h, m := openTest(t, o)
-	var (
-		mu   sync.Mutex
-		got  []string
-		errs []error
-	)
-	err := h.ExpectMany("s", func(msg types.Message, err error) bool {
-		mu.Lock()
-		defer mu.Unlock()
+	synctest.Test(t, func(t *testing.T) {
+		o := &Options{Counters: new(Counters)}
+		h, m := openTest(t, o)
+		var (
+			mu   sync.Mutex
+			got  []string
+			errs []error
+		)
+		err := h.ExpectMany("s", func(msg types.Message, err error) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return false
+			}
+			got = append(got, aws.ToString(msg.Body))
+			return len(got) < 3
+		})
 		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Expect("s", func(types.Message, error) {}); !errors.Is(err, sqsapi.ErrInvalidInput) {
+			t.Errorf("Expect on a stream's name: %v", err)
+		}
+		if h.Expecting() != 1 {
+			t.Errorf("Expecting %d", h.Expecting())
+		}
+		// Four messages in one receive: the stream takes three and ends; the
+		// fourth is an orphan. All four are deleted.
+		h.route([]types.Message{routed("s", 0), routed("s", 1), routed("s", 2), routed("s", 3)})
+		if want := []string{"0", "1", "2"}; len(got) != 3 || got[0] != want[0] || got[2] != want[2] {
+			t.Errorf("stream took %q, want %q", got, want)
+		}
+		if h.Expecting() != 0 || o.Counters.Orphaned.Load() != 1 {
+			t.Errorf("after the last: %d expecting, %d orphans", h.Expecting(), o.Counters.Orphaned.Load())
+		}
+		// Answered messages' deletes wait for company up to a tenth of the
+		// visibility timeout (30 s): all four are deleted by 3 s.
+		testtime.Advance(3 * time.Second)
+		if n := m.deleted.Load(); n != 4 {
+			t.Errorf("%d messages deleted 3 s after they came, want 4", n)
+		}
+
+		// A pending stream is told when the host closes; Unexpect withdraws one.
+		if err := h.ExpectMany("t", func(_ types.Message, err error) bool {
+			mu.Lock()
+			defer mu.Unlock()
 			errs = append(errs, err)
 			return false
+		}); err != nil {
+			t.Fatal(err)
 		}
-		got = append(got, aws.ToString(msg.Body))
-		return len(got) < 3
+		if err := h.ExpectMany("u", func(types.Message, error) bool { return true }); err != nil {
+			t.Fatal(err)
+		}
+		if !h.Unexpect("u") || h.Unexpect("u") {
+			t.Error("Unexpect of a stream: want true once")
+		}
+		if err := h.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if len(errs) != 1 || !errors.Is(errs[0], sqsapi.ErrClosed) {
+			t.Errorf("errors told: %v, want one ErrClosed", errs)
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Expect("s", func(types.Message, error) {}); !errors.Is(err, sqsapi.ErrInvalidInput) {
-		t.Errorf("Expect on a stream's name: %v", err)
-	}
-	if h.Expecting() != 1 {
-		t.Errorf("Expecting %d", h.Expecting())
-	}
-	// Four messages in one receive: the stream takes three and ends; the
-	// fourth is an orphan. All four are deleted.
-	h.route([]types.Message{routed("s", 0), routed("s", 1), routed("s", 2), routed("s", 3)})
-	if want := []string{"0", "1", "2"}; len(got) != 3 || got[0] != want[0] || got[2] != want[2] {
-		t.Errorf("stream took %q, want %q", got, want)
-	}
-	if h.Expecting() != 0 || o.Counters.Orphaned.Load() != 1 {
-		t.Errorf("after the last: %d expecting, %d orphans", h.Expecting(), o.Counters.Orphaned.Load())
-	}
-	deadline := time.Now().Add(5 * time.Second)
-	for m.deleted.Load() < 4 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if n := m.deleted.Load(); n != 4 {
-		t.Errorf("%d messages deleted, want 4", n)
-	}
-
-	// A pending stream is told when the host closes; Unexpect withdraws one.
-	if err := h.ExpectMany("t", func(_ types.Message, err error) bool {
-		mu.Lock()
-		defer mu.Unlock()
-		errs = append(errs, err)
-		return false
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.ExpectMany("u", func(types.Message, error) bool { return true }); err != nil {
-		t.Fatal(err)
-	}
-	if !h.Unexpect("u") || h.Unexpect("u") {
-		t.Error("Unexpect of a stream: want true once")
-	}
-	if err := h.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if len(errs) != 1 || !errors.Is(errs[0], sqsapi.ErrClosed) {
-		t.Errorf("errors told: %v, want one ErrClosed", errs)
-	}
 }
 
 // A host with streams pending adds a poller per full receive that waited

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -107,67 +108,71 @@ func TestLedgerReleasesOnlyUntakenMessagesInOrder(t *testing.T) {
 // An expectation takes exactly one message, which the host then deletes; a
 // second message for the same name is an orphan.
 func TestExpectTakesOneMessageAndDeletesIt(t *testing.T) {
-	var orphans atomic.Int64
-	h, m := openTest(t, &Options{Orphan: func(context.Context, string, string, types.Message) Verdict {
-		orphans.Add(1)
-		return Delete
-	}})
-	got := make(chan types.Message, 2)
-	if err := h.Expect("reply-1", func(m types.Message, err error) {
-		if err != nil {
-			t.Error(err)
+	synctest.Test(t, func(t *testing.T) {
+		var orphans atomic.Int64
+		h, m := openTest(t, &Options{Orphan: func(context.Context, string, string, types.Message) Verdict {
+			orphans.Add(1)
+			return Delete
+		}})
+		got := make(chan types.Message, 2)
+		if err := h.Expect("reply-1", func(m types.Message, err error) {
+			if err != nil {
+				t.Error(err)
+			}
+			got <- m
+		}); err != nil {
+			t.Fatal(err)
 		}
-		got <- m
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Expect("reply-1", func(types.Message, error) {}); err == nil {
-		t.Error("a second expectation under one name was accepted")
-	}
-	h.route([]types.Message{msg("reply-1", "r1"), msg("reply-1", "r2")})
-	if m := <-got; *m.ReceiptHandle != "r1" {
-		t.Fatalf("expectation got %s", *m.ReceiptHandle)
-	}
-	if orphans.Load() != 1 {
-		t.Errorf("%d orphans, want 1 (the duplicate)", orphans.Load())
-	}
-	if h.Unexpect("reply-1") {
-		t.Error("Unexpect reported a delivered expectation as pending")
-	}
-	if err := h.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if n := m.deleted.Load(); n != 2 {
-		t.Errorf("%d deletes after Close, want 2 (the answer and the orphan)", n)
-	}
+		if err := h.Expect("reply-1", func(types.Message, error) {}); err == nil {
+			t.Error("a second expectation under one name was accepted")
+		}
+		h.route([]types.Message{msg("reply-1", "r1"), msg("reply-1", "r2")})
+		if m := <-got; *m.ReceiptHandle != "r1" {
+			t.Fatalf("expectation got %s", *m.ReceiptHandle)
+		}
+		if orphans.Load() != 1 {
+			t.Errorf("%d orphans, want 1 (the duplicate)", orphans.Load())
+		}
+		if h.Unexpect("reply-1") {
+			t.Error("Unexpect reported a delivered expectation as pending")
+		}
+		if err := h.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if n := m.deleted.Load(); n != 2 {
+			t.Errorf("%d deletes after Close, want 2 (the answer and the orphan)", n)
+		}
+	})
 }
 
 // Close fails pending expectations and waiting receivers with ErrClosed and
 // releases held messages.
 func TestCloseFailsWaitersAndReleases(t *testing.T) {
-	h, m := openTest(t, &Options{})
-	q, _ := h.CreateQueue("q", 0, nil, 0)
-	h.route([]types.Message{msg("q", "h1")})
-	errs := make(chan error, 2)
-	if err := h.Expect("call", func(_ types.Message, err error) { errs <- err }); err != nil {
-		t.Fatal(err)
-	}
-	other, _ := h.CreateQueue("other", 0, nil, 0)
-	if _, cancel, err := other.Receive(1, true, func(_ []types.Message, err error) { errs <- err }); err != nil || cancel == nil {
-		t.Fatalf("Receive = %v, registered %v", err, cancel != nil)
-	}
-	_ = q
-	if err := h.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	for range 2 {
-		if err := <-errs; err != sqsapi.ErrClosed {
-			t.Errorf("waiter got %v, want ErrClosed", err)
+	synctest.Test(t, func(t *testing.T) {
+		h, m := openTest(t, &Options{})
+		q, _ := h.CreateQueue("q", 0, nil, 0)
+		h.route([]types.Message{msg("q", "h1")})
+		errs := make(chan error, 2)
+		if err := h.Expect("call", func(_ types.Message, err error) { errs <- err }); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if n := m.changed.Load(); n != 1 {
-		t.Errorf("%d releases, want 1", n)
-	}
+		other, _ := h.CreateQueue("other", 0, nil, 0)
+		if _, cancel, err := other.Receive(1, true, func(_ []types.Message, err error) { errs <- err }); err != nil || cancel == nil {
+			t.Fatalf("Receive = %v, registered %v", err, cancel != nil)
+		}
+		_ = q
+		if err := h.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if err := <-errs; err != sqsapi.ErrClosed {
+				t.Errorf("waiter got %v, want ErrClosed", err)
+			}
+		}
+		if n := m.changed.Load(); n != 1 {
+			t.Errorf("%d releases, want 1", n)
+		}
+	})
 }
 
 // BenchmarkRoute measures routing received host messages to waiting

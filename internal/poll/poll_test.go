@@ -18,6 +18,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/backoff"
 	"github.com/tempqueues/tempqueues/internal/callbound"
 	"github.com/tempqueues/tempqueues/internal/clock"
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 )
 
 // step is one scripted answer of fakeReceiver.
@@ -142,134 +143,145 @@ func newLoop(f *fakeReceiver, clk clock.Clock) *Loop {
 }
 
 func TestTransientErrorsBackOffAndRecover(t *testing.T) {
-	var fc fakeClock
-	f := &fakeReceiver{script: []step{{err: throttled}, {err: throttled}, {err: throttled}, {msgs: 3}, {err: throttled}}}
-	l := newLoop(f, fc.clock())
-	c := &recorder{l: l, ask: 7, wants: 5}
-	l.Run(c)
-	res := c.got()
-	if len(res) != 5 {
-		t.Fatalf("%d results, want 5", len(res))
-	}
-	wantDelay := []time.Duration{time.Millisecond, 2 * time.Millisecond, 4 * time.Millisecond, 0, time.Millisecond}
-	for i, r := range res {
-		if (r.Err != nil) != (i != 3) || r.Delay != wantDelay[i] || r.Asked != 7 || r.Stopped {
-			t.Errorf("result %d = %+v, want delay %v", i, r, wantDelay[i])
+	synctest.Test(t, func(t *testing.T) {
+		var fc fakeClock
+		f := &fakeReceiver{script: []step{{err: throttled}, {err: throttled}, {err: throttled}, {msgs: 3}, {err: throttled}}}
+		l := newLoop(f, fc.clock())
+		c := &recorder{l: l, ask: 7, wants: 5}
+		l.Run(c)
+		res := c.got()
+		if len(res) != 5 {
+			t.Fatalf("%d results, want 5", len(res))
 		}
-		if r.Err != nil && !r.Transient {
-			t.Errorf("result %d: throttling not transient", i)
+		wantDelay := []time.Duration{time.Millisecond, 2 * time.Millisecond, 4 * time.Millisecond, 0, time.Millisecond}
+		for i, r := range res {
+			if (r.Err != nil) != (i != 3) || r.Delay != wantDelay[i] || r.Asked != 7 || r.Stopped {
+				t.Errorf("result %d = %+v, want delay %v", i, r, wantDelay[i])
+			}
+			if r.Err != nil && !r.Transient {
+				t.Errorf("result %d: throttling not transient", i)
+			}
 		}
-	}
-	if len(res[3].Messages) != 3 {
-		t.Errorf("success delivered %d messages, want 3", len(res[3].Messages))
-	}
-	for _, a := range f.asked {
-		if a != 7 {
-			t.Errorf("asked for %d messages, want 7", a)
+		if len(res[3].Messages) != 3 {
+			t.Errorf("success delivered %d messages, want 3", len(res[3].Messages))
 		}
-	}
-	// A failed receive may stay parked on the server for its whole wait.
-	if got := l.ParkedUntil(); !got.Equal(time.Unix(0, 0).Add(20 * time.Second)) {
-		t.Errorf("ParkedUntil = %v, want 20 s after the failed receives began", got)
-	}
+		for _, a := range f.asked {
+			if a != 7 {
+				t.Errorf("asked for %d messages, want 7", a)
+			}
+		}
+		// A failed receive may stay parked on the server for its whole wait.
+		if got := l.ParkedUntil(); !got.Equal(time.Unix(0, 0).Add(20 * time.Second)) {
+			t.Errorf("ParkedUntil = %v, want 20 s after the failed receives began", got)
+		}
+	})
 }
 
 func TestPermanentErrorReportedAndEndsByChoice(t *testing.T) {
-	f := &fakeReceiver{script: []step{{err: denied}, {err: denied}}}
-	l := newLoop(f, clock.Clock{})
-	seen := 0
-	c := &recorder{l: l, ask: 10, wants: -1, keep: func(r Result) bool {
-		seen++
-		return seen < 2 // retry the first, give up at the second
-	}}
-	l.Run(c)
-	res := c.got()
-	if len(res) != 2 || f.callCount() != 2 {
-		t.Fatalf("%d results after %d calls, want 2 and 2", len(res), f.callCount())
-	}
-	for _, r := range res {
-		if !errors.Is(r.Err, denied) || r.Transient {
-			t.Errorf("result %+v: want the permanent error, not transient", r)
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeReceiver{script: []step{{err: denied}, {err: denied}}}
+		l := newLoop(f, clock.Clock{})
+		seen := 0
+		c := &recorder{l: l, ask: 10, wants: -1, keep: func(r Result) bool {
+			seen++
+			return seen < 2 // retry the first, give up at the second
+		}}
+		l.Run(c)
+		res := c.got()
+		if len(res) != 2 || f.callCount() != 2 {
+			t.Fatalf("%d results after %d calls, want 2 and 2", len(res), f.callCount())
 		}
-	}
+		for _, r := range res {
+			if !errors.Is(r.Err, denied) || r.Transient {
+				t.Errorf("result %+v: want the permanent error, not transient", r)
+			}
+		}
+	})
 }
 
 func TestStopLetsTheReceiveInFlightFinishForRelease(t *testing.T) {
-	f := &fakeReceiver{script: []step{{msgs: 2, block: true}}, started: make(chan struct{}, 1), release: make(chan struct{})}
-	l := newLoop(f, clock.Clock{})
-	c := &recorder{l: l, ask: 10, wants: -1}
-	done := make(chan struct{})
-	go func() { l.Run(c); close(done) }()
-	<-f.started
-	l.Stop()
-	select {
-	case <-done:
-		t.Fatal("Stop cancelled the receive in flight")
-	case <-time.After(20 * time.Millisecond):
-	}
-	close(f.release)
-	<-done
-	res := c.got()
-	if len(res) != 1 || !res[0].Stopped || len(res[0].Messages) != 2 || res[0].Err != nil {
-		t.Fatalf("results %+v: want the 2 messages handed over with Stopped", res)
-	}
-	if !l.ParkedUntil().IsZero() || l.ReleaseDelay() != 0 {
-		t.Errorf("a receive that completed counts as parked: %v", l.ParkedUntil())
-	}
-	if f.callCount() != 1 {
-		t.Errorf("%d receives, want none after the stop", f.callCount())
-	}
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeReceiver{script: []step{{msgs: 2, block: true}}, started: make(chan struct{}, 1), release: make(chan struct{})}
+		l := newLoop(f, clock.Clock{})
+		c := &recorder{l: l, ask: 10, wants: -1}
+		done := make(chan struct{})
+		go func() { l.Run(c); close(done) }()
+		<-f.started
+		l.Stop()
+		// Past the receive's wait, within its bound (callbound.Timeout more).
+		testtime.Advance(30 * time.Second)
+		select {
+		case <-done:
+			t.Fatal("Stop cancelled the receive in flight")
+		default:
+		}
+		close(f.release)
+		<-done
+		res := c.got()
+		if len(res) != 1 || !res[0].Stopped || len(res[0].Messages) != 2 || res[0].Err != nil {
+			t.Fatalf("results %+v: want the 2 messages handed over with Stopped", res)
+		}
+		if !l.ParkedUntil().IsZero() || l.ReleaseDelay() != 0 {
+			t.Errorf("a receive that completed counts as parked: %v", l.ParkedUntil())
+		}
+		if f.callCount() != 1 {
+			t.Errorf("%d receives, want none after the stop", f.callCount())
+		}
+	})
 }
 
 func TestAbortCancelsAndTracksTheParkedPoll(t *testing.T) {
-	var fc fakeClock
-	fc.now.Store(time.Unix(1000, 0).UnixNano())
-	f := &fakeReceiver{script: []step{{block: true}}, started: make(chan struct{}, 1), release: make(chan struct{})}
-	l := newLoop(f, fc.clock())
-	c := &recorder{l: l, ask: 10, wants: -1}
-	done := make(chan struct{})
-	go func() { l.Run(c); close(done) }()
-	<-f.started
-	fc.now.Add(int64(5 * time.Second))
-	l.Abort()
-	<-done
-	res := c.got()
-	if len(res) != 1 || !res[0].Stopped || !errors.Is(res[0].Err, context.Canceled) || res[0].Asked != 10 {
-		t.Fatalf("results %+v: want one Stopped result with the cancellation and Asked 10", res)
-	}
-	if want := time.Unix(1020, 0); !l.ParkedUntil().Equal(want) {
-		t.Errorf("ParkedUntil = %v, want %v (start + 20 s wait)", l.ParkedUntil(), want)
-	}
-	// 15 s left, plus the 2 s margin.
-	if d := l.ReleaseDelay(); d != 17*time.Second {
-		t.Errorf("ReleaseDelay = %v, want 17s", d)
-	}
-	fc.now.Add(int64(14*time.Second + 500*time.Millisecond)) // 0.5 s left
-	if d := l.ReleaseDelay(); d != 2*time.Second {
-		t.Errorf("ReleaseDelay near the end = %v, want 2s", d)
-	}
-	fc.now.Add(int64(5 * time.Second))
-	if d := l.ReleaseDelay(); d != 0 {
-		t.Errorf("ReleaseDelay after the wait = %v, want 0", d)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeReceiver{script: []step{{block: true}}, started: make(chan struct{}, 1), release: make(chan struct{})}
+		l := newLoop(f, clock.Clock{})
+		c := &recorder{l: l, ask: 10, wants: -1}
+		done := make(chan struct{})
+		start := time.Now()
+		go func() { l.Run(c); close(done) }()
+		<-f.started
+		testtime.Advance(5 * time.Second)
+		l.Abort()
+		<-done
+		res := c.got()
+		if len(res) != 1 || !res[0].Stopped || !errors.Is(res[0].Err, context.Canceled) || res[0].Asked != 10 {
+			t.Fatalf("results %+v: want one Stopped result with the cancellation and Asked 10", res)
+		}
+		if want := start.Add(20 * time.Second); !l.ParkedUntil().Equal(want) {
+			t.Errorf("ParkedUntil = %v, want %v (start + 20 s wait)", l.ParkedUntil(), want)
+		}
+		// 15 s left, plus the 2 s margin.
+		if d := l.ReleaseDelay(); d != 17*time.Second {
+			t.Errorf("ReleaseDelay = %v, want 17s", d)
+		}
+		testtime.Advance(14*time.Second + 500*time.Millisecond) // 0.5 s left
+		if d := l.ReleaseDelay(); d != 2*time.Second {
+			t.Errorf("ReleaseDelay near the end = %v, want 2s", d)
+		}
+		testtime.Advance(5 * time.Second)
+		if d := l.ReleaseDelay(); d != 0 {
+			t.Errorf("ReleaseDelay after the wait = %v, want 0", d)
+		}
+	})
 }
 
 func TestParentContextAborts(t *testing.T) {
-	f := &fakeReceiver{script: []step{{block: true}}, started: make(chan struct{}, 1), release: make(chan struct{})}
-	ctx, cancel := context.WithCancel(context.Background())
-	l := New(ctx, Config{Client: f, Input: sqs.ReceiveMessageInput{WaitTimeSeconds: 20}})
-	c := &recorder{l: l, ask: 1, wants: -1}
-	done := make(chan struct{})
-	go func() { l.Run(c); close(done) }()
-	<-f.started
-	cancel()
-	<-done
-	if res := c.got(); len(res) != 1 || !res[0].Stopped || !l.Stopped() {
-		t.Fatalf("results %+v, Stopped %v: want the loop stopped", res, l.Stopped())
-	}
-	if l.ParkedUntil().IsZero() {
-		t.Error("the cancelled receive is not tracked as parked")
-	}
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeReceiver{script: []step{{block: true}}, started: make(chan struct{}, 1), release: make(chan struct{})}
+		ctx, cancel := context.WithCancel(context.Background())
+		l := New(ctx, Config{Client: f, Input: sqs.ReceiveMessageInput{WaitTimeSeconds: 20}})
+		c := &recorder{l: l, ask: 1, wants: -1}
+		done := make(chan struct{})
+		go func() { l.Run(c); close(done) }()
+		<-f.started
+		cancel()
+		<-done
+		if res := c.got(); len(res) != 1 || !res[0].Stopped || !l.Stopped() {
+			t.Fatalf("results %+v, Stopped %v: want the loop stopped", res, l.Stopped())
+		}
+		if l.ParkedUntil().IsZero() {
+			t.Error("the cancelled receive is not tracked as parked")
+		}
+	})
 }
 
 // TestStopBetweenWantAndReceive: capacity Want reserved comes back through
@@ -296,29 +308,38 @@ func (s *stopInWant) Want() int {
 }
 
 func TestStopEndsBackoffAndBlockingWant(t *testing.T) {
-	f := &fakeReceiver{script: []step{{err: throttled}}}
-	l := New(context.Background(), Config{
-		Client:  f,
-		Input:   sqs.ReceiveMessageInput{WaitTimeSeconds: 1},
-		Backoff: backoff.Policy{Base: time.Hour, Cap: time.Hour},
-	})
-	c := &recorder{l: l, ask: 1, wants: 1}
-	done := make(chan struct{})
-	go func() { l.Run(c); close(done) }()
-	waitFor(t, func() bool { return len(c.got()) == 1 })
-	l.Stop() // the poller sleeps up to an hour
-	<-done
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeReceiver{script: []step{{err: throttled}}}
+		l := New(context.Background(), Config{
+			Client:  f,
+			Input:   sqs.ReceiveMessageInput{WaitTimeSeconds: 1},
+			Backoff: backoff.Policy{Base: time.Hour, Cap: time.Hour},
+		})
+		c := &recorder{l: l, ask: 1, wants: 1}
+		done := make(chan struct{})
+		go func() { l.Run(c); close(done) }()
+		synctest.Wait()
+		if n := len(c.got()); n != 1 {
+			t.Fatalf("%d results, want the throttled receive's", n)
+		}
+		stopped := time.Now()
+		l.Stop() // the poller sleeps up to an hour
+		<-done
+		if d := time.Since(stopped); d != 0 {
+			t.Errorf("the poller ended %v after Stop, want at once (its backoff cut short)", d)
+		}
 
-	// A Want that blocks until the stop.
-	l2 := newLoop(&fakeReceiver{}, clock.Clock{})
-	c2 := &recorder{l: l2, ask: 1, wants: -1, block: true}
-	done2 := make(chan struct{})
-	go func() { l2.Run(c2); close(done2) }()
-	l2.Stop()
-	<-done2
-	if len(c2.got()) != 0 {
-		t.Errorf("results %+v after a Want of 0", c2.got())
-	}
+		// A Want that blocks until the stop.
+		l2 := newLoop(&fakeReceiver{}, clock.Clock{})
+		c2 := &recorder{l: l2, ask: 1, wants: -1, block: true}
+		done2 := make(chan struct{})
+		go func() { l2.Run(c2); close(done2) }()
+		l2.Stop()
+		<-done2
+		if len(c2.got()) != 0 {
+			t.Errorf("results %+v after a Want of 0", c2.got())
+		}
+	})
 }
 
 // demand is a demand-driven consumer: pollers run while receivers wait.
@@ -346,18 +367,20 @@ func (d *demand) Handle(r Result) bool {
 }
 
 func TestDemandDrivenPollers(t *testing.T) {
-	f := &fakeReceiver{script: []step{{msgs: 10}, {msgs: 10}, {msgs: 5}, {msgs: 5}}}
-	l := newLoop(f, clock.Clock{})
-	d := &demand{waiting: 30, pollers: 3}
-	var wg sync.WaitGroup
-	for range 3 {
-		wg.Add(1)
-		go func() { defer wg.Done(); l.Run(d) }()
-	}
-	wg.Wait()
-	if d.waiting > 0 || d.pollers != 0 {
-		t.Errorf("demand left %d, pollers %d: want all served and all pollers ended", d.waiting, d.pollers)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeReceiver{script: []step{{msgs: 10}, {msgs: 10}, {msgs: 5}, {msgs: 5}}}
+		l := newLoop(f, clock.Clock{})
+		d := &demand{waiting: 30, pollers: 3}
+		var wg sync.WaitGroup
+		for range 3 {
+			wg.Add(1)
+			go func() { defer wg.Done(); l.Run(d) }()
+		}
+		wg.Wait()
+		if d.waiting > 0 || d.pollers != 0 {
+			t.Errorf("demand left %d, pollers %d: want all served and all pollers ended", d.waiting, d.pollers)
+		}
+	})
 }
 
 // staticReceiver returns the same output without allocating.
@@ -392,15 +415,6 @@ func TestNoAllocationPerReceive(t *testing.T) {
 	})
 	if allocs > 6 {
 		t.Errorf("%v allocations per Run of 100 receives, want at most 6", allocs)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5s")
-		}
 	}
 }
 

@@ -12,15 +12,15 @@ import (
 // deleted meanwhile moves no other queue to another share; an unbudgeted
 // (standalone) sweep, or a fleet within the budget, inspects them all.
 func TestSweepSliceCoversFleetAcrossPeriods(t *testing.T) {
-	// Budget: 10/s × scale × 60 s × 0.6 = 10 queues per period.
-	o := Config{Options: Options{Prefix: "p_", Period: time.Minute}, TimeScale: 1.0 / 36}
+	// Budget: 10/s × 60 s × 0.6 = 360 queues per period.
+	o := Config{Options: Options{Prefix: "p_", Period: time.Minute}}
 	s := newSweeper(nil, o, nil, new(ownThrottles))
-	if b := s.budget(); b != 10 {
-		t.Fatalf("budget = %d, want 10", b)
+	if b := s.budget(); b != 360 {
+		t.Fatalf("budget = %d, want 360", b)
 	}
 	var cands []string
-	for i := range 25 {
-		cands = append(cands, fmt.Sprintf("https://sqs.example/1/p_%02d", i))
+	for i := range 900 {
+		cands = append(cands, fmt.Sprintf("https://sqs.example/1/p_%03d", i))
 	}
 	origin := time.Unix(0, 0).Add(1000 * time.Minute) // a period boundary
 	seen := map[string]int{}
@@ -31,8 +31,8 @@ func TestSweepSliceCoversFleetAcrossPeriods(t *testing.T) {
 			shareOf[u] = p
 		}
 	}
-	if len(seen) != 25 {
-		t.Errorf("3 periods covered %d of 25 queues", len(seen))
+	if len(seen) != 900 {
+		t.Errorf("3 periods covered %d of 900 queues", len(seen))
 	}
 	for u, c := range seen {
 		if c != 1 {
@@ -40,7 +40,7 @@ func TestSweepSliceCoversFleetAcrossPeriods(t *testing.T) {
 		}
 	}
 	// Deleting queues (still above the budget) keeps the others' shares.
-	fewer := cands[3:]
+	fewer := cands[108:]
 	for p := range 3 {
 		for _, u := range s.slice(fewer, origin.Add(time.Duration(p)*time.Minute+time.Second)) {
 			if shareOf[u] != p {
@@ -48,12 +48,12 @@ func TestSweepSliceCoversFleetAcrossPeriods(t *testing.T) {
 			}
 		}
 	}
-	if got := s.slice(cands[:10], origin); len(got) != 10 {
-		t.Errorf("a fleet within the budget: %d of 10 inspected", len(got))
+	if got := s.slice(cands[:360], origin); len(got) != 360 {
+		t.Errorf("a fleet within the budget: %d of 360 inspected", len(got))
 	}
 	s.budgeted = false
-	if got := s.slice(cands, origin); len(got) != 25 {
-		t.Errorf("a standalone sweep inspected %d of 25", len(got))
+	if got := s.slice(cands, origin); len(got) != 900 {
+		t.Errorf("a standalone sweep inspected %d of 900", len(got))
 	}
 }
 

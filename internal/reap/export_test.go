@@ -31,16 +31,3 @@ func DetailOf(rep Report) Detail {
 	return Detail{Skipped: d.skipped, Candidates: d.candidates, NotTemporary: d.notTemporary, Live: d.live,
 		Future: d.future, NotEmpty: d.notEmpty, Vanished: d.vanished, Grace: d.grace, Deferred: d.deferred, Calls: d.calls}
 }
-
-// WithTimeScale is an option for simulations that run s simulated seconds
-// per real second: the reaper's tagging budget (calls per second) is
-// multiplied by s, as the simulated quota is.
-func WithTimeScale(s float64) func(*Config) { return func(o *Config) { o.TimeScale = s } }
-
-// SimulateTimeScale sets the time scale of every Reaper and Sweeper made
-// from now on without Config.TimeScale (those of requesters, say), and
-// returns the function that undoes it.
-func SimulateTimeScale(s float64) (undo func()) {
-	simulatedTimeScale.Store(&s)
-	return func() { simulatedTimeScale.Store(nil) }
-}

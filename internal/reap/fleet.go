@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"math"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -156,26 +155,8 @@ func (f *fleet) count(ctx context.Context) (int, error) {
 }
 
 // needRetention returns the retention a fleet of n queues needs
-// (heartbeat.Need), in real time: a simulation's scale divides it.
+// (heartbeat.Need), rounded up to whole seconds (the tag holds seconds).
 func needRetention(n int, o Config) time.Duration {
-	scale := timeScale(o)
-	need := heartbeat.Need(n, time.Duration(float64(o.Period)*scale))
-	return time.Duration(math.Ceil(float64(need)/scale/float64(time.Second))) * time.Second
+	need := heartbeat.Need(n, o.Period)
+	return time.Duration(math.Ceil(float64(need)/float64(time.Second))) * time.Second
 }
-
-// timeScale is the number of the account's seconds per real second: 1,
-// except in simulations (Config.TimeScale, or simulatedTimeScale).
-func timeScale(o Config) float64 {
-	if o.TimeScale > 0 {
-		return o.TimeScale
-	}
-	if s := simulatedTimeScale.Load(); s != nil {
-		return *s
-	}
-	return 1
-}
-
-// simulatedTimeScale is the time scale of every Reaper and Sweeper a
-// simulation makes through the clients, whose options it cannot reach;
-// only the fleet simulation sets it (export_test.go).
-var simulatedTimeScale atomic.Pointer[float64]

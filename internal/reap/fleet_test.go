@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -20,6 +21,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/tempqueues/tempqueues/internal/reap"
+	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
 	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/reaper"
 	"github.com/tempqueues/tempqueues/requester"
@@ -32,24 +34,22 @@ import (
 // queue and reaper (heartbeats, lease, sweeps), in one process on sqstest
 // with the account's tagging quota enforced, a responder answering a
 // trickle of RPCs from each, and 1% of the requesters killed mid-run.
-// Everything runs the real library code. Time is scaled: every duration
-// the simulation sets (retention, sweep period, RPC spacing, quota rate)
-// is divided by Scale, and the reaper's own tagging budget is scaled with
-// reap.SimulateTimeScale, so a run of several retention periods takes
-// minutes; all figures are reported in simulated time.
+// Everything runs the real library code, in a testing/synctest bubble on
+// an in-process sqstest: time is the bubble's, which moves only when every
+// goroutine waits, so a run of several retention periods takes as long as
+// its CPU work, with every duration as configured (no scaling); all
+// figures but the wall time are in the bubble's time.
 //
-//	go test ./internal/reap -run TestFleet -fleet 10000 -fleet.scale 10 -fleet.rpc 5m -timeout 60m -v
+//	go test ./internal/reap -run TestFleet -fleet 10000 -fleet.rpc 5m -timeout 60m -v
 var (
-	fleetN     = flag.Int("fleet", 0, "fleet simulation: number of requesters (0: the small CI run)")
-	fleetScale = flag.Float64("fleet.scale", 20, "fleet simulation: simulated seconds per real second")
-	fleetRet   = flag.Duration("fleet.retention", 300*time.Second, "fleet simulation: IdleQueueRetention (simulated)")
-	fleetDur   = flag.Duration("fleet.duration", 0, "fleet simulation: simulated length of the run (0: enough for the acceptance)")
-	fleetRPC   = flag.Duration("fleet.rpc", time.Minute, "fleet simulation: simulated time between a requester's RPCs")
+	fleetN   = flag.Int("fleet", 0, "fleet simulation: number of requesters (0: the small CI run)")
+	fleetRet = flag.Duration("fleet.retention", 300*time.Second, "fleet simulation: IdleQueueRetention (simulated)")
+	fleetDur = flag.Duration("fleet.duration", 0, "fleet simulation: simulated length of the run (0: enough for the acceptance)")
+	fleetRPC = flag.Duration("fleet.rpc", time.Minute, "fleet simulation: simulated time between a requester's RPCs")
 )
 
 type fleetConfig struct {
 	N         int
-	Scale     float64       // simulated seconds per real second
 	Retention time.Duration // simulated
 	Period    time.Duration // simulated sweep period
 	Quota     float64       // tagging calls per simulated second
@@ -59,15 +59,9 @@ type fleetConfig struct {
 	Sample    time.Duration // simulated sampling interval
 }
 
-// real converts a simulated duration to real time.
-func (c fleetConfig) real(d time.Duration) time.Duration { return time.Duration(float64(d) / c.Scale) }
-
-// sim converts a real duration to simulated time.
-func (c fleetConfig) sim(d time.Duration) time.Duration { return time.Duration(float64(d) * c.Scale) }
-
 type fleetResult struct {
 	cfg       fleetConfig
-	wall      time.Duration
+	wall      time.Duration // real, outside the bubble
 	simulated time.Duration // the run's length, start-up included
 	startup   time.Duration // until one retention after every member's first RPC
 
@@ -90,10 +84,10 @@ type fleetResult struct {
 }
 
 func (r fleetResult) String() string {
-	return fmt.Sprintf("N=%d scale=%.0f retention=%v period=%v quota=%.0f/s: wall %v for %v simulated (start-up %v); tagging after start-up mean %.1f/s peak %.1f/s, "+
+	return fmt.Sprintf("N=%d retention=%v period=%v quota=%.0f/s: wall %v for %v simulated (start-up %v); tagging after start-up mean %.1f/s peak %.1f/s, "+
 		"throttled %d (start-up %d); heartbeat age max %.2f p99 %.2f of the configured retention, max %.2f p99 %.2f of the queue's own (largest %v, median at the end %v); sweeps %d (%.2f per period); "+
 		"live hosts deleted %d; dead %d, deleted %d, worst %v (bound %v), late %d, not due yet %d; RPCs %d, failed %d (host gone %d)",
-		r.cfg.N, r.cfg.Scale, r.cfg.Retention, r.cfg.Period, r.cfg.Quota, r.wall.Round(time.Second), r.simulated.Round(time.Minute), r.startup.Round(time.Second),
+		r.cfg.N, r.cfg.Retention, r.cfg.Period, r.cfg.Quota, r.wall.Round(time.Second), r.simulated.Round(time.Minute), r.startup.Round(time.Second),
 		r.meanTagRate, r.peakTagRate, r.tagThrottled, r.startupThrottled, r.ageMax, r.ageP99, r.ownMax, r.ownP99, r.retentionMax, r.retentionMedian,
 		r.sweeps, r.sweepsPerPeriod, r.liveDeleted, r.killed, r.deadDeleted, r.deadLatencyMax.Round(time.Second),
 		r.deadBound, r.deadLate, r.deadPending, r.rpcs, r.rpcFailed, r.rpcOnGone)
@@ -107,7 +101,7 @@ type fleetMember struct {
 	stop   chan struct{}
 	done   chan struct{}
 	killed atomic.Bool
-	diedAt time.Time // real
+	diedAt time.Time
 }
 
 // SQS's tagging quota: these actions together at taggingRate calls a
@@ -119,25 +113,40 @@ var taggingActions = []string{"TagQueue", "UntagQueue", "ListQueueTags"}
 // hostSeen is what the sampler last saw of a host queue.
 type hostSeen struct {
 	owner     int
-	heartbeat time.Time // real
+	heartbeat time.Time
 	retention time.Duration
 }
 
+// fleetRun runs runFleet in a synctest bubble and returns its result with
+// the real time the run took.
+func fleetRun(t *testing.T, cfg fleetConfig) fleetResult {
+	t.Helper()
+	start := time.Now()
+	var res fleetResult
+	synctest.Test(t, func(t *testing.T) { res = runFleet(t, cfg) })
+	res.wall = time.Since(start)
+	return res
+}
+
+// runFleet runs the simulation; it must run in a synctest bubble.
 func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 	t.Helper()
-	defer reap.SimulateTimeScale(cfg.Scale)()
 	start := time.Now()
-	srv := sqstest.NewServer(func(o *sqstest.Options) {
-		// SQS's tagging quota (TagQueue, UntagQueue and ListQueueTags), sped up.
-		o.Quotas = []sqstest.Quota{{Rate: cfg.Quota * cfg.Scale, Burst: cfg.Quota}}
+	be := sqstestenv.InProcess(t, func(o *sqstest.Options) {
+		// SQS's tagging quota (TagQueue, UntagQueue and ListQueueTags).
+		o.Quotas = []sqstest.Quota{{Rate: cfg.Quota, Burst: cfg.Quota}}
 	})
-	defer func() { _ = srv.Close(context.Background()) }()
+	srv := be.Server
 	noRetry := func(o *sqs.Options) { o.RetryMaxAttempts = 1 }
+	client := func(optFns ...func(*sqs.Options)) *sqs.Client {
+		c, _ := be.Client(t, append([]func(*sqs.Options){noRetry}, optFns...)...)
+		return c
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
 	// The service the fleet calls.
-	rc := srv.Client(noRetry)
+	rc := client()
 	q, err := rc.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("fleet-service")})
 	if err != nil {
 		t.Fatal(err)
@@ -158,14 +167,14 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 	var (
 		mu       sync.Mutex
 		hosts    = map[string]hostSeen{}  // by queue name
-		deleted  = map[string]time.Time{} // by queue URL, when a sweep reported it (real)
+		deleted  = map[string]time.Time{} // by queue URL, when a sweep reported it
 		sweeps   atomic.Int64
 		rpcs     atomic.Int64
 		rpcFail  atomic.Int64
 		rpcGone  atomic.Int64
 		failOnce sync.Once
 		// The fleet is up when every member has made its first RPC (and so
-		// created its host queue): upAt, real time, set by the last one.
+		// created its host queue): upAt, set by the last one.
 		firstDone atomic.Int64
 		upAt      atomic.Int64
 	)
@@ -174,8 +183,8 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 		now := time.Now()
 		if *fleetN > 0 {
 			t.Logf("sweep at %v: listed %d, kept %d, deleted %d, errors %d, took %v",
-				cfg.sim(now.Sub(start)).Round(time.Second), rep.Listed, rep.Kept,
-				len(rep.Deleted), len(rep.Errors), cfg.sim(rep.Duration).Round(time.Second))
+				now.Sub(start).Round(time.Second), rep.Listed, rep.Kept,
+				len(rep.Deleted), len(rep.Errors), rep.Duration.Round(time.Second))
 		}
 		mu.Lock()
 		for _, u := range rep.Deleted {
@@ -189,15 +198,13 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 		members[i] = &fleetMember{id: i, stop: make(chan struct{}), done: make(chan struct{})}
 	}
 	startMember := func(m *fleetMember) {
-		req, err := requester.New(srv.Client(noRetry, killSwitch(&m.killed)), func(o *requester.Options) {
-			o.IdleQueueRetention = cfg.real(cfg.Retention)
+		req, err := requester.New(client(killSwitch(&m.killed)), func(o *requester.Options) {
+			o.IdleQueueRetention = cfg.Retention
 			o.HostQueueTags = map[string]string{fleetOwnerTag: strconv.Itoa(m.id)}
-			// A generous real timeout: an RPC that times out on a loaded
-			// machine says nothing about the reaper.
 			o.Timeout = 20 * time.Second
 			o.Reaper = []func(*reaper.Options){
 				func(o *reaper.Options) {
-					o.Period = cfg.real(cfg.Period)
+					o.Period = cfg.Period
 					o.Observer = observe.Func(func(_ context.Context, e observe.Event) func(*types.Message, error) {
 						if e.Kind == observe.Swept {
 							onSweep(e.Detail.(reaper.Report))
@@ -215,7 +222,7 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 		m.req = req
 		go func() {
 			defer close(m.done)
-			every := cfg.real(cfg.RPCEvery)
+			every := cfg.RPCEvery
 			next := time.Duration(rand.Int64N(int64(every)))
 			for n := 0; ; n++ {
 				select {
@@ -238,7 +245,7 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 						rpcGone.Add(1)
 					}
 					failOnce.Do(func() {
-						t.Logf("first failed RPC (member %d, at %v simulated): %v", m.id, cfg.sim(time.Since(start)).Round(time.Second), err)
+						t.Logf("first failed RPC (member %d, at %v simulated): %v", m.id, time.Since(start).Round(time.Second), err)
 					})
 				}
 			}
@@ -249,11 +256,10 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 	var starting sync.WaitGroup
 	for _, m := range members {
 		starting.Add(1)
-		go func() {
+		time.AfterFunc(time.Duration(rand.Int64N(int64(max(cfg.StartOver, 1)))), func() {
 			defer starting.Done()
-			time.Sleep(time.Duration(rand.Int64N(int64(max(cfg.real(cfg.StartOver), 1)))))
 			startMember(m)
-		}()
+		})
 	}
 
 	prefix := sqsapi.DefaultQueuePrefix
@@ -266,10 +272,10 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 			return time.Time{}, false
 		}
 		from := time.Unix(0, up)
-		if early := simStart.Add(cfg.real(cfg.StartOver)); from.Before(early) {
+		if early := simStart.Add(cfg.StartOver); from.Before(early) {
 			from = early
 		}
-		return from.Add(cfg.real(cfg.Retention)), true
+		return from.Add(cfg.Retention), true
 	}
 	afterStartup := func(now time.Time) bool {
 		end, ok := startupEnd()
@@ -290,7 +296,7 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 	var minuteCalls int64 // tagging calls at the last minute's log
 	minuteAt := simStart
 	killed := false
-	ticker := time.NewTicker(cfg.real(cfg.Sample))
+	ticker := time.NewTicker(cfg.Sample)
 	defer ticker.Stop()
 	// Run for the configured length, and on (up to 8 times as long) for
 	// three of the live hosts' median retention and until every killed
@@ -305,8 +311,8 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 		}
 		return false
 	}
-	for el := time.Duration(0); el < cfg.real(cfg.Duration) ||
-		(el < 8*cfg.real(cfg.Duration) && (el < 3*cfg.real(res.retentionMedian) || !killed || deadWaiting())); el = time.Since(simStart) {
+	for el := time.Duration(0); el < cfg.Duration ||
+		(el < 8*cfg.Duration && (el < 3*res.retentionMedian || !killed || deadWaiting())); el = time.Since(simStart) {
 		<-ticker.C
 		now := time.Now()
 		ticks++
@@ -318,14 +324,14 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 				thr += throttled[op]
 			}
 			t.Logf("at %v simulated (%v real): %d sweeps, %d RPCs, tagging %.1f/s in the last minute, %d throttled in all",
-				cfg.sim(now.Sub(simStart)).Round(time.Second), now.Sub(simStart).Round(time.Second), sweeps.Load(), rpcs.Load(),
-				float64(calls-minuteCalls)/cfg.sim(now.Sub(minuteAt)).Seconds(), thr)
+				now.Sub(simStart).Round(time.Second), now.Sub(simStart).Round(time.Second), sweeps.Load(), rpcs.Load(),
+				float64(calls-minuteCalls)/now.Sub(minuteAt).Seconds(), thr)
 			minuteCalls, minuteAt = calls, now
 		}
 		// 1% of the fleet dies mid-run: one (median, maybe fitted) retention
 		// after start-up, once every live queue has written the retention
 		// its fleet's count gave.
-		if se, ok := startupEnd(); !killed && ok && now.After(se.Add(cfg.real(res.retentionMedian))) {
+		if se, ok := startupEnd(); !killed && ok && now.After(se.Add(res.retentionMedian)) {
 			killed = true
 			for _, i := range rand.Perm(cfg.N)[:max(cfg.N/100, 1)] {
 				m := members[i]
@@ -349,7 +355,7 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 		if afterStartup(now) {
 			tagSamples = append(tagSamples, tagSample{now, adm + thr})
 			for i := len(tagSamples) - 2; i >= 0; i-- {
-				if el := cfg.sim(now.Sub(tagSamples[i].at)); el >= time.Minute {
+				if el := now.Sub(tagSamples[i].at); el >= time.Minute {
 					// The busiest minute (or a little more, when late).
 					res.peakTagRate = max(res.peakTagRate, float64(adm+thr-tagSamples[i].calls)/el.Seconds())
 					tagSamples = tagSamples[i:]
@@ -370,8 +376,8 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 		var rets []time.Duration // of the live hosts
 		for _, u := range srv.QueueURLs() {
 			name := u[strings.LastIndexByte(u, '/')+1:]
-			if !strings.HasPrefix(name, prefix) {
-				continue
+			if !strings.HasPrefix(name, prefix) || name == prefix+reap.CoordinationQueueSuffix {
+				continue // not a host: the sweeper lease's queue carries a member's tags too
 			}
 			tags, err := srv.QueueTags(name)
 			if err != nil {
@@ -383,7 +389,7 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 			}
 			ms, _ := strconv.ParseInt(tags[sqsapi.HeartbeatTag], 10, 64)
 			sec, _ := strconv.Atoi(tags[sqsapi.RetentionTag])
-			hs := hostSeen{owner: owner, heartbeat: time.UnixMilli(ms), retention: cfg.sim(time.Duration(sec) * time.Second)}
+			hs := hostSeen{owner: owner, heartbeat: time.UnixMilli(ms), retention: time.Duration(sec) * time.Second}
 			seen[name] = true
 			mu.Lock()
 			hosts[name] = hs
@@ -393,7 +399,7 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 				rets = append(rets, hs.retention)
 			}
 			if !members[owner].killed.Load() && afterStartup(now) {
-				age := cfg.sim(now.Sub(hs.heartbeat)).Seconds()
+				age := now.Sub(hs.heartbeat).Seconds()
 				ages = append(ages, age/cfg.Retention.Seconds())
 				own = append(own, age/hs.retention.Seconds())
 			}
@@ -412,10 +418,10 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 			if !m.killed.Load() {
 				res.liveDeleted++
 				t.Logf("live host %s of member %d deleted; last heartbeat %v before, retention %v", name, hs.owner,
-					cfg.sim(now.Sub(hs.heartbeat)).Round(time.Second), hs.retention)
+					now.Sub(hs.heartbeat).Round(time.Second), hs.retention)
 			} else {
 				res.deadDeleted++
-				lat := cfg.sim(now.Sub(hs.heartbeat))
+				lat := now.Sub(hs.heartbeat)
 				bound := 2*hs.retention + cfg.Period
 				if lat > bound {
 					res.deadLate++
@@ -435,7 +441,7 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 	mu.Lock()
 	for _, hs := range hosts {
 		if members[hs.owner].killed.Load() {
-			if cfg.sim(end.Sub(hs.heartbeat)) > 2*hs.retention+cfg.Period {
+			if end.Sub(hs.heartbeat) > 2*hs.retention+cfg.Period {
 				res.deadLate++
 			} else {
 				res.deadPending++
@@ -449,8 +455,8 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 		t.Errorf("the fleet never came up: %d of %d members made their first RPC", firstDone.Load(), cfg.N)
 		se = time.Now()
 	}
-	elapsed := cfg.sim(time.Since(se))
-	res.startup = cfg.sim(se.Sub(simStart))
+	elapsed := time.Since(se)
+	res.startup = se.Sub(simStart)
 	res.meanTagRate = float64(res.tagAdmitted+res.tagThrottled) / elapsed.Seconds()
 	slices.Sort(ages)
 	if n := len(ages); n > 0 {
@@ -461,7 +467,7 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 		res.ownP99 = own[min(n-1, n*99/100)]
 	}
 	res.sweeps = sweeps.Load()
-	res.simulated = cfg.sim(time.Since(simStart))
+	res.simulated = time.Since(simStart)
 	res.sweepsPerPeriod = float64(res.sweeps) / (res.simulated.Seconds() / cfg.Period.Seconds())
 	res.rpcs, res.rpcFailed, res.rpcOnGone = rpcs.Load(), rpcFail.Load(), rpcGone.Load()
 
@@ -490,7 +496,6 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 	_ = resp.Shutdown(sctx)
 	cancel()
 	<-served
-	res.wall = time.Since(start)
 	return res
 }
 
@@ -498,9 +503,9 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 // at 30/s, the start spread over a minute, 1% killed mid-run, and the run
 // long enough to see them deleted and at least 3 retention periods (runFleet
 // runs on as the fitted retentions need).
-func defaultFleetConfig(n int, scale float64, retention, period, rpcEvery, duration time.Duration) fleetConfig {
+func defaultFleetConfig(n int, retention, period, rpcEvery, duration time.Duration) fleetConfig {
 	cfg := fleetConfig{
-		N: n, Scale: scale, Retention: retention, Period: period, Quota: taggingRate,
+		N: n, Retention: retention, Period: period, Quota: taggingRate,
 		RPCEvery: rpcEvery, StartOver: time.Minute, Sample: 10 * time.Second,
 	}
 	cfg.Duration = duration
@@ -513,16 +518,15 @@ func defaultFleetConfig(n int, scale float64, retention, period, rpcEvery, durat
 // TestFleet runs the fleet simulator (checkFleet says when it fails): a
 // small fleet in CI, or the size given with -fleet.
 func TestFleet(t *testing.T) {
-	cfg := defaultFleetConfig(*fleetN, *fleetScale, *fleetRet, 5*time.Minute, *fleetRPC, *fleetDur)
+	cfg := defaultFleetConfig(*fleetN, *fleetRet, 5*time.Minute, *fleetRPC, *fleetDur)
 	if cfg.N == 0 {
 		if testing.Short() {
 			t.Skip("fleet simulation in -short mode")
 		}
-		// CI: 100 requesters, 2-minute retention and sweep period, at 30
-		// times real time: about 25 s.
-		cfg = defaultFleetConfig(100, 30, 2*time.Minute, 2*time.Minute, time.Minute, 0)
+		// CI: 100 requesters, 2-minute retention and sweep period.
+		cfg = defaultFleetConfig(100, 2*time.Minute, 2*time.Minute, time.Minute, 0)
 	}
-	checkFleet(t, cfg, runFleet(t, cfg))
+	checkFleet(t, cfg, fleetRun(t, cfg))
 }
 
 // TestFleetFitsItsRetention runs a fleet too dense for its configured
@@ -534,8 +538,8 @@ func TestFleetFitsItsRetention(t *testing.T) {
 	if *fleetN > 0 || testing.Short() {
 		t.Skip("the CI fleet runs only")
 	}
-	cfg := defaultFleetConfig(100, 10, 10*time.Second, 2*time.Minute, time.Minute, 0)
-	res := checkFleet(t, cfg, runFleet(t, cfg))
+	cfg := defaultFleetConfig(100, 10*time.Second, 2*time.Minute, time.Minute, 0)
+	res := checkFleet(t, cfg, fleetRun(t, cfg))
 	if res.retentionMedian < 2*cfg.Retention {
 		t.Errorf("median retention at the end %v: the fleet did not fit it (configured %v)", res.retentionMedian, cfg.Retention)
 	}

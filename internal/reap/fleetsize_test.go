@@ -18,13 +18,14 @@ import (
 	"github.com/tempqueues/tempqueues/sqstest"
 )
 
-// needRetention is heartbeat.Need in real time: a simulation's scale
-// divides it.
-func TestNeedRetentionScales(t *testing.T) {
+// needRetention is heartbeat.Need in whole seconds, rounded up.
+func TestNeedRetention(t *testing.T) {
 	o := Config{Options: Options{Period: defaultPeriod}}
-	scaled := Config{Options: Options{Period: defaultPeriod / 20}, TimeScale: 20}
-	if a, b := needRetention(10000, o), needRetention(10000, scaled); a != heartbeat.Need(10000, defaultPeriod) || b < a/20 || b > a/20+time.Second {
-		t.Errorf("needRetention(10000) = %v, scaled by 20: %v", a, b)
+	for _, n := range []int{1, 1000, 3000, 10000} {
+		need := heartbeat.Need(n, defaultPeriod)
+		if got := needRetention(n, o); got%time.Second != 0 || got < need || got >= need+time.Second {
+			t.Errorf("needRetention(%d) = %v, want %v rounded up to a second", n, got, need)
+		}
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/clock"
 	"github.com/tempqueues/tempqueues/internal/reap"
+	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -128,14 +130,9 @@ func (c *testClock) option() func(*reap.Config) {
 	return reap.WithClock(clock.Clock{NowFunc: c.Now})
 }
 
-// eventually polls cond until it holds or the timeout passes.
-func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+// inBubble runs fn in a testing/synctest bubble with an in-process
+// sqstest server made in it.
+func inBubble(t *testing.T, fn func(t *testing.T, b *sqstestenv.Backend)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	synctest.Test(t, func(t *testing.T) { fn(t, sqstestenv.InProcess(t)) })
 }

@@ -14,11 +14,12 @@ import (
 	"github.com/tempqueues/tempqueues/internal/callcount"
 	"github.com/tempqueues/tempqueues/internal/reap"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 	"github.com/tempqueues/tempqueues/observe"
 )
 
-// The lease tests run at a 2 s period; the poll window is then 1 s long and
-// starts 1 s after each period boundary.
+// The lease tests run in synctest bubbles (inBubble) at a 2 s period; the
+// poll window is then 1 s long and starts 1 s after each period boundary.
 const (
 	testPeriod = 2 * time.Second
 	testMargin = time.Second
@@ -128,13 +129,12 @@ func (f *fleet) sweepsSince(t0 time.Time) []sweepRecord {
 
 func TestLeaseOneSweepPerPeriodAndTakeover(t *testing.T) {
 	t.Parallel()
-	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
-		t.Parallel()
+	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		f := newFleet(t, b)
 
 		a := f.start()
 		f.addHost(a)
-		eventually(t, 5*time.Second, "the first reaper to create and take the token", func() bool { return reap.LeaseCountsOf(a.r).Won == 1 })
+		testtime.Eventually(t, 5*time.Second, "the first reaper to create and take the token", func() bool { return reap.LeaseCountsOf(a.r).Won == 1 })
 		if lc := reap.LeaseCountsOf(a.r); lc.Created != 1 {
 			t.Fatalf("lease counts %+v, want one token created", lc)
 		}
@@ -142,7 +142,7 @@ func TestLeaseOneSweepPerPeriodAndTakeover(t *testing.T) {
 
 		// Two reapers: one sweep per period.
 		t0 := time.Now()
-		time.Sleep(4 * testPeriod)
+		testtime.Advance(4 * testPeriod)
 		f.checkOnePerPeriod()
 		if n := len(f.sweepsSince(t0)); n < 3 || n > 5 {
 			t.Errorf("%d sweeps in 4 periods with 2 reapers, want about 4", n)
@@ -157,13 +157,13 @@ func TestLeaseOneSweepPerPeriodAndTakeover(t *testing.T) {
 			before[i] = m.counter.Total()
 			beforeTags[i] = m.counter.Snapshot()["TagQueue"]
 		}
-		time.Sleep(4 * testPeriod)
+		testtime.Advance(4 * testPeriod)
 		elapsed := time.Since(t1)
 		f.checkOnePerPeriod()
 		// Each process's calls per hour at the defaults (time scaled 150
 		// times): docs/cost.md gives an idle requester 60 to 72, 36 of them
 		// heartbeats; the project's target is at most 120. The window is
-		// short, so the bounds leave room for a loaded machine.
+		// short, so the bounds leave room for the phases of the periods.
 		hours := elapsed.Seconds() * 150 / 3600
 		for i, m := range f.members {
 			perHour := float64(m.counter.Total()-before[i]) / hours
@@ -196,7 +196,7 @@ func TestLeaseOneSweepPerPeriodAndTakeover(t *testing.T) {
 			t.Fatal(err)
 		}
 		closedAt := time.Now()
-		time.Sleep(testPeriod + 2*testMargin + 1500*time.Millisecond)
+		testtime.Advance(testPeriod + 2*testMargin + 1500*time.Millisecond)
 		var takeover *sweepRecord
 		for _, s := range f.sweepsSince(closedAt) {
 			if s.id == last.id {
@@ -210,11 +210,14 @@ func TestLeaseOneSweepPerPeriodAndTakeover(t *testing.T) {
 			t.Fatalf("no sweep within %v after the sweeper stopped", testPeriod+2*testMargin+1500*time.Millisecond)
 		}
 		t.Logf("sweeper %d stopped; reaper %d took over %v later", last.id, takeover.id, takeover.at.Sub(closedAt).Round(time.Millisecond))
+		if d := takeover.at.Sub(closedAt); d > testPeriod+testMargin {
+			t.Errorf("reaper %d took over %v after the sweeper stopped, want within a period and a window", takeover.id, d)
+		}
 
 		// The stopped process's host queue goes idle after its retention (2 s)
 		// and the next sweep deletes it; the live ones stay.
 		client, _ := f.b.Client(t)
-		eventually(t, 2*testPeriod+2*time.Second, "the stopped reaper's host queue to be swept", func() bool { return !exists(t, client, last.host) })
+		testtime.Eventually(t, 2*testPeriod+2*time.Second, "the stopped reaper's host queue to be swept", func() bool { return !exists(t, client, last.host) })
 		for _, m := range f.members {
 			if m != last && !exists(t, client, m.host) {
 				t.Errorf("live reaper %d lost its host queue", m.id)
@@ -229,15 +232,14 @@ func TestLeaseOneSweepPerPeriodAndTakeover(t *testing.T) {
 // period.
 func TestLeaseDuplicateTokensConverge(t *testing.T) {
 	t.Parallel()
-	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
-		t.Parallel()
+	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		f := newFleet(t, b)
 		// New returns at once and each reaper polls in its own goroutine, so
 		// the three first polls race.
 		for range 3 {
 			f.start()
 		}
-		time.Sleep(3 * testPeriod)
+		testtime.Advance(3 * testPeriod)
 		var created, dups int64
 		for _, m := range f.members {
 			lc := reap.LeaseCountsOf(m.r)
@@ -279,7 +281,7 @@ func TestLeaseDuplicateTokensConverge(t *testing.T) {
 // the coordination queue's URL, which that sweep created.
 func (f *fleet) firstSweep(t *testing.T) (*sqs.Client, *sqs.GetQueueUrlOutput) {
 	t.Helper()
-	eventually(t, 5*time.Second, "the first sweep", func() bool { return len(f.records()) == 1 })
+	testtime.Eventually(t, 5*time.Second, "the first sweep", func() bool { return len(f.records()) == 1 })
 	client, _ := f.b.Client(t)
 	out, err := client.GetQueueUrl(context.Background(), &sqs.GetQueueUrlInput{QueueName: aws.String(f.prefix + reap.CoordinationQueueSuffix)})
 	if err != nil {
@@ -292,8 +294,7 @@ func (f *fleet) firstSweep(t *testing.T) (*sqs.Client, *sqs.GetQueueUrlOutput) {
 // under a running reaper; it recreates queue and token and sweeps again.
 func TestLeaseRecreatesDeletedCoordinationQueue(t *testing.T) {
 	t.Parallel()
-	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
-		t.Parallel()
+	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		f := newFleet(t, b)
 		a := f.start()
 		client, out := f.firstSweep(t)
@@ -301,7 +302,7 @@ func TestLeaseRecreatesDeletedCoordinationQueue(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
-		eventually(t, 4*testPeriod, "a sweep after the coordination queue was deleted", func() bool {
+		testtime.Eventually(t, 4*testPeriod, "a sweep after the coordination queue was deleted", func() bool {
 			return reap.LeaseCountsOf(a.r).Created == 2 && len(f.records()) >= 2
 		})
 	})
@@ -313,11 +314,7 @@ func TestLeaseRecreatesDeletedCoordinationQueue(t *testing.T) {
 // per hour at the defaults.
 func TestIdleCostScaled(t *testing.T) {
 	t.Parallel()
-	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
-		t.Parallel()
-		if testing.Short() {
-			t.Skip("runs for 12 s")
-		}
+	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		const scale = 150 // 300 s / 2 s
 		f := newFleet(t, b)
 		client, _ := f.b.Client(t)
@@ -327,11 +324,11 @@ func TestIdleCostScaled(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Let the one-time calls (coordination queue, token) happen first.
-		eventually(t, 5*time.Second, "the first sweep", func() bool { return len(f.records()) == 1 })
-		time.Sleep(testPeriod) // start measuring at an arbitrary phase
+		testtime.Eventually(t, 5*time.Second, "the first sweep", func() bool { return len(f.records()) == 1 })
+		testtime.Advance(testPeriod) // start measuring at an arbitrary phase
 		before := m.counter.Snapshot()
 		start := time.Now()
-		time.Sleep(12 * time.Second)
+		testtime.Advance(12 * time.Second)
 		after := m.counter.Snapshot()
 		elapsed := time.Since(start)
 
@@ -367,8 +364,7 @@ func TestIdleCostScaled(t *testing.T) {
 // and its next win of the lease tags it.
 func TestLeaseQueueGetsTheUsersTags(t *testing.T) {
 	t.Parallel()
-	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
-		t.Parallel()
+	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		f := newFleet(t, b)
 		a := f.start()
 		client, out := f.firstSweep(t)
@@ -382,11 +378,41 @@ func TestLeaseQueueGetsTheUsersTags(t *testing.T) {
 		if err := a.r.AddTagged(host, 2*time.Second, tags); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 4*testPeriod, "the user's tag on the coordination queue", func() bool {
+		testtime.Eventually(t, 4*testPeriod, "the user's tag on the coordination queue", func() bool {
 			return tagsOf(t, client, *out.QueueUrl)["team"] == "payments"
 		})
 		if got := tagsOf(t, client, *out.QueueUrl); len(got) != 1 {
 			t.Errorf("coordination queue tags %v, want only the user's", got)
+		}
+	})
+}
+
+// TestLeaseOnRealServers checks the lease's use of a FIFO queue on fauxqs
+// and sqstest: one reaper creates the coordination queue and its one token,
+// takes it and sweeps. It waits in real time (a period of 2 s at most) for
+// the first sweep: the server is a real process.
+func TestLeaseOnRealServers(t *testing.T) {
+	t.Parallel()
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		t.Parallel()
+		f := newFleet(t, b)
+		a := f.start()
+		f.addHost(a)
+		client, out := f.firstSweep(t)
+		t.Cleanup(func() { _, _ = client.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
+		if lc := reap.LeaseCountsOf(a.r); lc.Created != 1 || lc.Won != 1 {
+			t.Errorf("lease counts %+v, want one token created and won", lc)
+		}
+		attrs, err := client.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: out.QueueUrl,
+			AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameFifoQueue}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if attrs.Attributes["FifoQueue"] != "true" {
+			t.Errorf("coordination queue attributes %v, want a FIFO queue", attrs.Attributes)
+		}
+		if !exists(t, client, a.host) {
+			t.Error("the sweep deleted the live reaper's host queue")
 		}
 	})
 }

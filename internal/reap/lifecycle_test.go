@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/reap"
 	"github.com/tempqueues/tempqueues/internal/testkit/leakcheck"
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -132,39 +134,42 @@ func (s *stubClient) GetQueueAttributes(context.Context, *sqs.GetQueueAttributes
 // poll: Close cancels it, returns nil within a second, is idempotent, and
 // leaves no goroutine and no call behind.
 func TestCloseIsQuickAndComplete(t *testing.T) {
-	// Not parallel: it checks the process's goroutines.
-	client := &stubClient{}
-	r, err := reap.New(client, func(o *reap.Config) { o.Period = 2 * time.Second })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Add("https://sqs.example/1/q", 3*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 5*time.Second, "a lease poll in flight and the first heartbeat", func() bool {
-		return client.receiving.Load() == 1 && r.Stats().Heartbeats >= 1
+	synctest.Test(t, func(t *testing.T) {
+		// Not parallel: it checks the process's goroutines.
+		client := &stubClient{}
+		r, err := reap.New(client, func(o *reap.Config) { o.Period = 2 * time.Second })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Add("https://sqs.example/1/q", 3*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if client.receiving.Load() != 1 || r.Stats().Heartbeats < 1 {
+			t.Fatalf("%d lease polls in flight, %d heartbeats: want the first of each", client.receiving.Load(), r.Stats().Heartbeats)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		start := time.Now()
+		if err := r.Close(ctx); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		if d := time.Since(start); d != 0 {
+			t.Errorf("Close took %v during a lease poll, want it at once", d)
+		}
+		if err := r.Close(ctx); err != nil {
+			t.Errorf("second Close: %v", err)
+		}
+		leakcheck.Check(t)
+		n := client.calls.Load()
+		testtime.Advance(time.Hour)
+		if client.calls.Load() != n {
+			t.Error("API calls after Close returned")
+		}
+		if st := r.Stats(); st.LeaseErrors != 0 || st.HeartbeatErrors != 0 {
+			t.Errorf("calls cut short by Close counted as errors: %+v", st)
+		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	start := time.Now()
-	if err := r.Close(ctx); err != nil {
-		t.Fatalf("Close: %v", err)
-	}
-	if d := time.Since(start); d > time.Second {
-		t.Errorf("Close took %v during a lease poll, want under 1 s", d)
-	}
-	if err := r.Close(ctx); err != nil {
-		t.Errorf("second Close: %v", err)
-	}
-	leakcheck.Check(t)
-	n := client.calls.Load()
-	time.Sleep(50 * time.Millisecond)
-	if client.calls.Load() != n {
-		t.Error("API calls after Close returned")
-	}
-	if st := r.Stats(); st.LeaseErrors != 0 || st.HeartbeatErrors != 0 {
-		t.Errorf("calls cut short by Close counted as errors: %+v", st)
-	}
 }
 
 // TestCloseReportsAbandonedWait checks the other half of the lifecycle
@@ -173,54 +178,61 @@ func TestCloseIsQuickAndComplete(t *testing.T) {
 // later Close returns the same result (internal/lifecycle).
 func TestCloseReportsAbandonedWait(t *testing.T) {
 	t.Parallel()
-	m := newMemSQS()
-	entered, release := make(chan struct{}), make(chan struct{})
-	r, err := reap.New(m, func(o *reap.Config) {
-		o.DisableSweeping = true
-		o.Observer = observe.Func(func(context.Context, observe.Event) func(*types.Message, error) {
-			close(entered)
-			<-release
-			return nil
+	synctest.Test(t, func(t *testing.T) {
+		m := newMemSQS()
+		entered, release := make(chan struct{}), make(chan struct{})
+		r, err := reap.New(m, func(o *reap.Config) {
+			o.DisableSweeping = true
+			o.Observer = observe.Func(func(context.Context, observe.Event) func(*types.Message, error) {
+				close(entered)
+				<-release
+				return nil
+			})
 		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Add("https://sqs.example/1/missing", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		<-entered
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		if err := r.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Close = %v, want DeadlineExceeded", err)
+		}
+		close(release)
+		if err := r.Close(context.Background()); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("second Close = %v, want the first's result", err)
+		}
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Add("https://sqs.example/1/missing", time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	<-entered
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	if err := r.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("Close = %v, want DeadlineExceeded", err)
-	}
-	close(release)
-	if err := r.Close(context.Background()); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("second Close = %v, want the first's result", err)
-	}
 }
 
 // TestDisableSweeping checks a heartbeat-only Reaper makes no lease call.
 func TestDisableSweeping(t *testing.T) {
 	t.Parallel()
-	client := &stubClient{}
-	r, err := reap.New(client, func(o *reap.Config) { o.DisableSweeping = true; o.Period = 2 * time.Second })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := r.Add("https://sqs.example/1/q", time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 2*time.Second, "the first heartbeat", func() bool { return r.Stats().Heartbeats == 1 })
-	time.Sleep(100 * time.Millisecond)
-	if n := client.calls.Load(); n != 1 {
-		t.Errorf("%d calls, want the one TagQueue", n)
-	}
-	if err := r.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if lc := reap.LeaseCountsOf(r); lc.Checks != 0 {
-		t.Errorf("%d lease checks with sweeping disabled", lc.Checks)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		client := &stubClient{}
+		r, err := reap.New(client, func(o *reap.Config) { o.DisableSweeping = true; o.Period = 2 * time.Second })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Add("https://sqs.example/1/q", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		if n := r.Stats().Heartbeats; n != 1 {
+			t.Fatalf("%d heartbeats, want the first at once", n)
+		}
+		testtime.Advance(10 * time.Second) // less than the heartbeat interval of 20 s (±10%), 5 periods
+		if n := client.calls.Load(); n != 1 {
+			t.Errorf("%d calls, want the one TagQueue", n)
+		}
+		if err := r.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if lc := reap.LeaseCountsOf(r); lc.Checks != 0 {
+			t.Errorf("%d lease checks with sweeping disabled", lc.Checks)
+		}
+	})
 }

@@ -51,10 +51,6 @@ type Options struct {
 // Config is Options with what the library and its tests set beside them.
 type Config struct {
 	Options
-	// TimeScale, when above zero, multiplies every rate of calls the
-	// reaper budgets itself to: simulations that run TimeScale simulated
-	// seconds per real second set it.
-	TimeScale float64
 	// Detail, if set, makes the Detail of Swept events of a Report (the
 	// face's own report type); without it the Detail is the Report.
 	Detail func(Report) any

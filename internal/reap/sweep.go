@@ -112,7 +112,7 @@ func (o *ownThrottles) NoteThrottle(at time.Time) {
 	}
 }
 
-// pacer spaces calls to a rate, in real time, allowing a small burst.
+// pacer spaces calls to a rate, allowing a small burst.
 type pacer struct {
 	mu    sync.Mutex
 	every time.Duration
@@ -136,9 +136,6 @@ func (p *pacer) wait(ctx context.Context) error {
 	p.mu.Unlock()
 	return backoff.Sleep(ctx, time.Until(at))
 }
-
-// tagRate is the rate, in real calls per second, at which sweeps read tags.
-func tagRate(o Config) float64 { return heartbeat.SweepTagRate * timeScale(o) }
 
 // NewSweeper returns a Sweeper. It makes no API call and starts no
 // goroutine; Options.DisableSweeping and Observer do not apply
@@ -166,7 +163,7 @@ func newSweeper(client sqsapi.Client, o Config, skip func(string) bool, throttle
 		skip:      skip,
 		budgeted:  throttles != nil,
 		throttles: throttles,
-		pace:      newPacer(tagRate(o), sweepTagBurst),
+		pace:      newPacer(heartbeat.SweepTagRate, sweepTagBurst),
 	}
 	if s.throttles == nil {
 		s.throttles = new(ownThrottles)
@@ -176,7 +173,7 @@ func newSweeper(client sqsapi.Client, o Config, skip func(string) bool, throttle
 
 // budget returns how many queues a Reaper's sweep inspects per period.
 func (s *Sweeper) budget() int {
-	return max(int(tagRate(s.opts)*s.opts.Period.Seconds()*sweepBudgetShare), 1)
+	return max(int(heartbeat.SweepTagRate*s.opts.Period.Seconds()*sweepBudgetShare), 1)
 }
 
 // slice returns the candidates a budgeted sweep inspects in the period of
@@ -427,9 +424,8 @@ func (s *Sweeper) checkCapacity(demand float64, inspected, candidates int) {
 	if inspected == 0 {
 		return
 	}
-	// In the account's seconds.
-	period := time.Duration(float64(s.opts.Period) * timeScale(s.opts))
-	perSecond := demand * float64(candidates) / float64(inspected) / timeScale(s.opts)
+	period := s.opts.Period
+	perSecond := demand * float64(candidates) / float64(inspected)
 	if perSecond+heartbeat.SweepRate(candidates, period) <= heartbeat.TaggingQuota*heartbeat.QuotaHeadroom {
 		return
 	}
@@ -596,9 +592,6 @@ func idle(tags map[string]string, now time.Time) (outcome, error) {
 // a few times with jittered backoff when SQS throttles.
 func (s *Sweeper) call(ctx context.Context, calls *atomic.Int64, fn func(context.Context) error) error {
 	policy := backoff.Policy{Base: 200 * time.Millisecond, Cap: 5 * time.Second, Rand: s.opts.Clock.Int64N}
-	if ts := s.opts.TimeScale; ts > 0 {
-		policy.Base, policy.Cap = time.Duration(float64(policy.Base)/ts), time.Duration(float64(policy.Cap)/ts)
-	}
 	for attempt := 0; ; attempt++ {
 		calls.Add(1)
 		callCtx, cancel := context.WithTimeout(ctx, callTimeout)

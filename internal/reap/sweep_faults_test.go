@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -90,16 +91,22 @@ func TestSweepSurvivesFaults(t *testing.T) {
 }
 
 // TestSweepPagesOnMemory checks pagination against the in-memory fake with
-// a page size the fake enforces, complementing the fauxqs test.
+// a page size the fake enforces, complementing TestSweepPagesBeyond1000. It
+// runs in a synctest bubble, where the sweep's pace of 10 tag reads a
+// second costs no real time.
 func TestSweepPagesOnMemory(t *testing.T) {
 	t.Parallel()
+	synctest.Test(t, testSweepPagesOnMemory)
+}
+
+func testSweepPagesOnMemory(t *testing.T) {
 	m := newMemSQS()
 	const p = "pfx_"
 	for i := range 2500 {
-		m.add(hostName(p, i), javaTags(60, time.Now()), 0)
+		// Live for an hour: the sweep paces its 2,500 tag reads over 250 s.
+		m.add(hostName(p, i), javaTags(3600, time.Now()), 0)
 	}
-	// Sweeps read tags at 10 a second; the scale makes it 10,000 here.
-	s, err := reap.NewSweeper(m, func(o *reap.Config) { o.Prefix = p }, reap.WithTimeScale(1000))
+	s, err := reap.NewSweeper(m, func(o *reap.Config) { o.Prefix = p })
 	if err != nil {
 		t.Fatal(err)
 	}

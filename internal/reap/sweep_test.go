@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/reap"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -153,7 +155,7 @@ func TestJavaWireFormat(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer func() { _ = h.Close(context.Background()) }()
-		eventually(t, 5*time.Second, "first heartbeat", func() bool { return h.Stats().Heartbeats == 1 })
+		testtime.Eventually(t, 5*time.Second, "first heartbeat", func() bool { return h.Stats().Heartbeats == 1 })
 		after := time.Now().UnixMilli()
 
 		tags := tagsOf(t, client, u)
@@ -193,16 +195,17 @@ func TestJavaWireFormat(t *testing.T) {
 	})
 }
 
-// TestSweepPagesBeyond1000 lists more than one ListQueues page. It runs on
-// any backend: about half a second on fauxqs.
+// TestSweepPagesBeyond1000 lists more than one ListQueues page, on an
+// in-process sqstest in a synctest bubble: the sweep reads tags at 10 a
+// second, 100 s of the bubble's time here, which fauxqs would take in real
+// time (TestSweepIdleRule runs the sweep on fauxqs).
 func TestSweepPagesBeyond1000(t *testing.T) {
 	t.Parallel()
-	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
-		t.Parallel()
-		if testing.Short() {
-			t.Skip("creates 1,010 queues")
-		}
-		client, counter := b.Client(t)
+	if testing.Short() {
+		t.Skip("creates 1,010 queues")
+	}
+	synctest.Test(t, func(t *testing.T) {
+		client, counter := sqstestenv.InProcess(t).Client(t)
 		ctx := context.Background()
 		prefix := testPrefix(t)
 		now := time.Now()
@@ -218,7 +221,9 @@ func TestSweepPagesBeyond1000(t *testing.T) {
 			case 1:
 				names[i], tags[i] = fmt.Sprintf("%sother-%04d", prefix, i), javaTags(60, now.Add(-time.Hour))
 			default:
-				names[i], tags[i] = hostName(prefix, i), javaTags(60, now)
+				// Live for an hour: the sweep paces its tag reads, 10 a
+				// second, over 101 s.
+				names[i], tags[i] = hostName(prefix, i), javaTags(3600, now)
 			}
 		}
 		var wg sync.WaitGroup
@@ -255,8 +260,7 @@ func TestSweepPagesBeyond1000(t *testing.T) {
 			t.FailNow()
 		}
 
-		// Sweeps read tags at 10 a second; the scale makes it 1,000 here.
-		s, err := reap.NewSweeper(client, func(o *reap.Config) { o.Prefix = prefix }, reap.WithTimeScale(100))
+		s, err := reap.NewSweeper(client, func(o *reap.Config) { o.Prefix = prefix })
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,5 +4,7 @@
 // servers tests run against (fauxqs or sqstest), faultproxy injects faults
 // between a client and a server, sqsenv picks the server a command talks
 // to, child runs emulators in child processes, leakcheck finds leaked
-// goroutines, and apisurface and modules check the repository itself.
+// goroutines, testtime moves a testing/synctest bubble's clock and holds the
+// one poll-until helper, and apisurface and modules check the repository
+// itself.
 package testkit

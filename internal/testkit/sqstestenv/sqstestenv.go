@@ -17,6 +17,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,26 +48,30 @@ type Backend struct {
 	// controls (clock, faults, call counts); nil for the others.
 	Server *sqstest.Server
 
-	awsConfig *aws.Config // set for "aws"
+	awsConfig *aws.Config  // set for "aws"
+	handler   http.Handler // set for InProcess: clients call it directly
 }
 
 // Client returns a new SDK client for the backend with its own API-call
-// counter.
-func (b *Backend) Client(tb testing.TB) (*sqs.Client, *callcount.Counter) {
+// counter; optFns adjust the client's options.
+func (b *Backend) Client(tb testing.TB, optFns ...func(*sqs.Options)) (*sqs.Client, *callcount.Counter) {
 	tb.Helper()
 	counter := new(callcount.Counter)
 	if b.awsConfig != nil {
-		return sqs.NewFromConfig(*b.awsConfig, sqs.WithAPIOptions(counter.Register), httpbody.Buffer), counter
+		return sqs.NewFromConfig(*b.awsConfig, append([]func(*sqs.Options){sqs.WithAPIOptions(counter.Register), httpbody.Buffer}, optFns...)...), counter
 	}
-	return NewClient(b.Endpoint, counter), counter
+	if b.handler != nil {
+		return inProcessClient(b.handler, counter, optFns...), counter
+	}
+	return NewClient(b.Endpoint, counter, optFns...), counter
 }
 
 // NewClient returns an SDK client for a local SQS-compatible endpoint, with
 // static dummy credentials, region us-east-1, httpbody.Buffer
 // (sqsclient.BufferRequestBodies, as every client should have) and, if
-// counter is not nil, the API-call
-// counter installed.
-func NewClient(endpoint string, counter *callcount.Counter) *sqs.Client {
+// counter is not nil, the API-call counter installed; optFns adjust the
+// options.
+func NewClient(endpoint string, counter *callcount.Counter, optFns ...func(*sqs.Options)) *sqs.Client {
 	opts := sqs.Options{
 		Region:       "us-east-1",
 		BaseEndpoint: aws.String(endpoint),
@@ -75,7 +80,8 @@ func NewClient(endpoint string, counter *callcount.Counter) *sqs.Client {
 	if counter != nil {
 		opts.APIOptions = append(opts.APIOptions, counter.Register)
 	}
-	return sqs.New(opts, httpbody.Buffer)
+	// Buffer last, so that it wraps an HTTP client optFns set.
+	return sqs.New(opts, append(optFns, httpbody.Buffer)...)
 }
 
 var (
