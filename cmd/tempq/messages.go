@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/google/uuid"
 
+	"github.com/tempqueues/tempqueues/internal/testkit/sqsenv"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -68,14 +69,12 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	env, err := openSQS(ctx, server, stderr)
+	env, queueURL, err := openQueue(ctx, server, stderr, *queue)
 	if err != nil {
 		return err
 	}
 	defer env.Close()
-	if in.QueueUrl, err = resolveQueueURL(ctx, env.Client, *queue); err != nil {
-		return err
-	}
+	in.QueueUrl = queueURL
 	if in.MessageGroupId != nil && in.MessageDeduplicationId == nil && !contentDedup(ctx, env.Client, *in.QueueUrl) {
 		// SQS refuses a message for a FIFO queue without content-based
 		// deduplication unless it has an id: each send is its own message.
@@ -140,13 +139,18 @@ func sendInput(queue, body string, attrs attrFlags, groupID, dedupID string, del
 	return in, nil
 }
 
-// resolveQueueURL is resolveQueue of the --queue flag.
-func resolveQueueURL(ctx context.Context, client *sqs.Client, queue string) (*string, error) {
-	u, err := resolveQueue(ctx, client, "queue", queue)
-	if err != nil {
-		return nil, err
+// openQueue connects to the server the flags name and resolves the
+// --queue flag's queue (a name or URL) there; the caller closes env.
+func openQueue(ctx context.Context, server *sqsFlags, stderr io.Writer, queue string) (env *sqsenv.Env, queueURL *string, err error) {
+	if env, err = openSQS(ctx, server, stderr); err != nil {
+		return nil, nil, err
 	}
-	return aws.String(u), nil
+	u, err := resolveQueue(ctx, env.Client, "queue", queue)
+	if err != nil {
+		env.Close()
+		return nil, nil, err
+	}
+	return env, aws.String(u), nil
 }
 
 // contentDedup reports whether the FIFO queue u has content-based
@@ -206,14 +210,12 @@ func runReceive(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 		in.VisibilityTimeout = n
 	}
-	env, err := openSQS(ctx, server, stderr)
+	env, queueURL, err := openQueue(ctx, server, stderr, *queue)
 	if err != nil {
 		return err
 	}
 	defer env.Close()
-	if in.QueueUrl, err = resolveQueueURL(ctx, env.Client, *queue); err != nil {
-		return err
-	}
+	in.QueueUrl = queueURL
 	out, err := env.Client.ReceiveMessage(ctx, in)
 	if err != nil {
 		return fmt.Errorf("receiving from %s: %w", queueNameOf(*in.QueueUrl), err)
