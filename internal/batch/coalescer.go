@@ -432,7 +432,7 @@ func (c *Coalescer[E, R]) Do(ctx context.Context, key string, entry E) (R, error
 // ended (the answer and the deadline can arrive together) reports the
 // deadline too, as if the caller had given up first.
 func (c *Coalescer[E, R]) final(ctx context.Context, err error) error {
-	if err == nil || ctx.Err() == nil || c.opts.Retry == nil || errors.Is(err, ctx.Err()) {
+	if err == nil || !ended(ctx) || c.opts.Retry == nil || errors.Is(err, endErr(ctx)) {
 		return err
 	}
 	if _, deadline := ctx.Deadline(); !c.opts.Retry(err, deadline) {
@@ -445,9 +445,19 @@ func (c *Coalescer[E, R]) final(ctx context.Context, err error) error {
 // failure of the entry's retries, if any.
 func gaveUp(ctx context.Context, last *error) error {
 	if last == nil {
-		return ctx.Err()
+		return endErr(ctx)
 	}
-	return fmt.Errorf("%w; still retrying after: %w", ctx.Err(), *last)
+	return fmt.Errorf("%w; still retrying after: %w", endErr(ctx), *last)
+}
+
+// endErr is the error of an ended ctx (ended): its own, or
+// context.DeadlineExceeded when its deadline has come before its timer
+// has ended it.
+func endErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return context.DeadlineExceeded
 }
 
 // arrive takes the urgent entry it for key: it notes the arrival for the
@@ -544,7 +554,7 @@ func (c *Coalescer[E, R]) retries(it item[E, R], err error) bool {
 	}
 	deadline := false
 	if it.ctx != nil {
-		if it.ctx.Err() != nil {
+		if ended(it.ctx) {
 			return false
 		}
 		_, deadline = it.ctx.Deadline()
@@ -556,6 +566,16 @@ func (c *Coalescer[E, R]) retries(it item[E, R], err error) bool {
 		return false
 	}
 	return c.opts.Retry(err, deadline)
+}
+
+// ended reports whether ctx is done or its deadline has come: a retry
+// timed for the deadline may fire before ctx's own timer has ended it.
+func ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }
 
 // retryLaterLocked queues it again for key after its backoff, which ends
@@ -583,7 +603,7 @@ func (c *Coalescer[E, R]) requeue(key string, r *retry[E, R]) {
 	}
 	delete(c.retrying, r)
 	it := r.it
-	if it.ctx != nil && it.ctx.Err() != nil {
+	if it.ctx != nil && ended(it.ctx) {
 		c.mu.Unlock()
 		c.answer(it, it.last)
 		return
