@@ -20,6 +20,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/callcount"
 	"github.com/tempqueues/tempqueues/internal/testkit/observetest"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -302,7 +303,7 @@ func (s crashStore) Release(ctx context.Context, key, token string) error {
 // for them to end.
 func leakedGoroutines() []string {
 	var leaked []string
-	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	testtime.Until(3*time.Second, func() bool {
 		buf := make([]byte, 1<<20)
 		buf = buf[:runtime.Stack(buf, true)]
 		leaked = leaked[:0]
@@ -314,10 +315,9 @@ func leakedGoroutines() []string {
 				leaked = append(leaked, g)
 			}
 		}
-		if len(leaked) == 0 || time.Now().After(deadline) {
-			return leaked
-		}
-	}
+		return len(leaked) == 0
+	})
+	return leaked
 }
 
 func keys[M ~map[string]V, V any](m M) []string {

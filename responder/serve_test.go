@@ -24,13 +24,11 @@ import (
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
+// waitFor is testtime.Eventually with the patience of the responder's
+// tests (20 s).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
+	testtime.Eventually(t, 20*time.Second, what, cond)
 }
 
 // TestRoundTripJavaWireFormat is the interop test: a raw-SDK requester

@@ -34,14 +34,24 @@ func Advance(d time.Duration) {
 // In a bubble the wait costs no real time.
 func Eventually(tb testing.TB, within time.Duration, what string, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(pollInterval)
+	if !Until(within, cond) {
+		tb.Fatalf("timed out after %v waiting for %s", within, what)
 	}
 }
 
-// pollInterval is how often Eventually checks its condition.
+// Until calls cond every poll interval (10 ms) until it reports true, and
+// reports whether it did before within passed: Eventually for a caller
+// that says itself what went wrong.
+func Until(within time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(pollInterval)
+	}
+	return true
+}
+
+// pollInterval is how often Eventually and Until check their condition.
 const pollInterval = 10 * time.Millisecond
