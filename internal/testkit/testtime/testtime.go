@@ -29,6 +29,14 @@ func Advance(d time.Duration) {
 	synctest.Wait()
 }
 
+// Pause stands for d of work or waiting in a goroutine of a synctest
+// bubble (a handler's work, a client's pace): it sleeps on the bubble's
+// clock, which costs no real time. Use it only in a bubble; outside one
+// it would be a real sleep (no API tells a bubble's goroutine from
+// another). A real sleep, where a test waits on a real outside process,
+// is written time.Sleep, with a comment saying why.
+func Pause(d time.Duration) { time.Sleep(d) }
+
 // Eventually calls cond every poll interval (10 ms) until it reports true,
 // and fails the test when within passes first, naming what it waited for.
 // In a bubble the wait costs no real time.
