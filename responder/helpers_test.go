@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -31,6 +32,15 @@ type env struct {
 	t       *testing.T
 	client  *sqs.Client
 	counter *callcount.Counter
+}
+
+// inBubble runs fn in a testing/synctest bubble with an in-process sqstest
+// server made in it: the backend of the tests whose subject is time
+// (heartbeats, in-progress delays, shutdown phases), which then cost no
+// real time.
+func inBubble(t *testing.T, fn func(t *testing.T, be *sqstestenv.Backend)) {
+	t.Helper()
+	synctest.Test(t, func(t *testing.T) { fn(t, sqstestenv.InProcess(t)) })
 }
 
 func newEnv(t *testing.T, b *sqstestenv.Backend) *env {

@@ -115,8 +115,7 @@ func TestPlainResponseQueueAndFireAndForget(t *testing.T) {
 
 func TestManyConcurrentRequests(t *testing.T) {
 	t.Parallel()
-	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
-		t.Parallel()
+	inBubble(t, func(t *testing.T, be *sqstestenv.Backend) {
 		e := newEnv(t, be)
 		host := e.replyQueue("host", nil)
 		reqQ := e.queue("req", nil)
@@ -129,7 +128,7 @@ func TestManyConcurrentRequests(t *testing.T) {
 			if p := r.Stats().Pollers; p > maxPollers.Load() {
 				maxPollers.Store(p) // racy max, good enough for a lower bound
 			}
-			time.Sleep(5 * time.Millisecond)
+			testtime.Pause(5 * time.Millisecond)
 			return echo(ctx, req)
 		}))
 		got := e.replies(host, n, 30*time.Second)
@@ -160,8 +159,7 @@ func TestManyConcurrentRequests(t *testing.T) {
 
 func TestSlowHandlerKeptAliveByHeartbeat(t *testing.T) {
 	t.Parallel()
-	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
-		t.Parallel()
+	inBubble(t, func(t *testing.T, be *sqstestenv.Backend) {
 		e := newEnv(t, be)
 		host := e.replyQueue("host", nil)
 		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
@@ -300,8 +298,7 @@ func TestPanicRecoveredAndRetried(t *testing.T) {
 // B answers after the visibility timeout, and the requester sees one reply.
 func TestCrashedResponderMidRequest(t *testing.T) {
 	t.Parallel()
-	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
-		t.Parallel()
+	inBubble(t, func(t *testing.T, be *sqstestenv.Backend) {
 		e := newEnv(t, be)
 		host := e.replyQueue("host", nil)
 		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
@@ -344,8 +341,7 @@ func TestCrashedResponderMidRequest(t *testing.T) {
 // running the handler again.
 func TestCrashBeforeDeleteRepliesFromStore(t *testing.T) {
 	t.Parallel()
-	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
-		t.Parallel()
+	inBubble(t, func(t *testing.T, be *sqstestenv.Backend) {
 		e := newEnv(t, be)
 		host := e.replyQueue("host", nil)
 		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
@@ -379,8 +375,7 @@ func TestCrashBeforeDeleteRepliesFromStore(t *testing.T) {
 
 func TestDuplicateInProgressNotRunTwice(t *testing.T) {
 	t.Parallel()
-	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
-		t.Parallel()
+	inBubble(t, func(t *testing.T, be *sqstestenv.Backend) {
 		e := newEnv(t, be)
 		host := e.replyQueue("host", nil)
 		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
@@ -395,7 +390,7 @@ func TestDuplicateInProgressNotRunTwice(t *testing.T) {
 		})
 		serve(t, r, reqQ, HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
 			runs.Add(1)
-			time.Sleep(1500 * time.Millisecond)
+			testtime.Pause(1500 * time.Millisecond)
 			return echo(ctx, req)
 		}))
 		// Two deliveries of one request (SQS duplicate, or a redriven copy).
@@ -414,8 +409,7 @@ func TestDuplicateInProgressNotRunTwice(t *testing.T) {
 
 func TestBatchingUnderLoad(t *testing.T) {
 	t.Parallel()
-	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
-		t.Parallel()
+	inBubble(t, func(t *testing.T, be *sqstestenv.Backend) {
 		e := newEnv(t, be)
 		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
 		rc := newEnv(t, be)
@@ -428,7 +422,7 @@ func TestBatchingUnderLoad(t *testing.T) {
 		const n = 30
 		e.requests(reqQ, n, "")
 		serve(t, r, reqQ, HandlerFunc(func(ctx context.Context, _ *Request) (*Reply, error) {
-			time.Sleep(2500 * time.Millisecond)
+			testtime.Pause(2500 * time.Millisecond)
 			return nil, nil
 		}))
 		waitFor(t, "all deleted", func() bool { return r.stats.Deleted.Load() == n })
@@ -445,8 +439,7 @@ func TestBatchingUnderLoad(t *testing.T) {
 
 func TestThrottlingBacksOffAndLosesNothing(t *testing.T) {
 	t.Parallel()
-	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
-		t.Parallel()
+	inBubble(t, func(t *testing.T, be *sqstestenv.Backend) {
 		e := newEnv(t, be)
 		host := e.replyQueue("host", nil)
 		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
@@ -502,7 +495,7 @@ func TestThrottlingBacksOffAndLosesNothing(t *testing.T) {
 }
 
 func TestGracefulShutdownLosesNothing(t *testing.T) {
-	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
+	inBubble(t, func(t *testing.T, be *sqstestenv.Backend) {
 		e := newEnv(t, be)
 		host := e.replyQueue("host", nil)
 		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "30"})
@@ -518,7 +511,7 @@ func TestGracefulShutdownLosesNothing(t *testing.T) {
 		go func() {
 			errc <- r.Serve(context.Background(), reqQ, HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
 				started.Add(1)
-				time.Sleep(300 * time.Millisecond)
+				testtime.Pause(300 * time.Millisecond)
 				finished.Add(1)
 				return echo(ctx, req)
 			}))
@@ -557,7 +550,7 @@ func TestGracefulShutdownLosesNothing(t *testing.T) {
 }
 
 func TestShutdownDeadlineReleasesUnfinished(t *testing.T) {
-	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
+	inBubble(t, func(t *testing.T, be *sqstestenv.Backend) {
 		e := newEnv(t, be)
 		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "30"})
 		// One slot, held by the stuck handler: no long poll is in flight when
@@ -615,7 +608,7 @@ func TestShutdownDeadlineReleasesUnfinished(t *testing.T) {
 // context holds Shutdown at most finalTimeout past its context's deadline,
 // and its request is released at the deadline.
 func TestShutdownReturnsByItsDeadline(t *testing.T) {
-	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
+	inBubble(t, func(t *testing.T, be *sqstestenv.Backend) {
 		e := newEnv(t, be)
 		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "30"})
 		r, err := New(e.client, func(o *Options) { o.PollWaitTime = time.Second; o.MaxConcurrency = 1 })
@@ -766,7 +759,7 @@ func TestReleaseNeverOvertakesAnExtension(t *testing.T) {
 				if runsA.Add(1) == 1 {
 					// Past A's first extension tick (2 to 3 s after receipt),
 					// on the bubble's clock.
-					time.Sleep(3500 * time.Millisecond)
+					testtime.Pause(3500 * time.Millisecond)
 					c.mu.Lock()
 					for _, n := range c.extending {
 						heldB += n
