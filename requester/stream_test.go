@@ -268,7 +268,7 @@ func TestStreamStoppedEarlyLeavesNothingBehind(t *testing.T) {
 }
 
 func TestScatterGather(t *testing.T) {
-	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		queues := []string{e.queue}
 		for i := 1; i < 5; i++ {
