@@ -29,7 +29,7 @@ import (
 // the jitter is pinned to its ceiling), and after the second replay fails
 // too it lands in the parking queue, its body and attributes intact.
 func TestPoisonRequestReplayedThenParked(t *testing.T) {
-	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		client, _ := b.Client(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
 		defer cancel()
