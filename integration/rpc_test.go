@@ -353,7 +353,7 @@ func TestResponderProcessKilledMidRequest(t *testing.T) {
 		if got := aws.ToString(m.Body); got[:len("handled 1500ms")] != "handled 1500ms" {
 			t.Fatalf("reply %q", got)
 		}
-		time.Sleep(3 * time.Second) // a duplicate reply would arrive by now
+		time.Sleep(3 * time.Second) // real (fauxqs, a child responder): a duplicate reply would arrive by now
 		if s := r.Stats(); s.Failed != 0 || s.Pending != 0 || s.LateReplies != 0 {
 			t.Fatalf("stats %+v: want exactly one reply", s)
 		}
@@ -391,7 +391,7 @@ func TestGracefulShutdownLosesNothing(t *testing.T) {
 			}
 			calls = append(calls, c)
 		}
-		time.Sleep(500 * time.Millisecond)
+		time.Sleep(500 * time.Millisecond) // real (fauxqs): the handlers start
 		// Too short for the handlers: they are cancelled and their requests
 		// released at once (visibility 0), not left hidden.
 		sctx, scancel := context.WithTimeout(context.Background(), 300*time.Millisecond)

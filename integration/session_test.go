@@ -20,6 +20,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/testkit/leakcheck"
 	"github.com/tempqueues/tempqueues/internal/testkit/observetest"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
@@ -134,19 +135,16 @@ func (e *env) deleteQueuesAfter(t *testing.T, prefix string) {
 func (e *env) queueEmpty(t *testing.T, q string, within time.Duration) {
 	t.Helper()
 	names := []types.QueueAttributeName{types.QueueAttributeNameApproximateNumberOfMessages, types.QueueAttributeNameApproximateNumberOfMessagesNotVisible}
-	deadline := time.Now().Add(within)
-	for {
+	var attrs map[string]string
+	if !testtime.Until(within, func() bool {
 		out, err := e.raw.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(q), AttributeNames: names})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if out.Attributes[string(names[0])] == "0" && out.Attributes[string(names[1])] == "0" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("queue %s still holds messages after %v: %v", q, within, out.Attributes)
-		}
-		time.Sleep(100 * time.Millisecond)
+		attrs = out.Attributes
+		return attrs[string(names[0])] == "0" && attrs[string(names[1])] == "0"
+	}) {
+		t.Fatalf("queue %s still holds messages after %v: %v", q, within, attrs)
 	}
 }
 
@@ -305,7 +303,8 @@ func TestSessionCallerProcessKilled(t *testing.T) {
 			t.Fatalf("no Dropped, cancelled event: %v", rec.Events())
 		}
 		// Past the visibility timeout: a request left undeleted would be
-		// received again, and on its second receive dead-lettered.
+		// received again, and on its second receive dead-lettered (real
+		// time: fauxqs's visibility timeout).
 		time.Sleep(4 * time.Second)
 		e.queueEmpty(t, q, time.Second)
 		e.queueEmpty(t, dlq, time.Second)

@@ -44,7 +44,7 @@ func Example() {
 	}
 	tags := map[string]string{}
 	for tags[sqsapi.HeartbeatTag] == "" { // the first heartbeat is immediate
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(10 * time.Millisecond) // and asynchronous: poll for its tag
 		out, err := client.ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: aws.String(hostQueueURL)})
 		if err != nil {
 			fmt.Println(err)

@@ -420,7 +420,7 @@ func TestLeaseExpiresAfterResponderDies(t *testing.T) {
 		t.Fatalf("while a handles the request its key holds %q, want a lease", lease)
 	}
 	// a keeps the lease alive past its first length.
-	time.Sleep(childVisibility + childVisibility/2)
+	time.Sleep(childVisibility + childVisibility/2) // real: the responders are child processes
 	if v := rdb.Get(ctx, key).Val(); v != lease {
 		t.Fatalf("a's lease was not renewed: the key holds %q", v)
 	}

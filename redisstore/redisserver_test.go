@@ -106,7 +106,7 @@ func launchRedis(bin, dir string) (*redisServer, error) {
 			srv.stop()
 			return nil, fmt.Errorf("redis-server on %s did not answer PING: %w", srv.Addr, err)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // real: redis-server is a child process
 	}
 }
 

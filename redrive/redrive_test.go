@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -395,8 +396,14 @@ func TestInvalidOptions(t *testing.T) {
 
 // TestRateLimit: 30 messages at 20 per second take at least a second
 // (the first batch of 10 goes at once).
+// TestRateLimit runs in a synctest bubble: the pace it checks is the
+// bubble's clock.
 func TestRateLimit(t *testing.T) {
-	b := sqstestenv.SQSTest(t)
+	synctest.Test(t, testRateLimit)
+}
+
+func testRateLimit(t *testing.T) {
+	b := sqstestenv.InProcess(t)
 	client, _ := b.Client(t)
 	dlq := createQueue(t, client, "dlq", nil)
 	target := createQueue(t, client, "target", nil)
@@ -417,7 +424,7 @@ func TestRateLimit(t *testing.T) {
 	}
 	// 10 at once, then 10 received after 0.5 s and 10 after 1 s; the
 	// final empty receive goes after 1.5 s and waits 1 s more.
-	if d := time.Since(start); d < 1900*time.Millisecond {
+	if d := time.Since(start); d < 2*time.Second {
 		t.Fatalf("30 messages at 20/s drained in %v", d)
 	}
 }

@@ -50,7 +50,7 @@ func userAttrs(n int) map[string]types.MessageAttributeValue {
 // milliseconds, and goes without it, and without an error, when the
 // message has no room left.
 func TestRequestsCarryTheCallersDeadline(t *testing.T) {
-	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		r := e.requester(t, func(o *requester.Options) { o.Timeout = 7 * time.Second })
 

@@ -19,6 +19,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/testkit/leakcheck"
 	"github.com/tempqueues/tempqueues/internal/testkit/observetest"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/requester"
@@ -43,6 +44,15 @@ func newEnv(t *testing.T, b *sqstestenv.Backend) *env {
 	// A prefix per test keeps each test's host queues apart.
 	prefix := "tq" + strings.ReplaceAll(sqstestenv.QueueName(t, "")[len(sqstestenv.QueueName(t, ""))-8:], "-", "") + "_"
 	return &env{raw: raw, counter: counter, queue: *out.QueueUrl, prefix: prefix}
+}
+
+// inBubble runs fn in a testing/synctest bubble with an in-process sqstest
+// server made in it: the backend of the tests whose subject is time
+// (timeouts, sessions' pings and cancels, redelivery), which then cost no
+// real time.
+func inBubble(t *testing.T, fn func(t *testing.T, b *sqstestenv.Backend)) {
+	t.Helper()
+	synctest.Test(t, func(t *testing.T) { fn(t, sqstestenv.InProcess(t)) })
 }
 
 func (e *env) requester(t *testing.T, optFns ...func(*requester.Options)) *requester.Requester {
@@ -90,7 +100,7 @@ func (e *env) rawResponder(t *testing.T, ctx context.Context, delay time.Duratio
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					time.Sleep(delay)
+					testtime.Pause(delay) // in a bubble when delay > 0
 					_, err := e.raw.SendMessage(context.Background(), &sqs.SendMessageInput{
 						QueueUrl: aws.String(host), MessageBody: aws.String("re: " + aws.ToString(m.Body)),
 						MessageAttributes: map[string]types.MessageAttributeValue{
@@ -148,7 +158,7 @@ func TestRoundTripsWithAJavaStyleResponder(t *testing.T) {
 }
 
 func TestTimeoutIsDistinctAndLateReplyIsOrphaned(t *testing.T) {
-	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		var rec observetest.Recorder
 		r := e.requester(t, func(o *requester.Options) { o.Observer = &rec })
@@ -169,10 +179,7 @@ func TestTimeoutIsDistinctAndLateReplyIsOrphaned(t *testing.T) {
 		c2, cancel2 := context.WithTimeout(ctx, 3*time.Second)
 		defer cancel2()
 		_, _ = r.SendMessageAndGetResponse(c2, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("keeps the poller busy")})
-		deadline := time.Now().Add(5 * time.Second)
-		for r.Stats().LateReplies < 1 && time.Now().Before(deadline) {
-			time.Sleep(50 * time.Millisecond)
-		}
+		testtime.Until(5*time.Second, func() bool { return r.Stats().LateReplies >= 1 })
 		if s := r.Stats(); s.LateReplies < 1 || s.TimedOut != 1 {
 			t.Fatalf("stats %+v: want the late reply orphaned and one timeout", s)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/testkit/leakcheck"
 	"github.com/tempqueues/tempqueues/internal/testkit/observetest"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
@@ -213,7 +214,7 @@ func chat(t *testing.T, ctx context.Context, s *requester.Session, n int, pace t
 				sendErr <- err
 				return
 			}
-			time.Sleep(pace)
+			testtime.Pause(pace)
 		}
 		sendErr <- s.CloseSend()
 	}()
@@ -258,7 +259,7 @@ func checkHandlerRead(t *testing.T, h *recordingEcho, n int) {
 // control messages too: open, credit, the end mark): the handler reads
 // each of the caller's once, in order, and the caller each reply.
 func TestSessionJumbledDeliveryKeepsOrderAndOnce(t *testing.T) {
-	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		jc := &jumbledClient{Client: e.raw, requests: e.queue, held: map[string][]types.Message{}}
 		h := &recordingEcho{}
@@ -284,7 +285,7 @@ func TestSessionJumbledDeliveryKeepsOrderAndOnce(t *testing.T) {
 // request must be kept hidden meanwhile. Each side still reads each
 // message once, in order, and the request is handled once.
 func TestSessionRedeliveryKeepsOrderAndOnce(t *testing.T) {
-	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		lc := &lossyDeletes{Client: e.raw, requests: e.queue}
 		h := &recordingEcho{}
@@ -313,7 +314,7 @@ func TestSessionRedeliveryKeepsOrderAndOnce(t *testing.T) {
 // of replies is unread: the caller buffers no more than the session window.
 // When it reads again, the rest flows.
 func TestSessionHandlerWaitsForACallerThatStopsReading(t *testing.T) {
-	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		const n = 100
 		var sent atomic.Int64
@@ -331,17 +332,10 @@ func TestSessionHandlerWaitsForACallerThatStopsReading(t *testing.T) {
 		defer cancel()
 		s := openSession(t, ctx, r, e, "firehose")
 		defer s.Close()
-		// Wait until the handler is stuck: no progress for a second.
-		last, since := int64(-1), time.Now()
-		for time.Since(since) < time.Second {
-			if ctx.Err() != nil {
-				t.Fatal("the handler never settled")
-			}
-			if v := sent.Load(); v != last {
-				last, since = v, time.Now()
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		// Wait until the handler is stuck: no progress in 2 s of the
+		// bubble's clock.
+		testtime.Advance(2 * time.Second)
+		last := sent.Load()
 		if last != sessionWindow {
 			t.Fatalf("the handler sent %d replies to a caller that read none, want it to wait after %d", last, sessionWindow)
 		}
@@ -440,7 +434,7 @@ func TestSessionCallerGoneCancelsTheHandler(t *testing.T) {
 		{"deadline", 3 * time.Second, nil, requester.ErrTimeout},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+			inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 				e := newEnv(t, b)
 				h := newBlockingHandler()
 				var rec observetest.Recorder
@@ -479,7 +473,7 @@ func TestSessionCallerGoneCancelsTheHandler(t *testing.T) {
 				}
 				// Past the responder's visibility timeout: a released or
 				// undeleted request would be received again.
-				time.Sleep(4 * time.Second)
+				testtime.Advance(4 * time.Second)
 				if n := h.runs.Load(); n != 1 {
 					t.Errorf("the handler ran %d times, want once", n)
 				}
@@ -499,7 +493,7 @@ func TestSessionCallerGoneCancelsTheHandler(t *testing.T) {
 // (it has no session queue to send its cancel to yet) still cancels the
 // handler: the cancel goes when the open arrives.
 func TestSessionCallerGoneBeforeTheOpenCancelsTheHandler(t *testing.T) {
-	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		h := newBlockingHandler()
 		var rec observetest.Recorder
@@ -530,7 +524,7 @@ func TestSessionCallerGoneBeforeTheOpenCancelsTheHandler(t *testing.T) {
 // reads, ends the caller's sends: Send returns io.EOF (even one waiting
 // for credit), and Next the final reply.
 func TestSessionHandlerReturningEarlyEndsTheCallersSends(t *testing.T) {
-	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		var rec observetest.Recorder
 		resp, _ := startResponder(t, e, e.raw, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
@@ -579,7 +573,7 @@ func TestSessionHandlerReturningEarlyEndsTheCallersSends(t *testing.T) {
 // deadline; Shutdown returns within its context (plus the flush), and the
 // session host queue is deleted.
 func TestSessionResponderShutdownAbortsTheCaller(t *testing.T) {
-	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		h := newBlockingHandler()
 		_, stop := startResponder(t, e, e.raw, h.handle)
@@ -633,7 +627,7 @@ func TestSessionResponderShutdownAbortsTheCaller(t *testing.T) {
 // already) instead of waiting for the caller's deadline. Sessions opened
 // after the hand-off go to B.
 func TestSessionHandover(t *testing.T) {
-	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		type run struct {
 			by    string
@@ -684,7 +678,7 @@ func TestSessionHandover(t *testing.T) {
 		}
 		done, cut := open("done", "A"), open("cut", "A")
 		startResponder(t, e, e.raw, handler("B"), func(o *responder.Options) { o.Observer = &recB })
-		time.Sleep(50 * time.Millisecond) // B's first poll is on its way
+		testtime.Advance(50 * time.Millisecond) // B's first poll is on its way
 		const grace = 1500 * time.Millisecond
 		stopped := make(chan error, 1)
 		start := time.Now()
@@ -762,7 +756,7 @@ func (c *doubleSends) SendMessageBatch(ctx context.Context, in *sqs.SendMessageB
 // responder from a dead one), and neither handler is left waiting for
 // the caller's deadline.
 func TestSessionRequestDeliveredTwiceEndsBothRuns(t *testing.T) {
-	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		h := newBlockingHandler()
 		var rec observetest.Recorder

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/testkit/observetest"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/requester"
@@ -608,40 +610,42 @@ func TestSessionFromAFIFOHost(t *testing.T) {
 // new delivery is held until the run ends and then deleted, where a
 // second session would abort the first.
 func TestSessionOutlivesALapsedVisibility(t *testing.T) {
-	b := sqstestenv.SQSTest(t)
-	e := newEnv(t, b)
-	b.Server.InjectFault(sqstest.Fail("ChangeMessageVisibilityBatch", "AccessDenied"))
-	var rec observetest.Recorder
-	serveSessions(t, e, echoSession, func(o *responder.Options) {
-		o.VisibilityTimeout = time.Second
-		o.Observer = &rec
+	synctest.Test(t, func(t *testing.T) {
+		b := sqstestenv.InProcess(t)
+		e := newEnv(t, b)
+		b.Server.InjectFault(sqstest.Fail("ChangeMessageVisibilityBatch", "AccessDenied"))
+		var rec observetest.Recorder
+		serveSessions(t, e, echoSession, func(o *responder.Options) {
+			o.VisibilityTimeout = time.Second
+			o.Observer = &rec
+		})
+		r := e.requester(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		s := openSession(t, ctx, r, e, "slow")
+		for i := range 10 {
+			if err := s.Send(ctx, &requester.Message{Body: "m" + strconv.Itoa(i)}); err != nil {
+				t.Fatalf("Send %d: %v", i, err)
+			}
+			m, err := s.Next(ctx)
+			if err != nil {
+				t.Fatalf("echo %d: %v", i, err)
+			}
+			if want := "M" + strconv.Itoa(i); aws.ToString(m.Body) != want {
+				t.Fatalf("echo %d is %q, want %q", i, aws.ToString(m.Body), want)
+			}
+			testtime.Advance(250 * time.Millisecond) // the session outlives the visibility timeout
+		}
+		if err := s.CloseSend(); err != nil {
+			t.Fatal(err)
+		}
+		if m, err := s.Next(ctx); err != nil || aws.ToString(m.Body) != "slow: 10 messages" {
+			t.Fatalf("final reply %v, %v", m, err)
+		}
+		if !rec.Wait(ctx, observe.Dropped, "duplicate", 1) {
+			t.Fatal("the request never came back: the test did not make its visibility lapse")
+		}
 	})
-	r := e.requester(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	s := openSession(t, ctx, r, e, "slow")
-	for i := range 10 {
-		if err := s.Send(ctx, &requester.Message{Body: "m" + strconv.Itoa(i)}); err != nil {
-			t.Fatalf("Send %d: %v", i, err)
-		}
-		m, err := s.Next(ctx)
-		if err != nil {
-			t.Fatalf("echo %d: %v", i, err)
-		}
-		if want := "M" + strconv.Itoa(i); aws.ToString(m.Body) != want {
-			t.Fatalf("echo %d is %q, want %q", i, aws.ToString(m.Body), want)
-		}
-		time.Sleep(250 * time.Millisecond) // the session outlives the visibility timeout
-	}
-	if err := s.CloseSend(); err != nil {
-		t.Fatal(err)
-	}
-	if m, err := s.Next(ctx); err != nil || aws.ToString(m.Body) != "slow: 10 messages" {
-		t.Fatalf("final reply %v, %v", m, err)
-	}
-	if !rec.Wait(ctx, observe.Dropped, "duplicate", 1) {
-		t.Fatal("the request never came back: the test did not make its visibility lapse")
-	}
 }
 
 // A session opens only when its handler needs it: a handler that answers
@@ -726,10 +730,7 @@ func TestSessionCloseReachesASilentHandler(t *testing.T) {
 		closed := time.Now()
 		s.Close()
 		t.Logf("the handler heard of the cancel after %v", waitCallerGone(t, cancelled).Sub(closed))
-		deadline := time.Now().Add(5 * time.Second)
-		for resp.Stats().Dropped == 0 && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
+		testtime.Until(5*time.Second, func() bool { return resp.Stats().Dropped > 0 })
 		if st := resp.Stats(); st.Failed != 0 || st.Dropped != 1 {
 			t.Errorf("Stats.Failed %d, Dropped %d; want 0 and 1", st.Failed, st.Dropped)
 		}

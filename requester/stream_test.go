@@ -18,6 +18,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/testkit/observetest"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
@@ -68,7 +69,7 @@ func streamHandler(n int, pause time.Duration) responder.HandlerFunc {
 			if err != nil {
 				return nil, err
 			}
-			time.Sleep(pause)
+			testtime.Pause(pause) // in a bubble when pause > 0
 		}
 		return &responder.Reply{Body: "final of " + req.Body()}, nil
 	}
@@ -131,9 +132,8 @@ func TestStreamDeliversEveryReplyInOrderOnce(t *testing.T) {
 func waitHostEmpty(t *testing.T, e *env, r *requester.Requester, replies int64) {
 	t.Helper()
 	ctx := context.Background()
-	deadline := time.Now().Add(20 * time.Second)
 	var last string
-	for time.Now().Before(deadline) {
+	if !testtime.Until(20*time.Second, func() bool {
 		st := r.Stats()
 		list, err := e.raw.ListQueues(ctx, &sqs.ListQueuesInput{QueueNamePrefix: aws.String(e.prefix)})
 		if err != nil {
@@ -154,12 +154,10 @@ func waitHostEmpty(t *testing.T, e *env, r *requester.Requester, replies int64) 
 		}
 		taken := requester.Replied(r)
 		last = fmt.Sprintf("%d messages on the host queue, %d replies taken, %d late", left, taken, st.LateReplies)
-		if left == 0 && taken+st.LateReplies >= replies {
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
+		return left == 0 && taken+st.LateReplies >= replies
+	}) {
+		t.Fatalf("host queue not cleared: %s", last)
 	}
-	t.Fatalf("host queue not cleared: %s", last)
 }
 
 // A handler that returns no final Reply still ends the stream: the
@@ -208,7 +206,7 @@ func TestStreamWithoutFinalReplyEnds(t *testing.T) {
 }
 
 func TestStreamStoppedEarlyLeavesNothingBehind(t *testing.T) {
-	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		// A handler that ignores its context sends all 101 messages, even
 		// after its caller closed the stream or passed its deadline: every
@@ -276,7 +274,7 @@ func TestStreamStoppedEarlyLeavesNothingBehind(t *testing.T) {
 }
 
 func TestScatterGather(t *testing.T) {
-	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		queues := []string{e.queue}
 		for i := 1; i < 5; i++ {

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -89,10 +90,7 @@ func TestRequestsPastTheirDeadlineAreDeletedUnhandled(t *testing.T) {
 			t.Fatalf("%d replies, want 3", len(got))
 		}
 		// The expired request is deleted once the others were handled.
-		deadline := time.Now().Add(10 * time.Second)
-		for r.stats.Deleted.Load() < 4 && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
-		}
+		testtime.Until(10*time.Second, func() bool { return r.stats.Deleted.Load() >= 4 })
 		s := r.Stats()
 		if s.Dropped != 1 || r.stats.Deleted.Load() != 4 || s.Handled != 3 {
 			t.Errorf("stats: Dropped %d, Deleted %d, Handled %d; want 1, 4, 3", s.Dropped, r.stats.Deleted.Load(), s.Handled)

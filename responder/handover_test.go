@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -21,6 +22,12 @@ import (
 // logs how many requests were delayed by a visibility timeout (a receive
 // cancelled at A's stop that the server kept parked and gave a request to)
 // — the figure quoted in the package documentation.
+//
+// It runs in real time, on fauxqs and on sqstest over TCP: the delay it
+// measures comes from a server that keeps a long poll parked after its
+// client cancelled it, which needs a real connection (an in-process
+// client's cancel reaches the server at once); its sleeps pace the
+// handovers against that real server.
 func TestHandover(t *testing.T) {
 	if testing.Short() {
 		t.Skip("measures for about 10 s per backend")
@@ -86,9 +93,9 @@ func TestHandover(t *testing.T) {
 
 		cur, curErr := start()
 		for range handovers {
-			time.Sleep(between)
+			time.Sleep(between) // real: see the test's comment
 			next, nextErr := start()
-			time.Sleep(50 * time.Millisecond) // B's first poll is on its way
+			time.Sleep(50 * time.Millisecond) // real: B's first poll is on its way to the server
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			if err := cur.Shutdown(ctx); err != nil {
 				t.Errorf("Shutdown: %v", err)
@@ -99,21 +106,16 @@ func TestHandover(t *testing.T) {
 			}
 			cur, curErr = next, nextErr
 		}
-		time.Sleep(between)
+		time.Sleep(between) // real: see the test's comment
 		close(stopSend)
 		<-sendDone
 
 		// Whatever a parked receive took reappears after its visibility.
-		deadline := time.Now().Add(visibility + 5*time.Second)
-		for {
+		testtime.Until(visibility+5*time.Second, func() bool {
 			mu.Lock()
-			done := len(first) == len(sent)
-			mu.Unlock()
-			if done || time.Now().After(deadline) {
-				break
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
+			defer mu.Unlock()
+			return len(first) == len(sent)
+		})
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := cur.Shutdown(ctx); err != nil {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -20,6 +21,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/callcount"
 	"github.com/tempqueues/tempqueues/internal/testkit/observetest"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -30,6 +32,15 @@ type env struct {
 	t       *testing.T
 	client  *sqs.Client
 	counter *callcount.Counter
+}
+
+// inBubble runs fn in a testing/synctest bubble with an in-process sqstest
+// server made in it: the backend of the tests whose subject is time
+// (heartbeats, in-progress delays, shutdown phases), which then cost no
+// real time.
+func inBubble(t *testing.T, fn func(t *testing.T, be *sqstestenv.Backend)) {
+	t.Helper()
+	synctest.Test(t, func(t *testing.T) { fn(t, sqstestenv.InProcess(t)) })
 }
 
 func newEnv(t *testing.T, b *sqstestenv.Backend) *env {
@@ -302,7 +313,7 @@ func (s crashStore) Release(ctx context.Context, key, token string) error {
 // for them to end.
 func leakedGoroutines() []string {
 	var leaked []string
-	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	testtime.Until(3*time.Second, func() bool {
 		buf := make([]byte, 1<<20)
 		buf = buf[:runtime.Stack(buf, true)]
 		leaked = leaked[:0]
@@ -314,10 +325,9 @@ func leakedGoroutines() []string {
 				leaked = append(leaked, g)
 			}
 		}
-		if len(leaked) == 0 || time.Now().After(deadline) {
-			return leaked
-		}
-	}
+		return len(leaked) == 0
+	})
+	return leaked
 }
 
 func keys[M ~map[string]V, V any](m M) []string {

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -141,16 +142,11 @@ func TestObserverReplyInServe(t *testing.T) {
 		t.Errorf("replies carrying the hook's AWSTraceHeader: %v, want %v", traced, want)
 	}
 	// done runs after the send, which may come after the reply arrived.
-	deadline = time.Now().Add(5 * time.Second)
-	for {
+	testtime.Until(5*time.Second, func() bool {
 		rec.mu.Lock()
-		n := len(rec.errs)
-		rec.mu.Unlock()
-		if n >= 3 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		defer rec.mu.Unlock()
+		return len(rec.errs) >= 3
+	})
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	slices.Sort(rec.bodies)

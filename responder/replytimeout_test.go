@@ -6,12 +6,14 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -120,8 +122,13 @@ func (c *okSends) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatch
 
 // TestReplyOfALongHandlerGoes: the calls after the handler have a bound
 // of their own, from the handler's end: a handler that ran longer than
-// the bound of the calls before it still gets its reply sent.
+// the bound of the calls before it still gets its reply sent. It runs in
+// a synctest bubble: the handler's long run is on the bubble's clock.
 func TestReplyOfALongHandlerGoes(t *testing.T) {
+	synctest.Test(t, testReplyOfALongHandlerGoes)
+}
+
+func testReplyOfALongHandlerGoes(t *testing.T) {
 	c := &okSends{}
 	r := newResponder(t, c, func(o *Options) {
 		o.Logger = slog.New(slog.DiscardHandler)
@@ -133,7 +140,7 @@ func TestReplyOfALongHandlerGoes(t *testing.T) {
 		sqsapi.RequestIDAttribute:        "id-1",
 	})
 	slow := HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
-		time.Sleep(3 * r.callBound)
+		testtime.Pause(3 * r.callBound)
 		return &Reply{Body: "late but fine"}, nil
 	})
 	if err := r.Process(context.Background(), "https://sqs.us-east-1.amazonaws.com/1/requests", m, slow); err != nil {

@@ -24,13 +24,11 @@ import (
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
+// waitFor is testtime.Eventually with the patience of the responder's
+// tests (20 s).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
+	testtime.Eventually(t, 20*time.Second, what, cond)
 }
 
 // TestRoundTripJavaWireFormat is the interop test: a raw-SDK requester
@@ -131,6 +129,8 @@ func TestManyConcurrentRequests(t *testing.T) {
 			if p := r.Stats().Pollers; p > maxPollers.Load() {
 				maxPollers.Store(p) // racy max, good enough for a lower bound
 			}
+			// Real work time: the send-batching policy measures real call
+			// latency, and coalesces nothing where calls take none (a bubble).
 			time.Sleep(5 * time.Millisecond)
 			return echo(ctx, req)
 		}))
@@ -162,8 +162,7 @@ func TestManyConcurrentRequests(t *testing.T) {
 
 func TestSlowHandlerKeptAliveByHeartbeat(t *testing.T) {
 	t.Parallel()
-	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
-		t.Parallel()
+	inBubble(t, func(t *testing.T, be *sqstestenv.Backend) {
 		e := newEnv(t, be)
 		host := e.replyQueue("host", nil)
 		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
@@ -302,8 +301,7 @@ func TestPanicRecoveredAndRetried(t *testing.T) {
 // B answers after the visibility timeout, and the requester sees one reply.
 func TestCrashedResponderMidRequest(t *testing.T) {
 	t.Parallel()
-	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
-		t.Parallel()
+	inBubble(t, func(t *testing.T, be *sqstestenv.Backend) {
 		e := newEnv(t, be)
 		host := e.replyQueue("host", nil)
 		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
@@ -346,8 +344,7 @@ func TestCrashedResponderMidRequest(t *testing.T) {
 // running the handler again.
 func TestCrashBeforeDeleteRepliesFromStore(t *testing.T) {
 	t.Parallel()
-	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
-		t.Parallel()
+	inBubble(t, func(t *testing.T, be *sqstestenv.Backend) {
 		e := newEnv(t, be)
 		host := e.replyQueue("host", nil)
 		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
@@ -381,8 +378,7 @@ func TestCrashBeforeDeleteRepliesFromStore(t *testing.T) {
 
 func TestDuplicateInProgressNotRunTwice(t *testing.T) {
 	t.Parallel()
-	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
-		t.Parallel()
+	inBubble(t, func(t *testing.T, be *sqstestenv.Backend) {
 		e := newEnv(t, be)
 		host := e.replyQueue("host", nil)
 		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
@@ -397,7 +393,7 @@ func TestDuplicateInProgressNotRunTwice(t *testing.T) {
 		})
 		serve(t, r, reqQ, HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
 			runs.Add(1)
-			time.Sleep(1500 * time.Millisecond)
+			testtime.Pause(1500 * time.Millisecond)
 			return echo(ctx, req)
 		}))
 		// Two deliveries of one request (SQS duplicate, or a redriven copy).
@@ -416,8 +412,7 @@ func TestDuplicateInProgressNotRunTwice(t *testing.T) {
 
 func TestBatchingUnderLoad(t *testing.T) {
 	t.Parallel()
-	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
-		t.Parallel()
+	inBubble(t, func(t *testing.T, be *sqstestenv.Backend) {
 		e := newEnv(t, be)
 		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
 		rc := newEnv(t, be)
@@ -430,7 +425,7 @@ func TestBatchingUnderLoad(t *testing.T) {
 		const n = 30
 		e.requests(reqQ, n, "")
 		serve(t, r, reqQ, HandlerFunc(func(ctx context.Context, _ *Request) (*Reply, error) {
-			time.Sleep(2500 * time.Millisecond)
+			testtime.Pause(2500 * time.Millisecond)
 			return nil, nil
 		}))
 		waitFor(t, "all deleted", func() bool { return r.stats.Deleted.Load() == n })
@@ -447,8 +442,7 @@ func TestBatchingUnderLoad(t *testing.T) {
 
 func TestThrottlingBacksOffAndLosesNothing(t *testing.T) {
 	t.Parallel()
-	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
-		t.Parallel()
+	inBubble(t, func(t *testing.T, be *sqstestenv.Backend) {
 		e := newEnv(t, be)
 		host := e.replyQueue("host", nil)
 		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "1"})
@@ -504,7 +498,7 @@ func TestThrottlingBacksOffAndLosesNothing(t *testing.T) {
 }
 
 func TestGracefulShutdownLosesNothing(t *testing.T) {
-	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
+	inBubble(t, func(t *testing.T, be *sqstestenv.Backend) {
 		e := newEnv(t, be)
 		host := e.replyQueue("host", nil)
 		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "30"})
@@ -520,7 +514,7 @@ func TestGracefulShutdownLosesNothing(t *testing.T) {
 		go func() {
 			errc <- r.Serve(context.Background(), reqQ, HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
 				started.Add(1)
-				time.Sleep(300 * time.Millisecond)
+				testtime.Pause(300 * time.Millisecond)
 				finished.Add(1)
 				return echo(ctx, req)
 			}))
@@ -559,7 +553,7 @@ func TestGracefulShutdownLosesNothing(t *testing.T) {
 }
 
 func TestShutdownDeadlineReleasesUnfinished(t *testing.T) {
-	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
+	inBubble(t, func(t *testing.T, be *sqstestenv.Backend) {
 		e := newEnv(t, be)
 		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "30"})
 		// One slot, held by the stuck handler: no long poll is in flight when
@@ -617,7 +611,7 @@ func TestShutdownDeadlineReleasesUnfinished(t *testing.T) {
 // context holds Shutdown at most finalTimeout past its context's deadline,
 // and its request is released at the deadline.
 func TestShutdownReturnsByItsDeadline(t *testing.T) {
-	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
+	inBubble(t, func(t *testing.T, be *sqstestenv.Backend) {
 		e := newEnv(t, be)
 		reqQ := e.queue("req", map[string]string{"VisibilityTimeout": "30"})
 		r, err := New(e.client, func(o *Options) { o.PollWaitTime = time.Second; o.MaxConcurrency = 1 })
@@ -768,7 +762,7 @@ func TestReleaseNeverOvertakesAnExtension(t *testing.T) {
 				if runsA.Add(1) == 1 {
 					// Past A's first extension tick (2 to 3 s after receipt),
 					// on the bubble's clock.
-					time.Sleep(3500 * time.Millisecond)
+					testtime.Pause(3500 * time.Millisecond)
 					c.mu.Lock()
 					for _, n := range c.extending {
 						heldB += n

@@ -11,12 +11,14 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
 )
@@ -205,10 +207,7 @@ func (c *cancellable) waitCancelled(t *testing.T, e *env, since time.Time) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the handler's context was not cancelled")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for e.resp.Stats().Dropped == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testtime.Until(5*time.Second, func() bool { return e.resp.Stats().Dropped > 0 })
 	if st := e.resp.Stats(); st.Failed != 0 || st.Dropped != 1 {
 		t.Errorf("responder Stats: Failed %d, Dropped %d; want 0 and 1 (a request whose caller went away is dropped)", st.Failed, st.Dropped)
 	}
@@ -318,8 +317,14 @@ func TestAnAnswerStopsTheUpload(t *testing.T) {
 // A body whose reader fails stops the handler: it must not take what it
 // got for the whole body. The client gets the body's error.
 func TestAFailingBodyStopsTheHandler(t *testing.T) {
+	synctest.Test(t, testAFailingBodyStopsTheHandler)
+}
+
+// testAFailingBodyStopsTheHandler runs in a synctest bubble: the writer's
+// pause is the bubble's.
+func testAFailingBodyStopsTheHandler(t *testing.T) {
 	readErr := make(chan error, 1)
-	e := newEnv(t, sqstestenv.SQSTest(t), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	e := newEnv(t, sqstestenv.InProcess(t), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, err := io.ReadAll(r.Body)
 		readErr <- err
 	}))
@@ -327,7 +332,7 @@ func TestAFailingBodyStopsTheHandler(t *testing.T) {
 	boom := errors.New("disk on fire")
 	go func() {
 		_, _ = io.WriteString(pw, "some of it")
-		time.Sleep(300 * time.Millisecond) // the handler reads the first part
+		testtime.Pause(300 * time.Millisecond) // the handler reads the first part
 		pw.CloseWithError(boom)
 	}()
 	req, _ := http.NewRequest(http.MethodPost, "http://x/upload", pr)
@@ -399,10 +404,7 @@ func TestAPanicAfterAFlushAbortsTheSession(t *testing.T) {
 	if !errors.Is(err, requester.ErrSessionAborted) || !strings.Contains(err.Error(), "out of luck") {
 		t.Fatalf("got %v, want ErrSessionAborted saying why", err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for e.resp.Stats().Dropped == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testtime.Until(5*time.Second, func() bool { return e.resp.Stats().Dropped > 0 })
 	if st := e.resp.Stats(); st.Failed != 1 || st.Dropped != 1 {
 		t.Errorf("responder Stats: Failed %d, Dropped %d; want 1 and 1 (aborted)", st.Failed, st.Dropped)
 	}

@@ -122,7 +122,7 @@ func ExampleServer_Calls() {
 		defer close(done)
 		_, _ = client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, WaitTimeSeconds: 20})
 	}()
-	for srv.Parked() == 0 {
+	for srv.Parked() == 0 { // the receive reaches the server (real time)
 		time.Sleep(time.Millisecond)
 	}
 	clock.Advance(20 * time.Second) // ends the long poll at once

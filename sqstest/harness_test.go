@@ -19,6 +19,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 	"github.com/tempqueues/tempqueues/sqstest"
 )
 
@@ -65,7 +66,7 @@ func (x *target) sleep(d time.Duration) {
 		x.clock.Advance(d)
 		return
 	}
-	time.Sleep(d)
+	time.Sleep(d) // real: a real server's (fauxqs's) time
 }
 
 // waitParked returns once n receives are parked in a long poll (sqstest),
@@ -73,15 +74,11 @@ func (x *target) sleep(d time.Duration) {
 func (x *target) waitParked(n int) {
 	x.t.Helper()
 	if x.srv == nil {
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(250 * time.Millisecond) // real: a real server tells no count of parked receives
 		return
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for x.srv.Parked() < n {
-		if time.Now().After(deadline) {
-			x.t.Fatalf("only %d of %d receives parked", x.srv.Parked(), n)
-		}
-		time.Sleep(time.Millisecond)
+	if !testtime.Until(5*time.Second, func() bool { return x.srv.Parked() >= n }) {
+		x.t.Fatalf("only %d of %d receives parked", x.srv.Parked(), n)
 	}
 }
 

@@ -75,7 +75,8 @@ func (x *target) load(pollers, messages int) {
 			x.t.Fatalf("only %d of %d messages delivered", n, messages)
 		}
 	}
-	// A duplicate would arrive within moments of the last message.
+	// A duplicate would arrive within moments of the last message (real
+	// time: the receivers run on a real server, fauxqs, too).
 	time.Sleep(100 * time.Millisecond)
 	cancel()
 	wg.Wait()

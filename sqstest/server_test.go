@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 	"github.com/tempqueues/tempqueues/sqstest"
 )
 
@@ -43,12 +44,8 @@ func receiveAsync(c *sqs.Client, url string, wait int32) <-chan *sqs.ReceiveMess
 
 func waitParked(t *testing.T, srv *sqstest.Server, n int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for srv.Parked() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d receives parked", srv.Parked(), n)
-		}
-		time.Sleep(time.Millisecond)
+	if !testtime.Until(5*time.Second, func() bool { return srv.Parked() >= n }) {
+		t.Fatalf("%d of %d receives parked", srv.Parked(), n)
 	}
 }
 
@@ -332,9 +329,7 @@ func TestCloseAbandonsAtDeadline(t *testing.T) {
 		_, err := c.ListQueues(context.Background(), &sqs.ListQueuesInput{})
 		errc <- err
 	}()
-	for sqstest.Running(srv) == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	testtime.Eventually(t, 5*time.Second, "the request running", func() bool { return sqstest.Running(srv) > 0 })
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if err := srv.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
@@ -362,13 +357,7 @@ func TestClientGoneUnparks(t *testing.T) {
 	waitParked(t, srv, 1)
 	cancel()
 	<-done
-	deadline := time.Now().Add(5 * time.Second)
-	for srv.Parked() != 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("receive still parked after its client gave up")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testtime.Eventually(t, 5*time.Second, "the receive unparked after its client gave up", func() bool { return srv.Parked() == 0 })
 }
 
 func TestNewHandler(t *testing.T) {
@@ -426,6 +415,7 @@ func TestIdleParkedPollsCostNoCPU(t *testing.T) {
 		chans = append(chans, receiveAsync(c, url, 20))
 	}
 	waitParked(t, srv, 50)
+	// Real sleeps: the test measures the process's CPU over real time.
 	time.Sleep(100 * time.Millisecond) // let start-up work settle
 	const window = time.Second
 	before := cpuTime()

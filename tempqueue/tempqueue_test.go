@@ -16,6 +16,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/testkit/leakcheck"
 	"github.com/tempqueues/tempqueues/internal/testkit/observetest"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/reaper"
@@ -237,11 +238,7 @@ func TestHostQueueTags(t *testing.T) {
 		}
 		first := check("after CreateQueue")
 		// Heartbeats (TagQueue) move the reaper's tag and keep the user's.
-		for deadline := time.Now().Add(5 * time.Second); check("after a heartbeat") == first; time.Sleep(100 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatal("no heartbeat within 5s")
-			}
-		}
+		testtime.Eventually(t, 5*time.Second, "a heartbeat", func() bool { return check("after a heartbeat") != first })
 	})
 }
 

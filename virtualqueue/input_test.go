@@ -15,6 +15,7 @@ import (
 	"github.com/aws/smithy-go"
 
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -164,13 +165,13 @@ func (f *faulty) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput
 }
 
 func TestTransientErrorsBackOffAndLoseNothing(t *testing.T) {
-	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
-		for name, injected := range map[string]error{
-			"throttling": &smithy.GenericAPIError{Code: "ThrottlingException", Message: "slow down", Fault: smithy.FaultClient},
-			"network":    &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")},
-			"5xx":        &smithy.GenericAPIError{Code: "InternalError", Message: "oops", Fault: smithy.FaultServer},
-		} {
-			t.Run(name, func(t *testing.T) {
+	for name, injected := range map[string]error{
+		"throttling": &smithy.GenericAPIError{Code: "ThrottlingException", Message: "slow down", Fault: smithy.FaultClient},
+		"network":    &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")},
+		"5xx":        &smithy.GenericAPIError{Code: "InternalError", Message: "oops", Fault: smithy.FaultServer},
+	} {
+		t.Run(name, func(t *testing.T) {
+			inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 				e := newEnv(t, b, 30)
 				f := &faulty{Client: e.raw, err: injected}
 				f.failing.Store(true)
@@ -188,7 +189,7 @@ func TestTransientErrorsBackOffAndLoseNothing(t *testing.T) {
 					}
 					got <- out.Messages
 				}()
-				time.Sleep(time.Second)
+				testtime.Advance(time.Second)
 				// Full-jitter backoff from 100ms: a hot loop would make
 				// thousands of calls in a second.
 				if n := f.receives.Load(); n > 40 || n < 3 {
@@ -204,8 +205,8 @@ func TestTransientErrorsBackOffAndLoseNothing(t *testing.T) {
 					t.Fatal("message not delivered after the faults stopped")
 				}
 			})
-		}
-	})
+		})
+	}
 }
 
 func TestPermanentErrorReachesWaiters(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/testkit/child"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 	"github.com/tempqueues/tempqueues/sqstest"
 )
 
@@ -261,16 +262,10 @@ func TestEmulatorDataSurvivesKill(t *testing.T) {
 			return len(led.acked), len(led.deleted)
 		}
 		n0, d0 := base()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		// The emulator is a child process: real time.
+		if !testtime.Until(30*time.Second, func() bool { n, d := base(); return n-n0 >= sends && d-d0 >= sends/6 }) {
 			n, d := base()
-			if n-n0 >= sends && d-d0 >= sends/6 {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("round %d: only %d sends and %d deletes acknowledged in 30 s", round, n-n0, d-d0)
-			}
-			time.Sleep(time.Millisecond)
+			t.Fatalf("round %d: only %d sends and %d deletes acknowledged in 30 s", round, n-n0, d-d0)
 		}
 		if err := cmd.Process.Kill(); err != nil { // SIGKILL
 			t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 )
 
 // lockedBuffer is a bytes.Buffer that the emulator and the test may use at
@@ -37,12 +38,8 @@ func (l *lockedBuffer) String() string {
 // waitFor polls buf until it contains s.
 func waitFor(t *testing.T, buf *lockedBuffer, s string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !strings.Contains(buf.String(), s) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q in %q", s, buf.String())
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !testtime.Until(10*time.Second, func() bool { return strings.Contains(buf.String(), s) }) {
+		t.Fatalf("no %q in %q", s, buf.String())
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/awserr"
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 	"github.com/tempqueues/tempqueues/sqsapi"
 	"github.com/tempqueues/tempqueues/sqstest"
 )
@@ -263,7 +264,8 @@ func TestRedriveCommand(t *testing.T) {
 	if fmt.Sprint(actions) != "map[req-a:replay/1 req-b:replay/2 req-c:park/3]" || rep["type"] != "report" || rep["replayed"] != float64(2) || rep["parked"] != float64(1) || rep["target"] != src {
 		t.Fatalf("redrive --json: %v, report %v", actions, rep)
 	}
-	time.Sleep(20 * time.Millisecond) // let the 0-second delays pass
+	// The 0-second delays pass.
+	testtime.Until(5*time.Second, func() bool { return visible(t, client, src) == 2 && visible(t, client, parking) == 1 })
 	if a, b, c := visible(t, client, dlq), visible(t, client, src), visible(t, client, parking); a != 0 || b != 2 || c != 1 {
 		t.Fatalf("after the redrive: dlq %d, source %d, parking %d messages", a, b, c)
 	}

@@ -51,7 +51,9 @@ func TestAutoscalingExample(t *testing.T) {
 }
 
 // checkGoroutines fails t unless the goroutines running fall back to the
-// number before run: the example must stop everything it starts.
+// number before run: the example must stop everything it starts. It polls
+// in real time (the example runs as users run it) with its own loop:
+// examples import nothing internal.
 func checkGoroutines(t *testing.T, before int) {
 	t.Helper()
 	for deadline := time.Now().Add(5 * time.Second); runtime.NumGoroutine() > before; time.Sleep(10 * time.Millisecond) {

@@ -19,6 +19,8 @@ import (
 	"github.com/chromedp/cdproto/log"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 )
 
 // tempqBin is the tempq binary TestMain builds from this repository.
@@ -203,19 +205,17 @@ func (b *browser) do(t *testing.T, what string, actions ...chromedp.Action[chrom
 // submission) under way when it starts.
 func (b *browser) waitJS(t *testing.T, what, expr string) {
 	t.Helper()
-	deadline := time.Now().Add(patience)
-	for {
+	// The page is in a real browser (a child process): its time is real.
+	var err error
+	if !testtime.Until(patience, func() bool {
 		ctx, cancel := context.WithTimeout(b.ctx, patience)
-		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool]("!!("+expr+")"))
-		cancel()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			page, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
-			t.Fatalf("waiting for %s (%s): %v\npage:\n%s", what, expr, err, page)
-		}
-		time.Sleep(100 * time.Millisecond)
+		defer cancel()
+		var ok bool
+		ok, err = chromedp.Run(ctx, chromedp.Evaluate[bool]("!!("+expr+")"))
+		return ok
+	}) {
+		page, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.body ? document.body.innerText : ""`))
+		t.Fatalf("waiting for %s (%s): %v\npage:\n%s", what, expr, err, page)
 	}
 }
 
@@ -234,15 +234,12 @@ func eval[T any](t *testing.T, b *browser, expr string) T {
 // waitFor polls cond until it holds, for conditions outside the page.
 func waitFor(t *testing.T, what string, cond func() (bool, error)) {
 	t.Helper()
-	deadline := time.Now().Add(patience)
-	for {
-		ok, err := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: %v", what, err)
-		}
-		time.Sleep(100 * time.Millisecond)
+	var err error
+	if !testtime.Until(patience, func() bool {
+		var ok bool
+		ok, err = cond()
+		return ok
+	}) {
+		t.Fatalf("waiting for %s: %v", what, err)
 	}
 }

@@ -154,7 +154,7 @@ func TestHeartbeatExtendsAndRenews(t *testing.T) {
 				t.Error("the message was received again while its handler ran")
 			}
 			d.SetLease("lease-1")
-			time.Sleep(3 * time.Second) // three visibility timeouts
+			testtime.Pause(3 * time.Second) // three visibility timeouts
 			close(done)
 			return Outcome{Verdict: Delete}
 		})

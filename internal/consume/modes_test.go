@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/smithy-go"
+
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 )
 
 // runAlone runs the engine in batch mode until it stops by itself, which
@@ -56,7 +58,7 @@ func TestBatchHandlesEachReceiveBeforeTheNext(t *testing.T) {
 				overlaps.Add(1)
 			}
 			defer running.Add(-1)
-			time.Sleep(50 * time.Millisecond) // room for a receive that should not come
+			testtime.Pause(50 * time.Millisecond) // room for a receive that should not come
 			mu.Lock()
 			defer mu.Unlock()
 			sizes = append(sizes, len(ds))
@@ -111,7 +113,7 @@ func TestBatchPollersShareSlots(t *testing.T) {
 			n := running.Add(int32(len(ds)))
 			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 			}
-			time.Sleep(20 * time.Millisecond)
+			testtime.Pause(20 * time.Millisecond)
 			running.Add(-int32(len(ds)))
 			handled.Add(int32(len(ds)))
 			outs := make([]Outcome, len(ds))

@@ -2,25 +2,26 @@ package workers
 
 import (
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 )
 
 // runOnIdle hands f to a worker of p once one waits for a task.
 func runOnIdle(t *testing.T, p *Pool, f func()) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	if !testtime.Until(5*time.Second, func() bool {
 		select {
 		case p.tasks <- f:
-			return
+			return true
 		default:
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("no worker became idle")
-		}
-		time.Sleep(time.Millisecond)
+	}) {
+		t.Fatal("no worker became idle")
 	}
 }
 
@@ -107,7 +108,8 @@ func TestIdleWorkersKeepTheirGrownStacks(t *testing.T) {
 	}
 	close(release)
 	wg.Wait()
-	time.Sleep(50 * time.Millisecond) // every worker parks, idle
+	// Every worker parks, idle: all n wait for a task.
+	testtime.Eventually(t, 5*time.Second, "every worker idle", func() bool { return idleWorkers() == n })
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	for range 4 {
@@ -118,4 +120,17 @@ func TestIdleWorkersKeepTheirGrownStacks(t *testing.T) {
 	if lost := int64(before.StackInuse) - int64(after.StackInuse); lost > n*8<<10 {
 		t.Fatalf("garbage collections shrank idle workers' stacks by %d bytes in all", lost)
 	}
+}
+
+// idleWorkers counts the goroutines of this package waiting for a task.
+func idleWorkers() int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, "internal/workers.(*Pool).next(") {
+			n++
+		}
+	}
+	return n
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 )
 
 const module = "github.com/tempqueues/tempqueues/"
@@ -17,16 +19,9 @@ const module = "github.com/tempqueues/tempqueues/"
 // remain. Call it after closing what the test created (or defer it).
 func Check(tb testing.TB) {
 	tb.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		leaked := Leaked()
-		if len(leaked) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("leakcheck: %d goroutines still running tempqueues code:\n\n%s", len(leaked), strings.Join(leaked, "\n\n"))
-		}
-		time.Sleep(10 * time.Millisecond)
+	var leaked []string
+	if !testtime.Until(5*time.Second, func() bool { leaked = Leaked(); return len(leaked) == 0 }) {
+		tb.Fatalf("leakcheck: %d goroutines still running tempqueues code:\n\n%s", len(leaked), strings.Join(leaked, "\n\n"))
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 	"github.com/tempqueues/tempqueues/observe"
 )
 
@@ -32,9 +33,7 @@ func TestRecorder(t *testing.T) {
 	if r.Wait(short, observe.Handled, "", 1) {
 		t.Fatal("Wait reported an event that never happened")
 	}
-	for deadline := time.Now().Add(time.Second); len(r.Outcomes()) == 0 && time.Now().Before(deadline); {
-		time.Sleep(time.Millisecond)
-	}
+	testtime.Until(time.Second, func() bool { return len(r.Outcomes()) > 0 })
 	if o := r.Outcomes(); len(o) != 1 || o[0].Event.RequestID != "r1" || o[0].Err == nil {
 		t.Fatalf("outcomes %+v", o)
 	}

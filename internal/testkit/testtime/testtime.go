@@ -29,19 +29,37 @@ func Advance(d time.Duration) {
 	synctest.Wait()
 }
 
+// Pause stands for d of work or waiting in a goroutine of a synctest
+// bubble (a handler's work, a client's pace): it sleeps on the bubble's
+// clock, which costs no real time. Use it only in a bubble; outside one
+// it would be a real sleep (no API tells a bubble's goroutine from
+// another). A real sleep, where a test waits on a real outside process,
+// is written time.Sleep, with a comment saying why.
+func Pause(d time.Duration) { time.Sleep(d) }
+
 // Eventually calls cond every poll interval (10 ms) until it reports true,
 // and fails the test when within passes first, naming what it waited for.
 // In a bubble the wait costs no real time.
 func Eventually(tb testing.TB, within time.Duration, what string, cond func() bool) {
 	tb.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(pollInterval)
+	if !Until(within, cond) {
+		tb.Fatalf("timed out after %v waiting for %s", within, what)
 	}
 }
 
-// pollInterval is how often Eventually checks its condition.
+// Until calls cond every poll interval (10 ms) until it reports true, and
+// reports whether it did before within passed: Eventually for a caller
+// that says itself what went wrong.
+func Until(within time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(pollInterval)
+	}
+	return true
+}
+
+// pollInterval is how often Eventually and Until check their condition.
 const pollInterval = 10 * time.Millisecond

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/callcount"
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqstest"
 )
@@ -59,10 +60,7 @@ func TestStaticReplyQueue(t *testing.T) {
 	if got := calls["DeleteMessageBatch"]; got*10 < rpcs*2 || got > rpcs {
 		t.Errorf("%d DeleteMessageBatch calls for %d RPCs", got, rpcs)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testtime.Until(5*time.Second, func() bool { return runtime.NumGoroutine() <= before })
 	if n := runtime.NumGoroutine(); n > before {
 		t.Errorf("%d goroutines after close, %d before setup", n, before)
 	}
@@ -105,10 +103,7 @@ func TestParkedReceivers(t *testing.T) {
 		MessageAttributes: map[string]types.MessageAttributeValue{correlationIDAttribute: wire.StringAttribute("gone")}}); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for counter.Get("DeleteMessage") < 2*rpcs+1 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testtime.Until(10*time.Second, func() bool { return counter.Get("DeleteMessage") >= 2*rpcs+1 })
 	if err := p.close(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -121,10 +116,7 @@ func TestParkedReceivers(t *testing.T) {
 			t.Errorf("calls %v: a batch call", calls)
 		}
 	}
-	deadline = time.Now().Add(5 * time.Second)
-	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testtime.Until(5*time.Second, func() bool { return runtime.NumGoroutine() <= before })
 	if n := runtime.NumGoroutine(); n > before {
 		t.Errorf("%d goroutines after close, %d before setup", n, before)
 	}
