@@ -175,10 +175,15 @@ func (s *Stream) Next(ctx context.Context) (*types.Message, error) {
 		if m, ok := s.buf[s.next]; ok && !s.stopped && !s.completeLocked() {
 			delete(s.buf, s.next)
 			s.next++
-			next := s.next
+			next, last := s.next, s.completeLocked()
 			s.mu.Unlock()
 			if s.sess != nil {
 				s.sess.onRead(next)
+				if last {
+					// The final reply is the caller's before its receiver
+					// has told the session: a Send after it must see it.
+					s.sess.onFinal()
+				}
 			}
 			return &m, nil
 		}
