@@ -504,7 +504,7 @@ func (r *Requester) sendRequest(ctx context.Context, in *sqs.SendMessageInput, o
 			}
 		default:
 		}
-		if errors.Is(err, context.DeadlineExceeded) && waitCtx.Err() != nil {
+		if errors.Is(err, context.DeadlineExceeded) && deadlineCame(waitCtx) {
 			r.timedOut.Add(1)
 			te := &timeoutError{requestID: requestID, queueURL: call.queueURL, waited: time.Since(call.sentAt)}
 			if awserr.IsTransient(err) {
@@ -837,4 +837,14 @@ func stampDeadline(ctx context.Context, in *sqs.SendMessageInput, attrs map[stri
 	if d, ok := ctx.Deadline(); ok {
 		wire.StampDeadline(attrs, in.MessageBody, aws.ToString(in.QueueUrl), d)
 	}
+}
+
+// deadlineCame reports whether ctx has ended or its deadline has come: a
+// send given up at the deadline may return before ctx's own timer ends it.
+func deadlineCame(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
 }

@@ -130,7 +130,7 @@ func (s *Stream) open(ctx context.Context, in *sqs.SendMessageInput, attrs map[s
 		if s.cancelCtx != nil {
 			s.cancelCtx()
 		}
-		if errors.Is(err, context.DeadlineExceeded) && s.ctx.Err() != nil {
+		if errors.Is(err, context.DeadlineExceeded) && deadlineCame(s.ctx) {
 			r.timedOut.Add(1)
 			return &timeoutError{requestID: s.requestID, queueURL: s.queueURL, waited: time.Since(s.sentAt), sendErr: err}
 		}
