@@ -5,7 +5,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -127,12 +126,4 @@ func redriven(t testing.TB, rec *observetest.Recorder) []event {
 			Attempt: d.Attempt, Delay: e.Duration, Due: d.Due, Queue: d.To, Reason: d.Cause, Err: e.Err})
 	}
 	return out
-}
-
-// inBubble runs fn in a testing/synctest bubble with an in-process sqstest
-// server made in it: the backend of the tests whose subject is time
-// (backoff between replays, the rate limit), which then cost no real time.
-func inBubble(t *testing.T, fn func(t *testing.T, b *sqstestenv.Backend)) {
-	t.Helper()
-	synctest.Test(t, func(t *testing.T) { fn(t, sqstestenv.InProcess(t)) })
 }
