@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 	"time"
@@ -32,12 +31,9 @@ func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.Var(attrs, "attr", "String message attribute name=value (repeatable)")
 	groupID := fs.String("group-id", "", "message group of the request, for a FIFO queue (default there: \""+defaultGroupID+"\"); the deduplication id is the request's own")
 	server := serverFlags(fs)
-	pos, err := parseInterspersed(fs, args)
+	bodyArg, err := parseBodyArg(fs, args)
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return usageError("want exactly one BODY argument (- reads it from stdin)")
 	}
 	if *timeout <= 0 {
 		return usageError("--timeout must be positive")
@@ -49,13 +45,9 @@ func runCall(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if *groupID != "" && !fifo {
 		return usageError("--group-id is for FIFO queues; %s is not one", queueNameOf(*queue))
 	}
-	body := pos[0]
-	if body == "-" {
-		b, err := io.ReadAll(os.Stdin)
-		if err != nil {
-			return fmt.Errorf("reading the body from stdin: %w", err)
-		}
-		body = string(b)
+	body, err := readBody(bodyArg)
+	if err != nil {
+		return err
 	}
 	env, err := openSQS(ctx, server, stderr)
 	if err != nil {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/base64"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -24,6 +25,19 @@ import (
 // send and receive: plain messages, no reply expected (call and serve-echo
 // are request and response). Like the queue verbs, they check their input
 // before any call.
+
+// parseBodyArg parses the flags of a command that takes one BODY
+// argument (send, call), wherever the flags stand, and returns it.
+func parseBodyArg(fs *flag.FlagSet, args []string) (string, error) {
+	pos, err := parseInterspersed(fs, args)
+	if err != nil {
+		return "", err
+	}
+	if len(pos) != 1 {
+		return "", usageError("want exactly one BODY argument (- reads it from stdin)")
+	}
+	return pos[0], nil
+}
 
 // readBody returns the BODY argument, or standard input for "-".
 func readBody(arg string) (string, error) {
@@ -47,17 +61,14 @@ func runSend(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	delay := fs.Duration("delay", 0, "keep the message hidden this long, 0s to 15m in whole seconds (standard queues; a FIFO queue's delay is the queue's own)")
 	asJSON := fs.Bool("json", false, `print {"message_id": ID} (and "sequence_number" on a FIFO queue)`)
 	server := serverFlags(fs)
-	pos, err := parseInterspersed(fs, args)
+	bodyArg, err := parseBodyArg(fs, args)
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return usageError("want exactly one BODY argument (- reads it from stdin)")
 	}
 	if err := checkQueueArg("queue", *queue); err != nil {
 		return err
 	}
-	body, err := readBody(pos[0])
+	body, err := readBody(bodyArg)
 	if err != nil {
 		return err
 	}
