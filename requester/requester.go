@@ -41,6 +41,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/batch"
 	"github.com/tempqueues/tempqueues/internal/callback"
+	"github.com/tempqueues/tempqueues/internal/callbound"
 	"github.com/tempqueues/tempqueues/internal/core"
 	"github.com/tempqueues/tempqueues/internal/deflog"
 	"github.com/tempqueues/tempqueues/internal/hostq"
@@ -504,7 +505,7 @@ func (r *Requester) sendRequest(ctx context.Context, in *sqs.SendMessageInput, o
 			}
 		default:
 		}
-		if errors.Is(err, context.DeadlineExceeded) && deadlineCame(waitCtx) {
+		if errors.Is(err, context.DeadlineExceeded) && callbound.Ended(waitCtx) {
 			r.timedOut.Add(1)
 			te := &timeoutError{requestID: requestID, queueURL: call.queueURL, waited: time.Since(call.sentAt)}
 			if awserr.IsTransient(err) {
@@ -837,14 +838,4 @@ func stampDeadline(ctx context.Context, in *sqs.SendMessageInput, attrs map[stri
 	if d, ok := ctx.Deadline(); ok {
 		wire.StampDeadline(attrs, in.MessageBody, aws.ToString(in.QueueUrl), d)
 	}
-}
-
-// deadlineCame reports whether ctx has ended or its deadline has come: a
-// send given up at the deadline may return before ctx's own timer ends it.
-func deadlineCame(ctx context.Context) bool {
-	if ctx.Err() != nil {
-		return true
-	}
-	dl, ok := ctx.Deadline()
-	return ok && !time.Now().Before(dl)
 }

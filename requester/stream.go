@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/callbound"
 	"github.com/tempqueues/tempqueues/internal/hostq"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -130,7 +131,7 @@ func (s *Stream) open(ctx context.Context, in *sqs.SendMessageInput, attrs map[s
 		if s.cancelCtx != nil {
 			s.cancelCtx()
 		}
-		if errors.Is(err, context.DeadlineExceeded) && deadlineCame(s.ctx) {
+		if errors.Is(err, context.DeadlineExceeded) && callbound.Ended(s.ctx) {
 			r.timedOut.Add(1)
 			return &timeoutError{requestID: s.requestID, queueURL: s.queueURL, waited: time.Since(s.sentAt), sendErr: err}
 		}

@@ -432,7 +432,7 @@ func (c *Coalescer[E, R]) Do(ctx context.Context, key string, entry E) (R, error
 // ended (the answer and the deadline can arrive together) reports the
 // deadline too, as if the caller had given up first.
 func (c *Coalescer[E, R]) final(ctx context.Context, err error) error {
-	if err == nil || !ended(ctx) || c.opts.Retry == nil || errors.Is(err, endErr(ctx)) {
+	if err == nil || !callbound.Ended(ctx) || c.opts.Retry == nil || errors.Is(err, endErr(ctx)) {
 		return err
 	}
 	if _, deadline := ctx.Deadline(); !c.opts.Retry(err, deadline) {
@@ -450,7 +450,7 @@ func gaveUp(ctx context.Context, last *error) error {
 	return fmt.Errorf("%w; still retrying after: %w", endErr(ctx), *last)
 }
 
-// endErr is the error of an ended ctx (ended): its own, or
+// endErr is the error of an ended ctx (callbound.Ended): its own, or
 // context.DeadlineExceeded when its deadline has come before its timer
 // has ended it.
 func endErr(ctx context.Context) error {
@@ -554,7 +554,7 @@ func (c *Coalescer[E, R]) retries(it item[E, R], err error) bool {
 	}
 	deadline := false
 	if it.ctx != nil {
-		if ended(it.ctx) {
+		if callbound.Ended(it.ctx) {
 			return false
 		}
 		_, deadline = it.ctx.Deadline()
@@ -566,16 +566,6 @@ func (c *Coalescer[E, R]) retries(it item[E, R], err error) bool {
 		return false
 	}
 	return c.opts.Retry(err, deadline)
-}
-
-// ended reports whether ctx is done or its deadline has come: a retry
-// timed for the deadline may fire before ctx's own timer has ended it.
-func ended(ctx context.Context) bool {
-	if ctx.Err() != nil {
-		return true
-	}
-	dl, ok := ctx.Deadline()
-	return ok && !time.Now().Before(dl)
 }
 
 // retryLaterLocked queues it again for key after its backoff, which ends
@@ -603,7 +593,7 @@ func (c *Coalescer[E, R]) requeue(key string, r *retry[E, R]) {
 	}
 	delete(c.retrying, r)
 	it := r.it
-	if it.ctx != nil && ended(it.ctx) {
+	if it.ctx != nil && callbound.Ended(it.ctx) {
 		c.mu.Unlock()
 		c.answer(it, it.last)
 		return

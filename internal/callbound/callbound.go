@@ -22,3 +22,14 @@ const Timeout = 20 * time.Second
 func Context(ctx context.Context, wait time.Duration) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, max(wait, 0)+Timeout)
 }
+
+// Ended reports whether ctx is done or its deadline has come: work timed
+// for the deadline (a retry's backoff, a call's bound) may end before
+// ctx's own timer has ended it, and must count as ended then too.
+func Ended(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	dl, ok := ctx.Deadline()
+	return ok && !time.Now().Before(dl)
+}
