@@ -52,9 +52,13 @@ func TestObserverAddsAttributesAndSeesEachResult(t *testing.T) {
 			})
 		})
 		ctx, stop := context.WithCancel(context.Background())
+		var echo sync.WaitGroup
+		defer echo.Wait()
 		defer stop()
-		// A responder that echoes the hook's attributes.
+		// A responder that echoes the hook's attributes, ended with the test.
+		echo.Add(1)
 		go func() {
+			defer echo.Done()
 			for ctx.Err() == nil {
 				out, err := e.raw.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
 					QueueUrl: aws.String(e.queue), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, MessageAttributeNames: []string{"All"},
@@ -66,11 +70,11 @@ func TestObserverAddsAttributesAndSeesEachResult(t *testing.T) {
 				for _, m := range out.Messages {
 					host, name, _ := wire.ParseVirtualQueueURL(aws.ToString(m.MessageAttributes[sqsapi.ResponseQueueURLAttribute].StringValue))
 					body := fmt.Sprintf("%s %s %s", aws.ToString(m.Body), aws.ToString(m.MessageAttributes["hooked"].StringValue), prefix(m.Attributes["AWSTraceHeader"], 5))
-					_, _ = e.raw.SendMessage(context.Background(), &sqs.SendMessageInput{
+					_, _ = e.raw.SendMessage(ctx, &sqs.SendMessageInput{
 						QueueUrl: aws.String(host), MessageBody: aws.String(body),
 						MessageAttributes: map[string]types.MessageAttributeValue{sqsapi.VirtualQueueNameAttribute: wire.StringAttribute(name)},
 					})
-					_, _ = e.raw.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(e.queue), ReceiptHandle: m.ReceiptHandle})
+					_, _ = e.raw.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(e.queue), ReceiptHandle: m.ReceiptHandle})
 				}
 			}
 		}()

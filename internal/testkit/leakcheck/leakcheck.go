@@ -52,6 +52,13 @@ func Leaked() []string {
 			createdBy(s, module+"internal/testkit/child.") {
 			continue
 		}
+		// A goroutine a test function started is that test's own: it may
+		// outlive its test and would otherwise fail whichever test checks
+		// next. The code under test starts its goroutines from its own
+		// functions.
+		if startedByTest(s) {
+			continue
+		}
 		out = append(out, s)
 	}
 	return out
@@ -62,4 +69,31 @@ func Leaked() []string {
 func createdBy(g, prefix string) bool {
 	_, after, ok := strings.Cut(g, "\ncreated by ")
 	return ok && strings.HasPrefix(after, prefix)
+}
+
+// startedByTest reports whether the goroutine stack g was started by a test
+// function (or a closure in one) or by any function of an external _test
+// package.
+func startedByTest(g string) bool {
+	_, after, ok := strings.Cut(g, "\ncreated by ")
+	if !ok {
+		return false
+	}
+	fn, _, _ := strings.Cut(after, " ")
+	fn, _, _ = strings.Cut(fn, "\n")
+	pkg, name := fn, ""
+	if i := strings.LastIndex(fn, "/"); i >= 0 {
+		if j := strings.Index(fn[i:], "."); j >= 0 {
+			pkg, name = fn[:i+j], fn[i+j+1:]
+		}
+	}
+	if strings.HasSuffix(pkg, "_test") {
+		return true
+	}
+	for _, p := range []string{"Test", "Benchmark", "Fuzz", "Example"} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
 }
