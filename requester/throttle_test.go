@@ -17,12 +17,12 @@ import (
 
 // A throttled request send is retried until the caller's deadline: it
 // succeeds when the throttling ends in time, and otherwise fails at the
-// deadline with a timeout that carries the throttling. The SDK's own
-// retries are off, so every throttle reaches the requester.
+// deadline with a timeout that carries the throttling. The client keeps
+// the SDK's default retryer: the requester's calls make one attempt each,
+// so every throttle reaches it.
 func TestThrottledSendIsRetriedUntilTheDeadline(t *testing.T) {
 	b := sqstestenv.SQSTest(t)
 	e := newEnv(t, b)
-	e.raw = sqs.New(e.raw.Options(), func(o *sqs.Options) { o.RetryMaxAttempts = 1 })
 	r := e.requester(t)
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
@@ -65,7 +65,6 @@ func TestThrottledSendIsRetriedUntilTheDeadline(t *testing.T) {
 func TestThrottledUnbatchedSendIsRetried(t *testing.T) {
 	b := sqstestenv.SQSTest(t)
 	e := newEnv(t, b)
-	e.raw = sqs.New(e.raw.Options(), func(o *sqs.Options) { o.RetryMaxAttempts = 1 })
 	r := e.requester(t)
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()

@@ -15,12 +15,12 @@ import (
 
 // A throttled send to a virtual queue with DisableSendBatching is retried
 // as a batched one is: SQS did nothing with a throttled call, so the send
-// goes through once the throttling ends. The SDK's own retries are off,
-// so every throttle reaches the client.
+// goes through once the throttling ends. The client keeps the SDK's
+// default retryer: each try is one attempt, so every throttle reaches the
+// client.
 func TestThrottledUnbatchedSendIsRetried(t *testing.T) {
 	b := sqstestenv.SQSTest(t)
 	e := newEnv(t, b, 30)
-	e.raw = sqs.New(e.raw.Options(), func(o *sqs.Options) { o.RetryMaxAttempts = 1 })
 	c := e.client(func(o *virtualqueue.Options) { o.DisableSendBatching = true })
 	u := e.createVQ(c, "v")
 

@@ -14,7 +14,8 @@
 // enough company would join them before the earliest call ends.
 //
 // Failed entries are tried again when Options.Retry says so (for SQS:
-// throttling), after a backoff with full jitter, in a later batch: an entry
+// throttling and transient failures), after a backoff with full jitter, in
+// a later batch: an entry
 // a caller waits for with a deadline until that deadline passes, any other
 // entry at most Options.MaxRetries times, so that Flush and Close end.
 package batch
@@ -67,10 +68,9 @@ type Options[E any] struct {
 	// call and the CPU to make it. 0 means no lingering.
 	Linger time.Duration
 	// Retry reports whether an entry whose attempt failed with err (the
-	// whole call's error or its own) is tried again; deadline tells whether
-	// a caller waits for it under a context with a deadline. nil retries
-	// nothing.
-	Retry func(err error, deadline bool) bool
+	// whole call's error or its own) is tried again, within the bounds
+	// above. nil retries nothing.
+	Retry func(err error) bool
 	// RetryBackoff spaces an entry's retries; the zero value starts at
 	// 100ms and doubles up to 20s.
 	RetryBackoff backoff.Policy
@@ -435,7 +435,7 @@ func (c *Coalescer[E, R]) final(ctx context.Context, err error) error {
 	if err == nil || !callbound.Ended(ctx) || c.opts.Retry == nil || errors.Is(err, endErr(ctx)) {
 		return err
 	}
-	if _, deadline := ctx.Deadline(); !c.opts.Retry(err, deadline) {
+	if !c.opts.Retry(err) {
 		return err
 	}
 	return gaveUp(ctx, &err)
@@ -565,7 +565,7 @@ func (c *Coalescer[E, R]) retries(it item[E, R], err error) bool {
 	if abandoned || (!deadline || closed) && it.tries >= c.opts.MaxRetries {
 		return false
 	}
-	return c.opts.Retry(err, deadline)
+	return c.opts.Retry(err)
 }
 
 // retryLaterLocked queues it again for key after its backoff, which ends

@@ -61,30 +61,34 @@ func DeleteWithin(left time.Duration) time.Duration {
 // spread out and a waiting call is tried again well within its deadline.
 var retryBackoff = backoff.Policy{Base: 100 * time.Millisecond, Cap: 2 * time.Second}
 
-// retryable is the SQS coalescers' Options.Retry. Throttling is retried for
-// every entry: SQS did not process a throttled call or entry, so trying
-// again duplicates nothing, and after a burst a later try passes. Other
-// transient failures (5xx, connection errors, left after the SDK's own
-// retries) are retried only for an entry a caller waits for with a
-// deadline, which would otherwise fail before that deadline; the SDK
-// retries them too, so a send may be duplicated either way. An entry nobody
-// waits for (a delete, a visibility change) that fails so is left to
-// reappear, which at-least-once delivery allows.
-func retryable(err error, deadline bool) bool {
-	return awserr.IsThrottle(err) || deadline && awserr.IsTransient(err)
-}
+// retryable is the SQS coalescers' Options.Retry, and Call's: throttling,
+// server faults and connection errors, by the SDK's own rules. Throttling is
+// safe to retry (SQS processed none of the call or entry); a transient
+// failure of a send may have got through, so a retry may duplicate it, as
+// the SDK's own retry would.
+//
+// These calls are retried here and only here: each is made with the SDK's
+// retries turned off (oneAttempt), because the SDK counts attempts while
+// the library knows the caller's deadline and which entry of a batch
+// failed. A retry under a retry would multiply every attempt.
+func retryable(err error) bool { return awserr.IsTransient(err) }
 
-// Call makes one SQS call that is not batched (call, which returns its
-// error) under the rules the coalescers apply to an entry a caller waits
-// for under ctx: failures retryable accepts are tried again after the same
-// backoff, until ctx ends when it has a deadline, at most DefaultMaxRetries
-// times when it has none. When ctx ends first, the error is ctx.Err()
-// joined with the last failure.
+// oneAttempt is the SDK option the coalescers and Call make their calls
+// with: one attempt, whatever the client's retryer; they retry themselves.
+// A client that is not an *sqs.Client ignores it.
+func oneAttempt(o *sqs.Options) { o.RetryMaxAttempts = 1 }
+
+// Call makes one SQS call that is not batched (call, which makes it with
+// oneAttempt and returns its error) under the rules the coalescers apply to
+// an entry a caller waits for under ctx: failures retryable accepts are
+// tried again after the same backoff, until ctx ends when it has a
+// deadline, at most DefaultMaxRetries times when it has none. When ctx ends
+// first, the error is ctx.Err() joined with the last failure.
 func Call(ctx context.Context, call func() error) error {
 	_, deadline := ctx.Deadline()
 	for tries := 0; ; tries++ {
 		err := call()
-		if err == nil || !retryable(err, deadline) || !deadline && tries >= DefaultMaxRetries {
+		if err == nil || !retryable(err) || !deadline && tries >= DefaultMaxRetries {
 			return err
 		}
 		if ctx.Err() != nil || backoff.Sleep(ctx, retryBackoff.Delay(tries)) != nil {
@@ -116,7 +120,7 @@ func NewDeletes(client deleter, maxInFlight int, linger time.Duration) *Deletes 
 		for i, h := range handles {
 			in.Entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(h)}
 		}
-		out, err := client.DeleteMessageBatch(ctx, in)
+		out, err := client.DeleteMessageBatch(ctx, in, oneAttempt)
 		if err != nil {
 			return nil, err
 		}
@@ -136,7 +140,7 @@ func NewVisibilities(client visibilityChanger, maxInFlight int) *Visibilities {
 				Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(v.ReceiptHandle), VisibilityTimeout: v.Timeout,
 			}
 		}
-		out, err := client.ChangeMessageVisibilityBatch(ctx, in)
+		out, err := client.ChangeMessageVisibilityBatch(ctx, in, oneAttempt)
 		if err != nil {
 			return nil, err
 		}
@@ -155,7 +159,7 @@ func NewSends(client sender, maxInFlight int) *Sends {
 			e.Id = aws.String(strconv.Itoa(i))
 			in.Entries[i] = e
 		}
-		out, err := client.SendMessageBatch(ctx, in)
+		out, err := client.SendMessageBatch(ctx, in, oneAttempt)
 		if err != nil {
 			return nil, err
 		}
@@ -210,12 +214,14 @@ func entryError(f types.BatchResultErrorEntry) error {
 // SendMessage sends in as *sqs.Client's SendMessage does, through sends
 // (concurrent sends to a queue share SendMessageBatch calls), or, when
 // lone (batching disabled, or its owner closed) or with SDK options,
-// alone through client, retried as the batcher retries an entry
-// (throttling, and transient failures under a deadline). It is the one
+// alone through client, retried as the batcher retries an entry. It is the one
 // send path of the requester and of virtual queues.
 func SendMessage(ctx context.Context, sends *Sends, client loneSender, in *sqs.SendMessageInput, optFns []func(*sqs.Options), lone bool) (*sqs.SendMessageOutput, error) {
 	if lone || len(optFns) > 0 {
 		var out *sqs.SendMessageOutput
+		// The caller's options come after oneAttempt: one that sets the
+		// SDK's retries has them, under the library's.
+		optFns = append([]func(*sqs.Options){oneAttempt}, optFns...)
 		err := Call(ctx, func() (err error) {
 			cctx, cancel := callbound.Context(ctx, 0)
 			defer cancel()
