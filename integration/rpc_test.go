@@ -378,8 +378,17 @@ func TestGracefulShutdownLosesNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		started := make(chan struct{}, 6)
 		served := make(chan error, 1)
-		go func() { served <- first.Serve(context.Background(), q, responder.HandlerFunc(slow)) }()
+		go func() {
+			served <- first.Serve(context.Background(), q, responder.HandlerFunc(func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+				select {
+				case started <- struct{}{}:
+				default: // a request run twice is the test's failure, not a hang
+				}
+				return slow(ctx, req)
+			}))
+		}()
 		r := e.requester(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -391,7 +400,13 @@ func TestGracefulShutdownLosesNothing(t *testing.T) {
 			}
 			calls = append(calls, c)
 		}
-		time.Sleep(500 * time.Millisecond) // real (fauxqs): the handlers start
+		for range calls { // every request is in a handler
+			select {
+			case <-started:
+			case <-ctx.Done():
+				t.Fatal("the first responder's handlers did not all start")
+			}
+		}
 		// Too short for the handlers: they are cancelled and their requests
 		// released at once (visibility 0), not left hidden.
 		sctx, scancel := context.WithTimeout(context.Background(), 300*time.Millisecond)

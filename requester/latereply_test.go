@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -70,10 +71,8 @@ func TestADuplicateReplyIsSeenWithoutAnotherRequest(t *testing.T) {
 		dup := <-duplicate
 		time.Sleep(100 * time.Millisecond) // the duplicate comes once the pollers saw no more demand
 		dup()
-		deadline := time.Now().Add(5 * time.Second)
-		for r.Stats().LateReplies < 1 && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond) // polls the requester's counters; the server is real here
-		}
+		// Real time: the server is real here.
+		testtime.Until(5*time.Second, func() bool { return r.Stats().LateReplies >= 1 })
 		if s := r.Stats(); s.LateReplies != 1 {
 			t.Errorf("%d late replies counted within 5 s of a duplicate, want 1", s.LateReplies)
 		}

@@ -107,28 +107,20 @@ func ExampleServer_InjectFault() {
 }
 
 // Count the API calls a piece of code makes: here, an empty short poll and
-// an empty long poll each cost one ReceiveMessage.
+// a long poll that a waiting message ends at once each cost one
+// ReceiveMessage.
 func ExampleServer_Calls() {
-	clock := sqstest.NewClock(time.Time{})
-	srv := sqstest.NewServer(func(o *sqstest.Options) { o.Clock = clock })
+	srv := sqstest.NewServer()
 	defer srv.Close(context.Background())
 	client := srv.Client()
 	ctx := context.Background()
-	q, _ := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("idle")})
+	q, _ := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("calls")})
 
 	_, _ = client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_, _ = client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, WaitTimeSeconds: 20})
-	}()
-	for srv.Parked() == 0 { // the receive reaches the server (real time)
-		time.Sleep(time.Millisecond)
-	}
-	clock.Advance(20 * time.Second) // ends the long poll at once
-	<-done
+	_, _ = client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("m")})
+	_, _ = client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl, WaitTimeSeconds: 20})
 	fmt.Println(srv.Calls())
-	// Output: map[CreateQueue:1 ReceiveMessage:2]
+	// Output: map[CreateQueue:1 ReceiveMessage:2 SendMessage:1]
 }
 
 // Seed a queue directly, then let the code under test (here, one receive)

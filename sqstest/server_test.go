@@ -415,8 +415,7 @@ func TestIdleParkedPollsCostNoCPU(t *testing.T) {
 		chans = append(chans, receiveAsync(c, url, 20))
 	}
 	waitParked(t, srv, 50)
-	// Real sleeps: the test measures the process's CPU over real time.
-	time.Sleep(100 * time.Millisecond) // let start-up work settle
+	// A real sleep: the test measures the process's CPU over real time.
 	const window = time.Second
 	before := cpuTime()
 	time.Sleep(window)

@@ -28,9 +28,9 @@ var noEnvEndpoint = []string{"AWS_ENDPOINT_URL_SQS="}
 
 // server starts an sqstest server for a test and returns a client, the
 // --endpoint-url flag pair and a queue creator.
-func server(t *testing.T) (*sqs.Client, []string, func(name string, attrs map[string]string) string) {
+func server(t *testing.T, optFns ...func(*sqstest.Options)) (*sqs.Client, []string, func(name string, attrs map[string]string) string) {
 	t.Helper()
-	srv := sqstest.Start(t)
+	srv := sqstest.Start(t, optFns...)
 	client := srv.Client()
 	create := func(name string, attrs map[string]string) string {
 		t.Helper()

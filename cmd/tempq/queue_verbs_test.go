@@ -29,7 +29,8 @@ func runOK(t *testing.T, ep []string, args ...string) string {
 // An emulator user makes, fills, reads, empties and removes a queue with
 // tempq alone.
 func TestQueueVerbs(t *testing.T) {
-	client, ep, _ := server(t)
+	clock := sqstest.NewClock(time.Time{}) // the server's: receives here are short polls
+	client, ep, _ := server(t, func(o *sqstest.Options) { o.Clock = clock })
 	ctx := context.Background()
 
 	u := strings.TrimSpace(runOK(t, ep, "create-queue", "--queue", "orders", "--visibility-timeout", "45s", "--retention", "1h", "--delay", "0s"))
@@ -65,7 +66,7 @@ func TestQueueVerbs(t *testing.T) {
 	if lines := strings.Fields(out); len(lines) != 2 || !strings.Contains(out, "first\n") || !strings.Contains(out, "second\n") {
 		t.Fatalf("receive printed %q", out)
 	}
-	time.Sleep(1100 * time.Millisecond) // --visibility 1s: visible again
+	clock.Advance(time.Second) // --visibility 1s: visible again
 	var got []received
 	if err := json.Unmarshal([]byte(runOK(t, ep, "receive", "--queue", "orders", "--max", "10", "--json", "--delete")), &got); err != nil || len(got) != 2 {
 		t.Fatalf("receive --json --delete: %+v (%v)", got, err)
