@@ -25,18 +25,6 @@ func Check(tb testing.TB) {
 	}
 }
 
-// CheckCount fails tb unless the number of goroutines falls back to before
-// (runtime.NumGoroutine taken before the code under test ran) within 5
-// seconds: stricter than Check, for a program (an example's main package)
-// whose goroutines run outside the module's package paths.
-func CheckCount(tb testing.TB, before int) {
-	tb.Helper()
-	if !testtime.Until(5*time.Second, func() bool { return runtime.NumGoroutine() <= before }) {
-		buf := make([]byte, 1<<20)
-		tb.Fatalf("leakcheck: %d goroutines before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
-	}
-}
-
 // Leaked returns the stacks of goroutines running tempqueues code outside
 // tests and this package.
 func Leaked() []string {
