@@ -5,6 +5,7 @@
 // between a client and a server, sqsenv picks the server a command talks
 // to, child runs emulators in child processes, leakcheck finds leaked
 // goroutines, testtime moves a testing/synctest bubble's clock and holds the
-// one poll-until helper, and apisurface and modules check the repository
-// itself.
+// one poll-until helper, testbody makes bodies of a given size and kind
+// (JSON, log text, base64 of random bytes) for tests of compression, and
+// apisurface and modules check the repository itself.
 package testkit

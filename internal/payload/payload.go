@@ -1,0 +1,236 @@
+// Package payload is the codec of compressed message bodies, negotiated
+// per request (docs/wire.md, "Compression"): a requester advertises the
+// codecs it reads in sqsapi.AcceptAttribute, and a body worth compressing
+// travels gzipped in the Binary attribute sqsapi.BodyAttribute, the
+// message's own body a fixed placeholder. The requester and the responder
+// encode what they send with Encode and decode what they receive with
+// Decode, so that their users see only plain bodies.
+package payload
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/internal/wire"
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+const (
+	// Codec is the one codec: the value a requester advertises in
+	// sqsapi.AcceptAttribute, and the label of the carrier's DataType.
+	Codec = "gzip"
+	// DataType is the DataType of sqsapi.BodyAttribute: SQS takes a
+	// custom label after "Binary.", and counts the value's raw bytes.
+	DataType = "Binary." + Codec
+	// Placeholder is the body of a message whose body travels compressed.
+	Placeholder = "(gzip body in TempQueues.Body)"
+
+	// Threshold is the smallest body Encode compresses: below it the
+	// saving is a few hundred bytes at most, not worth the CPU.
+	Threshold = 1 << 10
+	// MaxInflated is the largest body a compressed one may inflate to:
+	// Decode refuses more (a zip bomb), and Encode leaves a larger body
+	// as it is, to fail SQS's size check.
+	MaxInflated = 64 << 20
+
+	// Level is the gzip level of Encode: the fastest, which on JSON and
+	// log text of 1 KiB to 1 MiB compresses 4 to 6 times faster than the
+	// default level and to within a fifth of its size (docs/wire.md,
+	// "Compression", has the measurements).
+	Level = gzip.BestSpeed
+)
+
+// carrierBytes is what the carrier adds to a message besides the
+// compressed bytes: the placeholder body, the attribute's name and type.
+const carrierBytes = len(Placeholder) + len(sqsapi.BodyAttribute) + len(DataType)
+
+var (
+	// ErrCorrupt is matched by the error of a message whose carrier does
+	// not decode: not gzip, truncated, an unknown codec, or a body that
+	// SQS would not have carried (not valid UTF-8 of the characters SQS
+	// accepts).
+	ErrCorrupt = errors.New("the compressed body does not decode")
+	// ErrTooLarge is matched by the error of a message whose carrier
+	// inflates past MaxInflated.
+	ErrTooLarge = fmt.Errorf("the compressed body inflates past %d MiB", MaxInflated>>20)
+)
+
+// Accepts reports whether a request's attributes advertise the codec:
+// sqsapi.AcceptAttribute lists it among its comma-separated values.
+func Accepts(attrs map[string]types.MessageAttributeValue) bool {
+	v, ok := attrs[sqsapi.AcceptAttribute]
+	if !ok || v.StringValue == nil {
+		return false
+	}
+	for c := range strings.SplitSeq(*v.StringValue, ",") {
+		if strings.TrimSpace(c) == Codec {
+			return true
+		}
+	}
+	return false
+}
+
+// acceptBytes is what sqsapi.AcceptAttribute adds to a message's size.
+const acceptBytes = len(sqsapi.AcceptAttribute) + len("String") + len(Codec)
+
+// Advertise adds sqsapi.AcceptAttribute to the attributes of a request
+// with body to queueURL when the message has room for it, counting the
+// routing attribute a send to a virtual queue adds later, as
+// wire.StampDeadline does. It reports whether it did.
+func Advertise(attrs map[string]types.MessageAttributeValue, body *string, queueURL string) bool {
+	n, size := len(attrs)+1, wire.MessageSize(body, attrs)+acceptBytes
+	if wire.IsVirtualQueueURL(queueURL) {
+		n++
+		size += len(sqsapi.VirtualQueueNameAttribute) + len("String") + sqsapi.MaxQueueNameLength
+	}
+	if n > sqsapi.MaxMessageAttributes || size > sqsapi.MaxMessageSize {
+		return false
+	}
+	attrs[sqsapi.AcceptAttribute] = wire.StringAttribute(Codec)
+	return true
+}
+
+// Encode returns the body to send for body, compressing it when that
+// pays: the body has at least Threshold bytes (and at most MaxInflated),
+// the message has room for one more attribute (room, what the sender
+// counts it may still add, is at least 1), and the carrier (the
+// placeholder, the attribute's name, type and compressed bytes) is at
+// most nine tenths of the body. It then adds sqsapi.BodyAttribute to
+// attrs and returns Placeholder; otherwise it returns body and leaves
+// attrs alone. Whether it compressed is reported too.
+func Encode(body string, attrs map[string]types.MessageAttributeValue, room int) (string, bool) {
+	if room < 1 || len(body) < Threshold || len(body) > MaxInflated {
+		return body, false
+	}
+	z := compress(body)
+	if 10*(carrierBytes+len(z)) > 9*len(body) {
+		return body, false
+	}
+	attrs[sqsapi.BodyAttribute] = types.MessageAttributeValue{DataType: aws.String(DataType), BinaryValue: z}
+	return Placeholder, true
+}
+
+// Fits reports whether body, compressed as Encode would, fits in one
+// message with reserve bytes of attributes beside it: for an adapter
+// whose reply would not fit as it is (sqshttp), and which the responder
+// compresses (CompressedReplies).
+func Fits(body string, reserve int) bool {
+	attrs := make(map[string]types.MessageAttributeValue, 1)
+	enc, _ := Encode(body, attrs, 1)
+	return wire.MessageSize(&enc, attrs)+reserve <= sqsapi.MaxMessageSize
+}
+
+// repliesKey is the context key of CompressedReplies.
+type repliesKey struct{}
+
+// WithCompressedReplies returns ctx marked for a handler whose request's
+// replies travel compressed when that pays: its requester advertised
+// them, and the responder compresses.
+func WithCompressedReplies(ctx context.Context) context.Context {
+	return context.WithValue(ctx, repliesKey{}, true)
+}
+
+// CompressedReplies reports whether ctx, a handler's, is marked by
+// WithCompressedReplies.
+func CompressedReplies(ctx context.Context) bool {
+	v, _ := ctx.Value(repliesKey{}).(bool)
+	return v
+}
+
+var writers = sync.Pool{New: func() any {
+	w, _ := gzip.NewWriterLevel(io.Discard, Level) // Level is valid
+	return w
+}}
+
+// compress returns the gzip stream of body.
+func compress(body string) []byte {
+	var buf bytes.Buffer
+	buf.Grow(len(body)/4 + 64)
+	w := writers.Get().(*gzip.Writer)
+	w.Reset(&buf)
+	_, _ = io.WriteString(w, body) // a bytes.Buffer does not fail
+	_ = w.Close()
+	w.Reset(io.Discard) // drop the buffer
+	writers.Put(w)
+	return buf.Bytes()
+}
+
+// Decode returns m as its sender meant it: a message that carries its
+// body in sqsapi.BodyAttribute gets that body, inflated, as its Body,
+// and loses the attribute; any message loses sqsapi.AcceptAttribute, its
+// requester's offer, reported as accept. MD5OfBody is left as SQS gave it:
+// the placeholder's. m's attribute map is not changed (the result has a
+// copy when it differs). A carrier that does not decode is an error
+// matching ErrCorrupt, one that inflates past MaxInflated one matching
+// ErrTooLarge.
+func Decode(m types.Message) (out types.Message, accept bool, err error) {
+	carrier, compressed := m.MessageAttributes[sqsapi.BodyAttribute]
+	_, offered := m.MessageAttributes[sqsapi.AcceptAttribute]
+	if !compressed && !offered {
+		return m, false, nil
+	}
+	accept = Accepts(m.MessageAttributes)
+	if compressed {
+		body, err := decodeCarrier(carrier)
+		if err != nil {
+			return m, accept, err
+		}
+		m.Body = &body
+	}
+	attrs := make(map[string]types.MessageAttributeValue, len(m.MessageAttributes))
+	for k, v := range m.MessageAttributes {
+		if k != sqsapi.BodyAttribute && k != sqsapi.AcceptAttribute {
+			attrs[k] = v
+		}
+	}
+	m.MessageAttributes = attrs
+	return m, accept, nil
+}
+
+var readers sync.Pool // *gzip.Reader
+
+// decodeCarrier inflates the value of sqsapi.BodyAttribute.
+func decodeCarrier(v types.MessageAttributeValue) (string, error) {
+	if dt := aws.ToString(v.DataType); dt != DataType {
+		return "", fmt.Errorf("%w: %s has DataType %q, not %q", ErrCorrupt, sqsapi.BodyAttribute, dt, DataType)
+	}
+	src := bytes.NewReader(v.BinaryValue)
+	zr, _ := readers.Get().(*gzip.Reader)
+	var err error
+	if zr == nil {
+		zr, err = gzip.NewReader(src)
+	} else {
+		err = zr.Reset(src)
+	}
+	if err != nil {
+		return "", fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	defer readers.Put(zr)
+	// JSON and text inflate four to five times; a bomb grows the buffer
+	// step by step, up to one byte past the limit.
+	out := bytes.NewBuffer(make([]byte, 0, min(5*len(v.BinaryValue)+512, MaxInflated+1)))
+	n, err := out.ReadFrom(io.LimitReader(zr, MaxInflated+1))
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("%w: %w", ErrCorrupt, err)
+	case n > MaxInflated:
+		return "", ErrTooLarge
+	}
+	body := out.String()
+	if err := wire.CheckText("", "", body); err != nil {
+		return "", fmt.Errorf("%w: the body inflated is not text SQS accepts", ErrCorrupt)
+	}
+	if body == "" {
+		return "", fmt.Errorf("%w: the body inflated is empty", ErrCorrupt)
+	}
+	return body, nil
+}

@@ -1,0 +1,221 @@
+package payload
+
+import (
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/internal/testkit/testbody"
+	"github.com/tempqueues/tempqueues/internal/wire"
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// encoded returns a received message whose body travels compressed, as
+// Encode sends it.
+func encoded(tb testing.TB, body string) types.Message {
+	tb.Helper()
+	attrs := map[string]types.MessageAttributeValue{"user": wire.StringAttribute("x")}
+	sent, ok := Encode(body, attrs, 1)
+	if !ok {
+		tb.Fatalf("Encode left a %d-byte body plain", len(body))
+	}
+	return types.Message{Body: aws.String(sent), MessageAttributes: attrs, MD5OfBody: aws.String("of the placeholder")}
+}
+
+// noise returns n bytes of random characters, one and two bytes long in
+// UTF-8, whose bytes are spread too evenly for gzip to save a tenth.
+func noise(n int) string {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var b strings.Builder
+	for b.Len() < n-1 {
+		if rng.IntN(2) == 0 {
+			b.WriteByte(byte(0x20 + rng.IntN(95)))
+		} else {
+			b.WriteRune(rune(0x80 + rng.IntN(0x780)))
+		}
+	}
+	for b.Len() < n {
+		b.WriteByte('.')
+	}
+	return b.String()
+}
+
+func gzipped(s string) []byte {
+	var b bytes.Buffer
+	w := gzip.NewWriter(&b)
+	_, _ = w.Write([]byte(s))
+	_ = w.Close()
+	return b.Bytes()
+}
+
+func carrier(z []byte) types.Message {
+	return types.Message{Body: aws.String(Placeholder), MessageAttributes: map[string]types.MessageAttributeValue{
+		sqsapi.BodyAttribute: {DataType: aws.String(DataType), BinaryValue: z},
+	}}
+}
+
+func TestRoundTrip(t *testing.T) {
+	for _, body := range []string{testbody.JSON(200<<10, 1), testbody.Text(3<<20, 2), testbody.JSON(Threshold, 3), strings.Repeat("é", 4000)} {
+		m := encoded(t, body)
+		if aws.ToString(m.Body) != Placeholder {
+			t.Fatalf("body sent = %q, want the placeholder", aws.ToString(m.Body))
+		}
+		if n := wire.MessageSize(m.Body, m.MessageAttributes); 10*n > 9*len(body) {
+			t.Errorf("a %d-byte body travels in %d bytes: no saving", len(body), n)
+		}
+		got, accept, err := Decode(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if aws.ToString(got.Body) != body || accept {
+			t.Errorf("Decode: body of %d bytes (want %d), accept %v", len(aws.ToString(got.Body)), len(body), accept)
+		}
+		if _, ok := got.MessageAttributes[sqsapi.BodyAttribute]; ok {
+			t.Error("Decode left the carrier attribute")
+		}
+		if _, ok := got.MessageAttributes["user"]; !ok {
+			t.Error("Decode dropped the user's attribute")
+		}
+		if _, ok := m.MessageAttributes[sqsapi.BodyAttribute]; !ok {
+			t.Error("Decode changed the received message's attributes")
+		}
+	}
+}
+
+// TestEncodeOnlyWhenItPays: a body below the threshold, one that
+// shrinks by less than a tenth, or a message without room for the
+// carrier stay as they are.
+func TestEncodeOnlyWhenItPays(t *testing.T) {
+	cases := []struct {
+		name string
+		body string
+		room int
+		want bool
+	}{
+		{"below the threshold", testbody.JSON(Threshold-1, 1), 1, false},
+		{"at the threshold", testbody.JSON(Threshold, 1), 1, true},
+		{"no room", testbody.JSON(64<<10, 1), 0, false},
+		{"base64 shrinks by a fifth", testbody.Random(64<<10, 1), 1, true},
+		{"noise shrinks by too little", noise(64 << 10), 1, false},
+		{"past MaxInflated", strings.Repeat("a", MaxInflated+1), 1, false},
+	}
+	for _, c := range cases {
+		attrs := map[string]types.MessageAttributeValue{}
+		body, ok := Encode(c.body, attrs, c.room)
+		_, carried := attrs[sqsapi.BodyAttribute]
+		if ok != c.want || carried != c.want || (body == c.body) == c.want {
+			t.Errorf("%s: Encode compressed %v (carrier %v), want %v", c.name, ok, carried, c.want)
+		}
+	}
+}
+
+func TestDecodePlain(t *testing.T) {
+	m := types.Message{Body: aws.String("plain"), MessageAttributes: map[string]types.MessageAttributeValue{"a": wire.StringAttribute("b")}}
+	got, accept, err := Decode(m)
+	if err != nil || accept || aws.ToString(got.Body) != "plain" || len(got.MessageAttributes) != 1 {
+		t.Errorf("Decode(plain) = %v, %v, %v", got, accept, err)
+	}
+}
+
+func TestAccept(t *testing.T) {
+	attrs := map[string]types.MessageAttributeValue{"a": wire.StringAttribute("b")}
+	if !Advertise(attrs, aws.String("x"), "https://sqs.us-east-1.amazonaws.com/1/q") {
+		t.Fatal("Advertise found no room in a message with one attribute")
+	}
+	m := types.Message{Body: aws.String("x"), MessageAttributes: attrs}
+	got, accept, err := Decode(m)
+	if err != nil || !accept {
+		t.Fatalf("Decode: accept %v, err %v", accept, err)
+	}
+	if _, ok := got.MessageAttributes[sqsapi.AcceptAttribute]; ok || len(got.MessageAttributes) != 1 {
+		t.Errorf("Decode left %v", got.MessageAttributes)
+	}
+	for v, want := range map[string]bool{"gzip": true, "zstd, gzip": true, "zstd": false, "gzip2": false, "": false} {
+		if got := Accepts(map[string]types.MessageAttributeValue{sqsapi.AcceptAttribute: wire.StringAttribute(v)}); got != want {
+			t.Errorf("Accepts(%q) = %v, want %v", v, got, want)
+		}
+	}
+	// No room: nine attributes, and a virtual queue's routing one to come.
+	full := map[string]types.MessageAttributeValue{}
+	for _, n := range []string{"1", "2", "3", "4", "5", "6", "7", "8", "9"} {
+		full[n] = wire.StringAttribute(n)
+	}
+	if Advertise(full, aws.String("x"), "https://sqs.us-east-1.amazonaws.com/1/q#v") {
+		t.Error("Advertise added an eleventh attribute")
+	}
+	if !Advertise(full, aws.String("x"), "https://sqs.us-east-1.amazonaws.com/1/q") {
+		t.Error("Advertise found no room for a tenth attribute")
+	}
+}
+
+func TestDecodeRefuses(t *testing.T) {
+	bomb := gzipped(strings.Repeat("a", MaxInflated+1))
+	if len(bomb) > 100<<10 {
+		t.Fatalf("the bomb is %d bytes: no bomb", len(bomb))
+	}
+	json := gzipped(testbody.JSON(4<<10, 1))
+	cases := []struct {
+		name string
+		m    types.Message
+		want error
+	}{
+		{"a zip bomb", carrier(bomb), ErrTooLarge},
+		{"not gzip", carrier([]byte("not gzip at all")), ErrCorrupt},
+		{"truncated", carrier(json[:len(json)/2]), ErrCorrupt},
+		{"trailing garbage", carrier(append(json[:len(json):len(json)], "garbage"...)), ErrCorrupt},
+		{"empty", carrier(gzipped("")), ErrCorrupt},
+		{"not SQS text", carrier(gzipped("nul \x00 inside")), ErrCorrupt},
+		{"invalid UTF-8", carrier(gzipped("\xff\xfe")), ErrCorrupt},
+		{"another codec", types.Message{Body: aws.String(Placeholder), MessageAttributes: map[string]types.MessageAttributeValue{
+			sqsapi.BodyAttribute: {DataType: aws.String("Binary.zstd"), BinaryValue: json},
+		}}, ErrCorrupt},
+		{"a String carrier", types.Message{Body: aws.String(Placeholder), MessageAttributes: map[string]types.MessageAttributeValue{
+			sqsapi.BodyAttribute: wire.StringAttribute("x"),
+		}}, ErrCorrupt},
+	}
+	for _, c := range cases {
+		if _, _, err := Decode(c.m); !errors.Is(err, c.want) {
+			t.Errorf("%s: Decode error %v, want %v", c.name, err, c.want)
+		}
+	}
+	// Exactly MaxInflated is allowed.
+	if _, _, err := Decode(carrier(gzipped(strings.Repeat("a", MaxInflated)))); err != nil {
+		t.Errorf("Decode of exactly MaxInflated: %v", err)
+	}
+}
+
+// FuzzDecode feeds Decode arbitrary carriers: it must not panic, and what
+// it accepts is text SQS carries, within MaxInflated, without the
+// carrier attribute.
+func FuzzDecode(f *testing.F) {
+	f.Add(gzipped("hello"), DataType)
+	f.Add(gzipped(testbody.JSON(2<<10, 1)), DataType)
+	f.Add([]byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff}, DataType)
+	f.Add([]byte("plain"), "Binary")
+	f.Fuzz(func(t *testing.T, z []byte, dataType string) {
+		m := types.Message{Body: aws.String(Placeholder), MessageAttributes: map[string]types.MessageAttributeValue{
+			sqsapi.BodyAttribute:   {DataType: aws.String(dataType), BinaryValue: z},
+			sqsapi.AcceptAttribute: wire.StringAttribute(Codec),
+		}}
+		got, _, err := Decode(m)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrTooLarge) {
+				t.Fatalf("Decode error %v matches neither ErrCorrupt nor ErrTooLarge", err)
+			}
+			return
+		}
+		body := aws.ToString(got.Body)
+		if len(body) == 0 || len(body) > MaxInflated || wire.CheckText("", "", body) != nil {
+			t.Fatalf("Decode accepted a body of %d bytes SQS would not carry", len(body))
+		}
+		if len(got.MessageAttributes) != 0 {
+			t.Fatalf("Decode left attributes %v", got.MessageAttributes)
+		}
+	})
+}
