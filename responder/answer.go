@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/tempqueues/tempqueues/internal/payload"
 	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -108,7 +109,7 @@ func (s *server) answer(ctx context.Context, x *exchange) action {
 		if final == reply { // not a stream's end mark
 			final, sent = r.onReply(req.inner.get(ctx), req, final)
 		}
-		if x.target, x.entry, err = buildReplyWith(req.Message, final, more); err != nil {
+		if x.target, x.entry, err = buildReply(req.Message, final, more, r.compresses(req)); err != nil {
 			sent(err)
 			// The handler's reply breaks SQS limits: a handler bug, which a
 			// retry repeats; the request goes the failure way, to the DLQ.
@@ -183,6 +184,11 @@ func (s *server) run(ctx context.Context, req *Request) (reply *Reply, d time.Du
 		var cancel context.CancelFunc
 		ctx, cancel = req.session.run(ctx)
 		defer cancel()
+	}
+	if s.r.compresses(req) {
+		// For the adapters, whose replies that would not fit as they are
+		// may fit compressed (sqshttp).
+		ctx = payload.WithCompressedReplies(ctx)
 	}
 	start := s.r.clk.Now()
 	defer func() {

@@ -8,7 +8,11 @@
 // to <name>, which the requester's poller routes to the waiting caller; any
 // other URL gets a plain send. Replies also carry TempQueues.CorrelationId,
 // a copy of the request's TempQueues.RequestId (or of its MessageId), which
-// a Java peer ignores.
+// a Java peer ignores. A reply worth compressing (1 KiB or more, shrinking
+// by a tenth) to a requester that offers gzip in TempQueues.Accept travels
+// gzipped in the Binary attribute TempQueues.Body, unless
+// Options.DisableCompression; a compressed request is inflated before the
+// handler sees it (docs/wire.md, "Compression").
 //
 // # Where replies may go
 //

@@ -23,11 +23,11 @@ func TestBuildReplyFIFOIDs(t *testing.T) {
 		{host, "req-1", ""},
 	} {
 		req := msgWith(map[string]string{sqsapi.ResponseQueueURLAttribute: c.url, sqsapi.RequestIDAttribute: c.requestID})
-		_, a, err := buildReply(req, &Reply{Body: "ok"})
+		_, a, err := buildReply(req, &Reply{Body: "ok"}, nil, false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, b, _ := buildReply(req, &Reply{Body: "ok"})
+		_, b, _ := buildReply(req, &Reply{Body: "ok"}, nil, false)
 		switch g := aws.ToString(a.MessageGroupId); {
 		case c.group == "":
 			if a.MessageGroupId != nil || a.MessageDeduplicationId != nil {

@@ -21,6 +21,7 @@ const (
 	reasonBusy      = "in-progress"
 	reasonCancelled = "cancelled" // the caller went away while the handler ran
 	reasonAborted   = "aborted"   // a session ended without an answer; its caller was told
+	reasonMalformed = "malformed" // its compressed body does not decompress
 )
 
 // tell gives e to Options.Observer and returns the func to call when the

@@ -30,7 +30,7 @@ func traceHeaderOf(v string) map[string]types.MessageSystemAttributeValue {
 func TestReplySystemAttributes(t *testing.T) {
 	req := msgWith(map[string]string{sqsapi.ResponseQueueURLAttribute: "https://sqs.us-east-1.amazonaws.com/1/host#r1"})
 	// Beside 8 attributes of its own: system attributes do not count.
-	_, entry, err := buildReply(req, &Reply{Body: "ok", Attributes: nAttrs(8), SystemAttributes: traceHeaderOf(testTraceHeader)})
+	_, entry, err := buildReply(req, &Reply{Body: "ok", Attributes: nAttrs(8), SystemAttributes: traceHeaderOf(testTraceHeader)}, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestReplySystemAttributes(t *testing.T) {
 		"other name":   {"SenderId": {DataType: aws.String("String"), StringValue: aws.String("x")}},
 		"binary":       {"AWSTraceHeader": {DataType: aws.String("Binary"), BinaryValue: []byte("x")}},
 	} {
-		if _, _, err := buildReply(req, &Reply{Body: "ok", SystemAttributes: sys}); !errors.Is(err, sqsapi.ErrInvalidInput) {
+		if _, _, err := buildReply(req, &Reply{Body: "ok", SystemAttributes: sys}, nil, false); !errors.Is(err, sqsapi.ErrInvalidInput) {
 			t.Errorf("%s: %v, want ErrInvalidInput", name, err)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/batch"
+	"github.com/tempqueues/tempqueues/internal/payload"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -62,7 +63,12 @@ const opSendResponse = "responder.SendResponseMessage"
 // request's TempQueues.RequestId (or its MessageId when it has none). A
 // reply to a FIFO queue (a URL ending in ".fifo" before any '#') has
 // MessageGroupId set to the virtual queue's name (for a plain FIFO queue,
-// the request id) and a new MessageDeduplicationId.
+// the request id) and a new MessageDeduplicationId. A reply to a request
+// that offers gzip (TempQueues.Accept) travels compressed when that pays
+// (docs/wire.md, "Compression"), and SQS's size limit applies to what is
+// sent. A loop of your own gets requests as SQS delivers them: one from
+// a requester with CompressRequests carries its body in TempQueues.Body,
+// which only Serve and Process inflate.
 //
 // Errors: ErrNoResponseRequested when the request has no ResponseQueueUrl;
 // ErrReplyRefused when it names a queue replies may not go to;
@@ -82,7 +88,8 @@ func (r *Responder) SendResponseMessage(ctx context.Context, queueURL string, re
 	if _, _, err := r.replyTarget(ctx, queueURL, request); err != nil {
 		return err
 	}
-	target, entry, err := buildReply(request, reply)
+	compress := !r.opts.DisableCompression && payload.Accepts(request.MessageAttributes)
+	target, entry, err := buildReply(request, reply, nil, compress)
 	if err != nil {
 		return err
 	}
@@ -155,8 +162,13 @@ func (r *Responder) replyResult(ctx context.Context, request types.Message, targ
 }
 
 // buildReply validates a reply to request and returns the real queue URL to
-// send it to and the entry to send. It makes no call.
-func buildReply(request types.Message, reply *Reply) (string, types.SendMessageBatchRequestEntry, error) {
+// send it to and the entry to send. more are attributes of the
+// responder's own (a stream's sequence number, an origin), checked against
+// SQS's limits with the rest. With compress (the request advertised
+// compressed replies, and Options.DisableCompression is off), a body worth
+// it travels compressed in TempQueues.Body; the size is checked on what is
+// sent. It makes no call.
+func buildReply(request types.Message, reply *Reply, more map[string]string, compress bool) (string, types.SendMessageBatchRequestEntry, error) {
 	var entry types.SendMessageBatchRequestEntry
 	u, ok := stringAttribute(request, sqsapi.ResponseQueueURLAttribute)
 	if !ok || u == "" {
@@ -169,7 +181,12 @@ func buildReply(request types.Message, reply *Reply) (string, types.SendMessageB
 		// SQS rejects empty bodies; saying so here names the culprit.
 		return "", entry, wire.Invalid(opSendResponse, "Body", "reply body is empty (SQS requires at least one character)")
 	}
-	for _, name := range []string{sqsapi.VirtualQueueNameAttribute, sqsapi.CorrelationIDAttribute} {
+	for _, name := range []string{sqsapi.VirtualQueueNameAttribute, sqsapi.CorrelationIDAttribute, sqsapi.BodyAttribute, sqsapi.AcceptAttribute} {
+		if _, taken := reply.Attributes[name]; taken {
+			return "", entry, wire.Invalid(opSendResponse, "MessageAttributes", "attribute %q is set by the responder", name)
+		}
+	}
+	for name := range more {
 		if _, taken := reply.Attributes[name]; taken {
 			return "", entry, wire.Invalid(opSendResponse, "MessageAttributes", "attribute %q is set by the responder", name)
 		}
@@ -178,7 +195,7 @@ func buildReply(request types.Message, reply *Reply) (string, types.SendMessageB
 	if err != nil {
 		return "", entry, err
 	}
-	extra := 1 // the correlation id
+	extra := 1 + len(more) // the correlation id, and more
 	if name != "" {
 		extra++ // the routing name
 	}
@@ -191,13 +208,19 @@ func buildReply(request types.Message, reply *Reply) (string, types.SendMessageB
 	if err := wire.CheckSystemAttributes(opSendResponse, reply.SystemAttributes); err != nil {
 		return "", entry, err
 	}
-	attrs := make(map[string]types.MessageAttributeValue, len(reply.Attributes)+extra)
+	attrs := make(map[string]types.MessageAttributeValue, len(reply.Attributes)+extra+1)
 	maps.Copy(attrs, reply.Attributes)
 	attrs[sqsapi.CorrelationIDAttribute] = wire.StringAttribute(requestID(request))
 	if name != "" {
 		attrs[sqsapi.VirtualQueueNameAttribute] = wire.StringAttribute(name)
 	}
+	for k, v := range more {
+		attrs[k] = wire.StringAttribute(v)
+	}
 	body := reply.Body
+	if compress {
+		body, _ = payload.Encode(body, attrs, sqsapi.MaxMessageAttributes-len(attrs))
+	}
 	if err := wire.CheckMessageSize(opSendResponse, &body, attrs); err != nil {
 		return "", entry, err
 	}
@@ -210,6 +233,12 @@ func buildReply(request types.Message, reply *Reply) (string, types.SendMessageB
 		entry.MessageGroupId, entry.MessageDeduplicationId = fifoReplyIDs(name, requestID(request))
 	}
 	return target, entry, nil
+}
+
+// compresses reports whether req's replies may travel compressed: it
+// advertised them, and Options.DisableCompression is off.
+func (r *Responder) compresses(req *Request) bool {
+	return req.accept && !r.opts.DisableCompression
 }
 
 // responseTarget returns the queue a reply to responseURL is sent to and,

@@ -48,7 +48,7 @@ func TestIsResponseMessageRequested(t *testing.T) {
 func TestBuildReplyWireFormat(t *testing.T) {
 	const host = "http://127.0.0.1:1/000000000000/host"
 	req := msgWith(map[string]string{sqsapi.ResponseQueueURLAttribute: host + "#vq", sqsapi.RequestIDAttribute: "rid"})
-	target, e, err := buildReply(req, &Reply{Body: "b", Attributes: nAttrs(8)})
+	target, e, err := buildReply(req, &Reply{Body: "b", Attributes: nAttrs(8)}, nil, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,7 +58,7 @@ func TestBuildReplyWireFormat(t *testing.T) {
 	}
 	// No request id: the MessageId correlates; a plain URL gets no routing.
 	req = msgWith(map[string]string{sqsapi.ResponseQueueURLAttribute: host})
-	target, e, err = buildReply(req, &Reply{Body: "b"})
+	target, e, err = buildReply(req, &Reply{Body: "b"}, nil, false)
 	if err != nil || target != host || len(e.MessageAttributes) != 1 || *e.MessageAttributes[sqsapi.CorrelationIDAttribute].StringValue != "mid-1" {
 		t.Fatalf("reply to plain queue: %q %v %v", target, keys(e.MessageAttributes), err)
 	}

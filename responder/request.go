@@ -16,7 +16,10 @@ import (
 type Request struct {
 	// Message is the SQS message as received, with all its message
 	// attributes and system attributes (ApproximateReceiveCount,
-	// SentTimestamp, ...).
+	// SentTimestamp, ...), but as its sender meant it: a body that
+	// travelled compressed is its Body, inflated, and the attributes of
+	// compression (TempQueues.Body, TempQueues.Accept) are left out;
+	// MD5OfBody is still SQS's, of the placeholder body that travelled.
 	Message types.Message
 	// QueueURL is the request queue it was received from.
 	QueueURL string
@@ -34,6 +37,7 @@ type Request struct {
 	stream   *replyStream // set by Serve when the requester takes a stream
 	session  *session     // set by Serve when the requester streams its request too
 	inner    *innerCtx    // with Options.Observer: the handler's context
+	accept   bool         // the requester reads compressed replies (sqsapi.AcceptAttribute)
 }
 
 // innerCtx keeps the context the handler ran under, inside all

@@ -70,6 +70,15 @@ type Options struct {
 	// latency and the pace of the requests and takes whichever is faster;
 	// docs/cost.md says what this changes.
 	PreferFewerCalls bool
+	// DisableCompression sends every reply as it is. By default the
+	// replies to a request that advertises compressed ones (a tempqueues
+	// requester's TempQueues.Accept) travel gzipped in the Binary
+	// attribute TempQueues.Body when that pays: at least 1 KiB, shrinking
+	// by a tenth or more (docs/wire.md, "Compression"). SQS's 1 MiB limit
+	// applies to what is sent. A Java requester advertises nothing and
+	// always gets plain replies. Compressed requests are read whatever
+	// this says.
+	DisableCompression bool
 	// PollWaitTime is the long-poll wait of each receive, 1 s to 20 s. It
 	// does not delay a stop (see Shutdown); an idle Serve makes one call per
 	// PollWaitTime. Default 20 s.
@@ -148,8 +157,10 @@ type Options struct {
 	//     AllowReplyTo), "reply-queue-gone" (the response queue no longer
 	//     exists), "duplicate" (answered again from the Store),
 	//     "cancelled" (the caller went away, or its deadline passed, while
-	//     the handler ran) or "aborted" (a session ended without an answer;
-	//     its caller was told).
+	//     the handler ran), "aborted" (a session ended without an answer;
+	//     its caller was told) or "malformed" (its compressed body does
+	//     not decompress, or would inflate past 64 MiB: it never could
+	//     be handled).
 	//   - Released, for a request made visible again early; Reason is
 	//     "failed" (Retry), "in-progress" (the Store says another consumer
 	//     holds it) or "stopping" (a stop came first), Duration the delay.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/core"
 	"github.com/tempqueues/tempqueues/internal/hostq"
+	"github.com/tempqueues/tempqueues/internal/payload"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -59,7 +60,9 @@ var ErrSessionsUnsupported = errors.New("responder: this responder serves no ses
 // responder cannot serve sessions, it returns an error matching
 // ErrSessionsUnsupported. When the caller goes away first, Recv returns an
 // error matching context.Canceled (the handler's context is cancelled too,
-// with cause ErrCallerGone); when ctx ends, ctx's error. Recv is for one
+// with cause ErrCallerGone); when ctx ends, ctx's error. A message whose
+// compressed body cannot be read (docs/wire.md, "Compression") is an
+// error in its place, returned by every later Recv. Recv is for one
 // goroutine at a time; reading frees room for the caller's next messages.
 func (r *Request) Recv(ctx context.Context) (*types.Message, error) {
 	if r.session == nil {
@@ -186,6 +189,7 @@ type session struct {
 	mu        sync.Mutex
 	changed   chan struct{} // closed and replaced on every change below
 	buf       map[int]types.Message
+	bad       map[int]error           // messages of buf whose compressed body cannot be read
 	next      int                     // the sequence number Recv returns next
 	end       int                     // the end mark's sequence number, -1 until it came
 	granted   int                     // the caller may send below this
@@ -433,6 +437,10 @@ func (sess *session) onMessage(m types.Message, err error) bool {
 	sess.mu.Lock()
 	sess.heardAt = sess.s.r.clk.Now()
 	sess.mu.Unlock()
+	dm, _, badErr := payload.Decode(m)
+	if badErr == nil {
+		m = dm
+	}
 	if c, isControl, ok := wire.ControlOf(m); isControl {
 		switch {
 		case !ok:
@@ -463,6 +471,14 @@ func (sess *session) onMessage(m types.Message, err error) bool {
 		// of the stream.
 	default:
 		sess.buf[pos.Seq] = m
+		if badErr != nil {
+			// Recv returns the error in the message's place: the stream
+			// cannot go on past it.
+			if sess.bad == nil {
+				sess.bad = make(map[int]error)
+			}
+			sess.bad[pos.Seq] = fmt.Errorf("responder: message %d of the session cannot be read: %w", pos.Seq, badErr)
+		}
 	}
 	sess.signalLocked()
 	return true
@@ -530,6 +546,10 @@ func (sess *session) recv(ctx context.Context) (*types.Message, error) {
 	}
 	sess.mu.Lock()
 	for {
+		if err := sess.bad[sess.next]; err != nil {
+			sess.mu.Unlock()
+			return nil, err
+		}
 		if m, ok := sess.buf[sess.next]; ok {
 			delete(sess.buf, sess.next)
 			sess.next++

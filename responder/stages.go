@@ -16,6 +16,7 @@ import (
 // itself or pass it on, and sees what the stages inside it decided:
 //
 //	retry    (retry.go)     a failure becomes Options.Retry's release or wait
+//	decode   (decode.go)    a compressed body is inflated; one that cannot be is deleted
 //	expire   (deadline.go)  a request whose caller gave up is deleted unhandled
 //	route    (route.go)     a reply to a queue not allowed is refused; one that can never be sent fails
 //	deliver  (deliver.go)   the answer is sent, and the stream's messages waited for
@@ -25,7 +26,7 @@ import (
 //
 // answer is the last step, which every other stage wraps. A new policy is
 // a new stage in this list and a file of its own.
-var stages = []stage{retry, expire, route, deliver, dedupe}
+var stages = []stage{retry, decode, expire, route, deliver, dedupe}
 
 // stage is one step of a request's way: it settles x, or calls next for
 // the stages inside it.

@@ -277,7 +277,7 @@ func (s *replyStream) send(ctx context.Context, msg *Reply) error {
 		sent(err)
 		return err
 	}
-	target, entry, err := buildReplyWith(s.request, msg, s.attributes(s.seq, ""))
+	target, entry, err := buildReply(s.request, msg, s.attributes(s.seq, ""), s.r.compresses(s.req))
 	if err != nil {
 		s.mu.Unlock()
 		<-s.window
@@ -417,32 +417,4 @@ func originOf(req *Request) string {
 		return req.QueueURL
 	}
 	return ""
-}
-
-// buildReplyWith is buildReply for a reply that carries more attributes
-// of the responder's own (a stream's sequence number, an origin): they are
-// checked against SQS's limits with the rest, before any call.
-func buildReplyWith(request types.Message, reply *Reply, more map[string]string) (string, types.SendMessageBatchRequestEntry, error) {
-	if reply != nil {
-		for name := range more {
-			if _, taken := reply.Attributes[name]; taken {
-				return "", types.SendMessageBatchRequestEntry{}, wire.Invalid(opSendResponse, "MessageAttributes", "attribute %q is set by the responder", name)
-			}
-		}
-	}
-	target, entry, err := buildReply(request, reply)
-	if err != nil || len(more) == 0 {
-		return target, entry, err
-	}
-	if n := len(entry.MessageAttributes) + len(more); n > sqsapi.MaxMessageAttributes {
-		return "", entry, wire.Invalid(opSendResponse, "MessageAttributes", "%d attributes plus %d added by tempqueues exceed the SQS limit of %d",
-			len(reply.Attributes), n-len(reply.Attributes), sqsapi.MaxMessageAttributes)
-	}
-	for name, v := range more {
-		entry.MessageAttributes[name] = wire.StringAttribute(v)
-	}
-	if err := wire.CheckMessageSize(opSendResponse, entry.MessageBody, entry.MessageAttributes); err != nil {
-		return "", entry, err
-	}
-	return target, entry, nil
 }

@@ -18,17 +18,17 @@ func TestStreamedReplyAttributeBudget(t *testing.T) {
 	})
 	more := map[string]string{sqsapi.StreamAttribute: "4;final"}
 	// Routing, correlation and stream attributes leave 7 for the reply.
-	_, entry, err := buildReplyWith(req, &Reply{Body: "ok", Attributes: nAttrs(7)}, more)
+	_, entry, err := buildReply(req, &Reply{Body: "ok", Attributes: nAttrs(7)}, more, false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := aws.ToString(entry.MessageAttributes[sqsapi.StreamAttribute].StringValue); got != "4;final" || len(entry.MessageAttributes) != 10 {
 		t.Errorf("stream attribute %q, %d attributes", got, len(entry.MessageAttributes))
 	}
-	if _, _, err := buildReplyWith(req, &Reply{Body: "ok", Attributes: nAttrs(8)}, more); !errors.Is(err, sqsapi.ErrInvalidInput) {
+	if _, _, err := buildReply(req, &Reply{Body: "ok", Attributes: nAttrs(8)}, more, false); !errors.Is(err, sqsapi.ErrInvalidInput) {
 		t.Errorf("8 attributes in a streamed reply: %v", err)
 	}
-	if _, _, err := buildReplyWith(req, &Reply{Body: "ok", Attributes: map[string]types.MessageAttributeValue{sqsapi.StreamAttribute: nAttrs(1)["a0"]}}, more); !errors.Is(err, sqsapi.ErrInvalidInput) {
+	if _, _, err := buildReply(req, &Reply{Body: "ok", Attributes: map[string]types.MessageAttributeValue{sqsapi.StreamAttribute: nAttrs(1)["a0"]}}, more, false); !errors.Is(err, sqsapi.ErrInvalidInput) {
 		t.Errorf("the reply's own %s: %v", sqsapi.StreamAttribute, err)
 	}
 }
