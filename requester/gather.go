@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tempqueues/tempqueues/internal/hostq"
+	"github.com/tempqueues/tempqueues/internal/payload"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -78,7 +79,7 @@ func (r *Requester) ScatterGather(ctx context.Context, queueURLs []string, in *s
 	for i, u := range queueURLs {
 		reqs[i] = *in
 		reqs[i].QueueUrl = aws.String(u)
-		if _, _, err := checkRequest(op, &reqs[i]); err != nil {
+		if _, _, _, err := r.checkRequest(op, &reqs[i], compressIfNeeded); err != nil {
 			return nil, err
 		}
 	}
@@ -164,7 +165,7 @@ func (r *Requester) PublishGather(ctx context.Context, p Publisher, in *sqs.Send
 	}
 	probe := *in
 	probe.QueueUrl = aws.String("topic") // checked as a plain queue
-	requestID, attrs, err := checkRequest(op, &probe, sqsapi.OriginAttribute)
+	requestID, attrs, _, err := r.checkRequest(op, &probe, noCompression, sqsapi.OriginAttribute)
 	if err != nil {
 		return nil, err
 	}
@@ -186,6 +187,9 @@ func (r *Requester) PublishGather(ctx context.Context, p Publisher, in *sqs.Send
 	attrs[sqsapi.ResponseQueueURLAttribute] = wire.StringAttribute(wire.VirtualQueueURL(host.URL(), replyName))
 	attrs[sqsapi.RequestIDAttribute] = wire.StringAttribute(requestID)
 	attrs[sqsapi.OriginAttribute] = wire.StringAttribute("1")
+	if !r.opts.DisableCompression {
+		payload.Advertise(attrs, in.MessageBody, "topic")
+	}
 	sentAt := time.Now()
 	if err := p.Publish(gctx, aws.ToString(in.MessageBody), attrs); err != nil {
 		r.failed.Add(1)
@@ -205,7 +209,7 @@ func (r *Requester) PublishGather(ctx context.Context, p Publisher, in *sqs.Send
 		case <-g.wake:
 		case <-gctx.Done():
 			g.mu.Lock()
-			got = g.got
+			got, bad := g.got, g.bad
 			g.mu.Unlock()
 			if len(got) >= want {
 				return got[:want], nil
@@ -214,6 +218,9 @@ func (r *Requester) PublishGather(ctx context.Context, p Publisher, in *sqs.Send
 			if errors.Is(err, context.DeadlineExceeded) {
 				r.timedOut.Add(1)
 				err = &timeoutError{requestID: requestID, queueURL: "(topic)", waited: time.Since(sentAt)}
+			}
+			for _, b := range bad {
+				err = errors.Join(err, badResponse(requestID, b))
 			}
 			return got, &incompleteError{wanted: want, got: len(got), err: err}
 		}
@@ -228,7 +235,8 @@ type gathering struct {
 	mu   sync.Mutex
 	seen map[string]bool // origins, or message ids of replies without one
 	got  []Gathered
-	err  error
+	err  error   // the host failed: no more replies come
+	bad  []error // replies that could not be read (payload.Decode)
 }
 
 // onReply takes a reply on a host poller and reports whether more are
@@ -245,6 +253,12 @@ func (g *gathering) onReply(m types.Message, err error) bool {
 	if err != nil {
 		g.err = err
 		return false
+	}
+	m, _, err = payload.Decode(m)
+	if err != nil {
+		// One responder's reply: the others' may still come.
+		g.bad = append(g.bad, err)
+		return len(g.got) < g.want
 	}
 	origin := ""
 	if v, ok := m.MessageAttributes[sqsapi.OriginAttribute]; ok {

@@ -21,6 +21,13 @@
 // Replies are handed to their callers by the host's poller and deleted in
 // batches off the callers' path. A reply arriving after its caller gave up
 // is deleted, counted and logged once.
+//
+// Each request offers compressed replies (TempQueues.Accept: gzip) when it
+// has room for the attribute: a tempqueues responder then sends a large
+// reply gzipped in the Binary attribute TempQueues.Body, which the caller
+// gets inflated, and a Java one ignores the offer. With
+// Options.CompressRequests, requests travel compressed too (docs/wire.md,
+// "Compression").
 package requester
 
 import (
@@ -46,6 +53,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/deflog"
 	"github.com/tempqueues/tempqueues/internal/hostq"
 	"github.com/tempqueues/tempqueues/internal/lifecycle"
+	"github.com/tempqueues/tempqueues/internal/payload"
 	"github.com/tempqueues/tempqueues/internal/reap"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/observe"
@@ -69,7 +77,20 @@ var (
 	// ErrClosed is returned for requests made after Close, and to requests
 	// pending when Close is called.
 	ErrClosed = sqsapi.ErrClosed
+	// ErrBadResponse is matched by the error of a call whose response
+	// cannot be read: its body travels compressed (docs/wire.md,
+	// "Compression") and does not decompress, or would inflate past 64
+	// MiB. A responder sends compressed replies only to requests that
+	// advertise them, and never such a one: it was damaged on its way, or
+	// came from something else.
+	ErrBadResponse = errors.New("requester: bad response")
 )
+
+// badResponse is the error of a response to requestID that Decode
+// refused.
+func badResponse(requestID string, err error) error {
+	return fmt.Errorf("%w to request %s: %w", ErrBadResponse, requestID, err)
+}
 
 // timeoutError is the error of a request that timed out (ErrTimeout).
 type timeoutError struct {
@@ -139,6 +160,24 @@ type Options struct {
 	// DisableSweeping stops this process from sweeping idle host queues of
 	// dead processes; it still heartbeats its own.
 	DisableSweeping bool
+	// CompressRequests gzips the body of each request, and of each
+	// message a Session sends, when that pays (at least 1 KiB, shrinking
+	// by a tenth or more), carrying it in the Binary attribute
+	// TempQueues.Body (docs/wire.md, "Compression"). Only responders of
+	// this version or later read such a request: leave it off (the
+	// default) when a Java responder, an older tempqueues one, or a loop
+	// of your own over responder.SendResponseMessage serves the queue.
+	// The 1 MiB limit applies to what is sent, so a large body that
+	// compresses well fits. PublishGather's requests, which cross a
+	// topic, go as they are.
+	CompressRequests bool
+	// DisableCompression stops the requester from advertising, in
+	// TempQueues.Accept, that it reads compressed responses: responders
+	// then send every reply as it is. By default each request advertises
+	// gzip when it has room for the attribute, and a responder compresses
+	// the replies worth it. Responses are decompressed whatever this
+	// says.
+	DisableCompression bool
 	// PreferFewerCalls trades latency for calls at moderate loads: a
 	// request waits for the send in flight to its queue instead of going
 	// in a call of its own, and the host keeps no spare poller parked for
@@ -381,6 +420,12 @@ func (c *Call) onReply(m types.Message, err error) {
 		c.finish(nil, fmt.Errorf("requester: waiting for the response to %s: %w", c.requestID, err))
 		return
 	}
+	m, _, err = payload.Decode(m)
+	if err != nil {
+		c.r.failed.Add(1)
+		c.finish(nil, badResponse(c.requestID, err))
+		return
+	}
 	c.r.replied.Add(1)
 	c.finish(&m, nil)
 }
@@ -436,7 +481,7 @@ func (r *Requester) SendMessageAndGetResponseAsync(ctx context.Context, in *sqs.
 func (r *Requester) sendRequest(ctx context.Context, in *sqs.SendMessageInput, optFns []func(*sqs.Options), watch bool) (*Call, error) {
 	const op = "requester.SendMessageAndGetResponse"
 	in, replyName, after := r.onSend(ctx, in)
-	requestID, attrs, err := checkRequest(op, in)
+	requestID, attrs, body, err := r.checkRequest(op, in, compressIfPays)
 	if err == nil {
 		for i, fn := range optFns {
 			if fn == nil {
@@ -489,9 +534,9 @@ func (r *Requester) sendRequest(ctx context.Context, in *sqs.SendMessageInput, o
 
 	attrs[sqsapi.ResponseQueueURLAttribute] = wire.StringAttribute(wire.VirtualQueueURL(call.host.URL(), replyName))
 	attrs[sqsapi.RequestIDAttribute] = wire.StringAttribute(requestID)
-	stampDeadline(waitCtx, in, attrs)
+	r.stamp(waitCtx, body, call.queueURL, attrs)
 	req := *in
-	req.MessageAttributes = attrs
+	req.MessageBody, req.MessageAttributes = body, attrs
 	req.MessageGroupId, req.MessageDeduplicationId = fifoRequestIDs(&req, requestID)
 	call.sentAt = time.Now()
 	if err := r.sendCall(waitCtx, op, call, &req, optFns); err != nil {
@@ -684,35 +729,48 @@ func (r *Requester) send(ctx context.Context, op string, in *sqs.SendMessageInpu
 	return err
 }
 
-// checkRequest validates a request before any call and returns the caller's
-// own request id, if set, and a copy of the attributes. own names the
-// attributes the requester adds beside the reply route (TempQueues.Stream,
-// TempQueues.Origin): the caller may not set them, and they count against
-// SQS's limit.
-func checkRequest(op string, in *sqs.SendMessageInput, own ...string) (string, map[string]types.MessageAttributeValue, error) {
+// compression says what checkRequest does with a request's body when
+// Options.CompressRequests is set.
+type compression int
+
+const (
+	noCompression    compression = iota // the body goes as it is (through a topic)
+	compressIfNeeded                    // a check alone: compressed only to see whether it fits
+	compressIfPays                      // a send: compressed when that pays
+)
+
+// checkRequest validates a request before any call and returns the
+// caller's own request id, if set, a copy of the attributes and the body
+// to send: with Options.CompressRequests and compress, the placeholder of
+// a body compressed into the copy's TempQueues.Body (payload.Encode). own
+// names the attributes the requester adds beside the reply route
+// (TempQueues.Stream, TempQueues.Origin): the caller may not set them, and
+// they count against SQS's limit. The size is checked on what is sent:
+// the body, compressed or not, and the attributes.
+func (r *Requester) checkRequest(op string, in *sqs.SendMessageInput, compress compression, own ...string) (string, map[string]types.MessageAttributeValue, *string, error) {
 	if in == nil {
-		return "", nil, wire.Invalid(op, "input", "nil")
+		return "", nil, nil, wire.Invalid(op, "input", "nil")
 	}
 	if aws.ToString(in.QueueUrl) == "" {
-		return "", nil, wire.Invalid(op, "QueueUrl", "empty")
+		return "", nil, nil, wire.Invalid(op, "QueueUrl", "empty")
 	}
 	if wire.IsVirtualQueueURL(*in.QueueUrl) {
 		if _, _, err := wire.ParseVirtualQueueURL(*in.QueueUrl); err != nil {
-			return "", nil, err
+			return "", nil, nil, err
 		}
 	}
 	if err := wire.CheckDelaySeconds(op, in.DelaySeconds); err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	if err := checkFIFORequest(op, in); err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	if aws.ToString(in.MessageBody) == "" {
-		return "", nil, wire.Invalid(op, "MessageBody", "empty (SQS requires a body)")
+		return "", nil, nil, wire.Invalid(op, "MessageBody", "empty (SQS requires a body)")
 	}
-	for _, name := range append([]string{sqsapi.ResponseQueueURLAttribute, sqsapi.DeadlineAttribute}, own...) {
+	for _, name := range append([]string{sqsapi.ResponseQueueURLAttribute, sqsapi.DeadlineAttribute, sqsapi.AcceptAttribute, sqsapi.BodyAttribute}, own...) {
 		if _, ok := in.MessageAttributes[name]; ok {
-			return "", nil, wire.Invalid(op, "MessageAttributes", "%s is set by the requester", name)
+			return "", nil, nil, wire.Invalid(op, "MessageAttributes", "%s is set by the requester", name)
 		}
 	}
 	extra := 2 + len(own)
@@ -720,7 +778,7 @@ func checkRequest(op string, in *sqs.SendMessageInput, own ...string) (string, m
 	if v, ok := in.MessageAttributes[sqsapi.RequestIDAttribute]; ok {
 		requestID = aws.ToString(v.StringValue)
 		if requestID == "" || aws.ToString(v.DataType) != "String" {
-			return "", nil, wire.Invalid(op, "MessageAttributes", "%s must be a non-empty String", sqsapi.RequestIDAttribute)
+			return "", nil, nil, wire.Invalid(op, "MessageAttributes", "%s must be a non-empty String", sqsapi.RequestIDAttribute)
 		}
 		extra--
 	}
@@ -728,25 +786,39 @@ func checkRequest(op string, in *sqs.SendMessageInput, own ...string) (string, m
 		extra++ // the routing attribute
 	}
 	if err := wire.CheckMessageAttributes(op, in.MessageAttributes, extra); err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	if err := wire.CheckSystemAttributes(op, in.MessageSystemAttributes); err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	if err := wire.CheckMessageText(op, in.MessageBody, in.MessageAttributes); err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	// Budget the attributes we add with a full-length reply URL (a host URL
 	// and a UUID) and request id, and the routing attribute.
 	const added = len(sqsapi.ResponseQueueURLAttribute) + len("String") + 200 +
 		len(sqsapi.RequestIDAttribute) + len("String") + 36 +
 		len(sqsapi.VirtualQueueNameAttribute) + len("String") + sqsapi.MaxQueueNameLength
-	if n := wire.MessageSize(in.MessageBody, in.MessageAttributes) + added; n > sqsapi.MaxMessageSize {
-		return "", nil, wire.Invalid(op, "MessageBody", "message of %d bytes with the attributes the requester adds exceeds the SQS maximum of %d", n, sqsapi.MaxMessageSize)
-	}
-	attrs := make(map[string]types.MessageAttributeValue, len(in.MessageAttributes)+3)
+	attrs := make(map[string]types.MessageAttributeValue, len(in.MessageAttributes)+5)
 	maps.Copy(attrs, in.MessageAttributes)
-	return requestID, attrs, nil
+	body := in.MessageBody
+	n := wire.MessageSize(body, attrs) + added
+	if r.opts.CompressRequests && (compress == compressIfPays || compress == compressIfNeeded && n > sqsapi.MaxMessageSize) {
+		// A body that fits as it is fits compressed: the carrier is
+		// smaller, or not used.
+		if b, ok := payload.Encode(*body, attrs, sqsapi.MaxMessageAttributes-len(attrs)-extra); ok {
+			body = &b
+			n = wire.MessageSize(body, attrs) + added
+		}
+	}
+	if n > sqsapi.MaxMessageSize {
+		how := ""
+		if _, ok := attrs[sqsapi.BodyAttribute]; ok {
+			how = " compressed"
+		}
+		return "", nil, nil, wire.Invalid(op, "MessageBody", "message of %d bytes%s with the attributes the requester adds exceeds the SQS maximum of %d", n, how, sqsapi.MaxMessageSize)
+	}
+	return requestID, attrs, body, nil
 }
 
 // Stats are counters of a Requester.
@@ -831,11 +903,16 @@ func reaperConfig(opts Options) []func(*reap.Config) {
 	}}
 }
 
-// stampDeadline puts ctx's deadline on the request in (whose attributes
-// are attrs) when the message has room for it, so that a responder drops
-// the request unhandled once its caller has given up.
-func stampDeadline(ctx context.Context, in *sqs.SendMessageInput, attrs map[string]types.MessageAttributeValue) {
+// stamp puts on a request to queueURL, whose body and attributes are
+// body and attrs, what the requester adds when the message has room for
+// it: ctx's deadline, so that a responder drops the request unhandled once
+// its caller has given up, then, unless Options.DisableCompression, the
+// offer of compressed replies.
+func (r *Requester) stamp(ctx context.Context, body *string, queueURL string, attrs map[string]types.MessageAttributeValue) {
 	if d, ok := ctx.Deadline(); ok {
-		wire.StampDeadline(attrs, in.MessageBody, aws.ToString(in.QueueUrl), d)
+		wire.StampDeadline(attrs, body, queueURL, d)
+	}
+	if !r.opts.DisableCompression {
+		payload.Advertise(attrs, body, queueURL)
 	}
 }

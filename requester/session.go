@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/payload"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -147,11 +148,12 @@ func (r *Requester) OpenSession(ctx context.Context, in *sqs.SendMessageInput, o
 		return nil, wire.Invalid(op, "IdleTimeout", "%v is below 100ms", so.IdleTimeout)
 	}
 	in, replyName, after := r.onSend(ctx, in)
-	requestID, attrs, err := checkRequest(op, in, sqsapi.StreamAttribute)
+	requestID, attrs, body, err := r.checkRequest(op, in, compressIfPays, sqsapi.StreamAttribute)
 	if err != nil {
 		r.after(after, nil, err)
 		return nil, err
 	}
+	in = withBody(in, body)
 	attrs[sqsapi.StreamAttribute] = wire.StringAttribute(wire.SessionRequest(wire.SessionAsk{Credit: sessionWindow, End: so.HalfClosed, Idle: so.IdleTimeout}))
 	s := &Stream{r: r, replyName: replyName, requestID: requestID, queueURL: aws.ToString(in.QueueUrl), final: -1,
 		buf: make(map[int]types.Message), wake: make(chan struct{}, 1), after: after}
@@ -214,7 +216,7 @@ func (s *Session) Send(ctx context.Context, msg *Message) error {
 	if msg.Body == "" {
 		return wire.Invalid(op, "Body", "empty (SQS requires a body)")
 	}
-	for _, name := range []string{sqsapi.StreamAttribute, sqsapi.SessionAttribute, sqsapi.VirtualQueueNameAttribute} {
+	for _, name := range []string{sqsapi.StreamAttribute, sqsapi.SessionAttribute, sqsapi.VirtualQueueNameAttribute, sqsapi.AcceptAttribute, sqsapi.BodyAttribute} {
 		if _, ok := msg.Attributes[name]; ok {
 			return wire.Invalid(op, "Attributes", "%s is set by the requester", name)
 		}
@@ -225,13 +227,21 @@ func (s *Session) Send(ctx context.Context, msg *Message) error {
 	if err := wire.CheckMessageText(op, &msg.Body, msg.Attributes); err != nil {
 		return err
 	}
-	attrs := make(map[string]types.MessageAttributeValue, len(msg.Attributes)+2)
+	attrs := make(map[string]types.MessageAttributeValue, len(msg.Attributes)+3)
 	maps.Copy(attrs, msg.Attributes)
+	body, how := msg.Body, ""
+	if s.Stream.r.opts.CompressRequests {
+		// Room for the carrier beside the stream and routing attributes.
+		var ok bool
+		if body, ok = payload.Encode(body, attrs, sqsapi.MaxMessageAttributes-len(attrs)-2); ok {
+			how = " compressed"
+		}
+	}
 	// The stream and routing attributes, at their longest.
 	const added = len(sqsapi.StreamAttribute) + len("String") + 40 +
 		len(sqsapi.VirtualQueueNameAttribute) + len("String") + sqsapi.MaxQueueNameLength
-	if n := wire.MessageSize(&msg.Body, attrs) + added; n > sqsapi.MaxMessageSize {
-		return wire.Invalid(op, "Body", "message of %d bytes with the attributes the requester adds exceeds the SQS maximum of %d", n, sqsapi.MaxMessageSize)
+	if n := wire.MessageSize(&body, attrs) + added; n > sqsapi.MaxMessageSize {
+		return wire.Invalid(op, "Body", "message of %d bytes%s with the attributes the requester adds exceeds the SQS maximum of %d", n, how, sqsapi.MaxMessageSize)
 	}
 	streamDone := s.Stream.ctx.Done()
 	s.mu.Lock()
@@ -258,7 +268,7 @@ func (s *Session) Send(ctx context.Context, msg *Message) error {
 	}
 	pos := wire.StreamPos{Seq: s.seq, Credit: s.piggybackLocked()}
 	s.seq++
-	s.submitLocked(op, pos, msg.Body, attrs)
+	s.submitLocked(op, pos, body, attrs)
 	s.mu.Unlock()
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/callbound"
 	"github.com/tempqueues/tempqueues/internal/hostq"
+	"github.com/tempqueues/tempqueues/internal/payload"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -77,11 +78,12 @@ type Stream struct {
 func (r *Requester) SendMessageAndStream(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*Stream, error) {
 	const op = "requester.SendMessageAndStream"
 	in, replyName, after := r.onSend(ctx, in)
-	requestID, attrs, err := checkRequest(op, in, sqsapi.StreamAttribute)
+	requestID, attrs, body, err := r.checkRequest(op, in, compressIfPays, sqsapi.StreamAttribute)
 	if err != nil {
 		r.after(after, nil, err)
 		return nil, err
 	}
+	in = withBody(in, body)
 	attrs[sqsapi.StreamAttribute] = wire.StringAttribute("1")
 	s := &Stream{r: r, replyName: replyName, requestID: requestID, queueURL: aws.ToString(in.QueueUrl), final: -1,
 		buf: make(map[int]types.Message), wake: make(chan struct{}, 1), after: after}
@@ -117,7 +119,7 @@ func (s *Stream) open(ctx context.Context, in *sqs.SendMessageInput, attrs map[s
 	}
 	attrs[sqsapi.ResponseQueueURLAttribute] = wire.StringAttribute(wire.VirtualQueueURL(s.host.URL(), s.replyName))
 	attrs[sqsapi.RequestIDAttribute] = wire.StringAttribute(s.requestID)
-	stampDeadline(s.ctx, in, attrs)
+	r.stamp(s.ctx, in.MessageBody, s.queueURL, attrs)
 	req := *in
 	req.MessageAttributes = attrs
 	req.MessageGroupId, req.MessageDeduplicationId = fifoRequestIDs(&req, s.requestID)
@@ -144,6 +146,17 @@ func (s *Stream) open(ctx context.Context, in *sqs.SendMessageInput, attrs map[s
 	}
 	s.mu.Unlock()
 	return nil
+}
+
+// withBody returns in with body as its body: in itself when that is its
+// body already, else a copy.
+func withBody(in *sqs.SendMessageInput, body *string) *sqs.SendMessageInput {
+	if in.MessageBody == body {
+		return in
+	}
+	cp := *in
+	cp.MessageBody = body
+	return &cp
 }
 
 // abandonUnsent is for a session whose context ended while its request
@@ -309,6 +322,16 @@ func (s *Stream) onReply(m types.Message, err error) bool {
 		s.mu.Unlock()
 		s.stop(err)
 		return false
+	}
+	m, _, err = payload.Decode(m)
+	if err != nil {
+		// The stream cannot go on without the message: it stops, and
+		// what comes later is drained as after any early stop.
+		s.r.failed.Add(1)
+		s.stop(badResponse(s.requestID, err))
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return !s.drained
 	}
 	if s.sess != nil {
 		s.sess.heard()

@@ -28,16 +28,19 @@ var library = []string{
 // Request.Recv, ErrCallerGone, ErrSessionsUnsupported and
 // Options.SessionQueuePrefix; negotiated compression, issue 34: sqsapi +2,
 // AcceptAttribute and BodyAttribute, wire names peers must share;
+// requester +3, Options.CompressRequests and Options.DisableCompression,
+// which only the caller can decide (a Java responder cannot read a
+// compressed request), and ErrBadResponse, the one new way a call fails;
 // responder +1, Options.DisableCompression). The
 // direction of travel is under 400 in all (total).
 var limits = map[string]int{
 	"sqsapi": 53, "observe": 25, "sqsclient": 5, "sqstest": 51, "backlog": 35, "reaper": 45,
 	"virtualqueue": 42, "responder": 104, "responder/storetest": 1, "redrive": 45,
-	"tempqueue": 15, "requester": 58, "sqshttp": 13,
+	"tempqueue": 15, "requester": 61, "sqshttp": 13,
 }
 
 // total bounds the sum of the limits.
-const total = 492
+const total = 495
 
 // TestSurface reports each library package's non-test lines, exported
 // identifiers and module-local imports (go test -v shows the table), and
