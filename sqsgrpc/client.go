@@ -83,7 +83,8 @@ func NewClientConn(r *requester.Requester, queueURL string, optFns ...func(*Clie
 // wraps the requester's error (errors.Is(err, requester.ErrTimeout) with
 // codes.DeadlineExceeded, requester.ErrClosed with codes.Unavailable, an
 // *sqsapi.InvalidInputError with codes.InvalidArgument or, for a message
-// too large, codes.ResourceExhausted).
+// too large as it is sent, compressed with the requester's
+// CompressRequests when that pays, codes.ResourceExhausted).
 func (cc *ClientConn) Invoke(ctx context.Context, method string, args, reply any, opts ...grpc.CallOption) error {
 	opts = cc.callOpts(opts)
 	// Interceptors take a *grpc.ClientConn, which this is not: they get
@@ -174,7 +175,7 @@ func (cc *ClientConn) request(ctx context.Context, method string, ci *callInfo, 
 	if err != nil {
 		return nil, invalid("request", err.Error())
 	}
-	if len(body) > maxEnvelope {
+	if len(body) > maxRequest {
 		return nil, &callError{st: status.New(codes.ResourceExhausted, errTooLarge("request", len(body)).Error()),
 			err: &sqsapi.InvalidInputError{Op: "sqsgrpc", Param: "request", Reason: "too large for one SQS message"}}
 	}
@@ -205,6 +206,8 @@ func transportError(err error) error {
 		code = codes.DeadlineExceeded
 	case errors.Is(err, context.Canceled):
 		code = codes.Canceled
+	case tooLargeSent(err):
+		code = codes.ResourceExhausted
 	case errors.As(err, &ie):
 		code = codes.InvalidArgument
 	}
@@ -302,7 +305,9 @@ func (cs *clientStream) openLocked(msg any) error {
 // SendMsg sends a request message: the request of a server-streaming
 // call, or the next message of a client stream. As with grpc, it returns
 // io.EOF once the stream ended (RecvMsg returns its status); a message
-// too large for SQS fails with codes.ResourceExhausted before any call.
+// too large for SQS as it is sent (compressed with the requester's
+// CompressRequests when that pays) fails with codes.ResourceExhausted
+// before any call.
 func (cs *clientStream) SendMsg(m any) error {
 	if cs.sess == nil {
 		cs.mu.Lock()
@@ -320,7 +325,7 @@ func (cs *clientStream) SendMsg(m any) error {
 		return status.Errorf(codes.Internal, "sqsgrpc: encoding a request message: %v", err)
 	}
 	body := appendMessageFrame(nil, msg)
-	if len(body) > maxEnvelope {
+	if len(body) > maxRequest {
 		return &callError{st: status.New(codes.ResourceExhausted, errTooLarge("request message", len(body)).Error()),
 			err: &sqsapi.InvalidInputError{Op: "sqsgrpc", Param: "message", Reason: "too large for one SQS message"}}
 	}
@@ -329,6 +334,8 @@ func (cs *clientStream) SendMsg(m any) error {
 	switch {
 	case err == nil:
 		return nil
+	case tooLargeSent(err):
+		return &callError{st: status.New(codes.ResourceExhausted, "sqsgrpc: "+err.Error()), err: err}
 	case errors.As(err, &ie):
 		return &callError{st: status.New(codes.InvalidArgument, "sqsgrpc: "+err.Error()), err: err}
 	case errors.Is(err, requester.ErrSendClosed):

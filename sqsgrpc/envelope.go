@@ -50,6 +50,20 @@ const reserve = 4 << 10
 
 const maxEnvelope = sqsapi.MaxMessageSize - reserve
 
+// maxRequest is the largest request envelope the client hands its
+// requester: one that does not fit in a message may fit compressed
+// (requester.Options.CompressRequests), which the requester's own check
+// decides on what it sends (tooLargeSent), up to the 64 MiB a compressed
+// body may inflate to (docs/wire.md, "Compression").
+const maxRequest = 64 << 20
+
+// tooLargeSent reports whether err is the requester's refusal of a
+// message too large for SQS, compressed or not.
+func tooLargeSent(err error) bool {
+	var ie *sqsapi.InvalidInputError
+	return errors.As(err, &ie) && (ie.Param == "MessageBody" || ie.Param == "Body")
+}
+
 // errTooLarge describes an envelope of n bytes.
 func errTooLarge(what string, n int) error {
 	return fmt.Errorf("sqsgrpc: the %s of %d bytes encoded does not fit in one SQS message (%d at most)", what, n, maxEnvelope)

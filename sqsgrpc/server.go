@@ -135,8 +135,10 @@ func (s *Server) GetServiceInfo() map[string]grpc.ServiceInfo {
 // client-streaming or bidirectional handler returns the client's messages
 // as they arrive, io.EOF after its CloseSend, and codes.Canceled when the
 // client went away (its context is cancelled too). A
-// message too large for one SQS message fails its SendMsg (or the unary
-// call) with codes.ResourceExhausted, and nothing is sent. An unknown
+// message too large for one SQS message as it is (the server cannot know
+// whether the caller reads compressed replies, which the responder sends
+// when they pay) fails its SendMsg (or the unary call) with
+// codes.ResourceExhausted, and nothing is sent. An unknown
 // method gets codes.Unimplemented, a malformed request codes.Internal. A
 // failed send of a streamed message, or a panic, fails the request: its
 // session is aborted (the client gets codes.Unavailable, wrapping

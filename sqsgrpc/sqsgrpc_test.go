@@ -26,6 +26,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/testkit/leakcheck"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/testbody"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -433,6 +434,42 @@ func TestBadCallsFailBeforeAnyCall(t *testing.T) {
 			t.Fatalf("oversized response: %v", err)
 		}
 	})
+}
+
+// TestRequestsFitCompressed: a request too large for one message goes
+// when it fits compressed (requester.Options.CompressRequests): the size
+// that counts is what is sent. One too large even compressed fails with
+// codes.ResourceExhausted before any send.
+func TestRequestsFitCompressed(t *testing.T) {
+	srv := sqsgrpc.NewServer()
+	testpb.RegisterTestServiceServer(srv, &testService{})
+	raw, queue, prefix := serve(t, sqstestenv.SQSTest(t), srv)
+	r, err := requester.New(raw, func(o *requester.Options) {
+		o.Prefix = prefix
+		o.DisableSweeping = true
+		o.CompressRequests = true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	client := testpb.NewTestServiceClient(sqsgrpc.NewClientConn(r, queue))
+	ctx := timeout(t, 20*time.Second)
+	big := bytes.Repeat([]byte("compressible "), 2<<20/13) // 2 MiB, 2.7 in base64
+	out, err := client.UnaryCall(ctx, &testpb.SimpleRequest{Payload: &testpb.Payload{Body: big}, ResponseSize: 1})
+	if err != nil || len(out.GetPayload().GetBody()) != 1 {
+		t.Fatalf("a 2 MiB request that compresses: %v", err)
+	}
+	sends := func() int64 { c := r.Stats().Calls; return c["SendMessage"] + c["SendMessageBatch"] }
+	before := sends()
+	noise := []byte(testbody.Random(2<<20, 1))
+	_, err = client.UnaryCall(ctx, &testpb.SimpleRequest{Payload: &testpb.Payload{Body: noise}, ResponseSize: 1})
+	if status.Code(err) != codes.ResourceExhausted || !errors.Is(err, sqsapi.ErrInvalidInput) {
+		t.Errorf("a 2 MiB request that does not compress enough: %v", err)
+	}
+	if n := sends() - before; n != 0 {
+		t.Errorf("%d sends for a request too large", n)
+	}
 }
 
 func TestTransportErrorsWrapTheLibrarysErrors(t *testing.T) {

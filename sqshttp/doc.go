@@ -15,7 +15,11 @@
 // text SQS accepts (binary data, invalid UTF-8, control characters) is
 // carried in base64; text is carried as it is. No message attribute is
 // used per header, so a request keeps room for the requester's own
-// attributes and tracing.
+// attributes and tracing. Envelopes ride on the requester's and the
+// responder's compression (docs/wire.md, "Compression"): a response, or
+// each part of a streamed one, of 1 KiB or more travels gzipped to a
+// caller that reads it, and requests too with the requester's
+// CompressRequests.
 //
 // Each request is a session (requester.OpenSession), which lets bodies
 // stream both ways and lets the caller stop the handler. A body of

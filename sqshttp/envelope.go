@@ -52,8 +52,10 @@ const maxEnvelope = sqsapi.MaxMessageSize - reserve
 // cannot travel: its envelope's head (method, URL and headers, encoded)
 // does not fit in one SQS message, or, with
 // TransportOptions.DisableStreaming, its whole envelope (the body
-// included) does not. A larger body alone is no error: it is streamed in
-// parts. No call is made. It also matches sqsapi.ErrInvalidInput.
+// included) does not, as it is sent (compressed with the requester's
+// CompressRequests when that pays). A larger body alone is no error: it
+// is streamed in parts. No call is made. It also matches
+// sqsapi.ErrInvalidInput.
 var ErrTooLarge = errors.New("sqshttp: does not fit in one SQS message")
 
 // tooLarge returns the error of an envelope of n bytes (or more).

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 
 	"github.com/tempqueues/tempqueues/internal/deflog"
+	"github.com/tempqueues/tempqueues/internal/payload"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -50,8 +51,10 @@ type HandlerOptions struct {
 // later Flush sends what was written since; a response larger than one
 // message is streamed in parts even without Flush. When the caller takes
 // one reply, Flush does nothing and the whole response goes in the final
-// reply; one too large for a message is replaced by a 413 response saying
-// so. A request that is no sqshttp envelope gets a 400 response.
+// reply; one too large for a message, even compressed when the caller
+// reads compressed replies (docs/wire.md, "Compression"), is replaced by
+// a 413 response saying so. A request that is no sqshttp envelope gets a
+// 400 response.
 //
 // A request whose caller streams its body (one of unknown length, or too
 // large for the request's message) gives h a Body that returns the parts
@@ -340,9 +343,13 @@ func (w *responseWriter) finish() (*responder.Reply, error) {
 		return errorReply(http.StatusInternalServerError, "sqshttp: "+err.Error()), nil
 	}
 	b = appendEncoded(b, mark, w.buf)
-	if len(b) > maxEnvelope {
+	body := string(b)
+	// A response too large for a message may fit compressed, which the
+	// responder does for a caller that reads it (docs/wire.md,
+	// "Compression"): the size that counts is the compressed one.
+	if len(b) > maxEnvelope && !(payload.CompressedReplies(w.ctx) && payload.Fits(body, reserve)) {
 		return errorReply(http.StatusRequestEntityTooLarge, fmt.Sprintf(
-			"sqshttp: the response of %d bytes encoded does not fit in one SQS message (%d at most) and the caller takes one reply", len(b), maxEnvelope)), nil
+			"sqshttp: the response of %d bytes encoded does not fit in one SQS message (%d at most), even compressed if the caller reads that, and the caller takes one reply", len(b), maxEnvelope)), nil
 	}
-	return &responder.Reply{Body: string(b)}, nil
+	return &responder.Reply{Body: body}, nil
 }

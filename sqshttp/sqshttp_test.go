@@ -18,6 +18,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/callcount"
 	"github.com/tempqueues/tempqueues/internal/testkit/leakcheck"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/testbody"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -219,7 +220,14 @@ func TestClosingAStreamedBodyStopsIt(t *testing.T) {
 func TestLargeResponsesStreamInParts(t *testing.T) {
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		big := bytes.Repeat([]byte("0123456789abcdef"), 3<<16) // 3 MiB: three messages at least
-		e := newEnv(t, b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(big) }))
+		noise := []byte(testbody.Random(3<<20, 1))
+		e := newEnv(t, b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/noise" {
+				_, _ = w.Write(noise)
+				return
+			}
+			_, _ = w.Write(big)
+		}))
 		// Room for a redelivery: once in about 15 runs of the package under
 		// -race on a loaded machine, one part of the four did not arrive
 		// within the default 30 s; a redelivered request sends the stream
@@ -236,8 +244,19 @@ func TestLargeResponsesStreamInParts(t *testing.T) {
 		if err != nil || !bytes.Equal(got, big) {
 			t.Fatalf("got %d bytes, %v; want %d", len(got), err, len(big))
 		}
-		// A caller that takes one reply gets a 413 saying why.
-		resp, err = e.client(func(o *sqshttp.TransportOptions) { o.DisableStreaming = true }).Get("http://x/big")
+		// A caller that takes one reply gets it compressed in one message
+		// when it fits so, and otherwise a 413 saying why.
+		oneReply := e.client(func(o *sqshttp.TransportOptions) { o.DisableStreaming = true })
+		resp, err = oneReply.Get("http://x/big")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		got, err = io.ReadAll(resp.Body)
+		if err != nil || resp.StatusCode != http.StatusOK || !bytes.Equal(got, big) {
+			t.Fatalf("one reply, compressed: %d with %d bytes, %v; want 200 with %d", resp.StatusCode, len(got), err, len(big))
+		}
+		resp, err = oneReply.Get("http://x/noise")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -284,6 +303,55 @@ func TestDeadlineIsTheCallTimeoutAndTheHandlerDeadline(t *testing.T) {
 			t.Fatalf("handler context ended with %v", err)
 		}
 	})
+}
+
+// TestRequestBodiesFitCompressed: with DisableStreaming, the body of a
+// request must travel in its message, whose size counts as sent: a
+// 3 MiB JSON body fits compressed (requester.Options.CompressRequests),
+// and 3 MiB of base64, or any body without compression, fails with
+// ErrTooLarge before any send.
+func TestRequestBodiesFitCompressed(t *testing.T) {
+	e := newEnv(t, sqstestenv.SQSTest(t), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		fmt.Fprintf(w, "%d bytes", len(body))
+	}))
+	compressing, err := requester.New(e.raw, func(o *requester.Options) {
+		o.Prefix = e.prefix
+		o.DisableSweeping = true
+		o.CompressRequests = true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = compressing.Close(context.Background()) })
+	oneReply := func(o *sqshttp.TransportOptions) { o.DisableStreaming = true }
+	json := testbody.JSON(3<<20, 1)
+	resp, err := (&http.Client{Transport: sqshttp.NewTransport(compressing, e.queue, oneReply)}).Post("http://x/", "application/json", strings.NewReader(json))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if got, _ := io.ReadAll(resp.Body); string(got) != fmt.Sprintf("%d bytes", len(json)) {
+		t.Fatalf("the handler read %q", got)
+	}
+	sends := func() int64 {
+		c := compressing.Stats().Calls
+		d := e.req.Stats().Calls
+		return c["SendMessage"] + c["SendMessageBatch"] + d["SendMessage"] + d["SendMessageBatch"]
+	}
+	before := sends()
+	for name, c := range map[string]struct {
+		r    *requester.Requester
+		body string
+	}{"base64, compressed": {compressing, testbody.Random(3<<20, 2)}, "JSON, not compressed": {e.req, json}} {
+		_, err := (&http.Client{Transport: sqshttp.NewTransport(c.r, e.queue, oneReply)}).Post("http://x/", "text/plain", strings.NewReader(c.body))
+		if !errors.Is(err, sqshttp.ErrTooLarge) || !errors.Is(err, sqsapi.ErrInvalidInput) {
+			t.Errorf("%s: %v, want ErrTooLarge", name, err)
+		}
+	}
+	if n := sends() - before; n != 0 {
+		t.Errorf("%d sends for bodies too large", n)
+	}
 }
 
 func TestBadInputFailsBeforeAnyCall(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/payload"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -25,7 +26,9 @@ type TransportOptions struct {
 	// requester.SendMessageAndGetResponse instead of in a session: the
 	// handler's response then always comes back in one message, a
 	// handler's Flush does nothing, the request's body must fit in the
-	// request's message (ErrTooLarge otherwise), and a cancelled request
+	// request's message as it is sent, compressed with the requester's
+	// CompressRequests when that pays (ErrTooLarge otherwise), and a
+	// cancelled request
 	// does not reach its handler. It saves the session's attribute; it is
 	// for responders that are not sqshttp handlers reading the envelope
 	// themselves.
@@ -182,10 +185,18 @@ func (t *Transport) envelope(req *http.Request) (*request, *upload, error) {
 		}
 		return env, &upload{body: req.Body, length: env.length}, nil
 	}
-	if req.ContentLength > maxEnvelope {
+	// Not streamed, a body too large for the message may still fit
+	// compressed (requester.Options.CompressRequests): the requester
+	// checks the size of what it sends, and its error is ErrTooLarge's
+	// (send). Past what a compressed body may inflate to, it cannot.
+	maxBody := int64(maxEnvelope)
+	if t.opts.DisableStreaming {
+		maxBody = payload.MaxInflated
+	}
+	if req.ContentLength > maxBody {
 		return nil, nil, tooLarge(opRoundTrip, "body", int(min(req.ContentLength, 1<<31-1))) // streaming is disabled
 	}
-	limit := int64(maxEnvelope)
+	limit := maxBody
 	if known {
 		limit = req.ContentLength
 	}
@@ -196,13 +207,14 @@ func (t *Transport) envelope(req *http.Request) (*request, *upload, error) {
 	switch {
 	case known && int64(len(body)) != req.ContentLength:
 		return nil, nil, bodyLengthError(req.ContentLength, int64(len(body)))
-	case len(body) > maxEnvelope:
+	case int64(len(body)) > maxBody:
 		return nil, nil, tooLarge(opRoundTrip, "body", len(body)) // streaming is disabled
 	}
 	closeBody(req)
 	if n := len(head) + encodedLen(bodyMark(body), body); n > maxEnvelope {
 		if t.opts.DisableStreaming {
-			return nil, nil, tooLarge(opRoundTrip, "body", n)
+			env.body = body // the requester's check decides, on what it sends
+			return env, nil, nil
 		}
 		// Base64 made it too large: it goes in parts, from memory.
 		env.parts, env.length = true, int64(len(body))
@@ -239,6 +251,11 @@ func (t *Transport) send(ctx context.Context, req *http.Request, env *request, u
 	}
 	if t.opts.DisableStreaming {
 		m, err := t.r.SendMessageAndGetResponse(ctx, in)
+		var ie *sqsapi.InvalidInputError
+		if errors.As(err, &ie) && ie.Param == "MessageBody" {
+			// Too large, compressed or not.
+			return nil, fmt.Errorf("%w: %w", ErrTooLarge, err)
+		}
 		if err != nil {
 			return nil, err
 		}
