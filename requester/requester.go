@@ -161,7 +161,7 @@ type Options struct {
 	// dead processes; it still heartbeats its own.
 	DisableSweeping bool
 	// CompressRequests gzips the body of each request, and of each
-	// message a Session sends, when that pays (at least 1 KiB, shrinking
+	// message a Session sends, when that pays (at least 8 KiB, shrinking
 	// by a tenth or more), carrying it in the Binary attribute
 	// TempQueues.Body (docs/wire.md, "Compression"). Only responders of
 	// this version or later read such a request: leave it off (the

@@ -8,7 +8,7 @@
 // to <name>, which the requester's poller routes to the waiting caller; any
 // other URL gets a plain send. Replies also carry TempQueues.CorrelationId,
 // a copy of the request's TempQueues.RequestId (or of its MessageId), which
-// a Java peer ignores. A reply worth compressing (1 KiB or more, shrinking
+// a Java peer ignores. A reply worth compressing (8 KiB or more, shrinking
 // by a tenth) to a requester that offers gzip in TempQueues.Accept travels
 // gzipped in the Binary attribute TempQueues.Body, unless
 // Options.DisableCompression; a compressed request is inflated before the

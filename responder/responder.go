@@ -73,7 +73,7 @@ type Options struct {
 	// DisableCompression sends every reply as it is. By default the
 	// replies to a request that advertises compressed ones (a tempqueues
 	// requester's TempQueues.Accept) travel gzipped in the Binary
-	// attribute TempQueues.Body when that pays: at least 1 KiB, shrinking
+	// attribute TempQueues.Body when that pays: at least 8 KiB, shrinking
 	// by a tenth or more (docs/wire.md, "Compression"). SQS's 1 MiB limit
 	// applies to what is sent. A Java requester advertises nothing and
 	// always gets plain replies. Compressed requests are read whatever

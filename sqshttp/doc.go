@@ -17,7 +17,7 @@
 // used per header, so a request keeps room for the requester's own
 // attributes and tracing. Envelopes ride on the requester's and the
 // responder's compression (docs/wire.md, "Compression"): a response, or
-// each part of a streamed one, of 1 KiB or more travels gzipped to a
+// each part of a streamed one, of 8 KiB or more travels gzipped to a
 // caller that reads it, and requests too with the requester's
 // CompressRequests.
 //

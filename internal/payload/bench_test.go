@@ -12,8 +12,9 @@ import (
 	"github.com/tempqueues/tempqueues/internal/testkit/testbody"
 )
 
-// benchSizes are the body sizes the benchmarks measure.
-var benchSizes = []int{1 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20}
+// benchSizes are the body sizes the benchmarks measure: from Threshold
+// up; BenchmarkLevel adds 1 KiB, for gzip's fixed cost.
+var benchSizes = []int{Threshold, 16 << 10, 64 << 10, 256 << 10, 1 << 20}
 
 var benchKinds = []struct {
 	name string
@@ -78,7 +79,7 @@ func BenchmarkLevel(b *testing.B) {
 		level int
 	}{{"BestSpeed", gzip.BestSpeed}, {"Default", gzip.DefaultCompression}, {"HuffmanOnly", gzip.HuffmanOnly}} {
 		for _, k := range benchKinds[:2] {
-			for _, n := range benchSizes {
+			for _, n := range append([]int{1 << 10}, benchSizes...) {
 				body := k.make(n, 1)
 				b.Run(level.name+"/"+k.name+"/"+sizeName(n), func(b *testing.B) {
 					w, _ := gzip.NewWriterLevel(io.Discard, level.level)

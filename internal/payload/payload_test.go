@@ -61,7 +61,7 @@ func carrier(z []byte) types.Message {
 }
 
 func TestRoundTrip(t *testing.T) {
-	for _, body := range []string{testbody.JSON(200<<10, 1), testbody.Text(3<<20, 2), testbody.JSON(Threshold, 3), strings.Repeat("é", 4000)} {
+	for _, body := range []string{testbody.JSON(200<<10, 1), testbody.Text(3<<20, 2), testbody.JSON(Threshold, 3), strings.Repeat("é", 5000)} {
 		m := encoded(t, body)
 		if aws.ToString(m.Body) != Placeholder {
 			t.Fatalf("body sent = %q, want the placeholder", aws.ToString(m.Body))
