@@ -450,3 +450,58 @@ func TestUnreadableRepliesFail(t *testing.T) {
 		}
 	})
 }
+
+// corrupting is a requester's client that damages the carrier of every
+// compressed message it sends.
+type corrupting struct{ sqsapi.Client }
+
+func (c corrupting) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	for i, e := range in.Entries {
+		if v, ok := e.MessageAttributes[sqsapi.BodyAttribute]; ok {
+			v.BinaryValue = []byte("damaged")
+			in.Entries[i].MessageAttributes[sqsapi.BodyAttribute] = v
+		}
+	}
+	return c.Client.SendMessageBatch(ctx, in, optFns...)
+}
+
+// TestUnreadableSessionMessageAbortsTheSession: a session's message whose
+// compressed body the handler cannot read is an error for its Recv; the
+// handler that fails on it aborts the session, and the caller hears it.
+func TestUnreadableSessionMessageAbortsTheSession(t *testing.T) {
+	e := newEnv(t, sqstestenv.SQSTest(t))
+	recvErr := make(chan error, 1)
+	serve(t, e.raw, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+		_, err := req.Recv(ctx)
+		recvErr <- err
+		if err != nil {
+			return nil, err
+		}
+		return &responder.Reply{Body: "read it"}, nil
+	}, e.queue)
+	r, err := requester.New(corrupting{e.raw}, func(o *requester.Options) {
+		o.Prefix = e.prefix
+		o.DisableSweeping = true
+		o.CompressRequests = true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	sess, err := r.OpenSession(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("session")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	if err := sess.Send(ctx, &requester.Message{Body: testbody.JSON(64<<10, 1)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-recvErr; err == nil || !strings.Contains(err.Error(), "cannot be read") {
+		t.Fatalf("the handler's Recv: %v, want the message unreadable", err)
+	}
+	if _, err := sess.Next(ctx); !errors.Is(err, requester.ErrSessionAborted) {
+		t.Fatalf("the caller: %v, want ErrSessionAborted", err)
+	}
+}

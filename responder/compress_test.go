@@ -128,7 +128,6 @@ func TestUnreadableRequestsAreDropped(t *testing.T) {
 			o.PollWaitTime = time.Second
 			o.VisibilityTimeout = 5 * time.Second
 			o.Observer = &rec
-			o.Retry = RetryImmediately
 			o.Logger = testLogger(t)
 		})
 		serve(t, r, reqQ, HandlerFunc(func(_ context.Context, req *Request) (*Reply, error) {
