@@ -245,7 +245,7 @@ func TestSlowHandlerOutlivesSeveralVisibilityTimeouts(t *testing.T) {
 			t.Fatalf("reply %v, %v", m, err)
 		}
 		if n := runs.Load(); n != 1 {
-			t.Fatalf("handler ran %d times: heartbeats did not keep the request hidden", n)
+			t.Fatalf("handler ran %d times: visibility extensions did not keep the request hidden", n)
 		}
 	})
 }

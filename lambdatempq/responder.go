@@ -29,7 +29,7 @@ type Options struct {
 	// requesters' host queues next to the request queue), and
 	// VisibilityTimeout, which here is only the length of a Store lease:
 	// keep it at least the function's timeout. The options of Serve's loop
-	// (pollers, long polls, visibility heartbeats, MaxConcurrency) do not
+	// (pollers, long polls, visibility extensions, MaxConcurrency) do not
 	// apply: the event source mapping receives, and the function's timeout
 	// bounds a batch.
 	Responder []func(*responder.Options)

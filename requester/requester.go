@@ -632,10 +632,10 @@ func (r *Requester) expect(ctx context.Context, call *Call) (*hostq.Host, error)
 // answering tells the request sends, before a receive wakes its callers,
 // how many of them sent their requests to each queue: callers in a loop
 // send their next request there at once, and those requests then share a
-// call instead of racing each other out (internal/batch's Expect, which
+// call instead of racing each other out (internal/batch's Announce, which
 // stops heeding a queue's announcements when they go unfulfilled, as for
 // callers that send no next request).
-func (r *Requester) answering(counts []batch.Count) { r.core.Expect(counts) }
+func (r *Requester) answering(counts []batch.Count) { r.core.Announce(counts) }
 
 // expectWith is expect for any registration on the host.
 func (r *Requester) expectWith(ctx context.Context, register func(*hostq.Host) error) (*hostq.Host, error) {

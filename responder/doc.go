@@ -61,8 +61,8 @@
 // Store, handlers must be idempotent. A requester may thus receive a reply
 // twice; the tempqueues requester drops the second as an orphan.
 //
-// While a handler runs, one heartbeat goroutine per Serve extends the
-// visibility of every in-flight request in ChangeMessageVisibilityBatch
+// While a handler runs, one goroutine per Serve extends the visibility of
+// every in-flight request (visibility extension) in ChangeMessageVisibilityBatch
 // calls, so a long handler keeps its request, and a crashed process's
 // requests reappear within one VisibilityTimeout. SQS caps a message's
 // visibility at 12 hours after receipt: a handler still running then is

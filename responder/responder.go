@@ -75,10 +75,10 @@ type Options struct {
 	// PollWaitTime. Default 20 s.
 	PollWaitTime time.Duration
 	// VisibilityTimeout is requested on every receive (whole seconds, 1 s to
-	// 12 h) and is the step of the visibility heartbeat: while a handler
+	// 12 h) and the step of the visibility extensions: while a handler
 	// runs its request is extended when less than half of it remains. A
 	// crashed responder's request reappears at most this long after the
-	// last heartbeat. Default 30 s.
+	// last extension. Default 30 s.
 	VisibilityTimeout time.Duration
 	// HandlerTimeout, if positive, bounds each handler run.
 	HandlerTimeout time.Duration
