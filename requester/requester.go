@@ -139,6 +139,9 @@ type Options struct {
 	// DisableSweeping stops this process from sweeping idle host queues of
 	// dead processes; it still heartbeats its own.
 	DisableSweeping bool
+	// SweepPeriod is how often the fleet sweeps (reaper.Options.Period);
+	// every process of a fleet should use the same. Default (0) 5 minutes.
+	SweepPeriod time.Duration
 	// PreferFewerCalls trades latency for calls at moderate loads: a
 	// request waits for the send in flight to its queue instead of going
 	// in a call of its own, and the host keeps no spare poller parked for
@@ -151,11 +154,6 @@ type Options struct {
 	// slog.Default(), each message at most once a minute;
 	// slog.New(slog.DiscardHandler) silences it.
 	Logger *slog.Logger
-	// Reaper tunes heartbeats and sweeps: Period and DryRun, to agree with
-	// the rest of the fleet. Logger, DisableSweeping and Observer are set
-	// from this Options' own fields first; Prefix is always Prefix above,
-	// the prefix of the host queues the reaper heartbeats.
-	Reaper []func(*reaper.Options)
 	// Observer, if set, is told of each request before it is checked and
 	// sent, on the caller's goroutine: an observe.Send event whose Message
 	// is the outgoing request (Body, MessageAttributes, and as Attributes
@@ -809,22 +807,12 @@ func (r *Requester) Close(ctx context.Context) error {
 	})
 }
 
-// reaperConfig applies Options.Reaper to the reaper's settings, over the
-// Prefix, Logger, DisableSweeping and Observer set from the requester's
-// own, and makes the Detail of Swept events a reaper.Report.
+// reaperConfig sets the reaper's sweep period and Observer (the core sets
+// its Prefix, Logger and DisableSweeping), and makes the Detail of Swept
+// events a reaper.Report.
 func reaperConfig(opts Options) []func(*reap.Config) {
-	if len(opts.Reaper) == 0 && opts.Observer == nil {
-		return nil
-	}
-	ro := reaper.Options{Prefix: opts.Prefix, Logger: opts.Logger, DisableSweeping: opts.DisableSweeping, Observer: opts.Observer}
-	for _, fn := range opts.Reaper {
-		if fn != nil {
-			fn(&ro)
-		}
-	}
-	ro.Prefix = opts.Prefix // the sweeps' prefix is the host queues'
 	return []func(*reap.Config){func(c *reap.Config) {
-		c.Options = reap.Options(ro)
+		c.Period, c.Observer = opts.SweepPeriod, opts.Observer
 		c.Detail = func(r reap.Report) any {
 			return reaper.Report{Duration: r.Duration, Listed: r.Listed, Kept: r.Kept, Deleted: r.Deleted, Errors: r.Errors}
 		}
