@@ -20,11 +20,11 @@
 // average processing time (responder.Stats.AverageProcessingTime), so it
 // can compute the target:
 //
-//	m, err := backlog.NewMonitor(sqsClient, queueURL, func(o *backlog.Options) {
+//	m, err := backlog.NewMonitor(sqsClient, queueURL, func(o *backlog.MonitorOptions) {
 //		o.AcceptableLatency = 2 * time.Second
 //		o.MaxConcurrency = 10 // the responder's MaxConcurrency
-//		o.ProcessingTimeFunc = func() time.Duration { return r.Stats().AverageProcessingTime }
 //		o.Workers = 4
+//		o.Refresh = func(f *backlog.Options) { f.ProcessingTime = r.Stats().AverageProcessingTime }
 //	})
 //	go m.Run(ctx)
 //	expvar.Publish("requests_backlog", m.Var()) // served at /debug/vars
