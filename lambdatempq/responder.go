@@ -42,8 +42,8 @@ type Options struct {
 	// requests. Default QueueURL, the queue's URL on AWS; tests and
 	// emulators set their own.
 	QueueURL func(queueARN string) (string, error)
-	// Logger receives the adapter's logs; nil logs through
-	// slog.Default(); slog.New(slog.DiscardHandler) silences it.
+	// Logger receives the adapter's operational warnings; nil means
+	// slog.Default().
 	Logger *slog.Logger
 }
 

@@ -21,6 +21,44 @@
 // Replies are handed to their callers by the host's poller and deleted in
 // batches off the callers' path. A reply arriving after its caller gave up
 // is deleted, counted and logged once.
+//
+// # Host queues
+//
+// Options.HostQueueAttributes may set, from the Java client's list,
+// DelaySeconds, MaximumMessageSize, MessageRetentionPeriod, Policy,
+// ReceiveMessageWaitTimeSeconds, RedrivePolicy, VisibilityTimeout,
+// KmsMasterKeyId, KmsDataKeyReusePeriodSeconds and SqsManagedSseEnabled.
+// FifoQueue "true" makes the host queue a FIFO queue
+// (<prefix><uuid>-<n>.fifo, so Prefix has at most 35 characters), with
+// ContentBasedDeduplication, DeduplicationScope and FifoThroughputLimit if
+// wanted: each reply queue is then a message group of its own, so replies
+// to one request arrive in the order they were sent, and one request's
+// replies never hold up another's. FIFO queues cost more per call and
+// allow fewer calls per second (docs/limits.md).
+//
+// # Observing
+//
+// Options.Observer is told (package observe):
+//
+//   - Send, for each request before it is checked and sent, on the
+//     caller's goroutine: Message is the outgoing request (Body,
+//     MessageAttributes, and as Attributes its string system attributes),
+//     Queue its queue and RequestID its TempQueues.RequestId. The Observer
+//     may add message attributes (a traceparent), and a trace header as
+//     Message.Attributes["AWSTraceHeader"], which goes out as the
+//     AWSTraceHeader system attribute; what it adds counts against SQS's
+//     limits, checked after it returns and before any call. The done func
+//     it returns, if not nil, is called once when the call ends, with the
+//     reply or the error (bad input, a failed send, a timeout matching
+//     ErrTimeout, ErrClosed); for a stream, when the stream ends, with its
+//     final reply (nil when the handler sent none) or what stopped it. It
+//     may run on the host queue's poller and must not block. Tracing and
+//     metrics (module oteltempq) hang on it.
+//   - Dropped, Reason "late-reply", for each reply that came after its
+//     caller gave up, or twice, and was deleted unread.
+//   - QueueGone, when the host queue was found deleted, and Swept after a
+//     sweep this process ran (Detail is its reaper.Report), from the
+//     requester's reaper.
 package requester
 
 import (
@@ -108,18 +146,10 @@ type Options struct {
 	// 300 s.
 	IdleQueueRetention time.Duration
 	// HostQueueAttributes are the attributes of the host queue that receives
-	// replies (VisibilityTimeout, MessageRetentionPeriod, KmsMasterKeyId, a
-	// Policy letting another account reply...), from the Java client's
-	// list: DelaySeconds, MaximumMessageSize, MessageRetentionPeriod,
-	// Policy, ReceiveMessageWaitTimeSeconds, RedrivePolicy,
-	// VisibilityTimeout, KmsMasterKeyId, KmsDataKeyReusePeriodSeconds,
-	// SqsManagedSseEnabled. FifoQueue "true" makes it a FIFO queue
-	// (<prefix><uuid>-<n>.fifo, so Prefix has at most 35 characters), with
-	// ContentBasedDeduplication, DeduplicationScope and FifoThroughputLimit
-	// if wanted: each reply queue is then a message group of its own, so
-	// replies to one request arrive in the order they were sent, and one
-	// request's replies never hold up another's. FIFO queues cost more per
-	// call and allow fewer calls per second (docs/limits.md).
+	// replies (VisibilityTimeout, KmsMasterKeyId, a Policy letting another
+	// account reply...), from the Java client's list (the package doc's
+	// "Host queues"). FifoQueue "true" makes it a FIFO queue, each reply
+	// queue a message group of its own (docs/fifo.md).
 	HostQueueAttributes map[string]string
 	// HostQueueTags are the user's tags (cost allocation, ownership) for
 	// every host queue, set in its CreateQueue together with the reaper's
@@ -150,29 +180,15 @@ type Options struct {
 	// faster, and still makes fewer calls than a hand-written reply
 	// queue; docs/cost.md says what this changes.
 	PreferFewerCalls bool
-	// Logger receives operational logs; nil logs operational failures (Warn and above) through
-	// slog.Default(), each message at most once a minute;
-	// slog.New(slog.DiscardHandler) silences it.
+	// Logger receives operational warnings and debug records; nil means
+	// slog.Default(), as docs/architecture.md#conventions says.
 	Logger *slog.Logger
 	// Observer, if set, is told of each request before it is checked and
-	// sent, on the caller's goroutine: an observe.Send event whose Message
-	// is the outgoing request (Body, MessageAttributes, and as Attributes
-	// its string system attributes), Queue its queue and RequestID its
-	// TempQueues.RequestId. It may add message attributes (a traceparent),
-	// and a trace header as Message.Attributes["AWSTraceHeader"], which
-	// goes out as the AWSTraceHeader system attribute. What it adds counts
-	// against SQS's limits, which are checked after it returns and before
-	// any call. The done func it returns, if not nil, is called once when
-	// the call ends, with the reply or the error (bad input, a failed
-	// send, a timeout matching ErrTimeout, ErrClosed); for a stream, when
-	// the stream ends, with its final reply (nil when the handler sent
-	// none) or what stopped it. It may run on the host queue's poller and
-	// must not block. Tracing and metrics (module oteltempq) hang on it.
-	// It also hears of each late reply (Dropped, Reason "late-reply": it
-	// came after its caller gave up, or twice, and was deleted unread), and
-	// the requester's reaper: QueueGone when the host queue was found
-	// deleted, Swept after a sweep this process ran (Detail is its
-	// reaper.Report).
+	// sent (a Send event, on the caller's goroutine: it may add message
+	// attributes and an AWSTraceHeader; its done func gets the reply or the
+	// failure), of each late reply (Dropped), and of what the requester's
+	// reaper finds (QueueGone, Swept). Events and what each carries: the
+	// package doc's "Observing".
 	Observer observe.Observer
 }
 

@@ -65,9 +65,8 @@ type Options struct {
 	// SweepPeriod is how often the fleet sweeps (reaper.Options.Period);
 	// every process of a fleet should use the same. Default (0) 5 minutes.
 	SweepPeriod time.Duration
-	// Logger receives operational logs; nil logs operational failures (Warn and above) through
-	// slog.Default(), each message at most once a minute;
-	// slog.New(slog.DiscardHandler) silences it.
+	// Logger receives operational warnings and debug records; nil means
+	// slog.Default(), as docs/architecture.md#conventions says.
 	Logger *slog.Logger
 	// Observer, if set, is told what the client's reaper finds (QueueGone
 	// when a host queue was found deleted; Swept after a sweep this
