@@ -151,11 +151,10 @@ func TestMonitor(t *testing.T) {
 	got := make(chan backlog.Figures, 10)
 	m, err := backlog.NewMonitor(client, *out.QueueUrl, func(o *backlog.MonitorOptions) {
 		o.Period = time.Second
-		o.AcceptableLatency = time.Second
-		o.Refresh = func(f *backlog.Options) {
+		o.Inputs = func() backlog.Options {
 			mu.Lock()
 			defer mu.Unlock()
-			f.ProcessingTime, f.Workers = processing, 3
+			return backlog.Options{AcceptableLatency: time.Second, ProcessingTime: processing, Workers: 3}
 		}
 		o.Observer = observe.Func(func(_ context.Context, e observe.Event) func(*types.Message, error) {
 			if e.Kind != observe.Measured || e.Queue != *out.QueueUrl || e.Err != nil {
@@ -201,8 +200,10 @@ func TestMonitor(t *testing.T) {
 // NewMonitor validates its own fields and the figures' Options.
 func TestNewMonitorRejectsBadOptions(t *testing.T) {
 	for name, fn := range map[string]func(*backlog.MonitorOptions){
-		"short period":     func(o *backlog.MonitorOptions) { o.Period = time.Millisecond },
-		"negative workers": func(o *backlog.MonitorOptions) { o.Workers = -1 },
+		"short period": func(o *backlog.MonitorOptions) { o.Period = time.Millisecond },
+		"negative workers": func(o *backlog.MonitorOptions) {
+			o.Inputs = func() backlog.Options { return backlog.Options{Workers: -1} }
+		},
 	} {
 		if _, err := backlog.NewMonitor(sqs.New(sqs.Options{Region: "us-east-1"}), "https://sqs.us-east-1.amazonaws.com/123456789012/q", fn); !errors.Is(err, sqsapi.ErrInvalidInput) {
 			t.Errorf("%s: err = %v, want ErrInvalidInput", name, err)

@@ -21,10 +21,14 @@
 // can compute the target:
 //
 //	m, err := backlog.NewMonitor(sqsClient, queueURL, func(o *backlog.MonitorOptions) {
-//		o.AcceptableLatency = 2 * time.Second
-//		o.MaxConcurrency = 10 // the responder's MaxConcurrency
-//		o.Workers = 4
-//		o.Refresh = func(f *backlog.Options) { f.ProcessingTime = r.Stats().AverageProcessingTime }
+//		o.Inputs = func() backlog.Options {
+//			return backlog.Options{
+//				AcceptableLatency: 2 * time.Second,
+//				MaxConcurrency:    10, // the responder's MaxConcurrency
+//				ProcessingTime:    r.Stats().AverageProcessingTime,
+//				Workers:           4,
+//			}
+//		}
 //	})
 //	go m.Run(ctx)
 //	expvar.Publish("requests_backlog", m.Var()) // served at /debug/vars

@@ -20,10 +20,11 @@ type Monitor struct {
 	queueURL string
 	opts     MonitorOptions
 
-	mu   sync.Mutex
-	last Figures
-	at   time.Time
-	err  error
+	mu      sync.Mutex
+	last    Figures
+	at      time.Time
+	counted string // what last's backlog is made of
+	err     error
 }
 
 // NewMonitor returns a Monitor of queueURL. It validates the options and
@@ -60,12 +61,12 @@ func (m *Monitor) Run(ctx context.Context) error {
 // measure takes one measurement now, records it as the last and tells the
 // Observer.
 func (m *Monitor) measure(ctx context.Context) {
-	o := m.opts.Options
-	if m.opts.Refresh != nil {
-		m.opts.Refresh(&o)
-	}
+	o, err := m.opts.Inputs().check("backlog.Monitor")
 	var f Figures
-	c, err := getCounts(ctx, "backlog.Monitor", m.client, m.queueURL)
+	var c Counts
+	if err == nil {
+		c, err = getCounts(ctx, "backlog.Monitor", m.client, m.queueURL)
+	}
 	if err == nil {
 		f = compute(c, o)
 	} else if ctx.Err() != nil {
@@ -75,7 +76,7 @@ func (m *Monitor) measure(ctx context.Context) {
 	}
 	m.mu.Lock()
 	if err == nil {
-		m.last, m.at = f, time.Now()
+		m.last, m.at, m.counted = f, time.Now(), counted(o)
 	}
 	m.err = err
 	m.mu.Unlock()
@@ -101,13 +102,19 @@ func (m *Monitor) Last() (Figures, time.Time, error) {
 func (m *Monitor) Var() expvar.Var {
 	return expvar.Func(func() any {
 		f, at, err := m.Last()
+		m.mu.Lock()
+		what := m.counted
+		m.mu.Unlock()
+		if what == "" {
+			what = counted(m.opts.Inputs())
+		}
 		v := struct {
 			QueueURL string `json:"queue_url"`
 			Figures
 			Counted    string    `json:"counted"`
 			MeasuredAt time.Time `json:"measured_at"`
 			Error      string    `json:"error,omitempty"`
-		}{QueueURL: m.queueURL, Figures: f, Counted: counted(m.opts.Options), MeasuredAt: at}
+		}{QueueURL: m.queueURL, Figures: f, Counted: what, MeasuredAt: at}
 		if err != nil {
 			v.Error = err.Error()
 		}

@@ -9,8 +9,8 @@ import (
 	"github.com/tempqueues/tempqueues/observe"
 )
 
-// Options configure the figures of Compute and Measure, and of a
-// Monitor's measurements (MonitorOptions embeds them). Zero values mean the
+// Options configure the figures of Compute and Measure, and of each of a
+// Monitor's measurements (MonitorOptions.Inputs). Zero values mean the
 // documented defaults.
 type Options struct {
 	// IncludeInFlight adds the messages received and not yet deleted to the
@@ -34,17 +34,19 @@ type Options struct {
 	MinWorkers, MaxWorkers int
 }
 
-// MonitorOptions configure a Monitor: the Options of its figures, and its
-// own. Zero values mean the documented defaults.
+// MonitorOptions configure a Monitor. Zero values mean the documented
+// defaults.
 type MonitorOptions struct {
-	Options
-
-	// Refresh, if set, is called on the Monitor's goroutine before each
-	// measurement with a copy of Options, to bring up to date what changes
-	// (the running Workers, the measured ProcessingTime):
+	// Inputs, if set, gives the Options of each measurement, called on
+	// the Monitor's goroutine before it, so that what changes (the running
+	// Workers, the measured ProcessingTime) is read each time; nil measures
+	// with the zero Options. NewMonitor calls it once to check it.
 	//
-	//	o.Refresh = func(f *backlog.Options) { f.ProcessingTime = r.Stats().AverageProcessingTime }
-	Refresh func(*Options)
+	//	o.Inputs = func() backlog.Options {
+	//		return backlog.Options{Workers: 4, AcceptableLatency: 2 * time.Second,
+	//			ProcessingTime: r.Stats().AverageProcessingTime}
+	//	}
+	Inputs func() Options
 	// Period is how often the Monitor measures, at least 1 s. Default 30 s
 	// (120 GetQueueAttributes calls an hour).
 	Period time.Duration
@@ -106,8 +108,10 @@ func buildMonitorOptions(op string, optFns []func(*MonitorOptions)) (MonitorOpti
 	if o.Period < time.Second {
 		return o, wire.Invalid(op, "Period", "%v is below 1s", o.Period)
 	}
-	var err error
-	o.Options, err = o.Options.check(op)
+	if o.Inputs == nil {
+		o.Inputs = func() Options { return Options{} }
+	}
+	_, err := o.Inputs().check(op)
 	return o, err
 }
 

@@ -90,7 +90,7 @@ func (e *env) requester(t *testing.T) *requester.Requester {
 }
 
 // serve runs a responder on queue until the test ends.
-func serve(t *testing.T, client responder.Client, queue string, h responder.HandlerFunc, optFns ...func(*responder.Options)) *responder.Responder {
+func serve(t *testing.T, client sqsapi.MessageClient, queue string, h responder.HandlerFunc, optFns ...func(*responder.Options)) *responder.Responder {
 	t.Helper()
 	r, err := responder.New(client, append([]func(*responder.Options){func(o *responder.Options) {
 		o.PollWaitTime = time.Second

@@ -50,7 +50,7 @@ type Options struct {
 // Client is the part of the SQS API a Responder calls: the replies'
 // sends, and the visibility changes of requests released for a retry.
 // *sqs.Client implements it.
-type Client = responder.Client
+type Client = sqsapi.MessageClient
 
 // Responder answers the requests of SQS events with a responder.Handler.
 type Responder struct {

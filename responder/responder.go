@@ -18,10 +18,6 @@ import (
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
-// Client is the part of the SQS API a Responder calls: the message
-// operations. *sqs.Client implements it.
-type Client = sqsapi.MessageClient
-
 // RetryPolicy says when a request whose handler failed becomes visible
 // again. Every redelivery raises the request's receive count, so with a
 // RedrivePolicy on the request queue a request that keeps failing moves to
@@ -160,7 +156,7 @@ const (
 // for concurrent use: several Serve loops, on one or more request queues,
 // may share it, and SendResponseMessage may be called from any goroutine.
 type Responder struct {
-	client Client
+	client sqsapi.MessageClient
 	opts   Options
 	log    *slog.Logger
 
@@ -196,7 +192,7 @@ type Responder struct {
 // without sqsclient.BufferRequestBodies through a copy with it installed). It
 // validates the options and returns an *sqsapi.InvalidInputError for bad
 // ones.
-func New(client Client, optFns ...func(*Options)) (*Responder, error) {
+func New(client sqsapi.MessageClient, optFns ...func(*Options)) (*Responder, error) {
 	if err := wire.CheckClient("responder.New", "client", client); err != nil {
 		return nil, err
 	}

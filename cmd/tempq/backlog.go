@@ -97,7 +97,11 @@ func runBacklog(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	var showErr error
 	m, err := backlog.NewMonitor(env.Client, queueURL, func(o *backlog.MonitorOptions) {
-		optFn(&o.Options)
+		o.Inputs = func() backlog.Options {
+			var f backlog.Options
+			optFn(&f)
+			return f
+		}
 		o.Logger = server.logger(stderr)
 		o.Period = *watch
 		o.Observer = observe.Func(func(_ context.Context, e observe.Event) func(*types.Message, error) {
