@@ -26,16 +26,17 @@ var library = []string{
 // requester +13, OpenSession and its Session, SessionOptions and Message
 // with their fields, ErrSendClosed and ErrSessionAborted; responder +4,
 // Request.Recv, ErrCallerGone, ErrSessionsUnsupported and
-// Options.SessionQueuePrefix). The
+// Options.SessionQueuePrefix; sqsclient +1, CallCounter.Billed, the
+// requests SQS bills, which only the client's middleware can count). The
 // direction of travel is under 400 in all (total).
 var limits = map[string]int{
-	"sqsapi": 51, "observe": 25, "sqsclient": 5, "sqstest": 51, "backlog": 35, "reaper": 45,
+	"sqsapi": 51, "observe": 25, "sqsclient": 6, "sqstest": 51, "backlog": 35, "reaper": 45,
 	"virtualqueue": 42, "responder": 103, "responder/storetest": 1, "redrive": 45,
 	"tempqueue": 15, "requester": 58, "sqshttp": 13,
 }
 
 // total bounds the sum of the limits.
-const total = 489
+const total = 490
 
 // TestSurface reports each library package's non-test lines, exported
 // identifiers and module-local imports (go test -v shows the table), and
