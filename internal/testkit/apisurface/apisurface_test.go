@@ -30,16 +30,17 @@ var library = []string{
 // reaper +2, SweeperOptions and Options.SweeperOptions, for the fields a
 // Sweeper ignored, against responder.Client, tempqueue's VirtualQueue,
 // sqshttp's HandlerOptions.Now and backlog's WorkersFunc and
-// ProcessingTimeFunc, gone). The direction of travel is under 400 in all
-// (total).
+// ProcessingTimeFunc, gone; sqsclient +1, CallCounter.Billed, the
+// requests SQS bills, which only the client's middleware can count). The
+// direction of travel is under 400 in all (total).
 var limits = map[string]int{
-	"sqsapi": 51, "observe": 25, "sqsclient": 5, "sqstest": 51, "backlog": 35, "reaper": 47,
+	"sqsapi": 51, "observe": 25, "sqsclient": 6, "sqstest": 51, "backlog": 35, "reaper": 47,
 	"virtualqueue": 42, "responder": 102, "responder/storetest": 1, "redrive": 45,
 	"tempqueue": 14, "requester": 58, "sqshttp": 12,
 }
 
 // total bounds the sum of the limits.
-const total = 488
+const total = 489
 
 // TestSurface reports each library package's non-test lines, exported
 // identifiers and module-local imports (go test -v shows the table), and
