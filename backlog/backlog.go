@@ -89,7 +89,7 @@ func Compute(c Counts, optFns ...func(*Options)) (Figures, error) {
 	if err != nil {
 		return Figures{}, err
 	}
-	return compute(c, o, o.ProcessingTime, o.Workers), nil
+	return compute(c, o), nil
 }
 
 // Measure reads the queue's counts (one GetQueueAttributes call) and
@@ -103,10 +103,11 @@ func Measure(ctx context.Context, client AttributesGetter, queueURL string, optF
 	if err != nil {
 		return Figures{}, err
 	}
-	return compute(c, o, o.ProcessingTime, o.Workers), nil
+	return compute(c, o), nil
 }
 
-func compute(c Counts, o Options, processing time.Duration, workers int) Figures {
+func compute(c Counts, o Options) Figures {
+	processing, workers := max(o.ProcessingTime, 0), max(o.Workers, 0)
 	f := Figures{Counts: c, Messages: c.Visible, Workers: workers, ProcessingTime: processing}
 	if o.IncludeInFlight {
 		f.Messages += c.InFlight

@@ -70,7 +70,6 @@ func TestCompute(t *testing.T) {
 		"negative workers": func(o *backlog.Options) { o.Workers = -1 },
 		"min > max":        func(o *backlog.Options) { o.MinWorkers, o.MaxWorkers = 5, 2 },
 		"negative latency": func(o *backlog.Options) { o.AcceptableLatency = -time.Second },
-		"short period":     func(o *backlog.Options) { o.Period = time.Millisecond },
 	} {
 		if _, err := backlog.Compute(c, fn); !errors.Is(err, sqsapi.ErrInvalidInput) {
 			t.Errorf("%s: %v", name, err)
@@ -150,11 +149,13 @@ func TestMonitor(t *testing.T) {
 	var mu sync.Mutex
 	processing := 100 * time.Millisecond
 	got := make(chan backlog.Figures, 10)
-	m, err := backlog.NewMonitor(client, *out.QueueUrl, func(o *backlog.Options) {
+	m, err := backlog.NewMonitor(client, *out.QueueUrl, func(o *backlog.MonitorOptions) {
 		o.Period = time.Second
-		o.AcceptableLatency = time.Second
-		o.ProcessingTimeFunc = func() time.Duration { mu.Lock(); defer mu.Unlock(); return processing }
-		o.WorkersFunc = func() int { return 3 }
+		o.Inputs = func() backlog.Options {
+			mu.Lock()
+			defer mu.Unlock()
+			return backlog.Options{AcceptableLatency: time.Second, ProcessingTime: processing, Workers: 3}
+		}
 		o.Observer = observe.Func(func(_ context.Context, e observe.Event) func(*types.Message, error) {
 			if e.Kind != observe.Measured || e.Queue != *out.QueueUrl || e.Err != nil {
 				t.Errorf("event %+v", e)
@@ -193,5 +194,19 @@ func TestMonitor(t *testing.T) {
 	}
 	if v["desired_workers"] != float64(15) || v["counted"] != "visible" || v["visible"] != float64(30) || v["measured_at"] == "" || v["queue_url"] != *out.QueueUrl {
 		t.Fatalf("expvar value %v", v)
+	}
+}
+
+// NewMonitor validates its own fields and the figures' Options.
+func TestNewMonitorRejectsBadOptions(t *testing.T) {
+	for name, fn := range map[string]func(*backlog.MonitorOptions){
+		"short period": func(o *backlog.MonitorOptions) { o.Period = time.Millisecond },
+		"negative workers": func(o *backlog.MonitorOptions) {
+			o.Inputs = func() backlog.Options { return backlog.Options{Workers: -1} }
+		},
+	} {
+		if _, err := backlog.NewMonitor(sqs.New(sqs.Options{Region: "us-east-1"}), "https://sqs.us-east-1.amazonaws.com/123456789012/q", fn); !errors.Is(err, sqsapi.ErrInvalidInput) {
+			t.Errorf("%s: err = %v, want ErrInvalidInput", name, err)
+		}
 	}
 }

@@ -20,11 +20,15 @@
 // average processing time (responder.Stats.AverageProcessingTime), so it
 // can compute the target:
 //
-//	m, err := backlog.NewMonitor(sqsClient, queueURL, func(o *backlog.Options) {
-//		o.AcceptableLatency = 2 * time.Second
-//		o.MaxConcurrency = 10 // the responder's MaxConcurrency
-//		o.ProcessingTimeFunc = func() time.Duration { return r.Stats().AverageProcessingTime }
-//		o.Workers = 4
+//	m, err := backlog.NewMonitor(sqsClient, queueURL, func(o *backlog.MonitorOptions) {
+//		o.Inputs = func() backlog.Options {
+//			return backlog.Options{
+//				AcceptableLatency: 2 * time.Second,
+//				MaxConcurrency:    10, // the responder's MaxConcurrency
+//				ProcessingTime:    r.Stats().AverageProcessingTime,
+//				Workers:           4,
+//			}
+//		}
 //	})
 //	go m.Run(ctx)
 //	expvar.Publish("requests_backlog", m.Var()) // served at /debug/vars

@@ -14,28 +14,29 @@ import (
 
 // Monitor measures a queue's figures periodically, so that a process (a
 // worker running a responder, say) can publish its own view for a scaler:
-// to Options.Observer, through Last, or as an expvar.Var.
+// to MonitorOptions.Observer, through Last, or as an expvar.Var.
 type Monitor struct {
 	client   AttributesGetter
 	queueURL string
-	opts     Options
+	opts     MonitorOptions
 
-	mu   sync.Mutex
-	last Figures
-	at   time.Time
-	err  error
+	mu      sync.Mutex
+	last    Figures
+	at      time.Time
+	counted string // what last's backlog is made of
+	err     error
 }
 
 // NewMonitor returns a Monitor of queueURL. It validates the options and
 // makes no call; Run measures.
-func NewMonitor(client AttributesGetter, queueURL string, optFns ...func(*Options)) (*Monitor, error) {
+func NewMonitor(client AttributesGetter, queueURL string, optFns ...func(*MonitorOptions)) (*Monitor, error) {
 	if err := wire.CheckClient("backlog.NewMonitor", "client", client); err != nil {
 		return nil, err
 	}
 	if queueURL == "" || wire.IsVirtualQueueURL(queueURL) {
 		return nil, wire.Invalid("backlog.NewMonitor", "queueURL", "%q is not a queue URL", queueURL)
 	}
-	o, err := buildOptions("backlog.NewMonitor", optFns)
+	o, err := buildMonitorOptions("backlog.NewMonitor", optFns)
 	if err != nil {
 		return nil, err
 	}
@@ -60,17 +61,14 @@ func (m *Monitor) Run(ctx context.Context) error {
 // measure takes one measurement now, records it as the last and tells the
 // Observer.
 func (m *Monitor) measure(ctx context.Context) {
-	processing, workers := m.opts.ProcessingTime, m.opts.Workers
-	if m.opts.ProcessingTimeFunc != nil {
-		processing = m.opts.ProcessingTimeFunc()
-	}
-	if m.opts.WorkersFunc != nil {
-		workers = m.opts.WorkersFunc()
-	}
+	o, err := m.opts.Inputs().check("backlog.Monitor")
 	var f Figures
-	c, err := getCounts(ctx, "backlog.Monitor", m.client, m.queueURL)
+	var c Counts
 	if err == nil {
-		f = compute(c, m.opts, max(processing, 0), max(workers, 0))
+		c, err = getCounts(ctx, "backlog.Monitor", m.client, m.queueURL)
+	}
+	if err == nil {
+		f = compute(c, o)
 	} else if ctx.Err() != nil {
 		return // stopping: not a failure worth reporting
 	} else {
@@ -78,7 +76,7 @@ func (m *Monitor) measure(ctx context.Context) {
 	}
 	m.mu.Lock()
 	if err == nil {
-		m.last, m.at = f, time.Now()
+		m.last, m.at, m.counted = f, time.Now(), counted(o)
 	}
 	m.err = err
 	m.mu.Unlock()
@@ -104,13 +102,19 @@ func (m *Monitor) Last() (Figures, time.Time, error) {
 func (m *Monitor) Var() expvar.Var {
 	return expvar.Func(func() any {
 		f, at, err := m.Last()
+		m.mu.Lock()
+		what := m.counted
+		m.mu.Unlock()
+		if what == "" {
+			what = counted(m.opts.Inputs())
+		}
 		v := struct {
 			QueueURL string `json:"queue_url"`
 			Figures
 			Counted    string    `json:"counted"`
 			MeasuredAt time.Time `json:"measured_at"`
 			Error      string    `json:"error,omitempty"`
-		}{QueueURL: m.queueURL, Figures: f, Counted: counted(m.opts), MeasuredAt: at}
+		}{QueueURL: m.queueURL, Figures: f, Counted: what, MeasuredAt: at}
 		if err != nil {
 			v.Error = err.Error()
 		}

@@ -90,7 +90,7 @@ func (e *env) requester(t *testing.T) *requester.Requester {
 }
 
 // serve runs a responder on queue until the test ends.
-func serve(t *testing.T, client responder.Client, queue string, h responder.HandlerFunc, optFns ...func(*responder.Options)) *responder.Responder {
+func serve(t *testing.T, client sqsapi.MessageClient, queue string, h responder.HandlerFunc, optFns ...func(*responder.Options)) *responder.Responder {
 	t.Helper()
 	r, err := responder.New(client, append([]func(*responder.Options){func(o *responder.Options) {
 		o.PollWaitTime = time.Second
@@ -245,7 +245,7 @@ func TestSlowHandlerOutlivesSeveralVisibilityTimeouts(t *testing.T) {
 			t.Fatalf("reply %v, %v", m, err)
 		}
 		if n := runs.Load(); n != 1 {
-			t.Fatalf("handler ran %d times: heartbeats did not keep the request hidden", n)
+			t.Fatalf("handler ran %d times: visibility extensions did not keep the request hidden", n)
 		}
 	})
 }

@@ -29,7 +29,7 @@ type Options struct {
 	// requesters' host queues next to the request queue), and
 	// VisibilityTimeout, which here is only the length of a Store lease:
 	// keep it at least the function's timeout. The options of Serve's loop
-	// (pollers, long polls, visibility heartbeats, MaxConcurrency) do not
+	// (pollers, long polls, visibility extensions, MaxConcurrency) do not
 	// apply: the event source mapping receives, and the function's timeout
 	// bounds a batch.
 	Responder []func(*responder.Options)
@@ -42,15 +42,15 @@ type Options struct {
 	// requests. Default QueueURL, the queue's URL on AWS; tests and
 	// emulators set their own.
 	QueueURL func(queueARN string) (string, error)
-	// Logger receives the adapter's logs; nil logs through
-	// slog.Default(); slog.New(slog.DiscardHandler) silences it.
+	// Logger receives the adapter's operational warnings; nil means
+	// slog.Default().
 	Logger *slog.Logger
 }
 
 // Client is the part of the SQS API a Responder calls: the replies'
 // sends, and the visibility changes of requests released for a retry.
 // *sqs.Client implements it.
-type Client = responder.Client
+type Client = sqsapi.MessageClient
 
 // Responder answers the requests of SQS events with a responder.Handler.
 type Responder struct {

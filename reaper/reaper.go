@@ -13,64 +13,61 @@ import (
 // ErrClosed is returned by Add after Close; it is sqsapi.ErrClosed.
 var ErrClosed = sqsapi.ErrClosed
 
-// Options configure a Reaper or a Sweeper; each uses the fields that
-// concern it. Zero values mean the documented defaults. Constructors take
-// functions that set the fields they need:
-//
-//	r, err := reaper.New(client, func(o *reaper.Options) {
-//		o.Logger = slog.Default()
-//	})
-type Options struct {
+// SweeperOptions configure a Sweeper, and the sweeps of a Reaper
+// (Options embeds them). Zero values mean the documented defaults.
+type SweeperOptions struct {
 	// Prefix selects the queues swept: those whose name starts with it.
 	// The lease lives in the queue Prefix+"sweeper.fifo". Default ("")
-	// sqsapi.DefaultQueuePrefix: an empty prefix is never used as such,
-	// since it would sweep every queue of the account. Every process of a
-	// fleet must use the same.
+	// sqsapi.DefaultQueuePrefix (an empty prefix would sweep every queue
+	// of the account). Every process of a fleet must use the same.
 	Prefix string
 
 	// Period is how often the fleet sweeps, and how often each process
-	// checks the lease (one ReceiveMessage). Default (0) 5 minutes, as in
-	// the Java client; between 2 seconds and 12 hours. Every process of a
-	// fleet should use the same.
+	// checks the lease (one ReceiveMessage); a Sweeper uses it to judge
+	// whether the fleet's heartbeats fit the account's tagging quota.
+	// Default (0) 5 minutes, as in the Java client; between 2 seconds and
+	// 12 hours. Every process of a fleet should use the same.
 	Period time.Duration
-
-	// DisableSweeping makes a Reaper only heartbeat its own queues: it
-	// neither takes part in the lease nor sweeps. Use it for processes that
-	// should not need the IAM actions of sweeping.
-	DisableSweeping bool
 
 	// DryRun makes sweeps inspect queues and report the idle ones in
 	// Report.Deleted without deleting anything.
 	DryRun bool
 
-	// Logger receives warnings (throttling, vanished queues, lease changes)
-	// and debug records; nil logs operational failures (Warn and above) through
-	// slog.Default(), each message at most once a minute;
-	// slog.New(slog.DiscardHandler) silences it.
+	// Logger receives operational warnings (throttling, vanished queues,
+	// lease changes) and debug records; nil means slog.Default(), as
+	// docs/architecture.md#conventions says.
 	Logger *slog.Logger
+}
 
-	// Observer, if set, is told what the Reaper finds: a QueueGone event
-	// when a queue added to it turns out to be deleted (Queue is its URL,
-	// Err matches *types.QueueDoesNotExist with errors.As; the queue is no
-	// longer heartbeated, and its owner may recreate it and Add it again),
-	// and a Swept event after each sweep this process ran under the lease
-	// (Detail is its Report, Err set when the sweep failed). It runs on the
-	// Reaper's goroutines and must not block for long: heartbeats of other
-	// queues wait for it.
+// Options configure a Reaper: its sweeps' SweeperOptions, and what only a
+// Reaper does. Zero values mean the documented defaults.
+//
+//	r, err := reaper.New(client, func(o *reaper.Options) {
+//		o.Period = 10 * time.Minute
+//	})
+type Options struct {
+	SweeperOptions
+
+	// DisableSweeping makes the Reaper only heartbeat its own queues: it
+	// neither takes part in the lease nor sweeps. Use it for processes that
+	// should not need the IAM actions of sweeping.
+	DisableSweeping bool
+
+	// Observer, if set, is told what the Reaper finds: QueueGone when a
+	// queue added to it turns out to be deleted (Queue is its URL, Err
+	// matches *types.QueueDoesNotExist; the queue is no longer heartbeated,
+	// and its owner may recreate it and Add it again), and Swept after
+	// each sweep this process ran under the lease (Detail is its Report,
+	// Err set when the sweep failed). It runs on the Reaper's goroutines
+	// and must not block for long: heartbeats of other queues wait for it.
 	Observer observe.Observer
 }
 
-// config applies optFns and turns the result into the implementation's
-// settings.
-func config(optFns []func(*Options)) func(*reap.Config) {
-	var o Options
-	for _, fn := range optFns {
-		if fn != nil {
-			fn(&o)
-		}
-	}
+// config turns a Reaper's options into the implementation's settings.
+func config(o Options) func(*reap.Config) {
 	return func(c *reap.Config) {
-		c.Options = reap.Options(o)
+		c.Prefix, c.Period, c.DryRun, c.Logger = o.Prefix, o.Period, o.DryRun, o.Logger
+		c.DisableSweeping, c.Observer = o.DisableSweeping, o.Observer
 		c.Detail = func(r reap.Report) any { return report(r) }
 	}
 }
@@ -93,7 +90,13 @@ type Reaper struct{ r *reap.Reaper }
 // lease, its first poll within moments (a new fleet sweeps at once), then
 // once per period. Close stops both.
 func New(client sqsapi.Client, optFns ...func(*Options)) (*Reaper, error) {
-	r, err := reap.New(client, config(optFns))
+	var o Options
+	for _, fn := range optFns {
+		if fn != nil {
+			fn(&o)
+		}
+	}
+	r, err := reap.New(client, config(o))
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,9 @@ package reaper
 
 import (
 	"context"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/tempqueues/tempqueues/internal/reap"
@@ -30,9 +33,17 @@ import (
 type Sweeper struct{ s *reap.Sweeper }
 
 // NewSweeper returns a Sweeper. It makes no API call and starts no
-// goroutine; Options.DisableSweeping and Observer do not apply to it.
-func NewSweeper(client sqsapi.Client, optFns ...func(*Options)) (*Sweeper, error) {
-	s, err := reap.NewSweeper(client, config(optFns))
+// goroutine.
+func NewSweeper(client sqsapi.Client, optFns ...func(*SweeperOptions)) (*Sweeper, error) {
+	var o SweeperOptions
+	for _, fn := range optFns {
+		if fn != nil {
+			fn(&o)
+		}
+	}
+	s, err := reap.NewSweeper(client, func(c *reap.Config) {
+		c.Prefix, c.Period, c.DryRun, c.Logger = o.Prefix, o.Period, o.DryRun, o.Logger
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -60,18 +71,32 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 // (a third of the account's tagging quota, as sweeps do). The result is sorted by
 // name; a queue deleted meanwhile is left out.
 func (s *Sweeper) Queues(ctx context.Context) ([]QueueStatus, error) {
-	qs, err := s.s.Queues(ctx)
-	if qs == nil {
+	var (
+		mu  sync.Mutex
+		out []QueueStatus
+	)
+	now := s.s.Now()
+	err := s.s.List(ctx, func(url, name string, hostQueue, reserved bool, tags map[string]string, err error) {
+		q := QueueStatus{QueueURL: url, Name: name, RequesterHostQueue: hostQueue}
+		switch {
+		case reserved:
+			q.Verdict = VerdictReserved
+		case err != nil:
+			q.Verdict, q.Err = VerdictError, err
+		default:
+			var v string
+			v, q.Retention, q.Heartbeat, q.Err = reap.Idle(tags, now)
+			q.Verdict = Verdict(v)
+		}
+		mu.Lock()
+		out = append(out, q)
+		mu.Unlock()
+	})
+	if err != nil {
 		return nil, err
 	}
-	out := make([]QueueStatus, len(qs))
-	for i, q := range qs {
-		out[i] = QueueStatus{
-			QueueURL: q.QueueURL, Name: q.Name, RequesterHostQueue: q.RequesterHostQueue,
-			Retention: q.Retention, Heartbeat: q.Heartbeat, Verdict: Verdict(q.Verdict), Err: q.Err,
-		}
-	}
-	return out, err
+	slices.SortFunc(out, func(a, b QueueStatus) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }
 
 // Report tells what one sweep did. Every listed queue is either kept,
@@ -86,7 +111,7 @@ type Report struct {
 	// temporary, live, heartbeat in the future (clock skew), or idle but
 	// holding messages and not a requester host queue.
 	Kept int
-	// Deleted lists the URLs of the queues deleted; with Options.DryRun,
+	// Deleted lists the URLs of the queues deleted; with DryRun,
 	// of the queues that would have been deleted.
 	Deleted []string
 	// Errors holds one error per queue that could not be inspected or
@@ -117,7 +142,7 @@ const (
 	VerdictIdle Verdict = Verdict(reap.VerdictIdle)
 	// VerdictReserved: the coordination queue or a Java sweeper queue,
 	// never inspected or swept.
-	VerdictReserved Verdict = Verdict(reap.VerdictReserved)
+	VerdictReserved Verdict = "reserved"
 	// VerdictError: the tags could not be read or are malformed
 	// (QueueStatus.Err says which); kept.
 	VerdictError Verdict = Verdict(reap.VerdictError)

@@ -14,7 +14,8 @@
 //   - a lease: "L:<token>", where token is the responder's random owner
 //     token, with a Redis expiry of the lease length (the responder passes
 //     its visibility timeout). Begin takes it with SET NX PX; Renew, called
-//     from the responder's heartbeat while the handler runs, compares the
+//     with each of the responder's visibility extensions while the handler
+//     runs, compares the
 //     token and PEXPIREs; Release compares the token and DELs. If the
 //     responder dies, nothing renews the lease, and it ends at about the
 //     time the request becomes visible again, so the next receiver takes

@@ -29,9 +29,8 @@ type Options struct {
 	// Give each service its own, so that request ids cannot collide.
 	// Default DefaultPrefix.
 	Prefix string
-	// Logger receives the Store's logs (answers stored over a lost lease,
-	// at Warn or Debug); nil logs through
-	// slog.Default(); slog.New(slog.DiscardHandler) silences it.
+	// Logger receives the Store's operational warnings (answers stored
+	// over a lost lease); nil means slog.Default().
 	Logger *slog.Logger
 }
 

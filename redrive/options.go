@@ -85,10 +85,8 @@ type Options struct {
 	// answer.
 	PollWaitTime time.Duration
 
-	// Logger receives a record per action at Debug and failures at Warn;
-	// nil logs operational failures (Warn and above) through
-	// slog.Default(), each message at most once a minute;
-	// slog.New(slog.DiscardHandler) silences it.
+	// Logger receives failures at Warn and a record per action at Debug;
+	// nil means slog.Default(), as docs/architecture.md#conventions says.
 	Logger *slog.Logger
 	// Observer, if set, is told of each message handled, in order: an
 	// observe.Redriven event whose Reason is the action (ActionReplay,

@@ -357,7 +357,7 @@ func (p *pass) handleBatch(ctx context.Context, ds []*consume.Delivery) []consum
 	}
 	if p.r.opts.DryRun {
 		for i := range outs {
-			outs[i].Verdict = consume.Hold
+			outs[i].Action = consume.Hold
 		}
 		if msgs = p.unseen(msgs); len(msgs) == 0 {
 			p.finished = true // every message of the queue has been seen

@@ -22,12 +22,60 @@
 // batches off the callers' path. A reply arriving after its caller gave up
 // is deleted, counted and logged once.
 //
+// # Host queues
+//
+// Options.HostQueueAttributes may set, from the Java client's list,
+// DelaySeconds, MaximumMessageSize, MessageRetentionPeriod, Policy,
+// ReceiveMessageWaitTimeSeconds, RedrivePolicy, VisibilityTimeout,
+// KmsMasterKeyId, KmsDataKeyReusePeriodSeconds and SqsManagedSseEnabled.
+// FifoQueue "true" makes the host queue a FIFO queue
+// (<prefix><uuid>-<n>.fifo, so Prefix has at most 35 characters), with
+// ContentBasedDeduplication, DeduplicationScope and FifoThroughputLimit if
+// wanted: each reply queue is then a message group of its own, so replies
+// to one request arrive in the order they were sent, and one request's
+// replies never hold up another's. FIFO queues cost more per call and
+// allow fewer calls per second (docs/limits.md).
+//
+// # Observing
+//
+// Options.Observer is told (package observe):
+//
+//   - Send, for each request before it is checked and sent, on the
+//     caller's goroutine: Message is the outgoing request (Body,
+//     MessageAttributes, and as Attributes its string system attributes),
+//     Queue its queue and RequestID its TempQueues.RequestId. The Observer
+//     may add message attributes (a traceparent), and a trace header as
+//     Message.Attributes["AWSTraceHeader"], which goes out as the
+//     AWSTraceHeader system attribute; what it adds counts against SQS's
+//     limits, checked after it returns and before any call. The done func
+//     it returns, if not nil, is called once when the call ends, with the
+//     reply or the error (bad input, a failed send, a timeout matching
+//     ErrTimeout, ErrClosed); for a stream, when the stream ends, with its
+//     final reply (nil when the handler sent none) or what stopped it. It
+//     may run on the host queue's poller and must not block. Tracing and
+//     metrics (module oteltempq) hang on it.
+//   - Dropped, Reason "late-reply", for each reply that came after its
+//     caller gave up, or twice, and was deleted unread.
+//   - QueueGone, when the host queue was found deleted, and Swept after a
+//     sweep this process ran (Detail is its reaper.Report), from the
+//     requester's reaper.
+//
+// # Compression
+//
 // Each request offers compressed replies (TempQueues.Accept: gzip) when it
-// has room for the attribute: a tempqueues responder then sends a large
-// reply gzipped in the Binary attribute TempQueues.Body, which the caller
-// gets inflated, and a Java one ignores the offer. With
-// Options.CompressRequests, requests travel compressed too (docs/wire.md,
-// "Compression").
+// has room for the attribute, unless Options.DisableCompression: a
+// tempqueues responder then sends a reply of 8 KiB or more that shrinks by
+// a tenth gzipped in the Binary attribute TempQueues.Body, which the
+// caller gets inflated, and a Java one ignores the offer. A reply that
+// does not decompress, or would inflate past 64 MiB, fails its call with
+// an error matching ErrBadResponse. With Options.CompressRequests,
+// requests and a Session's messages travel compressed too, when that
+// pays; only responders that know compression read them (Serve and
+// Process of this version or later), not a Java responder, an older one,
+// or a loop of one's own over responder.SendResponseMessage.
+// PublishGather's requests, which cross a topic, go as they are. SQS's
+// 1 MiB applies to what is sent, so a large body that compresses well
+// fits (docs/wire.md, "Compression").
 package requester
 
 import (
@@ -129,18 +177,10 @@ type Options struct {
 	// 300 s.
 	IdleQueueRetention time.Duration
 	// HostQueueAttributes are the attributes of the host queue that receives
-	// replies (VisibilityTimeout, MessageRetentionPeriod, KmsMasterKeyId, a
-	// Policy letting another account reply...), from the Java client's
-	// list: DelaySeconds, MaximumMessageSize, MessageRetentionPeriod,
-	// Policy, ReceiveMessageWaitTimeSeconds, RedrivePolicy,
-	// VisibilityTimeout, KmsMasterKeyId, KmsDataKeyReusePeriodSeconds,
-	// SqsManagedSseEnabled. FifoQueue "true" makes it a FIFO queue
-	// (<prefix><uuid>-<n>.fifo, so Prefix has at most 35 characters), with
-	// ContentBasedDeduplication, DeduplicationScope and FifoThroughputLimit
-	// if wanted: each reply queue is then a message group of its own, so
-	// replies to one request arrive in the order they were sent, and one
-	// request's replies never hold up another's. FIFO queues cost more per
-	// call and allow fewer calls per second (docs/limits.md).
+	// replies (VisibilityTimeout, KmsMasterKeyId, a Policy letting another
+	// account reply...), from the Java client's list (the package doc's
+	// "Host queues"). FifoQueue "true" makes it a FIFO queue, each reply
+	// queue a message group of its own (docs/fifo.md).
 	HostQueueAttributes map[string]string
 	// HostQueueTags are the user's tags (cost allocation, ownership) for
 	// every host queue, set in its CreateQueue together with the reaper's
@@ -160,23 +200,16 @@ type Options struct {
 	// DisableSweeping stops this process from sweeping idle host queues of
 	// dead processes; it still heartbeats its own.
 	DisableSweeping bool
-	// CompressRequests gzips the body of each request, and of each
-	// message a Session sends, when that pays (at least 8 KiB, shrinking
-	// by a tenth or more), carrying it in the Binary attribute
-	// TempQueues.Body (docs/wire.md, "Compression"). Only responders of
-	// this version or later read such a request: leave it off (the
-	// default) when a Java responder, an older tempqueues one, or a loop
-	// of your own over responder.SendResponseMessage serves the queue.
-	// The 1 MiB limit applies to what is sent, so a large body that
-	// compresses well fits. PublishGather's requests, which cross a
-	// topic, go as they are.
+	// SweepPeriod is how often the fleet sweeps (reaper.Options.Period);
+	// every process of a fleet should use the same. Default (0) 5 minutes.
+	SweepPeriod time.Duration
+	// CompressRequests gzips requests, and a Session's messages, when that
+	// pays. Off by default: only responders that know compression read
+	// them (the package doc's "Compression").
 	CompressRequests bool
-	// DisableCompression stops the requester from advertising, in
-	// TempQueues.Accept, that it reads compressed responses: responders
-	// then send every reply as it is. By default each request advertises
-	// gzip when it has room for the attribute, and a responder compresses
-	// the replies worth it. Responses are decompressed whatever this
-	// says.
+	// DisableCompression leaves off the offer of compressed replies
+	// (TempQueues.Accept): responders then reply as they are. Responses
+	// are read whatever it says.
 	DisableCompression bool
 	// PreferFewerCalls trades latency for calls at moderate loads: a
 	// request waits for the send in flight to its queue instead of going
@@ -186,34 +219,15 @@ type Options struct {
 	// faster, and still makes fewer calls than a hand-written reply
 	// queue; docs/cost.md says what this changes.
 	PreferFewerCalls bool
-	// Logger receives operational logs; nil logs operational failures (Warn and above) through
-	// slog.Default(), each message at most once a minute;
-	// slog.New(slog.DiscardHandler) silences it.
+	// Logger receives operational warnings and debug records; nil means
+	// slog.Default(), as docs/architecture.md#conventions says.
 	Logger *slog.Logger
-	// Reaper tunes heartbeats and sweeps: Period and DryRun, to agree with
-	// the rest of the fleet. Logger, DisableSweeping and Observer are set
-	// from this Options' own fields first; Prefix is always Prefix above,
-	// the prefix of the host queues the reaper heartbeats.
-	Reaper []func(*reaper.Options)
 	// Observer, if set, is told of each request before it is checked and
-	// sent, on the caller's goroutine: an observe.Send event whose Message
-	// is the outgoing request (Body, MessageAttributes, and as Attributes
-	// its string system attributes), Queue its queue and RequestID its
-	// TempQueues.RequestId. It may add message attributes (a traceparent),
-	// and a trace header as Message.Attributes["AWSTraceHeader"], which
-	// goes out as the AWSTraceHeader system attribute. What it adds counts
-	// against SQS's limits, which are checked after it returns and before
-	// any call. The done func it returns, if not nil, is called once when
-	// the call ends, with the reply or the error (bad input, a failed
-	// send, a timeout matching ErrTimeout, ErrClosed); for a stream, when
-	// the stream ends, with its final reply (nil when the handler sent
-	// none) or what stopped it. It may run on the host queue's poller and
-	// must not block. Tracing and metrics (module oteltempq) hang on it.
-	// It also hears of each late reply (Dropped, Reason "late-reply": it
-	// came after its caller gave up, or twice, and was deleted unread), and
-	// the requester's reaper: QueueGone when the host queue was found
-	// deleted, Swept after a sweep this process ran (Detail is its
-	// reaper.Report).
+	// sent (a Send event, on the caller's goroutine: it may add message
+	// attributes and an AWSTraceHeader; its done func gets the reply or the
+	// failure), of each late reply (Dropped), and of what the requester's
+	// reaper finds (QueueGone, Swept). Events and what each carries: the
+	// package doc's "Observing".
 	Observer observe.Observer
 }
 
@@ -677,10 +691,10 @@ func (r *Requester) expect(ctx context.Context, call *Call) (*hostq.Host, error)
 // answering tells the request sends, before a receive wakes its callers,
 // how many of them sent their requests to each queue: callers in a loop
 // send their next request there at once, and those requests then share a
-// call instead of racing each other out (internal/batch's Expect, which
+// call instead of racing each other out (internal/batch's Announce, which
 // stops heeding a queue's announcements when they go unfulfilled, as for
 // callers that send no next request).
-func (r *Requester) answering(counts []batch.Count) { r.core.Expect(counts) }
+func (r *Requester) answering(counts []batch.Count) { r.core.Announce(counts) }
 
 // expectWith is expect for any registration on the host.
 func (r *Requester) expectWith(ctx context.Context, register func(*hostq.Host) error) (*hostq.Host, error) {
@@ -881,22 +895,12 @@ func (r *Requester) Close(ctx context.Context) error {
 	})
 }
 
-// reaperConfig applies Options.Reaper to the reaper's settings, over the
-// Prefix, Logger, DisableSweeping and Observer set from the requester's
-// own, and makes the Detail of Swept events a reaper.Report.
+// reaperConfig sets the reaper's sweep period and Observer (the core sets
+// its Prefix, Logger and DisableSweeping), and makes the Detail of Swept
+// events a reaper.Report.
 func reaperConfig(opts Options) []func(*reap.Config) {
-	if len(opts.Reaper) == 0 && opts.Observer == nil {
-		return nil
-	}
-	ro := reaper.Options{Prefix: opts.Prefix, Logger: opts.Logger, DisableSweeping: opts.DisableSweeping, Observer: opts.Observer}
-	for _, fn := range opts.Reaper {
-		if fn != nil {
-			fn(&ro)
-		}
-	}
-	ro.Prefix = opts.Prefix // the sweeps' prefix is the host queues'
 	return []func(*reap.Config){func(c *reap.Config) {
-		c.Options = reap.Options(ro)
+		c.Period, c.Observer = opts.SweepPeriod, opts.Observer
 		c.Detail = func(r reap.Report) any {
 			return reaper.Report{Duration: r.Duration, Listed: r.Listed, Kept: r.Kept, Deleted: r.Deleted, Errors: r.Errors}
 		}

@@ -37,7 +37,7 @@ import (
 // heartbeat late under -race on a loaded machine lets the request
 // reappear (its session is then aborted, as for a request delivered
 // twice).
-func startResponder(t *testing.T, e *env, client responder.Client, h responder.HandlerFunc, optFns ...func(*responder.Options)) (resp *responder.Responder, stop func(context.Context) error) {
+func startResponder(t *testing.T, e *env, client sqsapi.MessageClient, h responder.HandlerFunc, optFns ...func(*responder.Options)) (resp *responder.Responder, stop func(context.Context) error) {
 	t.Helper()
 	short := func(o *responder.Options) { o.VisibilityTimeout = 3 * time.Second }
 	return runResponder(t, e, client, h, append([]func(*responder.Options){short}, optFns...)...)

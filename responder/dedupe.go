@@ -11,7 +11,7 @@ import (
 // answered before is answered again from the stored answer without running
 // its handler, and one that another consumer holds is put back for
 // Options.InProgressDelay rather than run twice. Otherwise it holds the
-// request's lease (renewed by the visibility heartbeat) while the stages
+// request's lease (renewed with each visibility extension) while the stages
 // inside it run, and then records their answer, or gives the lease up when
 // there is none.
 func dedupe(ctx context.Context, x *exchange, next step) action {

@@ -8,26 +8,33 @@
 // to <name>, which the requester's poller routes to the waiting caller; any
 // other URL gets a plain send. Replies also carry TempQueues.CorrelationId,
 // a copy of the request's TempQueues.RequestId (or of its MessageId), which
-// a Java peer ignores. A reply worth compressing (8 KiB or more, shrinking
-// by a tenth) to a requester that offers gzip in TempQueues.Accept travels
-// gzipped in the Binary attribute TempQueues.Body, unless
-// Options.DisableCompression; a compressed request is inflated before the
-// handler sees it (docs/wire.md, "Compression").
+// a Java peer ignores. Large replies travel compressed to a requester
+// that offers to read them ("Compression" below).
 //
 // # Where replies may go
 //
-// Whoever may send to the request queue chooses ResponseQueueUrl, so the
-// responder checks it before anything else: by default a reply goes only
-// to a queue in the request queue's own account and region (off AWS, the
-// same scheme, host and account) whose name starts with
-// sqsapi.DefaultQueuePrefix, that is, to the host queue of a Go or Java
-// requester with the default prefix. Options.AllowReplyTo adds queue-name
-// prefixes (a requester's custom Prefix) and queue-URL prefixes (other
-// accounts or regions). A request naming any other queue is deleted
-// without running its handler, counted in Stats.Dropped (reason
-// "refused" for the Observer) and logged at Warn (at most once a minute); SendResponseMessage returns
-// ErrReplyRefused for it. Grant the responder's role sqs:SendMessage only
-// on the same queues (docs/iam.md).
+// Whoever may send to the request queue chooses ResponseQueueUrl, and
+// could otherwise make the responder write into any queue its role may
+// write to, so the responder checks it before anything else: by default a
+// reply goes only to a queue in the request queue's own account and region
+// whose name starts with sqsapi.DefaultQueuePrefix, that is, to the host
+// queue of a Go or Java requester with the default prefix (a virtual
+// queue's reply goes to its host queue, and that is what is checked). Off
+// AWS, account and region are the endpoint: scheme, host and port, where
+// every spelling of this machine's loopback is one host (127.0.0.0/8, ::1,
+// localhost and names under .localhost such as fauxqs's
+// sqs.us-east-1.localhost, LocalStack's localhost.localstack.cloud and
+// names under it). Options.AllowReplyTo adds queue-name prefixes (a
+// requester's custom Prefix, "orders-rpc-": queues whose names start with
+// it, in the request queue's account and region) and queue-URL prefixes,
+// with a scheme, host and path: queues whose URL starts with one (hosts
+// compared as above), in any account or region; end one with '/' to allow
+// a whole account. A request naming any other queue is deleted without
+// running its handler, counted in Stats.Dropped (reason "refused" for the
+// Observer) and logged at Warn (at most once a minute); its caller sees
+// only a timeout, and SendResponseMessage returns ErrReplyRefused for it.
+// Grant the responder's role sqs:SendMessage only on the same queues
+// (docs/iam.md).
 //
 // Use SendResponseMessage from a receive loop of your own, or let Serve run
 // the loop:
@@ -52,6 +59,73 @@
 // the lambdatempq module) exactly as Serve handles one, and leaves the delete
 // or release to its caller.
 //
+// # Observing
+//
+// Options.Observer is told (package observe):
+//
+//   - Reply, before each reply is checked and sent (the handler's final
+//     Reply, each message a handler sends with Request.Send, a reply
+//     replayed from the Store). Message is the outgoing reply: the Observer
+//     may add MessageAttributes, and an AWSTraceHeader as
+//     Message.Attributes["AWSTraceHeader"], which becomes the reply's
+//     system attribute; what it adds counts against SQS's limits, checked
+//     after it returns and before any call. Queue is the response queue's
+//     URL, Detail the *Request. ctx carries the values of the context the
+//     handler (inside all Middleware) ran under, or for a streamed message
+//     the one given to Send, without their cancellation. The Observer may
+//     return a done func: it is called once when the send ends, perhaps on
+//     a batch call's goroutine, always with a nil reply (a send returns no
+//     message; the outgoing one was Event.Message) and err nil if the
+//     reply was sent, else why not (a failed check included, before any
+//     call). A reply's trace span hangs on this pair.
+//   - Handled, after each handler run: Duration is the handler's time, Err
+//     its error (a *PanicError after a panic).
+//   - Dropped, for a request deleted without its handler run or its reply
+//     sent; Reason is "expired" (its caller's deadline had passed),
+//     "refused" (its reply may not go where it asks, AllowReplyTo),
+//     "reply-queue-gone" (the response queue no longer exists),
+//     "duplicate" (answered again from the Store), "cancelled" (the caller
+//     went away, or its deadline passed, while the handler ran),
+//     "aborted" (a session ended without an answer; its caller was told)
+//     or "malformed" (its compressed body does not decompress, or would
+//     inflate past 64 MiB: it never could be handled).
+//   - Released, for a request made visible again early; Reason is "failed"
+//     (Retry), "in-progress" (the Store says another consumer holds it) or
+//     "stopping" (a stop came first), Duration the delay. Serve tells it
+//     once the release is done; Process, whose caller releases, when it
+//     decides.
+//
+// For kinds other than Reply, the func the Observer returns is never
+// called: return nil.
+//
+// # Compression
+//
+// A reply of 8 KiB or more that shrinks by a tenth, to a request that
+// offers gzip in TempQueues.Accept (every tempqueues requester's, unless
+// it disables it), travels gzipped in the Binary attribute
+// TempQueues.Body, unless Options.DisableCompression: every message sent
+// back for it, a stream's and a session's included. A Java requester
+// offers nothing and gets plain replies. SQS's 1 MiB applies to what is
+// sent, so a 3 MiB JSON reply goes in 700 KiB. Serve and Process inflate
+// a compressed request (requester.Options.CompressRequests) before
+// anything sees it, and drop the attributes of compression from
+// Request.Message; one that does not decompress, or would inflate past
+// 64 MiB, can never be handled: it is deleted unanswered, logged at Warn
+// and told to the Observer as Dropped, "malformed". A loop of your own
+// gets requests as SQS delivers them. Details: docs/wire.md,
+// "Compression".
+//
+// # Sessions
+//
+// A session (requester.OpenSession) opens when its handler first reads or
+// sends, or has run for a fifth of a second. On the first one it opens,
+// a responder creates a host queue named with Options.SessionQueuePrefix
+// for the messages its callers stream after their requests; it is
+// heartbeated like a requester's host queue and deleted by Shutdown.
+// Serving sessions needs a client with the queue operations (an
+// *sqs.Client has them) and sqs:CreateQueue, sqs:TagQueue and
+// sqs:DeleteQueue on queues with that prefix (docs/iam.md).
+//
 // # Delivery semantics
 //
 // SQS delivers at least once, and so does Serve: a request is deleted only
@@ -65,8 +139,8 @@
 // Store, handlers must be idempotent. A requester may thus receive a reply
 // twice; the tempqueues requester drops the second as an orphan.
 //
-// While a handler runs, one heartbeat goroutine per Serve extends the
-// visibility of every in-flight request in ChangeMessageVisibilityBatch
+// While a handler runs, one goroutine per Serve extends the visibility of
+// every in-flight request (visibility extension) in ChangeMessageVisibilityBatch
 // calls, so a long handler keeps its request, and a crashed process's
 // requests reappear within one VisibilityTimeout. SQS caps a message's
 // visibility at 12 hours after receipt: a handler still running then is
@@ -120,11 +194,8 @@
 // still parked after it belongs to a queue with little traffic, and is
 // cancelled. Requests released later by this Serve (abandoned handlers,
 // retries) are kept hidden until such a poll's wait has ended, so they
-// cannot fall into it. An idle Serve thus stops in about 0.5 s. Measured
-// with TestHandover (requests at 50/s, responder B started and A shut down
-// five times, about 310 requests): none lost and none delayed, on fauxqs
-// and on sqstest; cancelling the poll at once instead delayed 3 of 312
-// (1%) on fauxqs by a visibility timeout.
+// cannot fall into it. An idle Serve thus stops in about 0.5 s; what the
+// half second buys is in BENCHMARKS.md ("Stopping").
 //
 // # Cost
 //

@@ -34,7 +34,9 @@ var (
 	// ErrVisibilityLimit is the cause (context.Cause) of a handler context
 	// cancelled because its request reached SQS's cap on total visibility
 	// (12 hours since receipt): SQS will make the request visible again and
-	// another consumer may receive it, so the handler should stop.
+	// another consumer may receive it, so the handler should stop. The
+	// consumer engine under redrive's Drain and Run cancels a batch with
+	// the same error, so its message names no package.
 	ErrVisibilityLimit = consume.ErrVisibilityLimit
 
 	// ErrLeaseLost is returned by Store.Renew when the caller no longer holds

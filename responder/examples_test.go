@@ -136,7 +136,7 @@ func ExampleOptions() {
 		log.Fatal(err)
 	}
 	r, err := responder.New(client, func(o *responder.Options) {
-		o.VisibilityTimeout = 10 * time.Second // heartbeat step; crash recovery time
+		o.VisibilityTimeout = 10 * time.Second // extension step; crash recovery time
 		o.Retry = responder.RetryImmediately
 		o.Store = responder.NewMemoryStore() // or a shared store for a fleet
 	})

@@ -371,3 +371,7 @@ func failures(rec *observetest.Recorder) []error {
 	}
 	return errs
 }
+
+// Client is the client the tests' wrappers embed: the message operations
+// a Responder calls.
+type Client = sqsapi.MessageClient

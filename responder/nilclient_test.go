@@ -14,7 +14,7 @@ import (
 // A typed nil client passes a "client == nil" test; before New checked
 // for it, Serve panicked in its poll loop.
 func TestNewRejectsNilClients(t *testing.T) {
-	for name, c := range map[string]responder.Client{
+	for name, c := range map[string]sqsapi.MessageClient{
 		"nil":                   nil,
 		"typed nil *sqs.Client": (*sqs.Client)(nil),
 		"typed nil wrapper":     (*virtualqueue.Client)(nil),

@@ -18,10 +18,6 @@ import (
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
-// Client is the part of the SQS API a Responder calls: the message
-// operations. *sqs.Client implements it.
-type Client = sqsapi.MessageClient
-
 // RetryPolicy says when a request whose handler failed becomes visible
 // again. Every redelivery raises the request's receive count, so with a
 // RedrivePolicy on the request queue a request that keeps failing moves to
@@ -44,11 +40,9 @@ const (
 
 // Options configure a Responder. Zero values mean the documented defaults.
 type Options struct {
-	// Logger receives the responder's logs; nil logs operational failures (Warn and above) through
-	// slog.Default(), each message at most once a minute;
-	// slog.New(slog.DiscardHandler) silences it.
-	// Per-request events log at Debug, dropped replies and failures at
-	// Warn/Error.
+	// Logger receives operational warnings (dropped replies, failures) and
+	// per-request debug records; nil means slog.Default(), as
+	// docs/architecture.md#conventions says.
 	Logger *slog.Logger
 
 	// MaxConcurrency is the number of handlers Serve runs at once (handler
@@ -70,24 +64,19 @@ type Options struct {
 	// latency and the pace of the requests and takes whichever is faster;
 	// docs/cost.md says what this changes.
 	PreferFewerCalls bool
-	// DisableCompression sends every reply as it is. By default the
-	// replies to a request that advertises compressed ones (a tempqueues
-	// requester's TempQueues.Accept) travel gzipped in the Binary
-	// attribute TempQueues.Body when that pays: at least 8 KiB, shrinking
-	// by a tenth or more (docs/wire.md, "Compression"). SQS's 1 MiB limit
-	// applies to what is sent. A Java requester advertises nothing and
-	// always gets plain replies. Compressed requests are read whatever
-	// this says.
+	// DisableCompression sends every reply as it is, even to a requester
+	// that offers to read compressed ones. Compressed requests are read
+	// whatever it says (the package doc's "Compression").
 	DisableCompression bool
 	// PollWaitTime is the long-poll wait of each receive, 1 s to 20 s. It
 	// does not delay a stop (see Shutdown); an idle Serve makes one call per
 	// PollWaitTime. Default 20 s.
 	PollWaitTime time.Duration
 	// VisibilityTimeout is requested on every receive (whole seconds, 1 s to
-	// 12 h) and is the step of the visibility heartbeat: while a handler
+	// 12 h) and the step of the visibility extensions: while a handler
 	// runs its request is extended when less than half of it remains. A
 	// crashed responder's request reappears at most this long after the
-	// last heartbeat. Default 30 s.
+	// last extension. Default 30 s.
 	VisibilityTimeout time.Duration
 	// HandlerTimeout, if positive, bounds each handler run.
 	HandlerTimeout time.Duration
@@ -130,84 +119,27 @@ type Options struct {
 	// a middleware that panics fails only its request.
 	Middleware []func(Handler) Handler
 
-	// Observer, if set, is told what Serve and Process do
-	// (package observe):
-	//   - Reply, before each reply is checked and sent (the handler's final
-	//     Reply, each message a handler sends with Request.Send, a reply
-	//     replayed from the Store). Message is the outgoing reply: the
-	//     Observer may add MessageAttributes, and an AWSTraceHeader as
-	//     Message.Attributes["AWSTraceHeader"], which becomes the reply's
-	//     system attribute; what it adds counts against SQS's limits,
-	//     checked after it returns and before any call. Queue is the
-	//     response queue's URL, Detail the *Request. ctx carries the values
-	//     of the context the handler (inside all Middleware) ran under, or
-	//     for a streamed message the one given to Send, without their
-	//     cancellation. The Observer may return a done func, of type
-	//     func(reply *types.Message, err error): it is called once when the
-	//     send ends, perhaps on a batch call's goroutine, always with a nil
-	//     reply (a send returns no message; the outgoing one was
-	//     Event.Message) and err nil if the reply was sent, else why not
-	//     (a failed check included, before any call). A reply's trace span
-	//     hangs on this pair.
-	//   - Handled, after each handler run: Duration is the handler's time,
-	//     Err its error (a *PanicError after a panic).
-	//   - Dropped, for a request deleted without its handler run or its
-	//     reply sent; Reason is "expired" (its caller's deadline had
-	//     passed), "refused" (its reply may not go where it asks,
-	//     AllowReplyTo), "reply-queue-gone" (the response queue no longer
-	//     exists), "duplicate" (answered again from the Store),
-	//     "cancelled" (the caller went away, or its deadline passed, while
-	//     the handler ran), "aborted" (a session ended without an answer;
-	//     its caller was told) or "malformed" (its compressed body does
-	//     not decompress, or would inflate past 64 MiB: it never could
-	//     be handled).
-	//   - Released, for a request made visible again early; Reason is
-	//     "failed" (Retry), "in-progress" (the Store says another consumer
-	//     holds it) or "stopping" (a stop came first), Duration the delay.
-	//     Serve tells it once the release is done; Process, whose caller
-	//     releases, when it decides.
-	//
-	// For kinds other than Reply, the func the Observer returns is never
-	// called: return nil.
+	// Observer, if set, is told what Serve and Process do: Reply before
+	// each reply is checked and sent (it may add message attributes and an
+	// AWSTraceHeader; its done func gets the send's result), Handled after
+	// each handler run, Dropped and Released with their reasons. Events
+	// and reasons: the package doc's "Observing".
 	Observer observe.Observer
 
 	// SessionQueuePrefix starts the name of the host queue a responder
-	// creates, on the first session it opens (requester.OpenSession: a
-	// session opens when its handler first reads or sends, or has run for
-	// a fifth of a second), for the messages its callers stream after
-	// their requests; default sqsapi.DefaultQueuePrefix, so that the
-	// requesters' sweeps reap it if the process dies. The queue is
-	// heartbeated like a requester's and deleted by Shutdown. Serving
-	// sessions needs a client with the queue operations (an *sqs.Client
-	// has them) and sqs:CreateQueue, sqs:TagQueue and sqs:DeleteQueue on
-	// queues with this prefix (docs/iam.md).
+	// creates on the first session it opens, for the messages its callers
+	// stream; default sqsapi.DefaultQueuePrefix, so that requesters'
+	// sweeps reap it if the process dies. It needs the queue operations
+	// and IAM actions of the package doc's "Sessions".
 	SessionQueuePrefix string
 
-	// AllowReplyTo widens the queues replies may go to. A request names
-	// its reply's queue (ResponseQueueUrl), and whoever may send to the
-	// request queue could otherwise make the responder write into any
-	// queue its role may write to. By default a reply goes only to a queue
-	// in the request queue's own account, region (or, off AWS, endpoint:
-	// scheme, host and port, where every spelling of this machine's
-	// loopback is one host — 127.0.0.0/8, ::1, localhost and names under
-	// .localhost such as fauxqs's sqs.us-east-1.localhost, and LocalStack's
-	// localhost.localstack.cloud and names under it) whose name starts
-	// with sqsapi.DefaultQueuePrefix: the host queues of
-	// Go and Java requesters with the default prefix (a virtual queue's
-	// reply goes to its host queue, and that is what is checked). Each
-	// entry allows more:
-	//   - a queue name prefix, such as a requester's custom Prefix
-	//     ("orders-rpc-"): queues whose names start with it, in the
-	//     request queue's account and region;
-	//   - a queue URL prefix, with a scheme, host and path
-	//     ("https://sqs.eu-west-1.amazonaws.com/111122223333/"): queues
-	//     whose URL starts with it (hosts compared as above), in any
-	//     account or region. End it with '/' to allow a whole account.
-	// A request naming any other queue is deleted unanswered, without
-	// running its handler; it is counted in Stats.Dropped, told to the
-	// Observer (Dropped, "refused") and logged at Warn (at most once a
-	// minute); its caller sees only a timeout. Pair it with an IAM policy
-	// that grants sqs:SendMessage only on these queues (docs/iam.md).
+	// AllowReplyTo widens the queues replies may go to, which by default
+	// are requesters' host queues with the default prefix next to the
+	// request queue. Each entry is a queue-name prefix (a requester's
+	// custom Prefix: queues in the request queue's account and region) or
+	// a queue-URL prefix with a scheme ("https://sqs.eu-west-1.amazonaws.com/111122223333/":
+	// any account or region). The rule, and what happens to a request that
+	// breaks it: the package doc's "Where replies may go".
 	AllowReplyTo []string
 }
 
@@ -228,7 +160,7 @@ const (
 // for concurrent use: several Serve loops, on one or more request queues,
 // may share it, and SendResponseMessage may be called from any goroutine.
 type Responder struct {
-	client Client
+	client sqsapi.MessageClient
 	opts   Options
 	log    *slog.Logger
 
@@ -264,7 +196,7 @@ type Responder struct {
 // without sqsclient.BufferRequestBodies through a copy with it installed). It
 // validates the options and returns an *sqsapi.InvalidInputError for bad
 // ones.
-func New(client Client, optFns ...func(*Options)) (*Responder, error) {
+func New(client sqsapi.MessageClient, optFns ...func(*Options)) (*Responder, error) {
 	if err := wire.CheckClient("responder.New", "client", client); err != nil {
 		return nil, err
 	}

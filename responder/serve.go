@@ -74,7 +74,7 @@ func (r *Responder) Serve(ctx context.Context, queueURL string, h Handler) error
 		HardStop:          r.hardStop,
 		Latency:           r.callLatency,
 		Key:               requestID,
-		OnReceive:         s.expectReplies,
+		OnReceive:         s.announceReplies,
 		Renew:             s.renew,
 		OnRelease:         s.released,
 	}, s.handle)
@@ -96,7 +96,7 @@ type server struct {
 // stages.
 func (s *server) handle(ctx context.Context, d *consume.Delivery) consume.Outcome {
 	act := s.process(ctx, d)
-	return consume.Outcome{Verdict: consume.Verdict(act.kind), Delay: act.delay, Reason: act.reason}
+	return consume.Outcome{Action: consume.Action(act.kind), Delay: act.delay, Reason: act.reason}
 }
 
 // renew renews a request's Store lease after its visibility was extended.
@@ -110,11 +110,11 @@ func (s *server) renew(ctx context.Context, d *consume.Delivery, lease string) {
 	}
 }
 
-// expectReplies tells the reply sends how many of msgs, received together,
+// announceReplies tells the reply sends how many of msgs, received together,
 // answer to each queue: their handlers run together, and their replies
 // then share one call instead of racing each other out (internal/batch's
-// Expect), which the receive at the requester's end also takes in one.
-func (s *server) expectReplies(msgs []types.Message) {
+// Announce), which the receive at the requester's end also takes in one.
+func (s *server) announceReplies(msgs []types.Message) {
 	var one [sqsapi.MaxReceiveMessages]batch.Count
 	targets := one[:0]
 	for _, m := range msgs {
@@ -124,7 +124,7 @@ func (s *server) expectReplies(msgs []types.Message) {
 			}
 		}
 	}
-	s.r.sends.ExpectAll(targets)
+	s.r.sends.AnnounceAll(targets)
 }
 
 // callBound bounds the Store and reply calls a request makes before its

@@ -160,7 +160,7 @@ func TestManyConcurrentRequests(t *testing.T) {
 	})
 }
 
-func TestSlowHandlerKeptAliveByHeartbeat(t *testing.T) {
+func TestSlowHandlerKeptHiddenByExtensions(t *testing.T) {
 	t.Parallel()
 	inBubble(t, func(t *testing.T, be *sqstestenv.Backend) {
 		e := newEnv(t, be)

@@ -53,7 +53,8 @@ type Entry struct {
 // with the encoded reply, SET <key> <reply> PX <ttl>. The package
 // responder/storetest checks an implementation against this contract.
 //
-// Serve calls Begin when a request arrives, Renew from its heartbeat while
+// Serve calls Begin when a request arrives, Renew with each visibility
+// extension while
 // the handler runs (the lease is about one visibility timeout long, so the
 // lease of a crashed responder expires when its request reappears),
 // Complete after a successful handler, and Release after a failed one.

@@ -26,7 +26,7 @@ import (
 )
 
 // MessageClient is the message operations of Client: what a consumer of
-// ordinary queues calls (responder.Client is this; redrive.Client adds one
+// ordinary queues calls (responder.New takes it; redrive.Client adds one
 // operation). *sqs.Client and every Client implement it.
 type MessageClient interface {
 	SendMessage(ctx context.Context, params *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log"
 	"net/http"
+	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -72,4 +73,28 @@ func ExampleCallCounter() {
 	// Output:
 	// 5 map[CreateQueue:1 ReceiveMessage:1 SendMessage:3]
 	// receives since the snapshot: 1
+}
+
+// SQS bills each started 64 KiB of a message as one request: a 200 KiB
+// message costs four to send and four to receive.
+func ExampleCallCounter_Billed() {
+	ctx := context.Background()
+	srv := sqstest.NewServer()
+	defer srv.Close(ctx)
+	counter := new(sqsclient.CallCounter)
+	client := srv.Client(sqs.WithAPIOptions(counter.Register))
+
+	q, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("reports")})
+	if err != nil {
+		log.Fatal(err)
+	}
+	report := strings.Repeat("x", 200<<10)
+	if _, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String(report)}); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := client.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: q.QueueUrl}); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("calls:", counter.Total(), "billed requests:", counter.Billed())
+	// Output: calls: 3 billed requests: 9
 }

@@ -22,10 +22,9 @@ import (
 // connection while the response body is still being read. The SDK then sees
 // "use of closed network connection" and retries: a retried ReceiveMessage
 // leaves the messages of the lost response invisible until their visibility
-// timeout ends, and a retried SendMessage sends twice. Against local servers
-// on a loaded 2-core machine up to one request write in 150 failed this way
-// (TestBufferRequestBodiesNoFailedWrites without the fix); each failure that
-// lands while a response is being read loses that response.
+// timeout ends, and a retried SendMessage sends twice; fast local servers
+// on a loaded machine meet it most (docs/sdk-lost-responses.md, with how
+// often it happened here).
 //
 // BufferRequestBodies wraps the client's HTTP client so that each request's
 // body (at most about 1 MiB for SQS) is read into memory first and

@@ -29,9 +29,8 @@ type ServerOptions struct {
 	// StreamInterceptors wrap every streaming handler, the first
 	// outermost, as grpc.ChainStreamInterceptor does.
 	StreamInterceptors []grpc.StreamServerInterceptor
-	// Logger receives the server's logs (malformed and expired requests);
-	// nil logs through slog.Default();
-	// slog.New(slog.DiscardHandler) silences it.
+	// Logger receives the server's operational warnings (malformed and
+	// expired requests); nil means slog.Default().
 	Logger *slog.Logger
 	// Now returns the current time, for the expiry of requests; nil means
 	// time.Now. For tests.

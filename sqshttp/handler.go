@@ -21,14 +21,10 @@ import (
 
 // HandlerOptions configure Handler.
 type HandlerOptions struct {
-	// Logger receives the handler's logs (malformed and expired
-	// requests); nil logs operational failures (Warn and above) through
-	// slog.Default(), each message at most once a minute;
-	// slog.New(slog.DiscardHandler) silences it.
+	// Logger receives operational warnings (malformed and expired
+	// requests); nil means slog.Default(), as
+	// docs/architecture.md#conventions says.
 	Logger *slog.Logger
-	// Now returns the current time, for the expiry of requests; nil
-	// means time.Now. For tests.
-	Now func() time.Time
 }
 
 // Handler returns a responder.Handler that serves h: each request's
@@ -87,9 +83,6 @@ func Handler(h http.Handler, optFns ...func(*HandlerOptions)) responder.Handler 
 		fn(&o)
 	}
 	o.Logger = deflog.Or(o.Logger)
-	if o.Now == nil {
-		o.Now = time.Now
-	}
 	return &handler{h: h, opts: o}
 }
 
@@ -108,7 +101,7 @@ func (h *handler) HandleRequest(ctx context.Context, req *responder.Request) (*r
 		// The responder found no TempQueues.Deadline to bound the handler
 		// by (a sender without it, or a request with no room for it): the
 		// envelope's deadline does.
-		if now := h.opts.Now(); !now.Before(env.deadline) {
+		if now := time.Now(); !now.Before(env.deadline) {
 			h.opts.Logger.LogAttrs(ctx, slog.LevelInfo, "sqshttp: request expired before it was handled; deleted",
 				slog.String("request_id", req.ID), slog.String("method", env.method), slog.String("uri", env.uri),
 				slog.Duration("late_by", now.Sub(env.deadline)))

@@ -62,23 +62,17 @@ type Options struct {
 	// DisableSweeping stops this process from taking part in the fleet's
 	// sweeps of idle host queues; it still heartbeats its own.
 	DisableSweeping bool
-	// Logger receives operational logs; nil logs operational failures (Warn and above) through
-	// slog.Default(), each message at most once a minute;
-	// slog.New(slog.DiscardHandler) silences it.
+	// SweepPeriod is how often the fleet sweeps (reaper.Options.Period);
+	// every process of a fleet should use the same. Default (0) 5 minutes.
+	SweepPeriod time.Duration
+	// Logger receives operational warnings and debug records; nil means
+	// slog.Default(), as docs/architecture.md#conventions says.
 	Logger *slog.Logger
 	// Observer, if set, is told what the client's reaper finds (QueueGone
 	// when a host queue was found deleted; Swept after a sweep this
 	// process ran, with a reaper.Report as Detail) and what its virtual
 	// queues settle for nobody (virtualqueue.Options.Observer).
 	Observer observe.Observer
-	// Reaper tunes heartbeats and sweeps: Period and DryRun, to agree with
-	// the rest of the fleet. Logger, DisableSweeping and Observer are set
-	// from this Options' own fields first; Prefix is always Prefix above,
-	// the prefix of the host queues the reaper heartbeats.
-	Reaper []func(*reaper.Options)
-	// VirtualQueue configures the virtual-queue layer. Linger is on by
-	// default: the host queues are the client's own.
-	VirtualQueue []func(*virtualqueue.Options)
 }
 
 // Client is a drop-in SQS client whose CreateQueue makes temporary queues.
@@ -118,14 +112,7 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Client, error) {
 		DisableSweeping: opts.DisableSweeping,
 		OnGone:          c.hostGone,
 		Reaper: []func(*reap.Config){func(rc *reap.Config) {
-			ro := reaper.Options{Prefix: opts.Prefix, Logger: opts.Logger, DisableSweeping: opts.DisableSweeping, Observer: opts.Observer}
-			for _, fn := range opts.Reaper {
-				if fn != nil {
-					fn(&ro)
-				}
-			}
-			ro.Prefix = opts.Prefix // the sweeps' prefix is the host queues'
-			rc.Options = reap.Options(ro)
+			rc.Period, rc.Observer = opts.SweepPeriod, opts.Observer
 			rc.Detail = func(r reap.Report) any {
 				return reaper.Report{Duration: r.Duration, Listed: r.Listed, Kept: r.Kept, Deleted: r.Deleted, Errors: r.Errors}
 			}
@@ -137,10 +124,10 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Client, error) {
 	c.core = cc
 	// Host queues are this client's own: a lingering poller takes nobody
 	// else's messages.
-	vc, err := virtualqueue.New(client, append([]func(*virtualqueue.Options){func(o *virtualqueue.Options) {
+	vc, err := virtualqueue.New(client, func(o *virtualqueue.Options) {
 		o.Logger, o.Observer = opts.Logger, opts.Observer
 		o.Linger = true
-	}}, opts.VirtualQueue...)...)
+	})
 	if err != nil {
 		return nil, errors.Join(err, cc.Close(context.Background()))
 	}

@@ -77,7 +77,7 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Client, error) {
 }
 
 // orphan applies Options.OrphanHandler.
-func (c *Client) orphan(ctx context.Context, hostURL, name string, m types.Message) hostq.Verdict {
+func (c *Client) orphan(ctx context.Context, hostURL, name string, m types.Message) hostq.OrphanAction {
 	action := DeleteOrphan
 	if h := c.opts.OrphanHandler; h != nil {
 		// A handler that panics leaves the message in flight: it

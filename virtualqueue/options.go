@@ -30,9 +30,8 @@ const (
 // Options configure a Client. The zero value of every field selects the
 // documented default.
 type Options struct {
-	// Logger receives operational logs; nil logs operational failures (Warn and above) through
-	// slog.Default(), each message at most once a minute;
-	// slog.New(slog.DiscardHandler) silences it.
+	// Logger receives operational warnings and debug records; nil means
+	// slog.Default(), as docs/architecture.md#conventions says.
 	Logger *slog.Logger
 	// Observer, if set, is told of the host messages the client settles
 	// for nobody: Dropped with Reason "orphan" (an orphan deleted), and

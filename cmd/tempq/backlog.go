@@ -40,14 +40,10 @@ func runBacklog(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		o.AcceptableLatency, o.ProcessingTime = *latency, *processing
 		o.IncludeInFlight, o.IncludeDelayed = *inFlight, *delayed
 		o.MinWorkers, o.MaxWorkers = *minWorkers, *maxWorkers
-		o.Logger = server.logger(stderr)
-		if *watch > 0 {
-			o.Period = *watch
-		}
 	}
 	backlogFlags := map[string]string{
 		"Workers": "--workers", "MaxConcurrency": "--concurrency", "AcceptableLatency/ProcessingTime": "--latency/--processing",
-		"MinWorkers/MaxWorkers": "--min/--max", "MinWorkers": "--min", "Period": "--watch",
+		"MinWorkers/MaxWorkers": "--min/--max", "MinWorkers": "--min",
 	}
 	if _, err := backlog.Compute(backlog.Counts{}, optFn); err != nil {
 		return flagError(err, backlogFlags)
@@ -100,7 +96,14 @@ func runBacklog(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return show(f)
 	}
 	var showErr error
-	m, err := backlog.NewMonitor(env.Client, queueURL, optFn, func(o *backlog.Options) {
+	m, err := backlog.NewMonitor(env.Client, queueURL, func(o *backlog.MonitorOptions) {
+		o.Inputs = func() backlog.Options {
+			var f backlog.Options
+			optFn(&f)
+			return f
+		}
+		o.Logger = server.logger(stderr)
+		o.Period = *watch
 		o.Observer = observe.Func(func(_ context.Context, e observe.Event) func(*types.Message, error) {
 			f, err := e.Detail.(backlog.Figures), e.Err
 			if err != nil {

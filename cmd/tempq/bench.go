@@ -42,7 +42,7 @@ const (
 )
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench", "[--sweep [--settings 0,10ms,10ms/40ms]] [--duration 5s] [--rounds 3] [--idle-window 30s] [--stop-idle 2s] [--json] [--svg-dir DIR] [--endpoint-url URL | --aws]", stdout)
+	fs := newFlags("bench", "[--sweep [--settings 0,10ms,10ms/40ms]] [--duration 5s] [--rounds 3] [--payload 1KiB,64KiB [--payload-kind json|binary]] [--idle-window 30s] [--stop-idle 2s] [--json] [--svg-dir DIR] [--endpoint-url URL | --aws]", stdout)
 	var env sqsenv.Flags
 	env.Register(fs)
 	duration := fs.Duration("duration", 5*time.Second, fmt.Sprintf("length of one measurement window (per contender, concurrency and round); --sweep: %v", bench.SweepWindow))
@@ -61,6 +61,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	sweep := fs.Bool("sweep", false, "run the front sweep: every --settings x --concurrency x --contenders, each setting on an sqstest child process of its own; skips the idle, stopping and memory measurements; prints the front and per-setting tables (BENCHMARKS.md)")
 	settings := fs.String("settings", joinSettings(bench.SweepSettings), "--sweep: comma-separated latencies added to every call, each a duration or MEDIAN/P99 for a lognormal one")
 	inProcess := fs.Bool("in-process", false, "run sqstest inside the benchmark's own process instead of a child process (client and server then share one Go scheduler, and the CPU figures include the server: see BENCHMARKS.md)")
+	payload := fs.String("payload", "", fmt.Sprintf("comma-separated payload sizes every RPC sends and gets back, byte-exact, each measured at every concurrency: bytes, or with B, KiB or MiB (1KiB,64KiB,256KiB,1MiB; %d B to %s); a body over SQS's 1 MiB (4MiB, 16MiB, or a binary 1MiB in base64) is reported refused, not measured; default: the tiny body \"ping N\"", bench.MinPayloadBytes, bench.FormatSize(bench.MaxPayloadBytes)))
+	payloadKind := fs.String("payload-kind", bench.PayloadJSON, "with --payload: json (JSON text, generated from a seed) or binary (random bytes, sent base64-encoded in the body); both, comma-separated, measures each size in each kind")
 	jsonOut := fs.Bool("json", false, "print the report as JSON instead of tables")
 	jsonFile := fs.String("json-file", "", "also write the JSON report to this file (--sweep: rewritten after each setting)")
 	fromJSON := fs.String("from-json", "", "do not run: print (and plot) the report or sweep saved in this JSON file")
@@ -104,6 +106,21 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 	} else if set["settings"] {
 		return usageError("--settings applies to --sweep only")
+	}
+	var payloads []bench.Payload
+	if set["payload"] {
+		if *sweep {
+			return usageError("--payload: the sweep measures the default body; run --payload without --sweep")
+		}
+		kinds, err := bench.ParseKinds(*payloadKind)
+		if err != nil {
+			return usageError("--payload-kind: %v", err)
+		}
+		if payloads, err = bench.ParsePayloads(*payload, kinds); err != nil {
+			return usageError("--payload: %v", err)
+		}
+	} else if set["payload-kind"] {
+		return usageError("--payload-kind applies with --payload only")
 	}
 	levels, err := parseInts(*concurrency)
 	if err != nil {
@@ -182,6 +199,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Idle:              bench.IdleConfig{Window: *idleWindow, Scale: *idleScale},
 		Stop:              bench.StopConfig{Idle: *stopIdle},
 		MemoryQueues:      *memQueues,
+		Payloads:          payloads,
 		Progress:          stderr,
 	}
 

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"encoding/xml"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,6 +89,11 @@ func TestBenchSmoke(t *testing.T) {
 		}
 		if name == "floor" && calls != 6 {
 			t.Errorf("floor: %v API calls per RPC, want 6", calls)
+		}
+		// The tiny body is billed one request per call; its bytes cross
+		// the wire.
+		if billed := num(r, "billed_requests_per_rpc"); billed != calls || num(r, "wire_bytes_per_rpc") < 100 {
+			t.Errorf("%v at %v: %v billed requests and %v bytes on the wire per RPC for %v calls", name, r["concurrency"], billed, r["wire_bytes_per_rpc"], calls)
 		}
 		// The benchmark process's CPU per RPC, the server's (a child
 		// process) not in it: more than a microsecond, less than the
@@ -211,6 +217,119 @@ func TestBenchFlags(t *testing.T) {
 			t.Errorf("%v: exit code %d, want 2; stderr %q", args, code, stderr)
 		}
 	}
+}
+
+// TestBenchPayloadFlags: a bad size or kind is a usage error that names
+// its flag.
+func TestBenchPayloadFlags(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"--payload", "64KB"}, "--payload: "},
+		{[]string{"--payload", "1KiB,"}, "--payload: "},
+		{[]string{"--payload", "0"}, "--payload: "},
+		{[]string{"--payload", "1GiB"}, "--payload: "},
+		{[]string{"--payload", "10"}, "--payload: "},
+		{[]string{"--payload", "1KiB", "--payload-kind", "xml"}, "--payload-kind: "},
+		{[]string{"--payload", "1KiB", "--payload-kind", ""}, "--payload-kind"},
+		{[]string{"--payload-kind", "binary"}, "--payload-kind applies with --payload only"},
+		{[]string{"--sweep", "--payload", "1KiB"}, "--payload: the sweep measures the default body"},
+	} {
+		_, stderr, code := tempq(t, nil, append([]string{"bench"}, c.args...)...)
+		if code != 2 || !strings.Contains(stderr, c.flag) {
+			t.Errorf("%v: exit code %d, want 2 and an error naming %q; stderr %q", c.args, code, c.flag, stderr)
+		}
+	}
+}
+
+// TestBenchPayload runs the smallest benchmark with payloads: every RPC
+// sends a JSON or binary body and checks the reply byte for byte (a
+// failed check is an error), billed requests and bytes on the wire follow
+// the body's size, and a body over SQS's maximum is reported refused.
+func TestBenchPayload(t *testing.T) {
+	stdout, stderr, code := tempq(t, nil, "bench", "--json", "--payload", "64KiB,2MiB", "--payload-kind", "json,binary",
+		"--contenders", "tempqueues,floor", "--duration", "300ms", "--rounds", "1", "--concurrency", "1,2", "--create-wait", "0",
+		"--idle-window", "0", "--stop-idle", "0", "--memory-queues", "0")
+	if code != 0 {
+		t.Fatalf("exit code %d\nstderr:\n%s", code, stderr)
+	}
+	var rep struct {
+		Payloads []struct {
+			Kind  string `json:"kind"`
+			Bytes int    `json:"bytes"`
+		} `json:"payloads"`
+		Results []struct {
+			Contender   string  `json:"contender"`
+			Concurrency int     `json:"concurrency"`
+			Payload     string  `json:"payload"`
+			BodyBytes   int     `json:"body_bytes"`
+			Refused     string  `json:"refused"`
+			RPCs        int     `json:"rpcs"`
+			Errors      int     `json:"errors"`
+			P50         float64 `json:"p50_ms"`
+			Calls       float64 `json:"api_calls_per_rpc"`
+			Billed      float64 `json:"billed_requests_per_rpc"`
+			WireBytes   float64 `json:"wire_bytes_per_rpc"`
+			Dollars     float64 `json:"usd_per_million_rpc"`
+			CPU         float64 `json:"cpu_us_per_rpc"`
+		} `json:"results"`
+		Targets []any `json:"targets"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("stdout is not the JSON report: %v\n%s", err, stdout)
+	}
+	if len(rep.Payloads) != 4 || len(rep.Results) != 16 || len(rep.Targets) != 0 {
+		t.Fatalf("%d payloads, %d results, %d targets; want 4, 2 contenders x 4 payloads x 2 levels, none", len(rep.Payloads), len(rep.Results), len(rep.Targets))
+	}
+	for _, r := range rep.Results {
+		switch r.Payload {
+		case "2MiB json", "2MiB binary":
+			if !strings.Contains(r.Refused, "over SQS's maximum message size") || r.RPCs != 0 {
+				t.Errorf("%+v: want refused", r)
+			}
+			continue
+		case "64KiB json", "64KiB binary":
+		default:
+			t.Fatalf("payload %q", r.Payload)
+		}
+		// Every reply was the request's body, byte for byte: a mismatch
+		// is an error.
+		if r.Refused != "" || r.RPCs < 1 || r.Errors != 0 || r.P50 <= 0 || r.CPU <= 0 {
+			t.Errorf("%+v: want RPCs without error", r)
+		}
+		// The body crosses the wire four times (request and reply, each
+		// sent and received), in JSON.
+		if r.WireBytes < 4*float64(r.BodyBytes) || r.WireBytes > 4*float64(r.BodyBytes)+64<<10 {
+			t.Errorf("%+v: %.0f bytes on the wire per RPC, want about 4 x %d", r, r.WireBytes, r.BodyBytes)
+		}
+		// Each of the four messages of a round trip: one billed request
+		// per started 64 KiB. The floor's 64 KiB JSON body alone is one
+		// chunk; its base64 binary body (87384 bytes) two. tempqueues
+		// adds attributes, so its 64 KiB JSON body takes two chunks too.
+		extra := 4.0
+		if r.Payload == "64KiB json" && r.Contender == "floor" {
+			extra = 0
+		}
+		if math.Abs(r.Billed-r.Calls-extra) > 1e-9 || math.Abs(r.Dollars-r.Billed*0.40) > 1e-9 {
+			t.Errorf("%+v: %.2f billed requests per RPC for %.2f calls, want %.0f more; $%.2f per million", r, r.Billed, r.Calls, extra, r.Dollars)
+		}
+	}
+	table, stderr, code := tempq(t, nil, "bench", "--from-json", writeTemp(t, stdout))
+	if code != 0 || !strings.Contains(table, "### payload 64KiB binary: a body of 87384 bytes (65536 random bytes in base64)") ||
+		!strings.Contains(table, "| floor | 2 | refused (over 1 MiB) |") {
+		t.Errorf("--from-json: code %d, stdout:\n%s\nstderr:\n%s", code, table, stderr)
+	}
+}
+
+// writeTemp writes s to a file of the test and returns its path.
+func writeTemp(t *testing.T, s string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "report.json")
+	if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // TestBenchSweepSmoke runs a miniature sweep (two settings, one of them

@@ -25,7 +25,7 @@ func runQueues(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := newFlags("queues", "[--prefix "+sqsapi.DefaultQueuePrefix+"] [--json]", stdout)
 	prefix := prefixFlag(fs)
 	asJSON := fs.Bool("json", false, "print one JSON object per queue, then one with the fleet's figures")
-	s, closeEnv, err := sweeperCommand(ctx, fs, args, stderr, prefix, func(*reaper.Options) {})
+	s, closeEnv, err := sweeperCommand(ctx, fs, args, stderr, prefix, func(*reaper.SweeperOptions) {})
 	if err != nil {
 		return err
 	}

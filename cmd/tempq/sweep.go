@@ -22,7 +22,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	retire := fs.Bool("retire", false, "after the sweep, delete the fleet's lease queue "+reaper.LeaseQueueName("<prefix>")+" too, when no temporary queue of the prefix is left (the fleet is retired)")
 	asJSON := fs.Bool("json", false, "print the sweep report as JSON")
 	var client *sqs.Client
-	s, closeEnv, err := sweeperCommand(ctx, fs, args, stderr, prefix, func(o *reaper.Options) { o.DryRun = *dryRun }, &client)
+	s, closeEnv, err := sweeperCommand(ctx, fs, args, stderr, prefix, func(o *reaper.SweeperOptions) { o.DryRun = *dryRun }, &client)
 	if err != nil {
 		return err
 	}
@@ -96,7 +96,7 @@ func prefixFlag(fs *flag.FlagSet) *string {
 // sweeperCommand adds the server flags to fs, parses args (no positional
 // arguments), connects (-v logs to stderr) and returns a Sweeper for the prefix with opt
 // applied, and the function that closes the connection.
-func sweeperCommand(ctx context.Context, fs *flag.FlagSet, args []string, stderr io.Writer, prefix *string, opt func(*reaper.Options), client ...**sqs.Client) (*reaper.Sweeper, func(), error) {
+func sweeperCommand(ctx context.Context, fs *flag.FlagSet, args []string, stderr io.Writer, prefix *string, opt func(*reaper.SweeperOptions), client ...**sqs.Client) (*reaper.Sweeper, func(), error) {
 	server := serverFlags(fs)
 	if err := parse(fs, args); err != nil {
 		return nil, nil, err
@@ -111,7 +111,7 @@ func sweeperCommand(ctx context.Context, fs *flag.FlagSet, args []string, stderr
 	for _, c := range client {
 		*c = env.Client
 	}
-	s, err := reaper.NewSweeper(env.Client, func(o *reaper.Options) {
+	s, err := reaper.NewSweeper(env.Client, func(o *reaper.SweeperOptions) {
 		o.Prefix = *prefix
 		o.Logger = server.logger(stderr)
 		opt(o)

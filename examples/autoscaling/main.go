@@ -117,13 +117,15 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 	drained := make(chan struct{})
 	var once sync.Once
 	fmt.Fprintf(out, "%6s %8s %9s %10s %9s %7s %8s\n", "time", "visible", "in-flight", "per-worker", "avg-proc", "target", "desired")
-	m, err := backlog.NewMonitor(client, queueURL, func(o *backlog.Options) {
+	m, err := backlog.NewMonitor(client, queueURL, func(o *backlog.MonitorOptions) {
 		o.Period = time.Second
-		o.AcceptableLatency = *latency
-		o.MaxConcurrency = *concurrency
-		o.Workers = 1
-		o.MinWorkers, o.MaxWorkers = 1, 20
-		o.ProcessingTimeFunc = func() time.Duration { return worker.Stats().AverageProcessingTime }
+		o.Inputs = func() backlog.Options {
+			return backlog.Options{
+				AcceptableLatency: *latency, MaxConcurrency: *concurrency,
+				Workers: 1, MinWorkers: 1, MaxWorkers: 20,
+				ProcessingTime: worker.Stats().AverageProcessingTime,
+			}
+		}
 		o.Observer = observe.Func(func(_ context.Context, e observe.Event) func(*types.Message, error) {
 			mu.Lock()
 			defer mu.Unlock()

@@ -143,14 +143,14 @@ type keyState[E, R any] struct {
 	// entries a caller waits for; gatherFirst and gatherLast are the first
 	// and the latest arrival of those still gathering company (zero when
 	// none); arr estimates
-	// the arrivals; exp is the company announced by Expect. A key's state
+	// the arrivals; exp is the company announced by Announce. A key's state
 	// stays after it goes idle, so that the estimates span quiet moments,
 	// and is pruned after idleKeyTTL unused.
 	urgent      int
 	gatherFirst time.Time
 	gatherLast  time.Time
 	arr         arrivals
-	exp         expectation
+	exp         announcement
 	used        time.Time // the latest use, for pruning
 }
 
@@ -888,7 +888,7 @@ func plural(n int, one, many string) string {
 	return many
 }
 
-// Count is a number of entries announced for one key (ExpectAll).
+// Count is a number of entries announced for one key (AnnounceAll).
 type Count struct {
 	Key string
 	N   int
@@ -905,23 +905,23 @@ func AddCount(counts []Count, key string) []Count {
 	return append(counts, Count{Key: key, N: 1})
 }
 
-// ExpectAll is Expect for each of counts, within a gather maximum (an
+// AnnounceAll is Announce for each of counts, within a gather maximum (an
 // eighth of the measured call latency).
-func (c *Coalescer[E, R]) ExpectAll(counts []Count) {
+func (c *Coalescer[E, R]) AnnounceAll(counts []Count) {
 	within := c.Latency() / GatherMaxDiv
 	for _, n := range counts {
-		c.Expect(n.Key, n.N, within)
+		c.Announce(n.Key, n.N, within)
 	}
 }
 
-// Expect announces n entries for key that callers will Do within the next
+// Announce announces n entries for key that callers will Do within the next
 // within: entries of key gathering company wait for them (at most an eighth
 // of a call's latency) and go the moment the last arrives, instead of
 // guessing from past arrivals. A responder that received several requests
 // says so for the queues their replies go to, a requester for the queues
 // of the callers a receive wakes. Announcements of which fewer than half
 // come true are not heeded.
-func (c *Coalescer[E, R]) Expect(key string, n int, within time.Duration) {
+func (c *Coalescer[E, R]) Announce(key string, n int, within time.Duration) {
 	if n <= 0 {
 		return
 	}

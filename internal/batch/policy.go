@@ -16,7 +16,7 @@ import "time"
 //     nothing waits longer than an eighth of a call; entries that come one
 //     by one do not wait. A sender that knows company is coming (a
 //     responder that received several requests answers each) says so with
-//     Expect, and the batch then goes the moment the last one arrives.
+//     Announce, and the batch then goes the moment the last one arrives.
 //   - Wait or overtake: when a call of the key is in flight, do the
 //     pending entries wait for its end and ride on the next call, or start
 //     a call of their own? By Little's law the entries that arrive before
@@ -111,14 +111,14 @@ func (a *arrivals) note(now time.Time, lat time.Duration) {
 // bursty reports whether arrivals come in bursts worth gathering.
 func (a *arrivals) bursty() bool { return a.burst > burstyAbove }
 
-// expectation is the company senders announced for a key (Expect): the
+// announcement is the company senders announced for a key (Announce): the
 // number of entries still to come and until when they count, the number
 // announced since the last settlement, whether company was announced for
 // the entries now gathering, and the share of announced entries that
 // came, as a moving average. Announcements are heeded only while that
 // share is at least half: a requester announces the next requests of the
 // callers a receive wakes, which callers that do not loop never send.
-type expectation struct {
+type announcement struct {
 	n, told int
 	until   time.Time
 	made    bool
@@ -130,15 +130,15 @@ type expectation struct {
 // announcements to be heeded.
 const trustAbove = 0.5
 
-func (e *expectation) trusted() bool { return !e.settled || e.trust >= trustAbove }
+func (e *announcement) trusted() bool { return !e.settled || e.trust >= trustAbove }
 
 // expecting reports whether heeded company is still to come at now.
-func (e *expectation) expecting(now time.Time) bool {
+func (e *announcement) expecting(now time.Time) bool {
 	return e.n > 0 && now.Before(e.until) && e.trusted()
 }
 
 // announce adds n entries due within until's window.
-func (e *expectation) announce(now, until time.Time, n int) {
+func (e *announcement) announce(now, until time.Time, n int) {
 	e.settle(now)
 	e.n += n
 	e.told += n
@@ -149,7 +149,7 @@ func (e *expectation) announce(now, until time.Time, n int) {
 }
 
 // arrived counts an arrival at now against the announcement.
-func (e *expectation) arrived(now time.Time) {
+func (e *announcement) arrived(now time.Time) {
 	if e.n > 0 && now.Before(e.until) {
 		e.n--
 		if e.n == 0 {
@@ -160,7 +160,7 @@ func (e *expectation) arrived(now time.Time) {
 
 // settle folds the announcements made since the last settlement into
 // the trust once they are over: all came, or their time ran out.
-func (e *expectation) settle(now time.Time) {
+func (e *announcement) settle(now time.Time) {
 	if e.told == 0 || e.n > 0 && now.Before(e.until) {
 		return
 	}
@@ -179,7 +179,7 @@ func (e *expectation) settle(now time.Time) {
 // came, at once; otherwise at once when arrivals do not come in bursts or
 // the latency is unknown, else a gather gap after the latest. Never later
 // than a gather maximum after the first.
-func gatherUntil(now, first, last time.Time, lat time.Duration, a *arrivals, e *expectation) time.Time {
+func gatherUntil(now, first, last time.Time, lat time.Duration, a *arrivals, e *announcement) time.Time {
 	if lat <= 0 || first.IsZero() {
 		return first
 	}

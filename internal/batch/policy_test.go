@@ -78,24 +78,24 @@ func TestGatherUntil(t *testing.T) {
 		name string
 		lat  time.Duration
 		a    *arrivals
-		e    expectation
+		e    announcement
 		now  time.Time
 		want time.Time
 	}{
-		{"latency unknown: at once", 0, &bursty, expectation{}, last, first},
-		{"lone arrivals: at once", lat, &lone, expectation{}, last, first},
-		{"bursty: a gap after the latest", lat, &bursty, expectation{}, last, last.Add(gap)},
-		{"company announced: until it is due", lat, &lone, expectation{n: 3, until: t0.Add(ms(1)), made: true}, last, t0.Add(ms(1))},
-		{"announced company late: no longer than an eighth of a call", lat, &lone, expectation{n: 3, until: t0.Add(ms(5)), made: true}, last, first.Add(lat / GatherMaxDiv)},
-		{"announced company all came: at once, bursty or not", lat, &bursty, expectation{n: 0, until: t0.Add(ms(1)), made: true}, last, first},
-		{"announcement expired: at once", lat, &lone, expectation{n: 2, until: t0.Add(ms(0.05)), made: true}, last, first},
+		{"latency unknown: at once", 0, &bursty, announcement{}, last, first},
+		{"lone arrivals: at once", lat, &lone, announcement{}, last, first},
+		{"bursty: a gap after the latest", lat, &bursty, announcement{}, last, last.Add(gap)},
+		{"company announced: until it is due", lat, &lone, announcement{n: 3, until: t0.Add(ms(1)), made: true}, last, t0.Add(ms(1))},
+		{"announced company late: no longer than an eighth of a call", lat, &lone, announcement{n: 3, until: t0.Add(ms(5)), made: true}, last, first.Add(lat / GatherMaxDiv)},
+		{"announced company all came: at once, bursty or not", lat, &bursty, announcement{n: 0, until: t0.Add(ms(1)), made: true}, last, first},
+		{"announcement expired: at once", lat, &lone, announcement{n: 2, until: t0.Add(ms(0.05)), made: true}, last, first},
 	} {
 		if got := gatherUntil(tc.now, first, last, tc.lat, tc.a, &tc.e); !got.Equal(tc.want) {
 			t.Errorf("%s: gatherUntil = +%v, want +%v", tc.name, got.Sub(t0), tc.want.Sub(t0))
 		}
 	}
 	// A long burst stops gathering an eighth of a call after its first.
-	if got := gatherUntil(t0.Add(ms(2)), first, t0.Add(ms(2)), lat, &bursty, &expectation{}); !got.Equal(first.Add(lat / GatherMaxDiv)) {
+	if got := gatherUntil(t0.Add(ms(2)), first, t0.Add(ms(2)), lat, &bursty, &announcement{}); !got.Equal(first.Add(lat / GatherMaxDiv)) {
 		t.Errorf("long burst: gatherUntil = +%v, want +%v", got.Sub(t0), lat/GatherMaxDiv)
 	}
 }
@@ -303,7 +303,7 @@ func TestSubmitUrgentOvertakesACallWhenSparse(t *testing.T) {
 }
 
 // TestExpectSendsTheBurstTogether checks that entries announced with
-// Expect share one call, which goes when the last of them arrives.
+// Announce share one call, which goes when the last of them arrives.
 func TestExpectSendsTheBurstTogether(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := &recorder{}
@@ -312,7 +312,7 @@ func TestExpectSendsTheBurstTogether(t *testing.T) {
 		// A latency so long that the announcement cannot expire during the
 		// test: the batch goes because the last one came, not by a timer.
 		SetLatency(c, time.Hour)
-		c.Expect("q", 3, time.Hour)
+		c.Announce("q", 3, time.Hour)
 		var wg sync.WaitGroup
 		for i := range 3 {
 			wg.Add(1)
@@ -331,7 +331,7 @@ func TestExpectSendsTheBurstTogether(t *testing.T) {
 }
 
 func TestExpectationTrust(t *testing.T) {
-	var e expectation
+	var e announcement
 	at := t0
 	// A requester announces a caller's next request after each reply, and
 	// the caller never sends one (it does not loop).

@@ -2,7 +2,7 @@
 // redrive's Drain and Run: it receives from one queue with as many pollers
 // as the pace of the messages needs, runs handlers in a bounded number of
 // slots, extends the visibility of the messages being handled
-// (heartbeat.go), and then deletes or releases each one as its handler
+// (extender.go), and then deletes or releases each one as its handler
 // decides, in batched calls. Its stop is graceful: no new receive, a long
 // poll in flight gets poll.StopGrace, running handlers may finish until a
 // grace period or a hard stop ends, and the rest are cancelled and their
@@ -25,7 +25,7 @@
 //     backoff after a batch whose actions all failed);
 //   - GiveUp: which failed receives end the run besides a missing queue
 //     (redrive's errors that retrying will not fix);
-//   - the Hold verdict: a message kept hidden until the run stops and
+//   - the Hold action: a message kept hidden until the run stops and
 //     released then (a dry run, which sees each message once).
 //
 // What a message means, and what its handler does with it, is the
@@ -55,7 +55,7 @@ import (
 
 // ErrVisibilityLimit is the cause with which a handler's context is
 // cancelled when its message reaches SQS's 12-hour visibility limit.
-var ErrVisibilityLimit = errors.New("responder: request reached the SQS 12-hour visibility limit")
+var ErrVisibilityLimit = errors.New("tempqueues: message reached the SQS 12-hour visibility limit")
 
 // FinalTimeout bounds each step of a stop that follows the end of a grace
 // period: releasing the abandoned messages and flushing deletes.
@@ -72,21 +72,21 @@ const reasonHeld = "held"
 // heldTimeout bounds the releases of held messages at the end of a run.
 const heldTimeout = 30 * time.Second
 
-// Verdict is what happens to a message once its handler returns.
-type Verdict int
+// Action is what happens to a message once its handler returns.
+type Action int
 
 const (
-	Leave   Verdict = iota // nothing: abandoned, or left to its visibility timeout
-	Delete                 // done: delete it
-	Release                // make it visible again after Outcome.Delay
-	Hold                   // keep it hidden until the run stops, then release it
+	Leave   Action = iota // nothing: abandoned, or left to its visibility timeout
+	Delete                // done: delete it
+	Release               // make it visible again after Outcome.Delay
+	Hold                  // keep it hidden until the run stops, then release it
 )
 
 // Outcome is a handler's decision on its message.
 type Outcome struct {
-	Verdict Verdict
-	Delay   time.Duration // for Release
-	Reason  string        // for Release: why, for Config.OnRelease
+	Action Action
+	Delay  time.Duration // for Release
+	Reason string        // for Release: why, for Config.OnRelease
 }
 
 // Handler handles one delivery under ctx, which the engine cancels at the
@@ -144,8 +144,8 @@ type Config struct {
 	// handlers start.
 	OnReceive func([]types.Message)
 	// Renew, if set, is called for each delivery with a lease (SetLease)
-	// after its visibility was extended, on a goroutine of the heartbeat's,
-	// one round at a time, under a context of two heartbeat intervals.
+	// after its visibility was extended, on a goroutine of the extender's,
+	// one round at a time, under a context of two extension intervals.
 	Renew func(ctx context.Context, d *Delivery, lease string)
 	// OnRelease, if set, is told of each message made visible again, once
 	// its call succeeded: with the handler's Outcome.Reason, or
@@ -214,8 +214,8 @@ func run(ctx context.Context, cfg Config, h Handler, bh BatchHandler) error {
 		Clock:   cfg.Clock,
 	})
 	defer c.loop.Abort()
-	c.hb.init(c)
-	go c.hb.run()
+	c.ext.init(c)
+	go c.ext.run()
 	c.addPoller()
 	log := cfg.Log.With(slog.String("queue_url", cfg.QueueURL))
 	log.Debug(cfg.Name + ": serving")
@@ -226,7 +226,7 @@ func run(ctx context.Context, cfg Config, h Handler, bh BatchHandler) error {
 	c.stopIntake(hard)
 	c.drain(hard)
 	held := c.releaseHeld()
-	c.hb.close()
+	c.ext.close()
 
 	// Held messages may be many (a dry run's): their releases get a call's
 	// time rather than a final step's.
@@ -335,7 +335,7 @@ type consumer struct {
 	nPollers atomic.Int32
 	sizer    poll.Sizer // pollers by the pace of the receives that bring messages
 	handlers sync.WaitGroup
-	hb       heartbeat
+	ext      extender
 
 	fatalOnce sync.Once
 	fatal     chan struct{}

@@ -105,14 +105,14 @@ func TestOutcomesAreCarriedOut(t *testing.T) {
 			}
 			switch body {
 			case "delete":
-				return Outcome{Verdict: Delete}
+				return Outcome{Action: Delete}
 			case "release":
 				if seen[body] == 1 {
-					return Outcome{Verdict: Release, Reason: "again"}
+					return Outcome{Action: Release, Reason: "again"}
 				}
-				return Outcome{Verdict: Delete}
+				return Outcome{Action: Delete}
 			}
-			return Outcome{Verdict: Leave}
+			return Outcome{Action: Leave}
 		})
 		select {
 		case <-all:
@@ -138,10 +138,10 @@ func TestOutcomesAreCarriedOut(t *testing.T) {
 	})
 }
 
-// TestHeartbeatExtendsAndRenews checks that a handler running past its
+// TestExtenderExtendsAndRenews checks that a handler running past its
 // visibility timeout keeps its message, and that its lease is renewed
 // after each extension.
-func TestHeartbeatExtendsAndRenews(t *testing.T) {
+func TestExtenderExtendsAndRenews(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := newRig(t, time.Second)
 		var renewals sync.Map
@@ -156,7 +156,7 @@ func TestHeartbeatExtendsAndRenews(t *testing.T) {
 			d.SetLease("lease-1")
 			testtime.Pause(3 * time.Second) // three visibility timeouts
 			close(done)
-			return Outcome{Verdict: Delete}
+			return Outcome{Action: Delete}
 		})
 		<-done
 		if err := stop(); err != nil {
@@ -192,7 +192,7 @@ func TestHardStopAbandonsAndReleases(t *testing.T) {
 				if d.Finish() {
 					t.Error("Finish succeeded on an abandoned delivery")
 				}
-				return Outcome{Verdict: Delete}
+				return Outcome{Action: Delete}
 			})
 		}()
 		<-started
@@ -241,7 +241,7 @@ func TestHardStopKeepsWhatCannotMove(t *testing.T) {
 				if !errors.Is(context.Cause(ctx), sqsapi.ErrClosed) {
 					t.Errorf("cause %v, want ErrClosed", context.Cause(ctx))
 				}
-				return Outcome{Verdict: Delete}
+				return Outcome{Action: Delete}
 			})
 		}()
 		<-started

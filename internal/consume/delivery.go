@@ -33,8 +33,8 @@ type Delivery struct {
 	state  atomic.Int32
 	keep   atomic.Bool // KeepWhenAbandoned
 
-	// Owned by the heartbeat, under hb.mu.
-	lease     string    // a lease the heartbeat renews (SetLease)
+	// Owned by the extender, under ext.mu.
+	lease     string    // a lease the extender renews (SetLease)
 	deadline  time.Time // when the message becomes visible again
 	extending bool      // an extension call is in flight
 	capped    bool      // the last extension reached the 12-hour cap
@@ -48,7 +48,7 @@ type Delivery struct {
 	// message for a whole visibility timeout instead of releasing it.
 	afterExtension func()
 
-	hb *heartbeat // nil for a delivery outside a run (NewDelivery)
+	ext *extender // nil for a delivery outside a run (NewDelivery)
 }
 
 // NewDelivery is a delivery of m outside any run, as responder.Process
@@ -78,12 +78,12 @@ func (d *Delivery) Finish() bool { return d.state.CompareAndSwap(stateRunning, s
 
 // SetLease records a lease that Config.Renew renews after each extension.
 func (d *Delivery) SetLease(lease string) {
-	if d.hb == nil {
+	if d.ext == nil {
 		return
 	}
-	d.hb.mu.Lock()
+	d.ext.mu.Lock()
 	d.lease = lease
-	d.hb.mu.Unlock()
+	d.ext.mu.Unlock()
 }
 
 // handleOne runs the handler of one received message and carries out its
@@ -119,7 +119,7 @@ func (c *consumer) handleBatch(msgs []types.Message, receivedAt time.Time, slots
 	c.releaseSlots(slots)
 }
 
-// begin starts the handling of m: the heartbeat extends it from now on.
+// begin starts the handling of m: the extender extends its visibility from now on.
 func (c *consumer) begin(m types.Message, receivedAt time.Time, cancel context.CancelCauseFunc) *Delivery {
 	c.cfg.Counters.InFlight.Add(1)
 	d := NewDelivery(m, receivedAt)
@@ -128,7 +128,7 @@ func (c *consumer) begin(m types.Message, receivedAt time.Time, cancel context.C
 	if c.cfg.Key != nil {
 		d.key = c.cfg.Key(m)
 	}
-	if !c.hb.add(d) {
+	if !c.ext.add(d) {
 		// The stop deadline passed between its receive and now.
 		c.abandon(d)
 	}
@@ -142,7 +142,7 @@ func (c *consumer) end(d *Delivery, out Outcome) Outcome {
 		// elsewhere: whatever the handler decided is too late.
 		out = Outcome{}
 	}
-	c.hb.remove(d)
+	c.ext.remove(d)
 	c.cfg.Counters.InFlight.Add(-1)
 	return out
 }
@@ -150,14 +150,14 @@ func (c *consumer) end(d *Delivery, out Outcome) Outcome {
 // carryOut carries out a handler's decision on d.
 func (c *consumer) carryOut(d *Delivery, out Outcome) {
 	n := c.cfg.Counters
-	switch out.Verdict {
+	switch out.Action {
 	case Delete:
 		// Nobody waits for the delete: it may wait for company for a tenth
 		// of the visibility the message has left (batch.DeleteWithin), so
 		// that even one message at a time shares delete calls.
-		c.hb.mu.Lock()
+		c.ext.mu.Lock()
 		left := c.cfg.Clock.Until(d.deadline)
-		c.hb.mu.Unlock()
+		c.ext.mu.Unlock()
 		within := batch.DeleteWithin(left)
 		if wire.IsFIFOURL(c.cfg.QueueURL) {
 			// A FIFO queue keeps the message's group locked until the
@@ -215,13 +215,13 @@ func (c *consumer) release(d *Delivery, delay time.Duration, reason string) {
 			c.cfg.Counters.Released.Add(1)
 		})
 	}
-	c.hb.mu.Lock()
+	c.ext.mu.Lock()
 	if d.extending {
 		d.afterExtension = submit
-		c.hb.mu.Unlock()
+		c.ext.mu.Unlock()
 		return
 	}
-	c.hb.mu.Unlock()
+	c.ext.mu.Unlock()
 	submit()
 }
 
@@ -229,7 +229,7 @@ func (c *consumer) release(d *Delivery, delay time.Duration, reason string) {
 // another consumer to pick up: as soon as no receive this run aborted can
 // still take them.
 func (c *consumer) abandonAll() {
-	for _, d := range c.hb.abandonLive() {
+	for _, d := range c.ext.abandonLive() {
 		c.abandon(d)
 	}
 }

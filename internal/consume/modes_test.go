@@ -65,7 +65,7 @@ func TestBatchHandlesEachReceiveBeforeTheNext(t *testing.T) {
 			outs := make([]Outcome, len(ds))
 			for i, d := range ds {
 				seen[aws.ToString(d.Message.Body)]++
-				outs[i] = Outcome{Verdict: Delete}
+				outs[i] = Outcome{Action: Delete}
 			}
 			return outs
 		})
@@ -118,7 +118,7 @@ func TestBatchPollersShareSlots(t *testing.T) {
 			handled.Add(int32(len(ds)))
 			outs := make([]Outcome, len(ds))
 			for i := range outs {
-				outs[i] = Outcome{Verdict: Delete}
+				outs[i] = Outcome{Action: Delete}
 			}
 			return outs
 		})
@@ -144,7 +144,7 @@ func TestHoldReleasesAtTheEnd(t *testing.T) {
 			handled.Add(int32(len(ds)))
 			outs := make([]Outcome, len(ds))
 			for i := range outs {
-				outs[i].Verdict = Hold
+				outs[i].Action = Hold
 			}
 			return outs
 		})

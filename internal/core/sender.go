@@ -79,10 +79,10 @@ func sendDone(op, queueURL string, done func(error)) func(types.SendMessageBatch
 	}
 }
 
-// Expect tells the batching policy how many sends will follow soon to each
-// queue (batch.Coalescer.ExpectAll): the callers a receive is about to
+// Announce tells the batching policy how many sends will follow soon to each
+// queue (batch.Coalescer.AnnounceAll): the callers a receive is about to
 // wake, who send their next requests at once.
-func (s *Sender) Expect(counts []batch.Count) { s.sends.ExpectAll(counts) }
+func (s *Sender) Announce(counts []batch.Count) { s.sends.AnnounceAll(counts) }
 
 // close flushes the sends in flight; later sends go alone.
 func (s *Sender) close(ctx context.Context) error {

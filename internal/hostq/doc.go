@@ -4,7 +4,7 @@
 // held messages before their visibility ends, and the batchers of its
 // deletes and visibility changes.
 //
-// Two kinds of route take messages by their routing attribute
+// Three kinds of route take messages by their routing attribute
 // (sqsapi.VirtualQueueNameAttribute):
 //
 //   - a Queue buffers messages for receivers (virtualqueue's drop-in
@@ -12,7 +12,7 @@
 //     least once: it is deleted only by its consumer;
 //   - an expectation (Host.Expect) takes exactly one message for a waiting
 //     call (the requester's replies) and hands it to the call directly; the
-//     core then deletes it, lingering for company.
+//     core then deletes it, lingering for company;
 //   - a multi-message expectation (Host.ExpectMany) takes every message
 //     routed to its name until its callback says the last one came (the
 //     requester's reply streams and gathers); each is deleted the same way.
@@ -26,7 +26,8 @@
 // the poller's goroutine.
 //
 // The Owner (owner.go) is the lifecycle of the host queues a process
-// creates for itself: create with the reaper's tags, heartbeat, recreate
+// creates for itself: create with the reaper's tags, heartbeat (the tag
+// refresh that keeps a host queue from being swept), recreate
 // when found deleted, delete on Close. internal/core holds one, with its
 // reaper and the clients' sender.
 package hostq

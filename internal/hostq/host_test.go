@@ -110,7 +110,7 @@ func TestLedgerReleasesOnlyUntakenMessagesInOrder(t *testing.T) {
 func TestExpectTakesOneMessageAndDeletesIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var orphans atomic.Int64
-		h, m := openTest(t, &Options{Orphan: func(context.Context, string, string, types.Message) Verdict {
+		h, m := openTest(t, &Options{Orphan: func(context.Context, string, string, types.Message) OrphanAction {
 			orphans.Add(1)
 			return Delete
 		}})

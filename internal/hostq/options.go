@@ -13,19 +13,19 @@ import (
 	"github.com/tempqueues/tempqueues/observe"
 )
 
-// Verdict is what happens to an orphan: a host message no route takes.
-type Verdict int
+// OrphanAction is what happens to an orphan: a host message no route takes.
+type OrphanAction int
 
 const (
 	// Delete deletes the orphan (the default).
-	Delete Verdict = iota
+	Delete OrphanAction = iota
 	// Release makes it visible again after Options.OrphanReleaseDelay.
 	Release
 	// Keep leaves it in flight until its visibility timeout ends.
 	Keep
 )
 
-func (v Verdict) String() string {
+func (v OrphanAction) String() string {
 	switch v {
 	case Release:
 		return "release"
@@ -41,7 +41,7 @@ type Options struct {
 	// Orphan settles a message no route takes, on the poller's goroutine;
 	// nil deletes every orphan. name is the routing attribute ("" when
 	// absent).
-	Orphan func(ctx context.Context, hostURL, name string, m types.Message) Verdict
+	Orphan func(ctx context.Context, hostURL, name string, m types.Message) OrphanAction
 	// OrphanReleaseDelay is the visibility given to released orphans and to
 	// messages whose queue buffer was full; default 5s.
 	OrphanReleaseDelay time.Duration

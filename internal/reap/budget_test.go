@@ -13,7 +13,7 @@ import (
 // (standalone) sweep, or a fleet within the budget, inspects them all.
 func TestSweepSliceCoversFleetAcrossPeriods(t *testing.T) {
 	// Budget: 10/s × 60 s × 0.6 = 360 queues per period.
-	o := Config{Options: Options{Prefix: "p_", Period: time.Minute}}
+	o := Config{Prefix: "p_", Period: time.Minute}
 	s := newSweeper(nil, o, nil, new(ownThrottles))
 	if b := s.budget(); b != 360 {
 		t.Fatalf("budget = %d, want 360", b)
@@ -78,37 +78,35 @@ func TestPacerRate(t *testing.T) {
 // since its heartbeat, up to twice its retention; otherwise it is idle.
 func TestGraceAfterThrottling(t *testing.T) {
 	var log ownThrottles
-	s := newSweeper(nil, Config{Options: Options{Prefix: "p_", Period: time.Minute}}, nil, &log)
+	s := newSweeper(nil, Config{Prefix: "p_", Period: time.Minute}, nil, &log)
 	now := time.Now()
-	st := func(age time.Duration) QueueStatus {
-		return QueueStatus{Retention: 300 * time.Second, Heartbeat: now.Add(-age), Verdict: VerdictIdle}
-	}
+	grace := func(age time.Duration) bool { return s.grace(300*time.Second, now.Add(-age), now) }
 	s.reads.Store(10)
 	s.readThrottles.Store(5)
 	log.NoteThrottle(now.Add(-time.Second))
-	if s.grace(st(400*time.Second), now) {
+	if grace(400 * time.Second) {
 		t.Error("grace after only 10 reads")
 	}
 	s.reads.Store(100)
 	s.readThrottles.Store(0)
-	if s.grace(st(400*time.Second), now) {
+	if grace(400 * time.Second) {
 		t.Error("grace while the sweep saw no throttling")
 	}
 	s.readThrottles.Store(4)
-	if s.grace(st(400*time.Second), now) {
+	if grace(400 * time.Second) {
 		t.Error("grace while the sweep saw 4 of 100 reads throttled")
 	}
 	s.readThrottles.Store(5)
-	if !s.grace(st(400*time.Second), now) {
+	if !grace(400 * time.Second) {
 		t.Error("no grace for an idle queue while the account throttles")
 	}
-	if s.grace(st(601*time.Second), now) {
+	if grace(601 * time.Second) {
 		t.Error("grace beyond twice the retention")
 	}
 	var other ownThrottles
 	other.NoteThrottle(now.Add(-500 * time.Second)) // before the heartbeat
 	s.throttles = &other
-	if s.grace(st(400*time.Second), now) {
+	if grace(400 * time.Second) {
 		t.Error("grace for throttling older than the heartbeat")
 	}
 }

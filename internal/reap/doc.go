@@ -5,6 +5,9 @@
 // its face, and its documentation says what each part does and costs;
 // internal/core runs one Reaper for the host queues a client owns.
 //
-// Its Options are the face's, field for field; Config adds what the
-// library and the tests set beside them (a clock, a time scale).
+// The types users read (reaper.Options, QueueStatus, Verdict, Report) are
+// defined and documented in the face; Config holds the settings they give
+// and what the library and the tests set beside them (a clock), List and
+// Idle give the face what reaper.Sweeper.Queues reports, and Report is the
+// record a sweep keeps, whose exported counts the face copies.
 package reap

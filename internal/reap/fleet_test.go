@@ -202,17 +202,13 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 			o.IdleQueueRetention = cfg.Retention
 			o.HostQueueTags = map[string]string{fleetOwnerTag: strconv.Itoa(m.id)}
 			o.Timeout = 20 * time.Second
-			o.Reaper = []func(*reaper.Options){
-				func(o *reaper.Options) {
-					o.Period = cfg.Period
-					o.Observer = observe.Func(func(_ context.Context, e observe.Event) func(*types.Message, error) {
-						if e.Kind == observe.Swept {
-							onSweep(e.Detail.(reaper.Report))
-						}
-						return nil
-					})
-				},
-			}
+			o.SweepPeriod = cfg.Period
+			o.Observer = observe.Func(func(_ context.Context, e observe.Event) func(*types.Message, error) {
+				if e.Kind == observe.Swept {
+					onSweep(e.Detail.(reaper.Report))
+				}
+				return nil
+			})
 		})
 		if err != nil {
 			t.Error(err)

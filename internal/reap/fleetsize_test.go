@@ -20,7 +20,7 @@ import (
 
 // needRetention is heartbeat.Need in whole seconds, rounded up.
 func TestNeedRetention(t *testing.T) {
-	o := Config{Options: Options{Period: defaultPeriod}}
+	o := Config{Period: defaultPeriod}
 	for _, n := range []int{1, 1000, 3000, 10000} {
 		need := heartbeat.Need(n, defaultPeriod)
 		if got := needRetention(n, o); got%time.Second != 0 || got < need || got >= need+time.Second {
@@ -141,7 +141,7 @@ func TestCheckCapacityWarns(t *testing.T) {
 		warn   bool
 	}{{1800, false}, {3000, true}} {
 		var buf bytes.Buffer
-		o := Config{Options: Options{Prefix: "p_", Period: defaultPeriod, Logger: slog.New(slog.NewTextHandler(&buf, nil))}}
+		o := Config{Prefix: "p_", Period: defaultPeriod, Logger: slog.New(slog.NewTextHandler(&buf, nil))}
 		s := newSweeper(nil, o, nil, nil)
 		perQueue := 1 / (300 * heartbeat.DefaultFraction) // heartbeats a second of a 300 s queue
 		s.checkCapacity(perQueue*100, 100, c.queues)      // 100 inspected, all at 300 s

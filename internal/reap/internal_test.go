@@ -32,8 +32,12 @@ func TestIdleRule(t *testing.T) {
 		{"bad heartbeat", map[string]string{sqsapi.RetentionTag: "300", sqsapi.HeartbeatTag: "yesterday"}, outError, true},
 	}
 	for _, c := range cases {
-		got, err := idle(c.tags, now)
-		if got != c.want || (err != nil) != c.err {
+		v, _, _, err := Idle(c.tags, now)
+		got := outError
+		if err == nil {
+			got = idle(v)
+		}
+		if got != c.want || (err != nil) != c.err || (v == VerdictError) != c.err {
 			t.Errorf("%s: idle = %v, %v; want %v, error %v", c.name, got, err, c.want, c.err)
 		}
 	}

@@ -27,7 +27,8 @@ import (
 // `margin` after the period boundary and `margin` long. Every process polls
 // the coordination queue once per period, at a random moment of the window.
 // The first poll that finds the token visible receives it with a
-// VisibilityTimeout reaching the next window's start, sweeps, and leaves the
+// VisibilityTimeout reaching the next window's start (a long poll that got
+// it later than it asked extends it to that start), sweeps, and leaves the
 // token hidden: there is no renewal and no release. The token reappears at
 // the next window whatever happened to its holder, and the first poll of
 // that window takes it. Hence:
@@ -306,12 +307,13 @@ func (l *lease) receive(ctx context.Context) ([]types.Message, time.Time, error)
 	now := l.opts.Clock.Now()
 	until := l.hideUntil(now)
 	l.checks.Add(1)
+	vis := visibility(until.Sub(now))
 	cctx, cancel := l.callCtx(ctx)
 	out, err := l.client.ReceiveMessage(cctx, &sqs.ReceiveMessageInput{
 		QueueUrl:                    aws.String(l.url),
 		MaxNumberOfMessages:         sqsapi.MaxReceiveMessages,
 		WaitTimeSeconds:             leaseWaitSeconds,
-		VisibilityTimeout:           visibility(until.Sub(now)),
+		VisibilityTimeout:           vis,
 		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameSentTimestamp},
 	})
 	cancel()
@@ -326,6 +328,20 @@ func (l *lease) receive(ctx context.Context) ([]types.Message, time.Time, error)
 		}
 		l.log().Warn("reaper: deleting a foreign message from the coordination queue", slog.String("queue", l.name))
 		_ = l.deleteMessage(ctx, m)
+	}
+	if len(tokens) > 0 {
+		// SQS hides a message from its receipt, which a long poll may make
+		// up to leaseWaitSeconds after now: a token created meanwhile (at a
+		// fleet's start) would reappear before the window the receipt
+		// calls for, and be taken again in this period.
+		got := l.opts.Clock.Now()
+		if want := l.hideUntil(got); now.Add(time.Duration(vis) * time.Second).Before(want) {
+			if u, err := l.extend(ctx, aws.ToString(tokens[0].ReceiptHandle)); err == nil {
+				until = u
+			} else {
+				l.fail(ctx, "hiding the lease token until its window", err)
+			}
+		}
 	}
 	return tokens, until, nil
 }

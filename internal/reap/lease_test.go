@@ -227,13 +227,34 @@ func TestLeaseOneSweepPerPeriodAndTakeover(t *testing.T) {
 	})
 }
 
+// A fleet whose reapers start at the same instant on a period boundary
+// sweeps once per period. In a bubble they did 1 run in 7: their first
+// long polls, parked when the first token was sent, took it with the
+// visibility computed when they started polling, so it reappeared in the
+// same period and was taken again. Forty bubbles make a regression all
+// but certain to show.
+func TestLeaseFleetStartingTogetherSweepsOncePerPeriod(t *testing.T) {
+	t.Parallel()
+	for range 40 {
+		inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
+			f := newFleet(t, b)
+			for range 3 {
+				f.start()
+			}
+			testtime.Advance(3 * testPeriod)
+			f.checkOnePerPeriod()
+			if n := len(f.records()); n < 2 {
+				t.Errorf("%d sweeps in 3 periods, want one a period", n)
+			}
+		})
+	}
+}
+
 // TestLeaseDuplicateTokensConverge starts reapers at the same instant, so
 // several may send a token at once; one token results and one sweep per
-// period. It runs in real time, on fauxqs and sqstest: in a synctest
-// bubble, where three reapers start exactly on a period boundary, it saw
-// (1 run in 5) sweeps at 1.000 s and 2.000 s, two in one period, which
-// real time's jitter does not produce; that edge of the lease at fleet
-// start-up is left for its own change.
+// period. It runs in real time, on fauxqs and sqstest, for a real
+// server's FIFO deduplication; the bubbled start is
+// TestLeaseFleetStartingTogetherSweepsOncePerPeriod.
 func TestLeaseDuplicateTokensConverge(t *testing.T) {
 	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {

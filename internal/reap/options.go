@@ -37,20 +37,16 @@ const (
 	coordinationSuffix = "sweeper.fifo"
 )
 
-// Options are the settings users give (the reaper package's Options,
-// field for field); reaper documents them. Zero values mean the defaults.
-type Options struct {
+// Config is the implementation's settings: those of the public reaper's
+// Options and SweeperOptions, which document them (zero values mean the
+// defaults), and what the library and its tests set beside them.
+type Config struct {
 	Prefix          string
 	Period          time.Duration
 	DisableSweeping bool
 	DryRun          bool
 	Logger          *slog.Logger
 	Observer        observe.Observer
-}
-
-// Config is Options with what the library and its tests set beside them.
-type Config struct {
-	Options
 	// Detail, if set, makes the Detail of Swept events of a Report (the
 	// face's own report type); without it the Detail is the Report.
 	Detail func(Report) any

@@ -3,6 +3,7 @@ package reap_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,7 +12,7 @@ import (
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
-// TestQueuesAndDryRun lists queues with their verdicts, and checks a dry-run
+// TestQueuesAndDryRun lists queues with the idle rule's verdicts, and checks a dry-run
 // sweep reports the idle queues and deletes none.
 func TestQueuesAndDryRun(t *testing.T) {
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
@@ -32,30 +33,46 @@ func TestQueuesAndDryRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		qs, err := s.Queues(ctx)
+		type listed struct {
+			name           string
+			host, reserved bool
+			verdict        string
+			retention      time.Duration
+			heartbeat      time.Time
+			err            error
+		}
+		var mu sync.Mutex
+		qs := map[string]listed{}
+		err = s.List(ctx, func(url, name string, host, reserved bool, tags map[string]string, err error) {
+			q := listed{name: name, host: host, reserved: reserved, err: err}
+			if !reserved && err == nil {
+				q.verdict, q.retention, q.heartbeat, q.err = reap.Idle(tags, s.Now())
+			}
+			mu.Lock()
+			qs[url] = q
+			mu.Unlock()
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := map[string]reap.Verdict{
+		want := map[string]string{
 			urls["idle"]: reap.VerdictIdle, urls["live"]: reap.VerdictLive, urls["future"]: reap.VerdictFutureHeartbeat,
-			urls["plain"]: reap.VerdictNotTemporary, urls["bad"]: reap.VerdictError, urls["lease"]: reap.VerdictReserved,
+			urls["plain"]: reap.VerdictNotTemporary, urls["bad"]: reap.VerdictError, urls["lease"]: "",
 		}
 		if len(qs) != len(want) {
-			t.Fatalf("Queues returned %d queues, want %d: %+v", len(qs), len(want), qs)
+			t.Fatalf("List gave %d queues, want %d: %+v", len(qs), len(want), qs)
 		}
-		for _, q := range qs {
-			if q.Verdict != want[q.QueueURL] {
-				t.Errorf("%s: verdict %s, want %s", q.Name, q.Verdict, want[q.QueueURL])
+		for u, q := range qs {
+			if q.verdict != want[u] || q.reserved != (u == urls["lease"]) {
+				t.Errorf("%s: verdict %q (reserved %v), want %q", q.name, q.verdict, q.reserved, want[u])
 			}
-			if (q.Verdict == reap.VerdictError) != errors.Is(q.Err, reap.ErrBadTag) {
-				t.Errorf("%s: err %v", q.Name, q.Err)
+			if (q.verdict == reap.VerdictError) != errors.Is(q.err, reap.ErrBadTag) {
+				t.Errorf("%s: err %v", q.name, q.err)
 			}
 		}
-		for _, q := range qs {
-			if q.QueueURL == urls["live"] {
-				if age := now.Sub(q.Heartbeat); age < time.Minute-time.Second || age > time.Minute+time.Second || q.Retention != 300*time.Second || !q.RequesterHostQueue {
-					t.Errorf("live queue: %+v, age %v", q, age)
-				}
+		if q := qs[urls["live"]]; true {
+			if age := now.Sub(q.heartbeat); age < time.Minute-time.Second || age > time.Minute+time.Second || q.retention != 300*time.Second || !q.host {
+				t.Errorf("live queue: %+v, age %v", q, age)
 			}
 		}
 

@@ -209,25 +209,14 @@ func (s *Sweeper) isHostQueue(name string) bool {
 	return s.hostRE.MatchString(name)
 }
 
-// Report tells what one sweep did. Every listed queue is either kept,
-// deleted, the subject of an error, or was skipped or vanished during the
-// sweep.
+// Report is the record of one sweep: the counts reaper.Report documents
+// and gives users, and the detail the log and the tests read.
 type Report struct {
-	// Duration is how long the sweep took.
 	Duration time.Duration
-	// Listed is the number of queues ListQueues returned for the prefix.
-	Listed int
-	// Kept is the number of queues inspected and left in place: not
-	// temporary, live, heartbeat in the future (clock skew), or idle but
-	// holding messages and not a requester host queue.
-	Kept int
-	// Deleted lists the URLs of the queues deleted; with Options.DryRun,
-	// of the queues that would have been deleted.
-	Deleted []string
-	// Errors holds one error per queue that could not be inspected or
-	// deleted, naming the queue and wrapping the cause (the API error, or
-	// ErrBadTag); the sweep went on with the others.
-	Errors []error
+	Listed   int
+	Kept     int
+	Deleted  []string
+	Errors   []error
 
 	detail detail // for the log and the tests
 }
@@ -444,16 +433,16 @@ func (s *Sweeper) inspect(ctx context.Context, u, name string, calls *atomic.Int
 		return out, 0, err
 	}
 	now := s.opts.Clock.Now()
-	st := IdleStatus(tags, now)
-	out, err := idle(tags, now)
+	verdict, retention, heartbeat, err := Idle(tags, now)
 	if err != nil {
 		return outError, 0, queueError(u, "idle rule", err)
 	}
-	if out == outDeleted && s.grace(st, now) {
-		return outGrace, st.Retention, nil
+	out := idle(verdict)
+	if out == outDeleted && s.grace(retention, heartbeat, now) {
+		return outGrace, retention, nil
 	}
 	out, err = s.deleteIdle(ctx, u, name, out, calls)
-	return out, st.Retention, err
+	return out, retention, err
 }
 
 // grace reports whether an idle queue is kept because its owner's
@@ -464,15 +453,15 @@ func (s *Sweeper) inspect(ctx context.Context, u, name string, calls *atomic.Int
 // heartbeat is not yet twice the retention old. A queue of a dead process
 // is thus deleted at the latest after two retentions, even while the
 // account throttles.
-func (s *Sweeper) grace(st QueueStatus, now time.Time) bool {
-	if st.Heartbeat.IsZero() || now.Sub(st.Heartbeat) > 2*st.Retention {
+func (s *Sweeper) grace(retention time.Duration, heartbeat, now time.Time) bool {
+	if heartbeat.IsZero() || now.Sub(heartbeat) > 2*retention {
 		return false
 	}
 	thr, reads := s.readThrottles.Load(), s.reads.Load()
 	if reads < graceMinReads || thr*graceThrottleShare < reads {
 		return false
 	}
-	return s.throttles.LastThrottle().After(st.Heartbeat)
+	return s.throttles.LastThrottle().After(heartbeat)
 }
 
 // graceThrottleShare: grace applies while at least one in this many of a
@@ -569,22 +558,19 @@ func (s *Sweeper) failed(u, op string, err error) (outcome, error) {
 	return outError, queueError(u, op, err)
 }
 
-// idle applies the Java client's idle rule to a queue's tags at now. It
-// returns outDeleted for an idle queue, or the reason to keep it.
-func idle(tags map[string]string, now time.Time) (outcome, error) {
-	st := IdleStatus(tags, now)
-	if st.Err != nil {
-		return outError, st.Err
-	}
-	switch st.Verdict {
+// idle turns the idle rule's verdict on a queue (other than
+// VerdictError) into outDeleted for an idle queue, or the reason to keep
+// it.
+func idle(verdict string) outcome {
+	switch verdict {
 	case VerdictNotTemporary:
-		return outNotTemporary, nil
+		return outNotTemporary
 	case VerdictFutureHeartbeat:
-		return outFuture, nil
+		return outFuture
 	case VerdictIdle:
-		return outDeleted, nil
+		return outDeleted
 	default:
-		return outLive, nil
+		return outLive
 	}
 }
 

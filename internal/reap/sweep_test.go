@@ -179,12 +179,12 @@ func TestJavaWireFormat(t *testing.T) {
 			l, _ := strconv.ParseInt(last, 10, 64)
 			return nowMillis-l > ret*1000
 		}
-		st := reap.IdleStatus(tags, time.UnixMilli(after))
-		if st.Verdict != reap.VerdictLive || st.Retention != 300*time.Second || st.Heartbeat.UnixMilli() != hb {
-			t.Errorf("IdleStatus of a fresh heartbeat = %+v", st)
+		v, retention, heartbeat, err := reap.Idle(tags, time.UnixMilli(after))
+		if v != reap.VerdictLive || retention != 300*time.Second || heartbeat.UnixMilli() != hb || err != nil {
+			t.Errorf("Idle of a fresh heartbeat = %s, %v, %v, %v", v, retention, heartbeat, err)
 		}
-		if st := reap.IdleStatus(tags, time.UnixMilli(after+301_000)); st.Verdict != reap.VerdictIdle {
-			t.Errorf("IdleStatus 301 s later = %+v, want idle", st)
+		if v, _, _, _ := reap.Idle(tags, time.UnixMilli(after+301_000)); v != reap.VerdictIdle {
+			t.Errorf("Idle 301 s later = %s, want idle", v)
 		}
 		if javaIdle(tags, after) {
 			t.Error("Java rule calls a fresh Go heartbeat idle")

@@ -22,6 +22,6 @@ func LeaseQueueName(prefix string) string {
 // and 30 s. Every process computes the same windows from its own clock.
 func NextSweepWindow(now time.Time, period time.Duration) time.Time {
 	period = cmp.Or(period, defaultPeriod)
-	l := lease{opts: Config{Options: Options{Period: period}}, margin: leaseMargin(period)}
+	l := lease{opts: Config{Period: period}, margin: leaseMargin(period)}
 	return l.windowAfter(now, time.Nanosecond)
 }

@@ -37,7 +37,17 @@
 // its visit with a new SDK client and closed at its end, so that no
 // goroutine of one contender runs while another is measured. Every
 // contender has its own callcount.Counter; the API calls of a window are
-// those its counter saw during the window, empty receives included.
+// those its counter saw during the window, empty receives included, with
+// the requests SQS bills for them (one per started 64 KiB of message
+// payload a call sends or receives) and the bytes of their HTTP bodies.
+//
+// Every RPC sends a body and checks that the reply is the same, byte for
+// byte: by default a tiny one ("ping N"), or, with Config.Payloads, one
+// of each payload in turn (JSON text or random bytes in base64, of a given
+// size) within every contender's visit. A body SQS cannot carry is
+// reported refused, not measured: one over SQS's maximum message size for
+// every contender, and one that a contender's first call (off the clock)
+// finds refused for its size with the attributes that contender adds.
 //
 // The CPU figure of a window is the user plus system CPU time of this
 // process over the window (getrusage), from a garbage collection just
@@ -74,6 +84,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tempqueues/tempqueues/internal/callcount"
+	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 // Contender names, in the order of the table.
@@ -156,6 +167,10 @@ type Config struct {
 	// MemoryQueues is the number of idle virtual queues created to measure
 	// their memory; 0 skips it.
 	MemoryQueues int
+	// Payloads are the bodies of the RPCs, each measured at every
+	// concurrency; default the tiny "ping N". Targets are judged, and
+	// Front and the plots drawn, for the first payload only.
+	Payloads []Payload
 	// Progress receives one line per window; nil discards it.
 	Progress io.Writer
 	// ProgressPrefix starts every progress line of a window (a sweep
@@ -206,10 +221,18 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Result is one contender at one concurrency, over all rounds.
+// Result is one contender at one concurrency with one payload, over all
+// rounds.
 type Result struct {
-	Contender      string  `json:"contender"`
-	Concurrency    int     `json:"concurrency"`
+	Contender   string `json:"contender"`
+	Concurrency int    `json:"concurrency"`
+	// Payload is the payload's Label, "" for the default tiny body, and
+	// BodyBytes the length of its message body.
+	Payload   string `json:"payload,omitempty"`
+	BodyBytes int    `json:"body_bytes,omitempty"`
+	// Refused says why the contender could not carry the payload (a
+	// message over SQS's maximum size); nothing was measured.
+	Refused        string  `json:"refused,omitempty"`
 	RPCs           int64   `json:"rpcs"`
 	Errors         int64   `json:"errors"`
 	Seconds        float64 `json:"seconds"`
@@ -220,8 +243,20 @@ type Result struct {
 	APICallsPerRPC float64 `json:"api_calls_per_rpc"`
 	// CallsByOp breaks APICalls down by operation.
 	CallsByOp map[string]int64 `json:"calls_by_op"`
-	// DollarsPerMillionRPC is APICallsPerRPC x $0.40 (the SQS standard price
-	// per million requests, payloads up to 64 KiB).
+	// BilledRequests is what SQS bills for the API calls: each at least
+	// one request, and one per started 64 KiB of message payload a call
+	// sends or receives (callcount.Counter); BilledByOp breaks it down.
+	BilledRequests int64            `json:"billed_requests"`
+	BilledPerRPC   float64          `json:"billed_requests_per_rpc"`
+	BilledByOp     map[string]int64 `json:"billed_by_op,omitempty"`
+	// WireBytesSent and WireBytesReceived are the HTTP request and
+	// response bodies of the API calls; WireBytesPerRPC is both over the
+	// RPCs.
+	WireBytesSent     int64   `json:"wire_bytes_sent"`
+	WireBytesReceived int64   `json:"wire_bytes_received"`
+	WireBytesPerRPC   float64 `json:"wire_bytes_per_rpc"`
+	// DollarsPerMillionRPC is BilledPerRPC x $0.40 (the SQS standard price
+	// per million requests).
 	DollarsPerMillionRPC float64 `json:"usd_per_million_rpc"`
 	// CPUMicrosPerRPC is the CPU time (user plus system) of the benchmark
 	// process over the windows, in microseconds, divided by RPCs; 0 when
@@ -265,8 +300,11 @@ type Report struct {
 	// ServerConcurrency is the responders' concurrency: the tempqueues
 	// responder's MaxConcurrency, the hand-written worker's handlers, the
 	// parked-receivers workers.
-	ServerConcurrency int      `json:"server_concurrency,omitempty"`
-	Results           []Result `json:"results"`
+	ServerConcurrency int `json:"server_concurrency,omitempty"`
+	// Payloads are the bodies measured, in order; none for the default
+	// tiny body.
+	Payloads []Payload `json:"payloads,omitempty"`
+	Results  []Result  `json:"results"`
 	// CPUIncludesServer says that the server ran in the benchmark process,
 	// so that Result.CPUMicrosPerRPC counts its work too.
 	CPUIncludesServer bool        `json:"cpu_includes_server,omitempty"`
@@ -308,14 +346,31 @@ func buildCommit(bi *debug.BuildInfo, ok bool) string {
 	return rev
 }
 
-// Find returns the result of contender at concurrency, or nil.
+// Find returns the result of contender at concurrency with the run's first
+// payload, or nil.
 func (r *Report) Find(contender string, concurrency int) *Result {
+	return r.FindPayload(contender, r.firstPayload(), concurrency)
+}
+
+// FindPayload returns the result of contender at concurrency with the
+// payload labelled payload ("" for the default body), or nil.
+func (r *Report) FindPayload(contender, payload string, concurrency int) *Result {
 	for i := range r.Results {
-		if r.Results[i].Contender == contender && r.Results[i].Concurrency == concurrency {
-			return &r.Results[i]
+		res := &r.Results[i]
+		if res.Contender == contender && res.Concurrency == concurrency && res.Payload == payload {
+			return res
 		}
 	}
 	return nil
+}
+
+// firstPayload is the label of the run's first payload: the one Targets,
+// Front and the plots consider.
+func (r *Report) firstPayload() string {
+	if len(r.Payloads) == 0 {
+		return ""
+	}
+	return r.Payloads[0].Label()
 }
 
 // contender is one way of doing RPC over SQS. call makes one RPC for
@@ -334,6 +389,30 @@ type contender interface {
 type env struct {
 	cfg    *Config
 	prefix string // names every queue of the run
+	// bodies are the callers' bodies of the payload being measured; nil
+	// for the default tiny body. run sets them between windows only.
+	bodies []string
+}
+
+// body returns the body caller sends.
+func (e *env) body(caller int) string {
+	if e.bodies == nil {
+		return Payload{}.Body(caller)
+	}
+	return e.bodies[caller]
+}
+
+// usePayload makes p the body of the next windows, for up to callers
+// callers.
+func (e *env) usePayload(p Payload, callers int) {
+	if p.tiny() {
+		e.bodies = nil
+		return
+	}
+	e.bodies = make([]string, callers)
+	for i := range e.bodies {
+		e.bodies[i] = p.Body(i)
+	}
 }
 
 // queueName returns a unique queue name within the run.
@@ -341,15 +420,19 @@ func (e *env) queueName(kind string) string {
 	return e.prefix + kind + "-" + strings.ReplaceAll(uuid.NewString(), "-", "")
 }
 
-// tally accumulates the windows of one contender at one concurrency.
+// tally accumulates the windows of one contender at one concurrency with
+// one payload.
 type tally struct {
-	lat     []time.Duration
-	rpcs    int64
-	errors  int64
-	elapsed time.Duration
-	calls   map[string]int64
-	cpu     time.Duration
-	cpuOK   bool // every window measured its CPU time
+	lat            []time.Duration
+	rpcs           int64
+	errors         int64
+	elapsed        time.Duration
+	calls          map[string]int64
+	billed         map[string]int64
+	sent, received int64
+	cpu            time.Duration
+	cpuOK          bool   // every window measured its CPU time
+	refused        string // why the payload was refused, if it was
 }
 
 // allocated returns the bytes this process has allocated on the heap and
@@ -368,6 +451,68 @@ func microsPerRPC(d time.Duration, rpcs int64) float64 {
 		return 0
 	}
 	return float64(d.Nanoseconds()) / 1e3 / float64(rpcs)
+}
+
+// result sums up t, the windows of contender with payload p at conc
+// callers.
+func (t *tally) result(contender string, p Payload, conc int) Result {
+	slices.Sort(t.lat)
+	res := Result{Contender: contender, Concurrency: conc, Payload: p.Label(), Refused: t.refused,
+		RPCs: t.rpcs, Errors: t.errors, Seconds: t.elapsed.Seconds(), CallsByOp: t.calls,
+		BilledByOp: t.billed, WireBytesSent: t.sent, WireBytesReceived: t.received}
+	if !p.tiny() {
+		res.BodyBytes = p.BodyBytes()
+	}
+	for _, n := range t.calls {
+		res.APICalls += n
+	}
+	for _, n := range t.billed {
+		res.BilledRequests += n
+	}
+	if t.elapsed > 0 {
+		res.RPCPerSecond = float64(t.rpcs) / t.elapsed.Seconds()
+	}
+	if t.rpcs > 0 {
+		res.P50ms = ms(sortedPercentile(t.lat, 0.5))
+		res.P99ms = ms(sortedPercentile(t.lat, 0.99))
+		res.APICallsPerRPC = float64(res.APICalls) / float64(t.rpcs)
+		res.BilledPerRPC = float64(res.BilledRequests) / float64(t.rpcs)
+		res.WireBytesPerRPC = float64(t.sent+t.received) / float64(t.rpcs)
+		res.DollarsPerMillionRPC = res.BilledPerRPC * PricePerMillionCalls
+	}
+	if t.cpuOK {
+		res.CPUMicrosPerRPC = microsPerRPC(t.cpu, t.rpcs)
+	}
+	return res
+}
+
+// carries makes p the body of c's next windows, for up to callers
+// callers, and returns why c cannot carry it, if it cannot: a body over
+// SQS's maximum message size, or one that c's first call with it (off the
+// clock) finds refused for its size, with the attributes c adds. Another
+// failure of that call is noted and returned, so that the run ends as on
+// a failed window.
+func carries(ctx context.Context, cfg *Config, e *env, c contender, p Payload, callers int) (string, error) {
+	if p.tiny() {
+		e.usePayload(p, callers)
+		return "", nil
+	}
+	if n := p.BodyBytes(); n > sqsapi.MaxMessageSize {
+		return fmt.Sprintf("a body of %d bytes is over SQS's maximum message size, %d bytes", n, sqsapi.MaxMessageSize), nil
+	}
+	e.usePayload(p, callers)
+	cctx, cancel := context.WithTimeout(ctx, cfg.CallTimeout)
+	defer cancel()
+	if _, err := c.call(cctx, 0); err != nil {
+		if refusedForSize(err) {
+			return brief(err.Error(), 300), nil
+		}
+		if ctx.Err() == nil {
+			return "", fmt.Errorf("first call with the %s payload: %w", p.Label(), err)
+		}
+		return "", ctx.Err()
+	}
+	return "", nil
 }
 
 // Run runs the benchmark and returns its report.
@@ -391,17 +536,32 @@ func run(ctx context.Context, cfg Config, newC func(name string, e *env, client 
 	rep := &Report{Server: cfg.Server, Commit: buildCommit(debug.ReadBuildInfo()), GoVersion: runtime.Version(), Started: start, Rounds: cfg.Rounds, Window: cfg.Duration,
 		WarmUp: cfg.WarmUp, CreateWait: cfg.CreateWait, Concurrency: cfg.Concurrency, ServerConcurrency: cfg.ServerConcurrency, CPUIncludesServer: cfg.ServerInProcess}
 
-	counters := make(map[string]*callcount.Counter)
-	tallies := make(map[string]map[int]*tally)
-	for _, n := range cfg.Contenders {
-		counters[n] = new(callcount.Counter)
-		tallies[n] = make(map[int]*tally)
-		for _, conc := range cfg.Concurrency {
-			tallies[n][conc] = &tally{calls: make(map[string]int64), cpuOK: true}
+	payloads := cfg.Payloads
+	if len(payloads) == 0 {
+		payloads = []Payload{{}}
+	} else {
+		rep.Payloads = payloads
+	}
+	for _, p := range payloads {
+		if !p.tiny() && (p.Bytes < MinPayloadBytes || p.Bytes > MaxPayloadBytes || !slices.Contains(PayloadKinds, p.Kind)) {
+			return nil, fmt.Errorf("bench: payload %+v: want a kind of %s and %d to %d bytes", p, strings.Join(PayloadKinds, ", "), MinPayloadBytes, MaxPayloadBytes)
 		}
 	}
-	total := cfg.Rounds * len(cfg.Concurrency) * len(cfg.Contenders)
+	counters := make(map[string]*callcount.Counter)
+	tallies := make(map[string][]map[int]*tally) // by contender, payload, concurrency
+	for _, n := range cfg.Contenders {
+		counters[n] = new(callcount.Counter)
+		tallies[n] = make([]map[int]*tally, len(payloads))
+		for pi := range payloads {
+			tallies[n][pi] = make(map[int]*tally)
+			for _, conc := range cfg.Concurrency {
+				tallies[n][pi][conc] = &tally{calls: make(map[string]int64), billed: make(map[string]int64), cpuOK: true}
+			}
+		}
+	}
+	total := cfg.Rounds * len(cfg.Concurrency) * len(cfg.Contenders) * len(payloads)
 	done := 0
+	callers := slices.Max(cfg.Concurrency)
 	for round := range cfg.Rounds {
 		for i := range cfg.Contenders {
 			// Rotate the order so no contender always runs first.
@@ -409,6 +569,7 @@ func run(ctx context.Context, cfg Config, newC func(name string, e *env, client 
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
+			e.usePayload(Payload{}, 0) // set-ups send the tiny body
 			c := newC(name, e, cfg.NewClient(counters[name]))
 			err := setUp(ctx, &cfg, c)
 			if err != nil && ctx.Err() == nil {
@@ -419,13 +580,33 @@ func run(ctx context.Context, cfg Config, newC func(name string, e *env, client 
 				c = newC(name, e, cfg.NewClient(counters[name]))
 				err = setUp(ctx, &cfg, c)
 			}
-			for _, conc := range cfg.Concurrency {
+			for pi, p := range payloads {
 				if err != nil {
 					break
 				}
-				done++
-				err = measure(ctx, &cfg, rep, c, counters[name], tallies[name][conc], conc, round, fmt.Sprintf("%s[%d/%d] round %d", cfg.ProgressPrefix, done, total, round+1))
+				pt := tallies[name][pi]
+				label := func() string {
+					done++
+					return fmt.Sprintf("%s[%d/%d] round %d", cfg.ProgressPrefix, done, total, round+1)
+				}
+				if pt[cfg.Concurrency[0]].refused == "" {
+					pt[cfg.Concurrency[0]].refused, err = carries(ctx, &cfg, e, c, p, callers)
+				}
+				if why := pt[cfg.Concurrency[0]].refused; why != "" {
+					for _, conc := range cfg.Concurrency {
+						pt[conc].refused = why
+						fmt.Fprintf(cfg.Progress, "%s  %-18s c=%-3d %s  %s: %s\n", label(), name, conc, p.Label(), overMax, why)
+					}
+					continue
+				}
+				for _, conc := range cfg.Concurrency {
+					if err != nil {
+						break
+					}
+					err = measure(ctx, &cfg, rep, c, p, counters[name], pt[conc], conc, round, label())
+				}
 			}
+			e.usePayload(Payload{}, 0) // let the bodies go
 			closeVisit(ctx, &cfg, c)
 			if err != nil {
 				return nil, fmt.Errorf("bench: %s: %w", name, err)
@@ -433,27 +614,10 @@ func run(ctx context.Context, cfg Config, newC func(name string, e *env, client 
 		}
 	}
 	for _, name := range cfg.Contenders {
-		for _, conc := range cfg.Concurrency {
-			t := tallies[name][conc]
-			slices.Sort(t.lat)
-			res := Result{Contender: name, Concurrency: conc, RPCs: t.rpcs, Errors: t.errors,
-				Seconds: t.elapsed.Seconds(), CallsByOp: t.calls}
-			for _, n := range t.calls {
-				res.APICalls += n
+		for pi, p := range payloads {
+			for _, conc := range cfg.Concurrency {
+				rep.Results = append(rep.Results, tallies[name][pi][conc].result(name, p, conc))
 			}
-			if t.elapsed > 0 {
-				res.RPCPerSecond = float64(t.rpcs) / t.elapsed.Seconds()
-			}
-			if t.rpcs > 0 {
-				res.P50ms = ms(sortedPercentile(t.lat, 0.5))
-				res.P99ms = ms(sortedPercentile(t.lat, 0.99))
-				res.APICallsPerRPC = float64(res.APICalls) / float64(t.rpcs)
-				res.DollarsPerMillionRPC = res.APICallsPerRPC * PricePerMillionCalls
-			}
-			if t.cpuOK {
-				res.CPUMicrosPerRPC = microsPerRPC(t.cpu, t.rpcs)
-			}
-			rep.Results = append(rep.Results, res)
 		}
 	}
 	if cfg.Idle.Window > 0 {
@@ -536,8 +700,8 @@ func newContender(name string, e *env, client *sqs.Client) contender {
 // measure runs one window of c at conc callers, adds it to t, and prints
 // a progress line that starts with label. Only a context error is returned:
 // failed RPCs are counted, not fatal.
-func measure(ctx context.Context, cfg *Config, rep *Report, c contender, counter *callcount.Counter, t *tally, conc, round int, label string) error {
-	var before map[string]int64
+func measure(ctx context.Context, cfg *Config, rep *Report, c contender, p Payload, counter *callcount.Counter, t *tally, conc, round int, label string) error {
+	var before *callcount.Tally
 	if cfg.WarmUp > 0 {
 		// The callers run unmeasured first, so that adaptive policies
 		// settle at this load; then, once their last RPC has returned,
@@ -546,7 +710,8 @@ func measure(ctx context.Context, cfg *Config, rep *Report, c contender, counter
 		// warm-up's last RPCs (deletes, a poll) stand for those that
 		// trail the window's, which its count misses.
 		warm := window(ctx, c, conc, cfg.WarmUp, cfg.CallTimeout)
-		before = counter.Snapshot()
+		b := counter.Tally()
+		before = &b
 		if warm.firstErr != nil {
 			fmt.Fprintf(cfg.Progress, "%s  %-18s c=%-3d warm-up: %d errors, first: %v\n", label, c.name(), conc, warm.errors, warm.firstErr)
 		}
@@ -557,10 +722,11 @@ func measure(ctx context.Context, cfg *Config, rep *Report, c contender, counter
 	alloc0, gcs0 := allocated()
 	cpu0, ok0 := processCPU()
 	if before == nil {
-		before = counter.Snapshot()
+		b := counter.Tally()
+		before = &b
 	}
 	w := window(ctx, c, conc, cfg.Duration, cfg.CallTimeout)
-	after := counter.Snapshot()
+	counted := counter.Tally().Since(*before)
 	alloc1, gcs1 := allocated()
 	// And collect the window's own garbage on its bill.
 	runtime.GC()
@@ -578,21 +744,29 @@ func measure(ctx context.Context, cfg *Config, rep *Report, c contender, counter
 	t.elapsed += w.elapsed
 	t.cpu += cpu1 - cpu0
 	t.cpuOK = t.cpuOK && ok0 && ok1
-	var calls int64
-	for op, n := range after {
-		if d := n - before[op]; d != 0 {
-			t.calls[op] += d
-			calls += d
-		}
+	var calls, billed int64
+	for op, n := range counted.Calls {
+		t.calls[op] += n
+		calls += n
 	}
+	for op, n := range counted.Billed {
+		t.billed[op] += n
+		billed += n
+	}
+	t.sent += counted.SentBytes
+	t.received += counted.ReceivedBytes
 	cpu := "n/a"
 	if ok0 && ok1 {
 		cpu = fmt.Sprintf("%.0f", microsPerRPC(cpu1-cpu0, int64(len(w.lat))))
 	}
 	rpcs := float64(max(len(w.lat), 1))
-	fmt.Fprintf(cfg.Progress, "%s  %-18s c=%-3d %7.0f rpc/s  p50 %7.2f ms  %5.2f calls/rpc  %5s µs CPU/rpc  %5.1f KB alloc/rpc  %4.0f rpc/gc  %d errors\n",
-		label, c.name(), conc, float64(len(w.lat))/w.elapsed.Seconds(),
-		ms(percentile(w.lat, 0.5)), float64(calls)/rpcs, cpu,
+	payload := ""
+	if !p.tiny() {
+		payload = " " + p.Label()
+	}
+	fmt.Fprintf(cfg.Progress, "%s  %-18s c=%-3d%s %7.0f rpc/s  p50 %7.2f ms  %5.2f calls/rpc  %5.2f billed/rpc  %7.1f wire KiB/rpc  %5s µs CPU/rpc  %5.1f KB alloc/rpc  %4.0f rpc/gc  %d errors\n",
+		label, c.name(), conc, payload, float64(len(w.lat))/w.elapsed.Seconds(),
+		ms(percentile(w.lat, 0.5)), float64(calls)/rpcs, float64(billed)/rpcs, float64(counted.SentBytes+counted.ReceivedBytes)/1024/rpcs, cpu,
 		float64(alloc1-alloc0)/1024/rpcs, rpcs/float64(max(gcs1-gcs0, 1)), w.errors)
 	if w.firstErr != nil {
 		fmt.Fprintf(cfg.Progress, "    first error: %v\n", w.firstErr)

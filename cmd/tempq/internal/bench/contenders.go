@@ -49,13 +49,21 @@ func deleteQueues(ctx context.Context, client *sqs.Client, urls ...string) error
 	return errors.Join(errs...)
 }
 
-func body(caller int) string { return "ping " + strconv.Itoa(caller) }
-
+// checkReply checks that the reply's body is the request's, byte for
+// byte.
 func checkReply(want string, got *string) error {
-	if aws.ToString(got) != want {
-		return fmt.Errorf("reply %q to request %q", aws.ToString(got), want)
+	if g := aws.ToString(got); g != want {
+		return fmt.Errorf("reply %s to request %s", brief(strconv.Quote(g), 80), brief(strconv.Quote(want), 80))
 	}
 	return nil
+}
+
+// brief cuts s to about n bytes, saying how long it was.
+func brief(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return fmt.Sprintf("%s... (%d bytes)", s[:n], len(s))
 }
 
 // tempQueues is requester.Requester against responder.Serve.
@@ -110,7 +118,7 @@ func echo(_ context.Context, req *responder.Request) (*responder.Reply, error) {
 
 func (t *tempQueues) call(ctx context.Context, caller int) (time.Duration, error) {
 	start := time.Now()
-	b := body(caller)
+	b := t.body(caller)
 	m, err := t.req.SendMessageAndGetResponse(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(t.queueURL), MessageBody: aws.String(b)})
 	if err != nil {
 		return 0, err
@@ -353,7 +361,7 @@ func (q *queuePerRequest) roundTrip(ctx context.Context, caller int) error {
 			return ctx.Err()
 		}
 	}
-	b := body(caller)
+	b := q.body(caller)
 	id := uuid.NewString()
 	if _, err := q.client.SendMessage(ctx, &sqs.SendMessageInput{
 		QueueUrl: aws.String(q.queueURL), MessageBody: aws.String(b),
@@ -465,7 +473,7 @@ func (s *staticReply) receive() {
 
 func (s *staticReply) call(ctx context.Context, caller int) (time.Duration, error) {
 	start := time.Now()
-	b := body(caller)
+	b := s.body(caller)
 	id := uuid.NewString()
 	ch := make(chan *string, 1)
 	s.mu.Lock()
@@ -589,7 +597,7 @@ func receiveOne(ctx context.Context, client *sqs.Client, queueURL string) (types
 
 func (f *floor) call(ctx context.Context, caller int) (time.Duration, error) {
 	p := f.pairs[caller]
-	b := body(caller)
+	b := f.body(caller)
 	start := time.Now()
 	if _, err := f.client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(p[0]), MessageBody: aws.String(b)}); err != nil {
 		return 0, err

@@ -103,7 +103,7 @@ func Front(r *Report) []FrontPoint {
 		var others []*Result
 		for i := range r.Results {
 			o := &r.Results[i]
-			if o.Concurrency == conc && !ours(o.Contender) && o.RPCs > 0 {
+			if o.Concurrency == conc && o.Payload == r.firstPayload() && !ours(o.Contender) && o.RPCs > 0 {
 				others = append(others, o)
 			}
 		}

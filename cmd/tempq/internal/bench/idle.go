@@ -12,7 +12,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tempqueues/tempqueues/internal/callcount"
-	"github.com/tempqueues/tempqueues/reaper"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -59,7 +58,7 @@ func measureIdle(ctx context.Context, e *env) (*IdleResult, error) {
 	req, err := requester.New(reqClient, func(o *requester.Options) {
 		o.Prefix = e.prefix + "idle-"
 		o.IdleQueueRetention = retention
-		o.Reaper = append(o.Reaper, func(o *reaper.Options) { o.Period = period })
+		o.SweepPeriod = period
 		o.PollWaitTime = wait
 	})
 	if err != nil {

@@ -124,7 +124,7 @@ func (p *parkedReceivers) receive() {
 
 func (p *parkedReceivers) call(ctx context.Context, caller int) (time.Duration, error) {
 	start := time.Now()
-	b := body(caller)
+	b := p.body(caller)
 	id := uuid.NewString()
 	ch := make(chan *string, 1)
 	p.mu.Lock()

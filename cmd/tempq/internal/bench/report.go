@@ -26,8 +26,12 @@ type Target struct {
 
 // Targets checks the report against the project's performance targets,
 // listed with their limits in BENCHMARKS.md's Targets section. Targets
-// whose figures were not measured are left out.
+// whose figures were not measured are left out, and so are all of them in
+// a run with payloads: they are set for the default tiny body.
 func Targets(r *Report) []Target {
+	if len(r.Payloads) > 0 {
+		return nil
+	}
 	var ts []Target
 	add := func(name string, measured, limit float64, unit string, atMost bool) {
 		// Judged at the two decimals printed: 6.000001 calls is 6.00.
@@ -156,24 +160,69 @@ func warmUp(d time.Duration) string {
 	return fmt.Sprintf(" (each after a %v warm-up)", d)
 }
 
-// writeResults writes what the CPU figure holds and the table of results.
+// writeResults writes what the figures hold and the table of results, a
+// table per payload in a run with payloads.
 func writeResults(b *strings.Builder, r *Report) {
 	cpuHeader := "CPU µs/RPC"
 	if r.CPUIncludesServer {
 		cpuHeader = "CPU µs/RPC, server included"
-		b.WriteString("CPU µs/RPC: user+system CPU time of the benchmark process per RPC, which includes the embedded server's\n\n")
+		b.WriteString("CPU µs/RPC: user+system CPU time of the benchmark process per RPC, which includes the embedded server's\n")
 	} else {
-		b.WriteString("CPU µs/RPC: user+system CPU time of the benchmark process per RPC, requester and responder sides; the server's is not in it\n\n")
+		b.WriteString("CPU µs/RPC: user+system CPU time of the benchmark process per RPC, requester and responder sides; the server's is not in it\n")
 	}
-	fmt.Fprintf(b, "| contender | callers | RPC/s | p50 ms | p99 ms | API calls/RPC | $ per million RPCs | %s | errors |\n", cpuHeader)
-	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	b.WriteString("billed requests: what SQS bills, one per API call and per started 64 KiB of message payload a call sends or receives; $ per million RPCs: billed requests x $0.40 per million; wire KiB: HTTP request and response bodies\n")
+	if len(r.Payloads) == 0 {
+		b.WriteString("\n")
+		writeResultTable(b, r, "", cpuHeader)
+		return
+	}
+	for _, p := range r.Payloads {
+		kind := "JSON text"
+		if p.Kind == PayloadBinary {
+			kind = fmt.Sprintf("%d random bytes in base64", p.Bytes)
+		}
+		fmt.Fprintf(b, "\n### payload %s: a body of %d bytes (%s), sent and echoed by every RPC\n\n", p.Label(), p.BodyBytes(), kind)
+		writeResultTable(b, r, p.Label(), cpuHeader)
+	}
+}
+
+// writeResultTable writes the results with payload as a table.
+func writeResultTable(b *strings.Builder, r *Report, payload, cpuHeader string) {
+	fmt.Fprintf(b, "| contender | callers | RPC/s | p50 ms | p99 ms | API calls/RPC | billed requests/RPC | $ per million RPCs | wire KiB/RPC | %s | errors |\n", cpuHeader)
+	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	var refusals []string
 	for _, res := range r.Results {
+		if res.Payload != payload {
+			continue
+		}
+		if res.Refused != "" {
+			fmt.Fprintf(b, "| %s | %d | %s | | | | | | | | |\n", res.Contender, res.Concurrency, overMax)
+			if why := res.Contender + ", " + overMax + ": " + res.Refused; !slices.Contains(refusals, why) {
+				refusals = append(refusals, why)
+			}
+			continue
+		}
 		cpu := "n/a"
 		if res.CPUMicrosPerRPC > 0 {
 			cpu = fmt.Sprintf("%.0f", res.CPUMicrosPerRPC)
 		}
-		fmt.Fprintf(b, "| %s | %d | %.0f | %.2f | %.2f | %.2f | %.2f | %s | %d |\n",
-			res.Contender, res.Concurrency, res.RPCPerSecond, res.P50ms, res.P99ms, res.APICallsPerRPC, res.DollarsPerMillionRPC, cpu, res.Errors)
+		// A report saved before billed requests and bytes were counted
+		// has neither.
+		billed, wire := "n/a", "n/a"
+		if res.BilledPerRPC > 0 || res.APICallsPerRPC == 0 {
+			billed = fmt.Sprintf("%.2f", res.BilledPerRPC)
+		}
+		if res.WireBytesPerRPC > 0 || res.APICallsPerRPC == 0 {
+			wire = fmt.Sprintf("%.1f", res.WireBytesPerRPC/1024)
+		}
+		fmt.Fprintf(b, "| %s | %d | %.0f | %.2f | %.2f | %.2f | %s | %.2f | %s | %s | %d |\n",
+			res.Contender, res.Concurrency, res.RPCPerSecond, res.P50ms, res.P99ms, res.APICallsPerRPC, billed, res.DollarsPerMillionRPC, wire, cpu, res.Errors)
+	}
+	if len(refusals) > 0 {
+		b.WriteString("\n")
+		for _, why := range refusals {
+			fmt.Fprintf(b, "- %s\n", why)
+		}
 	}
 }
 

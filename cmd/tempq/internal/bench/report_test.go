@@ -21,6 +21,9 @@ func sampleReport() *Report {
 	}
 	add(TempQueues, 1, 1000, 1.1, 6.0000001, 700)
 	add(TempQueues, 64, 5000, 8, 0.7, 400)
+	// Billed requests and bytes measured (a report saved before they
+	// were has neither: n/a).
+	r.Results[1].BilledPerRPC, r.Results[1].DollarsPerMillionRPC, r.Results[1].WireBytesPerRPC = 0.75, 0.30, 2048
 	add(Floor, 1, 1000, 1, 6, 0) // CPU not measured
 	add(Floor, 64, 2000, 20, 6, 900)
 	add(QueuePerRequest, 64, 60, 1000, 6.4, 2500)
@@ -119,9 +122,9 @@ func TestReportOutputs(t *testing.T) {
 	table := b.String()
 	for _, want := range []string{
 		"server: test; commit 0123abc-dirty; go1.99.1; 1 rounds", "| tempqueues | 64 | 5000 |", "**no**",
-		"| $ per million RPCs | CPU µs/RPC | errors |",
-		"| 0.70 | 0.00 | 400 | 0 |",                                  // tempqueues at 64 callers
-		"| floor | 1 | 1000 | 1.00 | 2.00 | 6.00 | 0.00 | n/a | 0 |", // not measured
+		"| API calls/RPC | billed requests/RPC | $ per million RPCs | wire KiB/RPC | CPU µs/RPC | errors |",
+		"| 0.70 | 0.75 | 0.30 | 2.0 | 400 | 0 |",                                 // tempqueues at 64 callers
+		"| floor | 1 | 1000 | 1.00 | 2.00 | 6.00 | n/a | 0.00 | n/a | n/a | 0 |", // not measured
 		"| CPU per RPC at 64 callers, x static reply queue | 0.31 x | <= 0.25 | **no** |",
 		"the server's is not in it",
 		"each left alone 2s before its stop, limit 1s",

@@ -217,7 +217,7 @@ func TestSweepOutputs(t *testing.T) {
 		"| 10ms/40ms | 64 | 21.00 / 25.00 static-reply-queue: 0.84x | 3000 / 2500 static-reply-queue: 1.20x | 0.65 / 2.50 static-reply-queue: 0.26x | 42.00 / 50.00 static-reply-queue: 0.84x | 200 / 1100 parked-receivers: 0.18x | 200 / 1000 static-reply-queue: 0.20x | yes |",
 		"| 10ms/40ms | 1 of 2 | 1 callers (cpu-vs-parked-receivers) |",
 		"## Setting 10ms/40ms: lognormal latency per call, median 10ms, p99 40ms",
-		"| parked-receivers | 64 | 1000 | 64.00 | 128.00 | 6.00 | 0.00 | 1100 | 0 |",
+		"| parked-receivers | 64 | 1000 | 64.00 | 128.00 | 6.00 | n/a | 0.00 | n/a | 1100 | 0 |",
 	} {
 		if !strings.Contains(table, want) {
 			t.Errorf("table lacks %q:\n%s", want, table)

@@ -115,7 +115,7 @@ func New(client Client, optFns ...func(*Options)) (*Console, error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	sw, err := reaper.NewSweeper(client, func(ro *reaper.Options) {
+	sw, err := reaper.NewSweeper(client, func(ro *reaper.SweeperOptions) {
 		ro.Prefix = o.Prefix
 		ro.Period = o.SweepPeriod
 	})

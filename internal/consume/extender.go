@@ -13,14 +13,14 @@ import (
 	"github.com/tempqueues/tempqueues/internal/batch"
 )
 
-// heartbeat is the watchdog of one run: a single goroutine that, every
-// quarter of the visibility timeout, extends the visibility of each
-// delivery with less than half of it left. The extensions of one
+// extender runs the visibility extensions of one run: a single goroutine
+// that, every quarter of the visibility timeout, extends the visibility of
+// each delivery with less than half of it left. The extensions of one
 // tick go through the visibility coalescer together, so N slow handlers
 // cost about N/10 ChangeMessageVisibilityBatch calls per extension round.
-// A delivery leaves the heartbeat when its handling ends; if the process
+// A delivery leaves the extender when its handling ends; if the process
 // dies, nothing extends it and it reappears within one visibility timeout.
-type heartbeat struct {
+type extender struct {
 	c        *consumer
 	interval time.Duration
 
@@ -34,7 +34,7 @@ type heartbeat struct {
 	renewMu  sync.Mutex     // one renewal round at a time
 }
 
-func (h *heartbeat) init(c *consumer) {
+func (h *extender) init(c *consumer) {
 	h.c = c
 	h.interval = min(max(c.cfg.VisibilityTimeout/4, 50*time.Millisecond), 10*time.Second)
 	h.live = make(map[*Delivery]struct{})
@@ -44,17 +44,17 @@ func (h *heartbeat) init(c *consumer) {
 
 // add starts extending d. It reports false when the stop deadline has
 // passed (abandonAll ran): the caller must abandon d itself.
-func (h *heartbeat) add(d *Delivery) bool {
+func (h *extender) add(d *Delivery) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	d.hb = h
+	d.ext = h
 	h.live[d] = struct{}{}
 	return !h.abandoned
 }
 
-// abandonLive marks the heartbeat abandoned and returns the deliveries
+// abandonLive marks the extender abandoned and returns the deliveries
 // live now; deliveries added later learn it from add.
-func (h *heartbeat) abandonLive() []*Delivery {
+func (h *extender) abandonLive() []*Delivery {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.abandoned = true
@@ -65,14 +65,14 @@ func (h *heartbeat) abandonLive() []*Delivery {
 	return out
 }
 
-func (h *heartbeat) remove(f *Delivery) {
+func (h *extender) remove(f *Delivery) {
 	h.mu.Lock()
 	delete(h.live, f)
 	f.removed = true
 	h.mu.Unlock()
 }
 
-func (h *heartbeat) run() {
+func (h *extender) run() {
 	defer close(h.done)
 	t := time.NewTicker(h.interval)
 	defer t.Stop()
@@ -87,8 +87,8 @@ func (h *heartbeat) run() {
 	}
 }
 
-// close stops the heartbeat goroutine and waits for it.
-func (h *heartbeat) close() {
+// close stops the extender goroutine and waits for it.
+func (h *extender) close() {
 	close(h.stop)
 	<-h.done
 }
@@ -99,7 +99,7 @@ type extension struct {
 	lease string
 }
 
-func (h *heartbeat) tick(now time.Time) {
+func (h *extender) tick(now time.Time) {
 	cfg := &h.c.cfg
 	vt := cfg.VisibilityTimeout
 	// The receipt time is taken after the receive returned, so it is a bit
@@ -157,7 +157,7 @@ func (h *heartbeat) tick(now time.Time) {
 	}
 }
 
-func (h *heartbeat) extend(now time.Time, f *Delivery, ext time.Duration) {
+func (h *extender) extend(now time.Time, f *Delivery, ext time.Duration) {
 	cfg := &h.c.cfg
 	cfg.Visibility.Submit(cfg.QueueURL, batch.Visibility{ReceiptHandle: f.handle, Timeout: int32(ext / time.Second)}, func(_ struct{}, err error) {
 		lost := err != nil && receiptLost(err)
@@ -212,9 +212,9 @@ func receiptLost(err error) bool {
 
 // renew renews the leases of deliveries whose visibility was just
 // extended (Config.Renew), in one goroutine per tick so a slow lease store
-// never delays the visibility heartbeat; a round still running skips the
+// never delays the visibility extensions; a round still running skips the
 // next.
-func (h *heartbeat) renew(es []extension) {
+func (h *extender) renew(es []extension) {
 	if !h.renewMu.TryLock() {
 		return
 	}
