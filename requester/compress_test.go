@@ -370,33 +370,14 @@ func TestCompressRequests(t *testing.T) {
 // makes of it, sent raw to the request's reply queue: a responder that
 // breaks the wire format.
 func (e *env) rawReplier(t *testing.T, ctx context.Context, reply func(types.Message) (string, map[string]types.MessageAttributeValue)) {
-	var wg sync.WaitGroup
-	t.Cleanup(wg.Wait)
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for ctx.Err() == nil {
-			out, err := e.raw.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{
-				QueueUrl: aws.String(e.queue), MaxNumberOfMessages: 10, WaitTimeSeconds: 1, MessageAttributeNames: []string{"All"},
-			})
-			if err != nil {
-				continue
-			}
-			for _, m := range out.Messages {
-				host, name, err := wire.ParseVirtualQueueURL(aws.ToString(m.MessageAttributes[sqsapi.ResponseQueueURLAttribute].StringValue))
-				if err != nil {
-					t.Errorf("request without a virtual reply queue: %v", err)
-					continue
-				}
-				body, attrs := reply(m)
-				attrs[sqsapi.VirtualQueueNameAttribute] = wire.StringAttribute(name)
-				if _, err := e.raw.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(host), MessageBody: aws.String(body), MessageAttributes: attrs}); err != nil {
-					t.Errorf("reply: %v", err)
-				}
-				_, _ = e.raw.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(e.queue), ReceiptHandle: m.ReceiptHandle})
-			}
+	e.rawRequests(t, ctx, new(sync.WaitGroup), func(m types.Message, host, name string) {
+		body, attrs := reply(m)
+		attrs[sqsapi.VirtualQueueNameAttribute] = wire.StringAttribute(name)
+		if _, err := e.raw.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(host), MessageBody: aws.String(body), MessageAttributes: attrs}); err != nil {
+			t.Errorf("reply: %v", err)
 		}
-	}()
+		_, _ = e.raw.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(e.queue), ReceiptHandle: m.ReceiptHandle})
+	})
 }
 
 // bomb is a gzip stream of 64 MiB and one byte: what payload.Decode

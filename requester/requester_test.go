@@ -68,14 +68,12 @@ func (e *env) requester(t *testing.T, optFns ...func(*requester.Options)) *reque
 	return r
 }
 
-// rawResponder answers requests using only the documented wire format, as a
-// Java responder does: reply to the host with the routing attribute. It
-// replies after delay, or never when delay < 0.
-func (e *env) rawResponder(t *testing.T, ctx context.Context, delay time.Duration) *sync.WaitGroup {
-	var wg sync.WaitGroup
-	// Replies still on their way finish before the test's other cleanups
-	// (the requester's Close, the queues' deletion) and before the test
-	// counts as done: a reply failing afterwards could not be reported.
+// rawRequests receives the requests on e's queue with the raw client until
+// ctx ends, and calls handle with each and its reply queue's host and
+// virtual queue name, as a responder that speaks only the documented wire
+// format would: a Java responder, or one that breaks the format. The loop
+// (and whatever handle adds to wg) ends before the test's other cleanups.
+func (e *env) rawRequests(t *testing.T, ctx context.Context, wg *sync.WaitGroup, handle func(m types.Message, host, name string)) {
 	t.Cleanup(wg.Wait)
 	wg.Add(1)
 	go func() {
@@ -94,28 +92,40 @@ func (e *env) rawResponder(t *testing.T, ctx context.Context, delay time.Duratio
 					t.Errorf("request has ResponseQueueUrl %q: %v", replyTo, err)
 					continue
 				}
-				if delay < 0 {
-					continue
-				}
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					testtime.Pause(delay) // in a bubble when delay > 0
-					_, err := e.raw.SendMessage(context.Background(), &sqs.SendMessageInput{
-						QueueUrl: aws.String(host), MessageBody: aws.String("re: " + aws.ToString(m.Body)),
-						MessageAttributes: map[string]types.MessageAttributeValue{
-							sqsapi.VirtualQueueNameAttribute: {DataType: aws.String("String"), StringValue: aws.String(name)},
-							sqsapi.CorrelationIDAttribute:    m.MessageAttributes[sqsapi.RequestIDAttribute],
-						},
-					})
-					if err != nil {
-						t.Errorf("reply: %v", err)
-					}
-					_, _ = e.raw.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(e.queue), ReceiptHandle: m.ReceiptHandle})
-				}()
+				handle(m, host, name)
 			}
 		}
 	}()
+}
+
+// rawResponder answers requests using only the documented wire format, as a
+// Java responder does: reply to the host with the routing attribute. It
+// replies after delay, or never when delay < 0. Replies still on their way
+// finish before the test's other cleanups (the requester's Close, the
+// queues' deletion): a reply failing afterwards could not be reported.
+func (e *env) rawResponder(t *testing.T, ctx context.Context, delay time.Duration) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	e.rawRequests(t, ctx, &wg, func(m types.Message, host, name string) {
+		if delay < 0 {
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			testtime.Pause(delay) // in a bubble when delay > 0
+			_, err := e.raw.SendMessage(context.Background(), &sqs.SendMessageInput{
+				QueueUrl: aws.String(host), MessageBody: aws.String("re: " + aws.ToString(m.Body)),
+				MessageAttributes: map[string]types.MessageAttributeValue{
+					sqsapi.VirtualQueueNameAttribute: {DataType: aws.String("String"), StringValue: aws.String(name)},
+					sqsapi.CorrelationIDAttribute:    m.MessageAttributes[sqsapi.RequestIDAttribute],
+				},
+			})
+			if err != nil {
+				t.Errorf("reply: %v", err)
+			}
+			_, _ = e.raw.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(e.queue), ReceiptHandle: m.ReceiptHandle})
+		}()
+	})
 	return &wg
 }
 

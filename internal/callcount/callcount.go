@@ -176,11 +176,7 @@ func (c *Counter) Get(op string) int64 {
 func (c *Counter) Total() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var t int64
-	for _, n := range c.counts {
-		t += n
-	}
-	return t
+	return sum(c.counts)
 }
 
 // BilledTotal returns the requests SQS bills for all the calls counted
@@ -188,8 +184,12 @@ func (c *Counter) Total() int64 {
 func (c *Counter) BilledTotal() int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return sum(c.billed)
+}
+
+func sum(byOp map[string]int64) int64 {
 	var t int64
-	for _, n := range c.billed {
+	for _, n := range byOp {
 		t += n
 	}
 	return t
