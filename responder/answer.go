@@ -109,7 +109,7 @@ func (s *server) answer(ctx context.Context, x *exchange) action {
 		if final == reply { // not a stream's end mark
 			final, sent = r.onReply(req.inner.get(ctx), req, final)
 		}
-		if x.target, x.entry, err = buildReply(req.Message, final, more, r.compresses(req)); err != nil {
+		if x.target, x.entry, err = r.buildReply(x.cctx, req.Message, final, more, r.compresses(req)); err != nil {
 			sent(err)
 			// The handler's reply breaks SQS limits: a handler bug, which a
 			// retry repeats; the request goes the failure way, to the DLQ.
