@@ -7,6 +7,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/hostq"
 	"github.com/tempqueues/tempqueues/internal/payload"
 )
 
@@ -47,4 +48,14 @@ func (r *Requester) dropObject(p *payload.Pointer) {
 		r.log.Warn("requester: deleting a payload's object failed; the bucket's lifecycle rule removes it",
 			slog.String("bucket", p.Bucket), slog.String("key", p.Key), slog.Any("error", err))
 	}
+}
+
+// orphan settles a reply no pending call takes: deleted, as the host
+// does by default, and the object of its payload, if it points to one in
+// Options.PayloadStore, with it: nobody else will read it.
+func (r *Requester) orphan(_ context.Context, _, _ string, m types.Message) hostq.OrphanAction {
+	if p, ok := payload.ParsePointer(m); ok && r.opts.PayloadStore != nil {
+		go r.dropObject(&p)
+	}
+	return hostq.Delete
 }

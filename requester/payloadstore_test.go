@@ -151,3 +151,34 @@ func TestPayloadStoreBadInput(t *testing.T) {
 		t.Errorf("pointer reply with no store: %v, want ErrBadResponse and ErrNoPayloadStore", err)
 	}
 }
+
+// TestLateReplyObjectDeleted: a pointer reply that comes after its
+// caller gave up is deleted with its object.
+func TestLateReplyObjectDeleted(t *testing.T) {
+	e := newEnv(t, sqstestenv.SQSTest(t))
+	store := memstore.New("tq-late")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e.rawReplier(t, ctx, func(m types.Message) (string, map[string]types.MessageAttributeValue) {
+		time.Sleep(500 * time.Millisecond) // after the caller's deadline
+		attrs := map[string]types.MessageAttributeValue{}
+		p, err := payload.Offload(context.Background(), store, "a late reply", attrs, time.Time{})
+		if err != nil {
+			t.Error(err)
+		}
+		attrs[sqsapi.CorrelationIDAttribute] = m.MessageAttributes[sqsapi.RequestIDAttribute]
+		return p.String(), attrs
+	})
+	r := e.requester(t, func(o *requester.Options) { o.PayloadStore = store })
+	cctx, ccancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer ccancel()
+	if _, err := r.SendMessageAndGetResponse(cctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("late")}); !errors.Is(err, requester.ErrTimeout) {
+		t.Fatalf("%v, want a timeout", err)
+	}
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end) && r.Stats().LateReplies == 0; time.Sleep(20 * time.Millisecond) {
+	}
+	if puts, _, _ := store.Calls(); puts != 1 {
+		t.Fatalf("%d puts, want the late reply's", puts)
+	}
+	waitEmpty(t, store)
+}

@@ -340,7 +340,8 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 			Observer:                 asLateReplies(opts.Observer),
 			// A reply no pending call takes (it came after its caller
 			// gave up, or twice) is deleted, counted and logged once: the
-			// host's default for orphans.
+			// host's default for orphans; its payload's object too.
+			Orphan: r.orphan,
 		},
 	})
 	if err != nil {
