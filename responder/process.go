@@ -85,7 +85,7 @@ func (r *Responder) Process(ctx context.Context, queueURL string, m types.Messag
 		s.released(m, act.delay, act.reason)
 	}
 	if act.kind == actDelete {
-		d.Deleted() // the caller deletes it
+		d.Deleted() // its payload's object, if any: the caller deletes the message
 		return nil
 	}
 	return &RetryError{Err: act.err, Release: act.kind == actRelease, Delay: act.delay}

@@ -59,17 +59,18 @@ func NewDelivery(m types.Message, receivedAt time.Time) *Delivery {
 	return &Delivery{Message: m, ReceivedAt: receivedAt, handle: aws.ToString(m.ReceiptHandle)}
 }
 
-// AfterDelete sets f to run, on a goroutine of its own, once the
-// message is deleted from its queue; call it before the handler returns.
-// A delivery outside a run (NewDelivery) runs it when its caller calls
+// AfterDelete sets f to run once the message is deleted from its queue,
+// on a goroutine of its own; call it before the handler returns. A
+// delivery outside a run (NewDelivery) runs it when its caller calls
 // Deleted.
 func (d *Delivery) AfterDelete(f func()) { d.afterDelete = f }
 
-// Deleted runs AfterDelete's function, if any, on a goroutine of its own:
-// for a delivery whose caller deletes the message (responder.Process).
+// Deleted runs AfterDelete's function, if any, before it returns: for a
+// delivery whose caller deletes the message (responder.Process), and
+// which may not outlive the call (a Lambda function's).
 func (d *Delivery) Deleted() {
 	if f := d.afterDelete; f != nil {
-		go f()
+		f()
 	}
 }
 
@@ -188,7 +189,9 @@ func (c *consumer) carryOut(d *Delivery, out Outcome) {
 				return
 			}
 			n.Deleted.Add(1)
-			d.Deleted()
+			if d.afterDelete != nil {
+				go d.Deleted()
+			}
 		})
 	case Release:
 		c.release(d, out.Delay, out.Reason)
