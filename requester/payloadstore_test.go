@@ -3,6 +3,7 @@ package requester_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -181,4 +182,26 @@ func TestLateReplyObjectDeleted(t *testing.T) {
 		t.Fatalf("%d puts, want the late reply's", puts)
 	}
 	waitEmpty(t, store)
+}
+
+// TestPayloadStoreNeedsAnAttributePlace: a request too large for a
+// message whose attributes leave no place for ExtendedPayloadSize fails
+// before any call.
+func TestPayloadStoreNeedsAnAttributePlace(t *testing.T) {
+	e := newEnv(t, sqstestenv.SQSTest(t))
+	store := memstore.New("tq-full")
+	r, tap := e.tapped(t, func(o *requester.Options) { o.PayloadStore = store })
+	attrs := map[string]types.MessageAttributeValue{}
+	for i := range 8 {
+		attrs[fmt.Sprint("a", i)] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String("v")}
+	}
+	_, err := r.SendMessageAndGetResponse(context.Background(), &sqs.SendMessageInput{
+		QueueUrl: aws.String(e.queue), MessageBody: aws.String(testbody.Random(2<<20, 6)), MessageAttributes: attrs,
+	})
+	if !errors.Is(err, sqsapi.ErrInvalidInput) || !strings.Contains(err.Error(), payload.SizeAttribute) {
+		t.Errorf("%v, want invalid input naming %s", err, payload.SizeAttribute)
+	}
+	if puts, _, _ := store.Calls(); puts != 0 || len(tap.sends()) != 0 {
+		t.Errorf("%d puts and %d sends, want none", puts, len(tap.sends()))
+	}
 }

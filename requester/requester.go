@@ -872,6 +872,9 @@ func (r *Requester) checkRequest(op string, in *sqs.SendMessageInput, compress c
 		}
 		if compress == compressOrOffload && r.opts.PayloadStore != nil {
 			delete(attrs, sqsapi.BodyAttribute)
+			if len(attrs)+extra+1 > sqsapi.MaxMessageAttributes {
+				return "", nil, nil, false, wire.Invalid(op, "MessageAttributes", "no place left among SQS's %d attributes for %s, which a body sent through Options.PayloadStore needs", sqsapi.MaxMessageAttributes, payload.SizeAttribute)
+			}
 			if wire.MessageSize(aws.String(""), attrs)+added+payload.PointerBytes > sqsapi.MaxMessageSize {
 				return "", nil, nil, false, wire.Invalid(op, "MessageAttributes", "attributes too large to leave room for a payload pointer")
 			}

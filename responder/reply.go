@@ -238,6 +238,9 @@ func buildLargeReply(request types.Message, reply *Reply, more map[string]string
 			return "", entry, false, wire.Invalid(opSendResponse, "Body", "reply body of %d bytes exceeds the maximum payload of %d MiB", len(reply.Body), payload.MaxPayload>>20)
 		}
 		delete(attrs, sqsapi.BodyAttribute)
+		if len(attrs)+1 > sqsapi.MaxMessageAttributes {
+			return "", entry, false, wire.Invalid(opSendResponse, "MessageAttributes", "no place left among SQS's %d attributes for %s, which a reply sent through Options.PayloadStore needs", sqsapi.MaxMessageAttributes, payload.SizeAttribute)
+		}
 		if wire.MessageSize(aws.String(""), attrs)+payload.PointerBytes > sqsapi.MaxMessageSize {
 			return "", entry, false, wire.Invalid(opSendResponse, "MessageAttributes", "attributes too large to leave room for a payload pointer")
 		}
