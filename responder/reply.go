@@ -66,7 +66,8 @@ const opSendResponse = "responder.SendResponseMessage"
 // the request id) and a new MessageDeduplicationId. A reply to a request
 // that offers gzip (TempQueues.Accept) travels compressed when that pays
 // (docs/wire.md, "Compression"), and SQS's size limit applies to what is
-// sent. A loop of your own gets requests as SQS delivers them: one from
+// sent; a reply too large even compressed goes through
+// Options.PayloadStore, when set (docs/wire.md, "Payloads in S3"). A loop of your own gets requests as SQS delivers them: one from
 // a requester with CompressRequests carries its body in TempQueues.Body,
 // which only Serve and Process inflate.
 //
