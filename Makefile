@@ -53,14 +53,16 @@ docs:
 
 # Nested modules (own go.mod, so library users do not inherit their
 # dependencies): redisstore, lambdatempq (and its example, examples/lambda),
-# oteltempq, sqsgrpc (and its example, examples/grpc-over-sqs).
-nested: redis
+# oteltempq, sqsgrpc (and its example, examples/grpc-over-sqs), s3payload
+# (its tests on gofakes3 in process, and on fauxqs's S3 with the emulator).
+nested: redis emulator
 	cd redisstore && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
 	cd lambdatempq && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
 	cd examples/lambda && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
 	cd oteltempq && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
 	cd sqsgrpc && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
 	cd examples/grpc-over-sqs && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
+	cd s3payload && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
 
 # The web console's browser tests (integration/console, a module of its own
 # so that chromedp stays out of the core module): Debian's chromium,
@@ -86,7 +88,7 @@ release: release-deps
 
 release-deps:
 	$(GO) mod download
-	for m in redisstore oteltempq lambdatempq sqsgrpc; do (cd $$m && $(GO) mod download) || exit 1; done
+	for m in redisstore oteltempq lambdatempq sqsgrpc s3payload; do (cd $$m && $(GO) mod download) || exit 1; done
 	d=$$(mktemp -d) && GOBIN=$$d $(GO) install golang.org/x/exp/cmd/apidiff@v0.0.0-20261113113407-e3970619a1a4; rc=$$?; rm -rf "$$d"; exit $$rc
 
 clean-emulator:

@@ -79,7 +79,7 @@ func (r *Requester) ScatterGather(ctx context.Context, queueURLs []string, in *s
 	for i, u := range queueURLs {
 		reqs[i] = *in
 		reqs[i].QueueUrl = aws.String(u)
-		if _, _, _, err := r.checkRequest(op, &reqs[i], compressIfNeeded); err != nil {
+		if _, _, _, _, err := r.checkRequest(op, &reqs[i], compressIfNeeded); err != nil {
 			return nil, err
 		}
 	}
@@ -165,7 +165,7 @@ func (r *Requester) PublishGather(ctx context.Context, p Publisher, in *sqs.Send
 	}
 	probe := *in
 	probe.QueueUrl = aws.String("topic") // checked as a plain queue
-	requestID, attrs, _, err := r.checkRequest(op, &probe, noCompression, sqsapi.OriginAttribute)
+	requestID, attrs, _, _, err := r.checkRequest(op, &probe, noCompression, sqsapi.OriginAttribute)
 	if err != nil {
 		return nil, err
 	}

@@ -207,6 +207,16 @@ type Options struct {
 	// pays. Off by default: only responders that know compression read
 	// them (the package doc's "Compression").
 	CompressRequests bool
+	// PayloadStore, if set, carries the bodies too large for one message
+	// even compressed, up to 64 MiB, in the format of AWS's SQS extended
+	// clients (docs/wire.md, "Payloads in S3"): a request's body goes to
+	// the store and its message carries a pointer, which the responder
+	// reads (and deletes once it has replied); a reply that points to the
+	// store is read from it, and its object deleted. Without it, such a
+	// request fails before any call, and such a reply with an error
+	// matching ErrBadResponse and sqsapi.ErrNoPayloadStore. The nested
+	// module s3payload provides one on Amazon S3.
+	PayloadStore sqsapi.PayloadStore
 	// DisableCompression leaves off the offer of compressed replies
 	// (TempQueues.Accept): responders then reply as they are. Responses
 	// are read whatever it says.
@@ -330,7 +340,8 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 			Observer:                 asLateReplies(opts.Observer),
 			// A reply no pending call takes (it came after its caller
 			// gave up, or twice) is deleted, counted and logged once: the
-			// host's default for orphans.
+			// host's default for orphans; its payload's object too.
+			Orphan: r.orphan,
 		},
 	})
 	if err != nil {
@@ -348,6 +359,7 @@ type Call struct {
 	requestID string
 	queueURL  string // where the request went
 	sentAt    time.Time
+	object    *payload.Pointer // the request's body in Options.PayloadStore, if it went there
 
 	done chan struct{}
 	once sync.Once
@@ -434,7 +446,18 @@ func (c *Call) onReply(m types.Message, err error) {
 		c.finish(nil, fmt.Errorf("requester: waiting for the response to %s: %w", c.requestID, err))
 		return
 	}
-	m, _, err = payload.Decode(m)
+	if _, ok := payload.ParsePointer(m); ok {
+		// Not on the host's poller: the read may take long.
+		go c.fetchReply(m)
+		return
+	}
+	c.decoded(m)
+}
+
+// decoded finishes the call with its reply m, inflated if it travelled
+// compressed.
+func (c *Call) decoded(m types.Message) {
+	m, _, err := payload.Decode(m)
 	if err != nil {
 		c.r.failed.Add(1)
 		c.finish(nil, badResponse(c.requestID, err))
@@ -495,7 +518,7 @@ func (r *Requester) SendMessageAndGetResponseAsync(ctx context.Context, in *sqs.
 func (r *Requester) sendRequest(ctx context.Context, in *sqs.SendMessageInput, optFns []func(*sqs.Options), watch bool) (*Call, error) {
 	const op = "requester.SendMessageAndGetResponse"
 	in, replyName, after := r.onSend(ctx, in)
-	requestID, attrs, body, err := r.checkRequest(op, in, compressIfPays)
+	requestID, attrs, body, offload, err := r.checkRequest(op, in, compressOrOffload)
 	if err == nil {
 		for i, fn := range optFns {
 			if fn == nil {
@@ -548,6 +571,19 @@ func (r *Requester) sendRequest(ctx context.Context, in *sqs.SendMessageInput, o
 
 	attrs[sqsapi.ResponseQueueURLAttribute] = wire.StringAttribute(wire.VirtualQueueURL(call.host.URL(), replyName))
 	attrs[sqsapi.RequestIDAttribute] = wire.StringAttribute(requestID)
+	if offload {
+		deadline, _ := waitCtx.Deadline()
+		p, err := payload.Offload(waitCtx, r.opts.PayloadStore, *body, attrs, deadline)
+		if err != nil {
+			r.failed.Add(1)
+			err = fmt.Errorf("%s: %w", op, err)
+			call.withdraw()
+			call.finish(nil, err)
+			return nil, err
+		}
+		call.object = &p
+		body = aws.String(p.String())
+	}
 	r.stamp(waitCtx, body, call.queueURL, attrs)
 	req := *in
 	req.MessageBody, req.MessageAttributes = body, attrs
@@ -577,6 +613,7 @@ func (r *Requester) sendRequest(ctx context.Context, in *sqs.SendMessageInput, o
 		}
 		call.withdraw()
 		call.finish(nil, err)
+		r.dropObject(call.object) // nobody will read it
 		return nil, err
 	}
 
@@ -748,9 +785,10 @@ func (r *Requester) send(ctx context.Context, op string, in *sqs.SendMessageInpu
 type compression int
 
 const (
-	noCompression    compression = iota // the body goes as it is (through a topic)
-	compressIfNeeded                    // a check alone: compressed only to see whether it fits
-	compressIfPays                      // a send: compressed when that pays
+	noCompression     compression = iota // the body goes as it is (through a topic)
+	compressIfNeeded                     // a check alone: compressed only to see whether it fits
+	compressIfPays                       // a send: compressed when that pays
+	compressOrOffload                    // a call's send: compressed when that pays, to the PayloadStore when it does not fit
 )
 
 // checkRequest validates a request before any call and returns the
@@ -761,38 +799,41 @@ const (
 // (TempQueues.Stream, TempQueues.Origin): the caller may not set them, and
 // they count against SQS's limit. The size is checked on what is sent:
 // the body, compressed or not, and the attributes.
-func (r *Requester) checkRequest(op string, in *sqs.SendMessageInput, compress compression, own ...string) (string, map[string]types.MessageAttributeValue, *string, error) {
+//
+// With compressOrOffload and Options.PayloadStore, a body that does not
+// fit even compressed is returned plain, offload true: the caller puts
+// it in the store (payload.Offload) and sends the pointer.
+func (r *Requester) checkRequest(op string, in *sqs.SendMessageInput, compress compression, own ...string) (requestID string, attrs map[string]types.MessageAttributeValue, body *string, offload bool, err error) {
 	if in == nil {
-		return "", nil, nil, wire.Invalid(op, "input", "nil")
+		return "", nil, nil, false, wire.Invalid(op, "input", "nil")
 	}
 	if aws.ToString(in.QueueUrl) == "" {
-		return "", nil, nil, wire.Invalid(op, "QueueUrl", "empty")
+		return "", nil, nil, false, wire.Invalid(op, "QueueUrl", "empty")
 	}
 	if wire.IsVirtualQueueURL(*in.QueueUrl) {
 		if _, _, err := wire.ParseVirtualQueueURL(*in.QueueUrl); err != nil {
-			return "", nil, nil, err
+			return "", nil, nil, false, err
 		}
 	}
 	if err := wire.CheckDelaySeconds(op, in.DelaySeconds); err != nil {
-		return "", nil, nil, err
+		return "", nil, nil, false, err
 	}
 	if err := checkFIFORequest(op, in); err != nil {
-		return "", nil, nil, err
+		return "", nil, nil, false, err
 	}
 	if aws.ToString(in.MessageBody) == "" {
-		return "", nil, nil, wire.Invalid(op, "MessageBody", "empty (SQS requires a body)")
+		return "", nil, nil, false, wire.Invalid(op, "MessageBody", "empty (SQS requires a body)")
 	}
 	for _, name := range append([]string{sqsapi.ResponseQueueURLAttribute, sqsapi.DeadlineAttribute, sqsapi.AcceptAttribute, sqsapi.BodyAttribute}, own...) {
 		if _, ok := in.MessageAttributes[name]; ok {
-			return "", nil, nil, wire.Invalid(op, "MessageAttributes", "%s is set by the requester", name)
+			return "", nil, nil, false, wire.Invalid(op, "MessageAttributes", "%s is set by the requester", name)
 		}
 	}
 	extra := 2 + len(own)
-	requestID := ""
 	if v, ok := in.MessageAttributes[sqsapi.RequestIDAttribute]; ok {
 		requestID = aws.ToString(v.StringValue)
 		if requestID == "" || aws.ToString(v.DataType) != "String" {
-			return "", nil, nil, wire.Invalid(op, "MessageAttributes", "%s must be a non-empty String", sqsapi.RequestIDAttribute)
+			return "", nil, nil, false, wire.Invalid(op, "MessageAttributes", "%s must be a non-empty String", sqsapi.RequestIDAttribute)
 		}
 		extra--
 	}
@@ -800,24 +841,24 @@ func (r *Requester) checkRequest(op string, in *sqs.SendMessageInput, compress c
 		extra++ // the routing attribute
 	}
 	if err := wire.CheckMessageAttributes(op, in.MessageAttributes, extra); err != nil {
-		return "", nil, nil, err
+		return "", nil, nil, false, err
 	}
 	if err := wire.CheckSystemAttributes(op, in.MessageSystemAttributes); err != nil {
-		return "", nil, nil, err
+		return "", nil, nil, false, err
 	}
 	if err := wire.CheckMessageText(op, in.MessageBody, in.MessageAttributes); err != nil {
-		return "", nil, nil, err
+		return "", nil, nil, false, err
 	}
 	// Budget the attributes we add with a full-length reply URL (a host URL
 	// and a UUID) and request id, and the routing attribute.
 	const added = len(sqsapi.ResponseQueueURLAttribute) + len("String") + 200 +
 		len(sqsapi.RequestIDAttribute) + len("String") + 36 +
 		len(sqsapi.VirtualQueueNameAttribute) + len("String") + sqsapi.MaxQueueNameLength
-	attrs := make(map[string]types.MessageAttributeValue, len(in.MessageAttributes)+5)
+	attrs = make(map[string]types.MessageAttributeValue, len(in.MessageAttributes)+5)
 	maps.Copy(attrs, in.MessageAttributes)
-	body := in.MessageBody
+	body = in.MessageBody
 	n := wire.MessageSize(body, attrs) + added
-	if r.opts.CompressRequests && (compress == compressIfPays || compress == compressIfNeeded && n > sqsapi.MaxMessageSize) {
+	if r.opts.CompressRequests && (compress >= compressIfPays || compress == compressIfNeeded && n > sqsapi.MaxMessageSize) {
 		// A body that fits as it is fits compressed: the carrier is
 		// smaller, or not used.
 		if b, ok := payload.Encode(*body, attrs, sqsapi.MaxMessageAttributes-len(attrs)-extra); ok {
@@ -826,13 +867,29 @@ func (r *Requester) checkRequest(op string, in *sqs.SendMessageInput, compress c
 		}
 	}
 	if n > sqsapi.MaxMessageSize {
-		how := ""
+		if len(*in.MessageBody) > payload.MaxPayload {
+			return "", nil, nil, false, wire.Invalid(op, "MessageBody", "body of %d bytes exceeds the maximum payload of %d MiB", len(*in.MessageBody), payload.MaxPayload>>20)
+		}
+		if compress == compressOrOffload && r.opts.PayloadStore != nil {
+			delete(attrs, sqsapi.BodyAttribute)
+			if len(attrs)+extra+1 > sqsapi.MaxMessageAttributes {
+				return "", nil, nil, false, wire.Invalid(op, "MessageAttributes", "no place left among SQS's %d attributes for %s, which a body sent through Options.PayloadStore needs", sqsapi.MaxMessageAttributes, payload.SizeAttribute)
+			}
+			if wire.MessageSize(aws.String(""), attrs)+added+payload.PointerBytes > sqsapi.MaxMessageSize {
+				return "", nil, nil, false, wire.Invalid(op, "MessageAttributes", "attributes too large to leave room for a payload pointer")
+			}
+			return requestID, attrs, in.MessageBody, true, nil
+		}
+		how, hint := "", ""
 		if _, ok := attrs[sqsapi.BodyAttribute]; ok {
 			how = " compressed"
 		}
-		return "", nil, nil, wire.Invalid(op, "MessageBody", "message of %d bytes%s with the attributes the requester adds exceeds the SQS maximum of %d", n, how, sqsapi.MaxMessageSize)
+		if compress == compressOrOffload {
+			hint = " (set Options.PayloadStore to send it through S3)"
+		}
+		return "", nil, nil, false, wire.Invalid(op, "MessageBody", "message of %d bytes%s with the attributes the requester adds exceeds the SQS maximum of %d%s", n, how, sqsapi.MaxMessageSize, hint)
 	}
-	return requestID, attrs, body, nil
+	return requestID, attrs, body, false, nil
 }
 
 // Stats are counters of a Requester.

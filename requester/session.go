@@ -148,7 +148,7 @@ func (r *Requester) OpenSession(ctx context.Context, in *sqs.SendMessageInput, o
 		return nil, wire.Invalid(op, "IdleTimeout", "%v is below 100ms", so.IdleTimeout)
 	}
 	in, replyName, after := r.onSend(ctx, in)
-	requestID, attrs, body, err := r.checkRequest(op, in, compressIfPays, sqsapi.StreamAttribute)
+	requestID, attrs, body, _, err := r.checkRequest(op, in, compressIfPays, sqsapi.StreamAttribute)
 	if err != nil {
 		r.after(after, nil, err)
 		return nil, err

@@ -78,7 +78,7 @@ type Stream struct {
 func (r *Requester) SendMessageAndStream(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*Stream, error) {
 	const op = "requester.SendMessageAndStream"
 	in, replyName, after := r.onSend(ctx, in)
-	requestID, attrs, body, err := r.checkRequest(op, in, compressIfPays, sqsapi.StreamAttribute)
+	requestID, attrs, body, _, err := r.checkRequest(op, in, compressIfPays, sqsapi.StreamAttribute)
 	if err != nil {
 		r.after(after, nil, err)
 		return nil, err

@@ -109,12 +109,17 @@ func (s *server) answer(ctx context.Context, x *exchange) action {
 		if final == reply { // not a stream's end mark
 			final, sent = r.onReply(req.inner.get(ctx), req, final)
 		}
-		if x.target, x.entry, err = buildReply(req.Message, final, more, r.compresses(req)); err != nil {
+		if x.target, x.entry, err = r.buildReply(x.cctx, req.Message, final, more, r.compresses(req)); err != nil {
 			sent(err)
 			// The handler's reply breaks SQS limits: a handler bug, which a
-			// retry repeats; the request goes the failure way, to the DLQ.
+			// retry repeats; or Options.PayloadStore failed to take it. The
+			// request goes the failure way, to the DLQ if it keeps failing.
 			r.stats.failed.Add(1)
-			x.log.Error("responder: handler returned an invalid reply", slog.Any("error", err))
+			if errors.Is(err, sqsapi.ErrInvalidInput) {
+				x.log.Error("responder: handler returned an invalid reply", slog.Any("error", err))
+			} else {
+				x.log.Error("responder: the reply could not be put in Options.PayloadStore", slog.Any("error", err))
+			}
 			return fail(err)
 		}
 		x.sent = sent

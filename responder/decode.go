@@ -2,7 +2,9 @@ package responder
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 
@@ -20,6 +22,19 @@ import (
 // unanswered, dropped as "malformed" and logged, rather than retried
 // until it reaches the dead-letter queue. Its caller times out.
 func decode(ctx context.Context, x *exchange, next step) action {
+	m, p, pointed, err := payload.Fetch(x.cctx, x.s.r.opts.PayloadStore, x.req.Message)
+	if err != nil {
+		// No store, a store out of reach, or an object gone: the request
+		// fails, is retried as Options.Retry says, and its queue's redrive
+		// policy dead-letters it if it keeps failing.
+		x.log.Error("responder: the request's payload cannot be read from its store", slog.Any("error", err))
+		return fail(fmt.Errorf("responder: request %s: %w", x.req.ID, err))
+	}
+	if pointed {
+		x.req.Message = m
+		store, log := x.s.r.opts.PayloadStore, x.log
+		x.d.AfterDelete(func() { deleteObject(store, p, log) })
+	}
 	m, accept, err := payload.Decode(x.req.Message)
 	if err != nil {
 		x.s.r.dropped(ctx, x, reasonMalformed)
@@ -30,4 +45,16 @@ func decode(ctx context.Context, x *exchange, next step) action {
 	}
 	x.req.Message, x.req.accept = m, accept
 	return next(ctx, x)
+}
+
+// deleteObject deletes a request's payload from store, once the request
+// is answered and deleted; a failure is logged, and the bucket's
+// lifecycle rule removes the object (docs/s3.md).
+func deleteObject(store sqsapi.PayloadStore, p payload.Pointer, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := store.Delete(ctx, p.Bucket, p.Key); err != nil {
+		log.Warn("responder: deleting the request's payload failed; the bucket's lifecycle rule removes it",
+			slog.String("bucket", p.Bucket), slog.String("key", p.Key), slog.Any("error", err))
+	}
 }

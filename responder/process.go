@@ -78,12 +78,14 @@ func (r *Responder) Process(ctx context.Context, queueURL string, m types.Messag
 	defer r.stats.InFlight.Add(-1)
 	hctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	act := s.process(hctx, consume.NewDelivery(m, r.clk.Now()))
+	d := consume.NewDelivery(m, r.clk.Now())
+	act := s.process(hctx, d)
 	if act.kind == actRelease {
 		// The caller releases it: the Observer hears of the decision.
 		s.released(m, act.delay, act.reason)
 	}
 	if act.kind == actDelete {
+		d.Deleted() // its payload's object, if any: the caller deletes the message
 		return nil
 	}
 	return &RetryError{Err: act.err, Release: act.kind == actRelease, Delay: act.delay}

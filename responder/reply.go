@@ -66,7 +66,8 @@ const opSendResponse = "responder.SendResponseMessage"
 // the request id) and a new MessageDeduplicationId. A reply to a request
 // that offers gzip (TempQueues.Accept) travels compressed when that pays
 // (docs/wire.md, "Compression"), and SQS's size limit applies to what is
-// sent. A loop of your own gets requests as SQS delivers them: one from
+// sent; a reply too large even compressed goes through
+// Options.PayloadStore, when set (docs/wire.md, "Payloads in S3"). A loop of your own gets requests as SQS delivers them: one from
 // a requester with CompressRequests carries its body in TempQueues.Body,
 // which only Serve and Process inflate.
 //
@@ -89,7 +90,7 @@ func (r *Responder) SendResponseMessage(ctx context.Context, queueURL string, re
 		return err
 	}
 	compress := !r.opts.DisableCompression && payload.Accepts(request.MessageAttributes)
-	target, entry, err := buildReply(request, reply, nil, compress)
+	target, entry, err := r.buildReply(ctx, request, reply, nil, compress)
 	if err != nil {
 		return err
 	}
@@ -169,44 +170,52 @@ func (r *Responder) replyResult(ctx context.Context, request types.Message, targ
 // it travels compressed in TempQueues.Body; the size is checked on what is
 // sent. It makes no call.
 func buildReply(request types.Message, reply *Reply, more map[string]string, compress bool) (string, types.SendMessageBatchRequestEntry, error) {
+	target, entry, _, err := buildLargeReply(request, reply, more, compress, false)
+	return target, entry, err
+}
+
+// buildLargeReply builds a reply as buildReply does; with large, a reply
+// too large for one message even compressed is returned plain, over
+// true: its body goes to Options.PayloadStore (Responder.buildReply).
+func buildLargeReply(request types.Message, reply *Reply, more map[string]string, compress, large bool) (string, types.SendMessageBatchRequestEntry, bool, error) {
 	var entry types.SendMessageBatchRequestEntry
 	u, ok := stringAttribute(request, sqsapi.ResponseQueueURLAttribute)
 	if !ok || u == "" {
-		return "", entry, ErrNoResponseRequested
+		return "", entry, false, ErrNoResponseRequested
 	}
 	if reply == nil {
-		return "", entry, wire.Invalid(opSendResponse, "reply", "nil reply")
+		return "", entry, false, wire.Invalid(opSendResponse, "reply", "nil reply")
 	}
 	if reply.Body == "" {
 		// SQS rejects empty bodies; saying so here names the culprit.
-		return "", entry, wire.Invalid(opSendResponse, "Body", "reply body is empty (SQS requires at least one character)")
+		return "", entry, false, wire.Invalid(opSendResponse, "Body", "reply body is empty (SQS requires at least one character)")
 	}
 	for _, name := range []string{sqsapi.VirtualQueueNameAttribute, sqsapi.CorrelationIDAttribute, sqsapi.BodyAttribute, sqsapi.AcceptAttribute} {
 		if _, taken := reply.Attributes[name]; taken {
-			return "", entry, wire.Invalid(opSendResponse, "MessageAttributes", "attribute %q is set by the responder", name)
+			return "", entry, false, wire.Invalid(opSendResponse, "MessageAttributes", "attribute %q is set by the responder", name)
 		}
 	}
 	for name := range more {
 		if _, taken := reply.Attributes[name]; taken {
-			return "", entry, wire.Invalid(opSendResponse, "MessageAttributes", "attribute %q is set by the responder", name)
+			return "", entry, false, wire.Invalid(opSendResponse, "MessageAttributes", "attribute %q is set by the responder", name)
 		}
 	}
 	target, name, err := responseTarget(u)
 	if err != nil {
-		return "", entry, err
+		return "", entry, false, err
 	}
 	extra := 1 + len(more) // the correlation id, and more
 	if name != "" {
 		extra++ // the routing name
 	}
 	if err := wire.CheckMessageAttributes(opSendResponse, reply.Attributes, extra); err != nil {
-		return "", entry, err
+		return "", entry, false, err
 	}
 	if err := wire.CheckMessageText(opSendResponse, &reply.Body, reply.Attributes); err != nil {
-		return "", entry, err
+		return "", entry, false, err
 	}
 	if err := wire.CheckSystemAttributes(opSendResponse, reply.SystemAttributes); err != nil {
-		return "", entry, err
+		return "", entry, false, err
 	}
 	attrs := make(map[string]types.MessageAttributeValue, len(reply.Attributes)+extra+1)
 	maps.Copy(attrs, reply.Attributes)
@@ -221,8 +230,22 @@ func buildReply(request types.Message, reply *Reply, more map[string]string, com
 	if compress {
 		body, _ = payload.Encode(body, attrs, sqsapi.MaxMessageAttributes-len(attrs))
 	}
+	over := false
 	if err := wire.CheckMessageSize(opSendResponse, &body, attrs); err != nil {
-		return "", entry, err
+		if !large {
+			return "", entry, false, err
+		}
+		if len(reply.Body) > payload.MaxPayload {
+			return "", entry, false, wire.Invalid(opSendResponse, "Body", "reply body of %d bytes exceeds the maximum payload of %d MiB", len(reply.Body), payload.MaxPayload>>20)
+		}
+		delete(attrs, sqsapi.BodyAttribute)
+		if len(attrs)+1 > sqsapi.MaxMessageAttributes {
+			return "", entry, false, wire.Invalid(opSendResponse, "MessageAttributes", "no place left among SQS's %d attributes for %s, which a reply sent through Options.PayloadStore needs", sqsapi.MaxMessageAttributes, payload.SizeAttribute)
+		}
+		if wire.MessageSize(aws.String(""), attrs)+payload.PointerBytes > sqsapi.MaxMessageSize {
+			return "", entry, false, wire.Invalid(opSendResponse, "MessageAttributes", "attributes too large to leave room for a payload pointer")
+		}
+		body, over = reply.Body, true
 	}
 	entry.MessageBody = &body
 	entry.MessageAttributes = attrs
@@ -232,6 +255,25 @@ func buildReply(request types.Message, reply *Reply, more map[string]string, com
 	if wire.IsFIFOURL(target) {
 		entry.MessageGroupId, entry.MessageDeduplicationId = fifoReplyIDs(name, requestID(request))
 	}
+	return target, entry, over, nil
+}
+
+// buildReply builds a reply as buildReply does, and puts a body too
+// large for one message even compressed in Options.PayloadStore, if set,
+// the reply then carrying its pointer (docs/wire.md, "Payloads in S3").
+// The object's key carries the request's deadline. The requester deletes
+// the object once it has read it.
+func (r *Responder) buildReply(ctx context.Context, request types.Message, reply *Reply, more map[string]string, compress bool) (string, types.SendMessageBatchRequestEntry, error) {
+	target, entry, over, err := buildLargeReply(request, reply, more, compress, r.opts.PayloadStore != nil)
+	if err != nil || !over {
+		return target, entry, err
+	}
+	deadline, _, _ := wire.Deadline(request)
+	p, err := payload.Offload(ctx, r.opts.PayloadStore, *entry.MessageBody, entry.MessageAttributes, deadline)
+	if err != nil {
+		return "", entry, fmt.Errorf("%s: %w", opSendResponse, err)
+	}
+	entry.MessageBody = aws.String(p.String())
 	return target, entry, nil
 }
 

@@ -64,6 +64,18 @@ type Options struct {
 	// latency and the pace of the requests and takes whichever is faster;
 	// docs/cost.md says what this changes.
 	PreferFewerCalls bool
+	// PayloadStore, if set, carries the bodies too large for one message
+	// even compressed, up to 64 MiB, in the format of AWS's SQS extended
+	// clients (docs/wire.md, "Payloads in S3"): a reply's body goes to the
+	// store and the reply carries a pointer, which the requester reads and
+	// deletes; a request that points to the store, from a requester or an
+	// extended-client sender, is read from it, and its object deleted once
+	// the request is answered and deleted. Without it, such a request
+	// fails (and its queue's redrive policy dead-letters it), as does a
+	// request whose object is missing; a reply that does not fit fails as
+	// an invalid reply. Streams' and sessions' messages do not go through
+	// it. The nested module s3payload provides one on Amazon S3.
+	PayloadStore sqsapi.PayloadStore
 	// DisableCompression sends every reply as it is, even to a requester
 	// that offers to read compressed ones. Compressed requests are read
 	// whatever it says (the package doc's "Compression").

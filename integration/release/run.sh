@@ -52,7 +52,7 @@ quiet() {
 }
 
 mod=github.com/tempqueues/tempqueues
-nested=(redisstore oteltempq lambdatempq sqsgrpc)
+nested=(redisstore oteltempq lambdatempq sqsgrpc s3payload)
 # The heading is "## vX.Y.Z", or "## vX.Y.Z (unreleased)" until the tags
 # are pushed: the check simulates publishing it either way.
 heading=$(grep -m1 '^## v' "$root/CHANGELOG.md" || true)

@@ -33,6 +33,8 @@ type Delivery struct {
 	state  atomic.Int32
 	keep   atomic.Bool // KeepWhenAbandoned
 
+	afterDelete func() // AfterDelete's
+
 	// Owned by the extender, under ext.mu.
 	lease     string    // a lease the extender renews (SetLease)
 	deadline  time.Time // when the message becomes visible again
@@ -55,6 +57,21 @@ type Delivery struct {
 // handles one: nothing extends it or renews its lease.
 func NewDelivery(m types.Message, receivedAt time.Time) *Delivery {
 	return &Delivery{Message: m, ReceivedAt: receivedAt, handle: aws.ToString(m.ReceiptHandle)}
+}
+
+// AfterDelete sets f to run once the message is deleted from its queue,
+// on a goroutine of its own; call it before the handler returns. A
+// delivery outside a run (NewDelivery) runs it when its caller calls
+// Deleted.
+func (d *Delivery) AfterDelete(f func()) { d.afterDelete = f }
+
+// Deleted runs AfterDelete's function, if any, before it returns: for a
+// delivery whose caller deletes the message (responder.Process), and
+// which may not outlive the call (a Lambda function's).
+func (d *Delivery) Deleted() {
+	if f := d.afterDelete; f != nil {
+		f()
+	}
 }
 
 // Abandoned reports whether the delivery was abandoned at a stop deadline:
@@ -172,6 +189,9 @@ func (c *consumer) carryOut(d *Delivery, out Outcome) {
 				return
 			}
 			n.Deleted.Add(1)
+			if d.afterDelete != nil {
+				go d.Deleted()
+			}
 		})
 	case Release:
 		c.release(d, out.Delay, out.Reason)

@@ -95,7 +95,7 @@ func TestSnippetsCompile(t *testing.T) {
 	goVersion := goDirective(t, filepath.Join(root, "go.mod"))
 	var gowork strings.Builder
 	gowork.WriteString("go " + goVersion + "\n\nuse (\n\t./snippets\n")
-	for _, m := range []string{".", "redisstore", "oteltempq", "lambdatempq", "sqsgrpc"} {
+	for _, m := range []string{".", "redisstore", "oteltempq", "lambdatempq", "sqsgrpc", "s3payload"} {
 		fmt.Fprintf(&gowork, "\t%s\n", filepath.Join(root, m))
 	}
 	gowork.WriteString(")\n")
@@ -180,6 +180,8 @@ var imports = map[string]string{
 	"oteltempq":    "github.com/tempqueues/tempqueues/oteltempq",
 	"redisstore":   "github.com/tempqueues/tempqueues/redisstore",
 	"sqsgrpc":      "github.com/tempqueues/tempqueues/sqsgrpc",
+	"s3payload":    "github.com/tempqueues/tempqueues/s3payload",
+	"s3":           "github.com/aws/aws-sdk-go-v2/service/s3",
 
 	"lambda":   "github.com/aws/aws-lambda-go/lambda",
 	"redis":    "github.com/redis/go-redis/v9",

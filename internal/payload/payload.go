@@ -5,6 +5,12 @@
 // message's own body a fixed placeholder. The requester and the responder
 // encode what they send with Encode and decode what they receive with
 // Decode, so that their users see only plain bodies.
+//
+// A body too large for one message even compressed goes through an
+// sqsapi.PayloadStore (offload.go; docs/wire.md, "Payloads in S3"):
+// Offload puts it there and returns the pointer the message carries, in
+// the format of AWS's SQS extended clients, and Fetch reads a pointer
+// back, whichever of them or tempqueues wrote it.
 package payload
 
 import (

@@ -37,16 +37,20 @@ var library = []string{
 // Options.CompressRequests and Options.DisableCompression, which only the
 // caller can decide (a Java responder cannot read a compressed request),
 // and ErrBadResponse, the one new way a call fails; responder +1,
-// Options.DisableCompression). The direction of travel is under 400 in
-// all (total).
+// Options.DisableCompression); payloads in S3, issue 34: sqsapi +6,
+// PayloadStore and its three methods, the one interface every adapter
+// and the nested s3payload share, and ErrPayloadNotFound and
+// ErrNoPayloadStore, which a store and a caller must both match;
+// requester and responder +1 each, Options.PayloadStore. The direction
+// of travel is under 400 in all (total).
 var limits = map[string]int{
-	"sqsapi": 53, "observe": 25, "sqsclient": 6, "sqstest": 51, "backlog": 35, "reaper": 47,
-	"virtualqueue": 42, "responder": 103, "responder/storetest": 1, "redrive": 45,
-	"tempqueue": 14, "requester": 61, "sqshttp": 12,
+	"sqsapi": 59, "observe": 25, "sqsclient": 6, "sqstest": 51, "backlog": 35, "reaper": 47,
+	"virtualqueue": 42, "responder": 104, "responder/storetest": 1, "redrive": 45,
+	"tempqueue": 14, "requester": 62, "sqshttp": 12,
 }
 
 // total bounds the sum of the limits.
-const total = 495
+const total = 503
 
 // TestSurface reports each library package's non-test lines, exported
 // identifiers and module-local imports (go test -v shows the table), and

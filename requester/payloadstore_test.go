@@ -1,0 +1,207 @@
+package requester_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/internal/payload"
+	"github.com/tempqueues/tempqueues/internal/testkit/memstore"
+	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/testbody"
+	"github.com/tempqueues/tempqueues/requester"
+	"github.com/tempqueues/tempqueues/responder"
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// checkPointer fails unless m, as it went on the wire, carries a pointer
+// to an object of size bytes, as the extended clients write one.
+func checkPointer(t *testing.T, what string, body *string, attrs map[string]types.MessageAttributeValue, size int) {
+	t.Helper()
+	m := types.Message{Body: body, MessageAttributes: attrs}
+	if _, ok := payload.ParsePointer(m); !ok || !strings.HasPrefix(aws.ToString(body), `["software.amazon.payloadoffloading.PayloadS3Pointer",{"s3BucketName":"`) {
+		t.Fatalf("%s on the wire: body %.80q: not a pointer", what, aws.ToString(body))
+	}
+	v := attrs[payload.SizeAttribute]
+	if aws.ToString(v.DataType) != "Number" || aws.ToString(v.StringValue) != strconv.Itoa(size) {
+		t.Errorf("%s: %s = %s %q, want Number %d", what, payload.SizeAttribute, aws.ToString(v.DataType), aws.ToString(v.StringValue), size)
+	}
+	if _, ok := attrs[sqsapi.BodyAttribute]; ok {
+		t.Errorf("%s carries %s beside the pointer", what, sqsapi.BodyAttribute)
+	}
+}
+
+// waitEmpty fails unless store holds no object within a few seconds: a
+// request's object goes once the request is deleted, asynchronously.
+func waitEmpty(t *testing.T, store *memstore.Store) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		if len(store.Keys()) == 0 {
+			return
+		}
+	}
+	t.Errorf("objects left in the store: %v", store.Keys())
+}
+
+// TestPayloadStoreLargeBodies: with a PayloadStore on both sides, a
+// 10 MiB request and a 50 MiB reply, too large for SQS even compressed,
+// travel as pointers in the extended clients' format and arrive
+// byte-exact; no object is left once the call is done.
+func TestPayloadStoreLargeBodies(t *testing.T) {
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		store := memstore.New("tq-payloads")
+		request, reply := testbody.Random(10<<20, 1), testbody.Random(50<<20, 2)
+		_, _ = runResponder(t, e, e.raw, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+			if req.Body() != request {
+				t.Errorf("the handler got %d bytes, not the request's %d", len(req.Body()), len(request))
+			}
+			if _, ok := req.Message.MessageAttributes[payload.SizeAttribute]; ok {
+				t.Errorf("the handler sees %s", payload.SizeAttribute)
+			}
+			return &responder.Reply{Body: reply}, nil
+		}, func(o *responder.Options) { o.PayloadStore = store })
+		r, tap := e.tapped(t, func(o *requester.Options) { o.PayloadStore = store; o.CompressRequests = true })
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+
+		m, err := r.SendMessageAndGetResponse(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String(request)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if aws.ToString(m.Body) != reply {
+			t.Fatalf("reply of %d bytes, want the %d sent", len(aws.ToString(m.Body)), len(reply))
+		}
+		if _, ok := m.MessageAttributes[payload.SizeAttribute]; ok {
+			t.Errorf("the caller sees %s", payload.SizeAttribute)
+		}
+		sent := tap.sends()
+		if len(sent) != 1 {
+			t.Fatalf("%d requests sent, want 1", len(sent))
+		}
+		checkPointer(t, "the request", sent[0].MessageBody, sent[0].MessageAttributes, len(request))
+		got := tap.receives()
+		if len(got) != 1 {
+			t.Fatalf("%d messages received, want the reply", len(got))
+		}
+		checkPointer(t, "the reply", got[0].Body, got[0].MessageAttributes, len(reply))
+		for _, k := range []string{aws.ToString(sent[0].MessageBody), aws.ToString(got[0].Body)} {
+			p, _ := payload.ParsePointer(types.Message{Body: &k, MessageAttributes: map[string]types.MessageAttributeValue{payload.SizeAttribute: {}}})
+			if p.Bucket != "tq-payloads" || !strings.HasPrefix(p.Key, payload.KeyPrefix) {
+				t.Errorf("pointer %+v: want bucket tq-payloads, key under %s", p, payload.KeyPrefix)
+			}
+		}
+		waitEmpty(t, store)
+		if puts, gets, _ := store.Calls(); puts != 2 || gets != 2 {
+			t.Errorf("%d puts and %d gets, want 2 of each", puts, gets)
+		}
+	})
+}
+
+// TestPayloadStoreBadInput: a body over the maximum, or too large with no
+// store, fails before any call; a store out of reach fails the call
+// with an error naming the bucket; a pointer reply with no store to read
+// it fails the call as a bad response naming the option.
+func TestPayloadStoreBadInput(t *testing.T) {
+	e := newEnv(t, sqstestenv.SQSTest(t))
+	store := memstore.New("tq-bad")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	in := func(body string) *sqs.SendMessageInput {
+		return &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String(body)}
+	}
+
+	plain, tap := e.tapped(t)
+	_, err := plain.SendMessageAndGetResponse(ctx, in(testbody.Random(2<<20, 3)))
+	if !errors.Is(err, sqsapi.ErrInvalidInput) || !strings.Contains(err.Error(), "PayloadStore") {
+		t.Errorf("2 MiB with no store: %v, want invalid input naming PayloadStore", err)
+	}
+	r, tap2 := e.tapped(t, func(o *requester.Options) { o.PayloadStore = store })
+	_, err = r.SendMessageAndGetResponse(ctx, in(strings.Repeat("x", payload.MaxPayload+1)))
+	if !errors.Is(err, sqsapi.ErrInvalidInput) {
+		t.Errorf("over 64 MiB: %v, want invalid input", err)
+	}
+	store.SetDown(true)
+	_, err = r.SendMessageAndGetResponse(ctx, in(testbody.Random(2<<20, 4)))
+	if err == nil || !strings.Contains(err.Error(), "tq-bad") {
+		t.Errorf("store out of reach: %v, want an error naming the bucket", err)
+	}
+	store.SetDown(false)
+	if n := len(tap.sends()) + len(tap2.sends()); n != 0 {
+		t.Errorf("%d requests sent, want none", n)
+	}
+	if puts, _, _ := store.Calls(); puts != 0 {
+		t.Errorf("%d puts, want none", puts)
+	}
+
+	// A responder with a store replies through it; a requester without
+	// one cannot read the reply.
+	_, _ = runResponder(t, e, e.raw, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+		return &responder.Reply{Body: testbody.Random(2<<20, 5)}, nil
+	}, func(o *responder.Options) { o.PayloadStore = store })
+	_, err = plain.SendMessageAndGetResponse(ctx, in("large reply"))
+	if !errors.Is(err, requester.ErrBadResponse) || !errors.Is(err, sqsapi.ErrNoPayloadStore) {
+		t.Errorf("pointer reply with no store: %v, want ErrBadResponse and ErrNoPayloadStore", err)
+	}
+}
+
+// TestLateReplyObjectDeleted: a pointer reply that comes after its
+// caller gave up is deleted with its object.
+func TestLateReplyObjectDeleted(t *testing.T) {
+	e := newEnv(t, sqstestenv.SQSTest(t))
+	store := memstore.New("tq-late")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e.rawReplier(t, ctx, func(m types.Message) (string, map[string]types.MessageAttributeValue) {
+		time.Sleep(500 * time.Millisecond) // after the caller's deadline
+		attrs := map[string]types.MessageAttributeValue{}
+		p, err := payload.Offload(context.Background(), store, "a late reply", attrs, time.Time{})
+		if err != nil {
+			t.Error(err)
+		}
+		attrs[sqsapi.CorrelationIDAttribute] = m.MessageAttributes[sqsapi.RequestIDAttribute]
+		return p.String(), attrs
+	})
+	r := e.requester(t, func(o *requester.Options) { o.PayloadStore = store })
+	cctx, ccancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer ccancel()
+	if _, err := r.SendMessageAndGetResponse(cctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("late")}); !errors.Is(err, requester.ErrTimeout) {
+		t.Fatalf("%v, want a timeout", err)
+	}
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end) && r.Stats().LateReplies == 0; time.Sleep(20 * time.Millisecond) {
+	}
+	if puts, _, _ := store.Calls(); puts != 1 {
+		t.Fatalf("%d puts, want the late reply's", puts)
+	}
+	waitEmpty(t, store)
+}
+
+// TestPayloadStoreNeedsAnAttributePlace: a request too large for a
+// message whose attributes leave no place for ExtendedPayloadSize fails
+// before any call.
+func TestPayloadStoreNeedsAnAttributePlace(t *testing.T) {
+	e := newEnv(t, sqstestenv.SQSTest(t))
+	store := memstore.New("tq-full")
+	r, tap := e.tapped(t, func(o *requester.Options) { o.PayloadStore = store })
+	attrs := map[string]types.MessageAttributeValue{}
+	for i := range 8 {
+		attrs[fmt.Sprint("a", i)] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String("v")}
+	}
+	_, err := r.SendMessageAndGetResponse(context.Background(), &sqs.SendMessageInput{
+		QueueUrl: aws.String(e.queue), MessageBody: aws.String(testbody.Random(2<<20, 6)), MessageAttributes: attrs,
+	})
+	if !errors.Is(err, sqsapi.ErrInvalidInput) || !strings.Contains(err.Error(), payload.SizeAttribute) {
+		t.Errorf("%v, want invalid input naming %s", err, payload.SizeAttribute)
+	}
+	if puts, _, _ := store.Calls(); puts != 0 || len(tap.sends()) != 0 {
+		t.Errorf("%d puts and %d sends, want none", puts, len(tap.sends()))
+	}
+}
