@@ -69,15 +69,7 @@ func TestCrashLeavesWhatTheRuleRemoves(t *testing.T) {
 		}
 		queue := aws.ToString(qout.QueueUrl)
 		t.Cleanup(func() { _, _ = sqsClient.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: &queue}) })
-		r, err := requester.New(sqsClient, func(o *requester.Options) {
-			o.PayloadStore = store
-			o.Prefix = "tq" + sqstestenv.QueueName(t, "h")[:8]
-			o.DisableSweeping = true
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = r.Close(context.Background()) }()
+		r := newRequester(t, sqsClient, store)
 
 		cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 		defer cancel()

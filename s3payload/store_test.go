@@ -47,6 +47,22 @@ func fakeS3(t *testing.T) string {
 }
 
 // s3For returns an S3 client beside backend b: fauxqs's own S3 on its
+// newRequester returns a requester with store as its PayloadStore, host
+// queues of the test's own prefix and no sweeps, closed when the test ends.
+func newRequester(t *testing.T, sqsClient *sqs.Client, store *s3payload.Store) *requester.Requester {
+	t.Helper()
+	r, err := requester.New(sqsClient, func(o *requester.Options) {
+		o.PayloadStore = store
+		o.Prefix = "tq" + sqstestenv.QueueName(t, "h")[:8]
+		o.DisableSweeping = true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close(context.Background()) })
+	return r
+}
+
 // port, or gofakes3 beside sqstest; and a new bucket on it.
 func s3For(t *testing.T, b *sqstestenv.Backend) (*s3.Client, string) {
 	t.Helper()
@@ -152,15 +168,7 @@ func TestLargeBodiesThroughS3(t *testing.T) {
 				t.Errorf("Serve: %v", err)
 			}
 		}()
-		r, err := requester.New(sqsClient, func(o *requester.Options) {
-			o.PayloadStore = store
-			o.Prefix = "tq" + sqstestenv.QueueName(t, "h")[:8]
-			o.DisableSweeping = true
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer func() { _ = r.Close(context.Background()) }()
+		r := newRequester(t, sqsClient, store)
 
 		start := time.Now()
 		m, err := r.SendMessageAndGetResponse(ctx, &sqs.SendMessageInput{QueueUrl: &queue, MessageBody: &request})
