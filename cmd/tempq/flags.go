@@ -92,6 +92,10 @@ var paramFlags = map[string]string{
 	"Prefix":                 "--prefix",
 }
 
+// optionHint matches a parenthesized hint of the library's that names one
+// of its Options fields.
+var optionHint = regexp.MustCompile(`\s*\([^()]*\bOptions\.\w+[^()]*\)`)
+
 // flagError turns an option or input the library rejected into a usage
 // error that names the command's flag or argument, not the Go field it
 // set: flags maps an *sqsapi.InvalidInputError's Param to the flag
@@ -103,7 +107,9 @@ func flagError(err error, flags map[string]string) error {
 	if !errors.As(err, &ie) {
 		return usageError("%v", err)
 	}
-	reason := ie.Reason
+	// A hint to set a library option ("(set Options.PayloadStore to …)")
+	// is for a Go program: the command has no such option.
+	reason := optionHint.ReplaceAllString(ie.Reason, "")
 	for _, m := range []map[string]string{flags, paramFlags} {
 		for param, f := range m {
 			// "MinWorkers/MaxWorkers" to "--min/--max": each by its own.
