@@ -55,7 +55,16 @@ func (r *Requester) dropObject(p *payload.Pointer) {
 // Options.PayloadStore, with it: nobody else will read it.
 func (r *Requester) orphan(_ context.Context, _, _ string, m types.Message) hostq.OrphanAction {
 	if p, ok := payload.ParsePointer(m); ok && r.opts.PayloadStore != nil {
-		go r.dropObject(&p)
+		r.background(func() { r.dropObject(&p) })
 	}
 	return hostq.Delete
+}
+
+// background runs f on a goroutine of its own that Close waits for.
+func (r *Requester) background(f func()) {
+	r.payloadWork.Add(1)
+	go func() {
+		defer r.payloadWork.Done()
+		f()
+	}()
 }

@@ -269,6 +269,9 @@ type Requester struct {
 	closed   bool
 
 	closer lifecycle.Once
+	// payloadWork counts the goroutines that read replies from
+	// Options.PayloadStore or delete their objects; Close waits for them.
+	payloadWork sync.WaitGroup
 
 	timedOut, failed atomic.Int64
 	replied          atomic.Int64 // replies handed to callers (export_test.go)
@@ -448,7 +451,7 @@ func (c *Call) onReply(m types.Message, err error) {
 	}
 	if _, ok := payload.ParsePointer(m); ok {
 		// Not on the host's poller: the read may take long.
-		go c.fetchReply(m)
+		c.r.background(func() { c.fetchReply(m) })
 		return
 	}
 	c.decoded(m)
@@ -947,8 +950,13 @@ func (r *Requester) Close(ctx context.Context) error {
 			s.Close()
 		}
 		// The host queue's heartbeats stop before its delete; the reaper
-		// closes after it.
-		return r.core.Close(ctx)
+		// closes after it. Its poller is then stopped, and starts no more
+		// payload reads or deletions: wait for those running.
+		err := r.core.Close(ctx)
+		if werr := lifecycle.Wait(ctx, &r.payloadWork); werr != nil && err == nil {
+			err = fmt.Errorf("requester: Close: reading or deleting payloads: %w", werr)
+		}
+		return err
 	})
 }
 

@@ -2,6 +2,7 @@ package responder
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -195,11 +196,14 @@ type Responder struct {
 	// callBound is callBound, a field so tests can shrink it.
 	callBound time.Duration
 
-	mu       sync.Mutex
-	closed   bool
-	servers  sync.WaitGroup // running Serve calls
-	stopping chan struct{}  // closed by Shutdown: stop receiving
-	hardStop chan struct{}  // closed when Shutdown's context ends: stop handlers
+	mu      sync.Mutex
+	closed  bool
+	servers sync.WaitGroup // running Serve calls
+	// payloadDeletes counts the deletions of answered requests' objects
+	// from Options.PayloadStore, which Shutdown waits for.
+	payloadDeletes sync.WaitGroup
+	stopping       chan struct{} // closed by Shutdown: stop receiving
+	hardStop       chan struct{} // closed when Shutdown's context ends: stop handlers
 
 	stopper lifecycle.Once
 }
@@ -400,6 +404,11 @@ func (r *Responder) shutdown(ctx context.Context) error {
 		if cerr := c.Close(fctx); cerr != nil && err == nil {
 			err = cerr
 		}
+	}
+	// The deletes' callbacks have all run: every object deletion due has
+	// started.
+	if werr := lifecycle.Wait(fctx, &r.payloadDeletes); werr != nil && err == nil {
+		err = fmt.Errorf("responder: Shutdown: deleting answered requests' payloads: %w", werr)
 	}
 	return err
 }

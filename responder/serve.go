@@ -65,6 +65,7 @@ func (r *Responder) Serve(ctx context.Context, queueURL string, h Handler) error
 		MaxVisibility:     r.maxVisibility,
 		NoSpare:           r.opts.PreferFewerCalls,
 		Deletes:           r.dels,
+		AfterDeletes:      &r.payloadDeletes,
 		Visibility:        r.vis,
 		Counters:          &r.stats.Counters,
 		Backoff:           r.recvBO,

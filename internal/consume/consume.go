@@ -124,12 +124,17 @@ type Config struct {
 	MaxVisibility     time.Duration // SQS's cap since receipt (12 h)
 	NoSpare           bool          // no spare poller parked for bursts (poll.Sizer)
 
-	Deletes    *batch.Deletes
-	Visibility *batch.Visibilities
-	Counters   *Counters
-	Backoff    backoff.Policy // after failed receives
-	Clock      clock.Clock
-	Log        *slog.Logger
+	Deletes *batch.Deletes
+	// AfterDeletes, if set, counts the goroutines that run a delivery's
+	// AfterDelete function, so that the owner of Deletes can wait for them
+	// once it has closed Deletes (whose Close runs every delete's
+	// callback before it returns).
+	AfterDeletes *sync.WaitGroup
+	Visibility   *batch.Visibilities
+	Counters     *Counters
+	Backoff      backoff.Policy // after failed receives
+	Clock        clock.Clock
+	Log          *slog.Logger
 
 	// Stopping, when closed, stops the run as ctx's end does, but with no
 	// grace period of its own: HardStop then ends the grace.

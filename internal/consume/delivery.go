@@ -60,7 +60,8 @@ func NewDelivery(m types.Message, receivedAt time.Time) *Delivery {
 }
 
 // AfterDelete sets f to run once the message is deleted from its queue,
-// on a goroutine of its own; call it before the handler returns. A
+// on a goroutine of its own (counted by Config.AfterDeletes); call it
+// before the handler returns. A
 // delivery outside a run (NewDelivery) runs it when its caller calls
 // Deleted.
 func (d *Delivery) AfterDelete(f func()) { d.afterDelete = f }
@@ -190,7 +191,15 @@ func (c *consumer) carryOut(d *Delivery, out Outcome) {
 			}
 			n.Deleted.Add(1)
 			if d.afterDelete != nil {
-				go d.Deleted()
+				if wg := c.cfg.AfterDeletes; wg != nil {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						d.Deleted()
+					}()
+				} else {
+					go d.Deleted()
+				}
 			}
 		})
 	case Release:
