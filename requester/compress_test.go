@@ -79,15 +79,7 @@ func (w *wireTap) receives() []types.Message {
 func (e *env) tapped(t *testing.T, optFns ...func(*requester.Options)) (*requester.Requester, *wireTap) {
 	t.Helper()
 	tap := &wireTap{Client: e.raw}
-	r, err := requester.New(tap, append([]func(*requester.Options){func(o *requester.Options) {
-		o.Prefix = e.prefix
-		o.DisableSweeping = true
-	}}, optFns...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = r.Close(context.Background()) })
-	return r, tap
+	return requesterVia(t, e, tap, optFns...), tap
 }
 
 // chunks is what SQS bills for a message of n bytes: each started 64 KiB.
