@@ -32,6 +32,7 @@ func newTestRedriver(t *testing.T, fn func(*Options)) *Redriver {
 // min(BackoffCap, BackoffBase x 2^n), reaches values near the bound, and
 // never goes negative.
 func TestDelayBounds(t *testing.T) {
+	t.Parallel()
 	r := newTestRedriver(t, func(o *Options) { o.BackoffBase, o.BackoffCap = time.Second, 10*time.Minute })
 	for n := 0; n < 20; n++ {
 		ceiling := min(10*time.Minute, time.Second<<n)
@@ -64,6 +65,7 @@ func TestDelayBounds(t *testing.T) {
 // TestJitterIsUniform: delays are uniform over [0, ceiling], capped
 // attempts included (full jitter, not "the cap plus a little").
 func TestJitterIsUniform(t *testing.T) {
+	t.Parallel()
 	// A seeded source: with the global one the chi-square test below
 	// failed one run in a thousand by chance.
 	src := rand.New(rand.NewPCG(1, 2))
@@ -97,6 +99,7 @@ func TestJitterIsUniform(t *testing.T) {
 }
 
 func TestAttemptAttribute(t *testing.T) {
+	t.Parallel()
 	msg := func(v string) types.Message {
 		return types.Message{MessageAttributes: map[string]types.MessageAttributeValue{attemptAttr: {DataType: aws.String("String"), StringValue: aws.String(v)}}}
 	}
@@ -142,6 +145,7 @@ func stringsTrim(s string) string {
 // TestDecideLongDelays checks the steps of a delay beyond 900 s without a
 // server: schedule, waits of at most 12 h, then the replay.
 func TestDecideLongDelays(t *testing.T) {
+	t.Parallel()
 	now := time.Unix(1_767_225_600, 0)
 	r := newTestRedriver(t, func(o *Options) {
 		o.BackoffBase, o.BackoffCap = 20*time.Hour, 20*time.Hour
@@ -182,6 +186,7 @@ func TestDecideLongDelays(t *testing.T) {
 // whole seconds 0..floor(ceiling), so a 1 s ceiling gives 0 or 1 half the
 // time each, never always 0.
 func TestWholeSecondsAreUniform(t *testing.T) {
+	t.Parallel()
 	for _, ceiling := range []time.Duration{time.Second, 3 * time.Second, 2500 * time.Millisecond} {
 		r := newTestRedriver(t, func(o *Options) { o.BackoffBase, o.BackoffCap = ceiling, ceiling })
 		p := &pass{r: r, target: r.opts.Target}

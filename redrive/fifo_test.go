@@ -74,6 +74,7 @@ func receiveFIFO(t testing.TB, client *sqs.Client, u string, del bool) []types.M
 // deduplication window, is replayed again rather than taken for a
 // duplicate; and the same received message replayed twice arrives once.
 func TestFIFOReplay(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		client, _ := b.Client(t)
 		dlq := createFIFO(t, client, "dlq", false)
@@ -148,6 +149,7 @@ func TestFIFOReplay(t *testing.T) {
 // scheduled there as a copy, the copy is hidden until due, and then sent
 // to the target with no delay.
 func TestFIFODelay(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		client, _ := b.Client(t)
 		dlq := createFIFO(t, client, "dlq", false)
@@ -207,6 +209,7 @@ func TestFIFODelay(t *testing.T) {
 // FIFO parking queue needs a FIFO dead-letter queue (whose messages carry
 // a group).
 func TestFIFOMismatch(t *testing.T) {
+	t.Parallel()
 	client := sqs.New(sqs.Options{Region: "us-east-1"})
 	const q = "https://sqs.us-east-1.amazonaws.com/1/q"
 	for name, c := range map[string]struct{ dlq, target, parking string }{

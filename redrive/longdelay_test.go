@@ -20,6 +20,7 @@ import (
 // then visibility hops of at most 12 hours) and reaches the target when
 // due, without a call SQS would reject.
 func TestDelayBeyond900Seconds(t *testing.T) {
+	t.Parallel()
 	clk := sqstest.NewClock(time.Unix(1_767_225_600, 0))
 	srv := sqstest.Start(t, func(o *sqstest.Options) { o.Clock = clk })
 	client := srv.Client()

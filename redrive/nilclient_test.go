@@ -11,6 +11,7 @@ import (
 )
 
 func TestNewRejectsNilClients(t *testing.T) {
+	t.Parallel()
 	const dlq = "https://sqs.us-east-1.amazonaws.com/123456789012/q-dlq"
 	for name, c := range map[string]redrive.Client{
 		"nil":                   nil,

@@ -21,6 +21,7 @@ import (
 // queues, drains one and gives the other's messages to Process, under the
 // same clock: every message gets the same action, attempt and delay.
 func TestProcessDecidesAsDrain(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		client, _ := b.Client(t)
 		now := time.Now()

@@ -29,6 +29,7 @@ import (
 // the jitter is pinned to its ceiling), and after the second replay fails
 // too it lands in the parking queue, its body and attributes intact.
 func TestPoisonRequestReplayedThenParked(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		client, _ := b.Client(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
@@ -164,6 +165,7 @@ func TestPoisonRequestReplayedThenParked(t *testing.T) {
 // TestDryRunChangesNothing drains a dead-letter queue in a dry run: the
 // report says what would happen, and every queue is as before.
 func TestDryRunChangesNothing(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		client, counter := b.Client(t)
 		dlq := createQueue(t, client, "dlq", nil)
@@ -211,6 +213,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 // TestAttributeBudget: a message with 10 attributes has no room for the
 // attempt count and is parked unchanged; one with 9 is replayed with 10.
 func TestAttributeBudget(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		client, _ := b.Client(t)
 		dlq := createQueue(t, client, "dlq", nil)
@@ -274,6 +277,7 @@ func TestAttributeBudget(t *testing.T) {
 // TestCallsPerMessage measures the API calls of draining 25 messages:
 // batches of 10 make 0.3 calls per message plus the final empty receive.
 func TestCallsPerMessage(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		client, counter := b.Client(t)
 		dlq := createQueue(t, client, "dlq", nil)
@@ -310,6 +314,7 @@ func TestCallsPerMessage(t *testing.T) {
 // TestTargetFromSourceQueues finds the target with
 // ListDeadLetterSourceQueues (sqstest: fauxqs lacks the call).
 func TestTargetFromSourceQueues(t *testing.T) {
+	t.Parallel()
 	b := sqstestenv.SQSTest(t)
 	client, _ := b.Client(t)
 	ctx := context.Background()
@@ -343,6 +348,7 @@ func TestTargetFromSourceQueues(t *testing.T) {
 // TestMissingTargetStopsTheRun: a call-level error that retrying cannot
 // fix ends Drain with the error, and the message stays.
 func TestMissingTargetStopsTheRun(t *testing.T) {
+	t.Parallel()
 	b := sqstestenv.SQSTest(t)
 	client, _ := b.Client(t)
 	dlq := createQueue(t, client, "dlq", nil)
@@ -363,6 +369,7 @@ func TestMissingTargetStopsTheRun(t *testing.T) {
 }
 
 func TestInvalidOptions(t *testing.T) {
+	t.Parallel()
 	client := sqs.New(sqs.Options{Region: "us-east-1"})
 	const q = "https://sqs.us-east-1.amazonaws.com/1/q"
 	cases := map[string]struct {
@@ -399,6 +406,7 @@ func TestInvalidOptions(t *testing.T) {
 // TestRateLimit runs in a synctest bubble: the pace it checks is the
 // bubble's clock.
 func TestRateLimit(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, testRateLimit)
 }
 

@@ -19,6 +19,7 @@ import (
 // ends. It runs in a synctest bubble on an in-process sqstest: the time it
 // takes is the bubble's, at most the half second a parked poll is given.
 func TestIdleRunStopsPromptly(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		client, _ := sqstestenv.InProcess(t).Client(t)
 		dlq := createQueue(t, client, "dlq", nil)
@@ -68,6 +69,7 @@ func (c *gatedClient) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessage
 // TestStopReleasesWhatAStoppedReceiveGot: messages a receive returns after
 // the stop are made visible again at once, not replayed.
 func TestStopReleasesWhatAStoppedReceiveGot(t *testing.T) {
+	t.Parallel()
 	b := sqstestenv.SQSTest(t)
 	client, _ := b.Client(t)
 	dlq := createQueue(t, client, "dlq", map[string]string{"VisibilityTimeout": "60"})

@@ -36,6 +36,7 @@ func (c *slowSources) ListDeadLetterSourceQueues(ctx context.Context, _ *sqs.Lis
 // lookup is bounded by callbound.Timeout, and the next caller looks again
 // and shares one lookup with its peers.
 func TestTargetHoldsNoLockAcrossItsLookup(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		c := &slowSources{release: make(chan struct{})}
 		r, err := New(c, "http://127.0.0.1:1/000000000000/dlq", func(o *Options) { o.ParkingQueue = "http://127.0.0.1:1/000000000000/parked" })

@@ -232,7 +232,7 @@ func TestCancelledContextIsNotATimeout(t *testing.T) {
 // pollers follow its demand rule: one receive per 10 waiting calls, up to 4
 // (hostq's demandPollers), and one spare.
 func TestAsyncCallsShareOnePoller(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it counts every goroutine of the process.
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, sqstestenv.InProcess(t))
 		e.counter.Reset()

@@ -67,6 +67,7 @@ func heapPerQueue(tb testing.TB, n int, attrs map[string]string) float64 {
 // TestIdleVirtualQueueMemory checks the scale target: an idle virtual queue
 // costs at most 512 bytes (no timing involved).
 func TestIdleVirtualQueueMemory(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("allocates 200k queues")
 	}

@@ -20,6 +20,7 @@ import (
 // as the SendMessageBatch that carried it, and still matches
 // QueueDoesNotExist; a rejected input names virtualqueue.SendMessage too.
 func TestErrorsNameTheCallersOperation(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := sqstest.NewServer()
 	defer srv.Close(ctx)

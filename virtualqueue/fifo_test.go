@@ -46,6 +46,7 @@ func newFIFOEnv(t *testing.T, b *sqstestenv.Backend, visibility int, attrs ...st
 // received concurrently: each queue gets all of its messages, once, in
 // send order, in its own message group.
 func TestFIFOHostKeepsEachVirtualQueueInOrder(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newFIFOEnv(t, b, 30)
 		c := e.client()
@@ -117,6 +118,7 @@ func TestFIFOHostKeepsEachVirtualQueueInOrder(t *testing.T) {
 // behind it, although the host had already received and buffered those:
 // the deletes happen in send order.
 func TestFIFOVirtualQueueRedeliversInOrder(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newFIFOEnv(t, b, 30)
 		c := e.client()
@@ -177,6 +179,7 @@ func TestFIFOVirtualQueueRedeliversInOrder(t *testing.T) {
 // content-based deduplication the same body, in two virtual queues is two
 // messages; in one it is one.
 func TestFIFODeduplicationPerVirtualQueue(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		for _, contentBased := range []bool{false, true} {
 			e := newFIFOEnv(t, b, 30, "ContentBasedDeduplication", strconv.FormatBool(contentBased))
@@ -226,6 +229,7 @@ func TestFIFODeduplicationPerVirtualQueue(t *testing.T) {
 
 // FIFO limits are checked before any call.
 func TestFIFOSendInputErrors(t *testing.T) {
+	t.Parallel()
 	b := sqstestenv.SQSTest(t)
 	e := newFIFOEnv(t, b, 30)
 	c := e.client()

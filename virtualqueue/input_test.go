@@ -30,6 +30,7 @@ func attrs(n int) map[string]types.MessageAttributeValue {
 
 // Every bad input fails with a typed error and makes no API call.
 func TestBadInputIsRejectedBeforeAnyCall(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b, 30)
 		c := e.client()
@@ -165,6 +166,7 @@ func (f *faulty) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput
 }
 
 func TestTransientErrorsBackOffAndLoseNothing(t *testing.T) {
+	t.Parallel()
 	for name, injected := range map[string]error{
 		"throttling": &smithy.GenericAPIError{Code: "ThrottlingException", Message: "slow down", Fault: smithy.FaultClient},
 		"network":    &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")},
@@ -210,6 +212,7 @@ func TestTransientErrorsBackOffAndLoseNothing(t *testing.T) {
 }
 
 func TestPermanentErrorReachesWaiters(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b, 30)
 		f := &faulty{Client: e.raw, err: &smithy.GenericAPIError{Code: "AccessDenied", Message: "no", Fault: smithy.FaultClient}}

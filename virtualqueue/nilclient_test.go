@@ -14,6 +14,7 @@ import (
 // Before New returned an error, a typed nil client made a Client whose
 // host pollers panicked on their own goroutines.
 func TestNewRejectsNilClients(t *testing.T) {
+	t.Parallel()
 	for name, c := range map[string]sqsapi.Client{
 		"nil":                   nil,
 		"typed nil *sqs.Client": (*sqs.Client)(nil),

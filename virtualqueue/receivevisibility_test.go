@@ -18,6 +18,7 @@ import (
 // handing out a message hidden for less than was asked; once the change
 // works again, the message is received with the visibility asked for.
 func TestReceiveWaitsForItsVisibilityChange(t *testing.T) {
+	t.Parallel()
 	b := sqstestenv.SQSTest(t)
 	e := newEnv(t, b, 1)
 	e.raw = sqs.New(e.raw.Options(), func(o *sqs.Options) { o.RetryMaxAttempts = 1 })

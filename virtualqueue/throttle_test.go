@@ -19,6 +19,7 @@ import (
 // default retryer: each try is one attempt, so every throttle reaches the
 // client.
 func TestThrottledUnbatchedSendIsRetried(t *testing.T) {
+	t.Parallel()
 	b := sqstestenv.SQSTest(t)
 	e := newEnv(t, b, 30)
 	c := e.client(func(o *virtualqueue.Options) { o.DisableSendBatching = true })

@@ -27,6 +27,7 @@ import (
 )
 
 func TestRoutingAcrossManyVirtualQueues(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b, 30)
 		c := e.client()
@@ -73,6 +74,7 @@ func TestRoutingAcrossManyVirtualQueues(t *testing.T) {
 }
 
 func TestJavaWireFormat(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b, 30)
 		c := e.client()
@@ -111,6 +113,7 @@ func TestJavaWireFormat(t *testing.T) {
 }
 
 func TestIdleExpiryAndRecreation(t *testing.T) {
+	t.Parallel()
 	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b, 30)
 		c := e.client()
@@ -161,6 +164,7 @@ func TestIdleExpiryAndRecreation(t *testing.T) {
 }
 
 func TestOrphansDeletedCountedOrReleased(t *testing.T) {
+	t.Parallel()
 	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b, 30)
 		c := e.client()
@@ -243,6 +247,7 @@ func leakcheckAfterClose(t *testing.T, c *virtualqueue.Client) {
 }
 
 func TestBufferedMessagesReleasedBeforeVisibilityEnds(t *testing.T) {
+	t.Parallel()
 	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b, 2)
 		var rec observetest.Recorder
@@ -260,6 +265,7 @@ func TestBufferedMessagesReleasedBeforeVisibilityEnds(t *testing.T) {
 }
 
 func TestBatchingCoalescesCalls(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b, 30)
 		c := e.client()
@@ -299,6 +305,7 @@ func TestBatchingCoalescesCalls(t *testing.T) {
 // clock, and that the same host polls as soon as a receive waits (so that
 // the count could see a poller).
 func TestIdleHostCostsNoCalls(t *testing.T) {
+	t.Parallel()
 	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b, 30)
 		c := e.client()
@@ -334,6 +341,7 @@ func TestIdleHostCostsNoCalls(t *testing.T) {
 // nobody waits, and stops when it comes back empty. Without Linger it stops
 // at once.
 func TestLingerPollsOnceMore(t *testing.T) {
+	t.Parallel()
 	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		for _, linger := range []bool{false, true} {
 			e := newEnv(t, b, 30)
@@ -355,6 +363,7 @@ func TestLingerPollsOnceMore(t *testing.T) {
 }
 
 func TestHostQueueDeletedUnderClient(t *testing.T) {
+	t.Parallel()
 	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b, 30)
 		c := e.client()
@@ -382,6 +391,7 @@ func TestHostQueueDeletedUnderClient(t *testing.T) {
 // Deleting a host queue through the client (or finding it gone) drops its
 // virtual queues and wakes their receivers.
 func TestDeletingTheHostDropsItsQueuesAndWakesReceivers(t *testing.T) {
+	t.Parallel()
 	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b, 30)
 		c := e.client()
@@ -460,6 +470,7 @@ func TestCloseWakesReceiversAndStopsEverything(t *testing.T) {
 }
 
 func TestVirtualQueueAttributesAndTags(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b, 17)
 		c := e.client()
@@ -504,6 +515,7 @@ func TestVirtualQueueAttributesAndTags(t *testing.T) {
 }
 
 func TestRealURLsPassThrough(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b, 30)
 		c := e.client()
@@ -528,6 +540,7 @@ func TestRealURLsPassThrough(t *testing.T) {
 // A receive whose response is lost hides its messages only for
 // ReceiveVisibilityTimeout, not the host queue's visibility timeout.
 func TestReceiveVisibilityBoundsLostResponses(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b, 60)
 		lossy := &losing{Client: e.raw}
@@ -565,6 +578,7 @@ func (l *losing) ReceiveMessage(ctx context.Context, in *sqs.ReceiveMessageInput
 // A virtual queue holding messages nobody has taken is not idle: expiring it
 // would delete them (orphans) unread.
 func TestBufferedMessagesKeepQueueAlive(t *testing.T) {
+	t.Parallel()
 	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b, 30)
 		c := e.client()
@@ -597,6 +611,7 @@ func TestBufferedMessagesKeepQueueAlive(t *testing.T) {
 // in flight (to reappear after its visibility timeout) and the client
 // goes on serving its queues.
 func TestPanickingOrphanHandlerIsRecovered(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b, 30)
 		var calls atomic.Int32

@@ -22,6 +22,7 @@ func billed(n int) int { return (n + 64<<10 - 1) / (64 << 10) }
 // id), and checks that large JSON and text replies cost fewer billed
 // requests. go test -v prints the table of docs/cost.md.
 func TestCompressionSavesBilledRequests(t *testing.T) {
+	t.Parallel()
 	var table strings.Builder
 	fmt.Fprintf(&table, "\n%-6s %8s %12s %12s %8s %8s\n", "kind", "size", "plain bytes", "sent bytes", "billed", "after")
 	for _, k := range benchKinds {

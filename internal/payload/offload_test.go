@@ -31,6 +31,7 @@ var fixtures = []struct {
 // TestFetchExtendedClientPointers: a pointer as each client writes it is
 // read through the store, its size attribute dropped, the user's kept.
 func TestFetchExtendedClientPointers(t *testing.T) {
+	t.Parallel()
 	store := memstore.New("ext-bucket")
 	body := strings.Repeat("large payload ", 100_000)
 	if _, err := store.Put(context.Background(), "5d3c6b1e-0f7a-4b8e-9c2d-6a1f0e9b8c7d", []byte(body)); err != nil {
@@ -66,6 +67,7 @@ func TestFetchExtendedClientPointers(t *testing.T) {
 // attribute, or a size attribute beside another body, is a plain message,
 // as the extended clients take it.
 func TestNotPointers(t *testing.T) {
+	t.Parallel()
 	size := map[string]types.MessageAttributeValue{SizeAttribute: {DataType: aws.String("Number"), StringValue: aws.String("1")}}
 	for _, m := range []types.Message{
 		{Body: aws.String(fixtures[0].body)},
@@ -86,6 +88,7 @@ func TestNotPointers(t *testing.T) {
 // bytes. The receipt handle an extended client would hand its caller
 // splits back into the pointer and SQS's handle.
 func TestPointerAsExtendedClientsParseIt(t *testing.T) {
+	t.Parallel()
 	store := memstore.New("tq-bucket")
 	attrs := map[string]types.MessageAttributeValue{sqsapi.BodyAttribute: {DataType: aws.String(DataType), BinaryValue: []byte{1}}}
 	deadline := time.Unix(1_900_000_000, 0)
@@ -129,6 +132,7 @@ func TestPointerAsExtendedClientsParseIt(t *testing.T) {
 // store, a store out of reach, a missing object and a body SQS would not
 // carry each fail with their own error.
 func TestOffloadAndFetchErrors(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	store := memstore.New("tq-bucket")
 	if _, err := Offload(ctx, store, strings.Repeat("x", MaxPayload+1), map[string]types.MessageAttributeValue{}, time.Time{}); !errors.Is(err, ErrTooLarge) {

@@ -61,6 +61,7 @@ func carrier(z []byte) types.Message {
 }
 
 func TestRoundTrip(t *testing.T) {
+	t.Parallel()
 	for _, body := range []string{testbody.JSON(200<<10, 1), testbody.Text(3<<20, 2), testbody.JSON(Threshold, 3), strings.Repeat("é", 5000)} {
 		m := encoded(t, body)
 		if aws.ToString(m.Body) != Placeholder {
@@ -92,6 +93,7 @@ func TestRoundTrip(t *testing.T) {
 // shrinks by less than a tenth, or a message without room for the
 // carrier stay as they are.
 func TestEncodeOnlyWhenItPays(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name string
 		body string
@@ -116,6 +118,7 @@ func TestEncodeOnlyWhenItPays(t *testing.T) {
 }
 
 func TestDecodePlain(t *testing.T) {
+	t.Parallel()
 	m := types.Message{Body: aws.String("plain"), MessageAttributes: map[string]types.MessageAttributeValue{"a": wire.StringAttribute("b")}}
 	got, accept, err := Decode(m)
 	if err != nil || accept || aws.ToString(got.Body) != "plain" || len(got.MessageAttributes) != 1 {
@@ -124,6 +127,7 @@ func TestDecodePlain(t *testing.T) {
 }
 
 func TestAccept(t *testing.T) {
+	t.Parallel()
 	attrs := map[string]types.MessageAttributeValue{"a": wire.StringAttribute("b")}
 	if !Advertise(attrs, aws.String("x"), "https://sqs.us-east-1.amazonaws.com/1/q") {
 		t.Fatal("Advertise found no room in a message with one attribute")
@@ -155,6 +159,7 @@ func TestAccept(t *testing.T) {
 }
 
 func TestDecodeRefuses(t *testing.T) {
+	t.Parallel()
 	bomb := gzipped(strings.Repeat("a", MaxInflated+1))
 	if len(bomb) > 100<<10 {
 		t.Fatalf("the bomb is %d bytes: no bomb", len(bomb))

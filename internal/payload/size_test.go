@@ -22,6 +22,7 @@ import (
 // the carrier is three quarters of SQS's: there the test sends a carrier
 // of 700 KiB, under both.
 func TestServersCountTheCarrierAsSQSDoes(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		limit := sqsapi.MaxMessageSize
 		if b.Name == "fauxqs" {
