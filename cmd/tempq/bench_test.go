@@ -16,6 +16,7 @@ import (
 // that the harness cannot rot: it checks the JSON shape, that every RPC and
 // every stop succeeded, and that the figures are sane.
 func TestBenchSmoke(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	stdout, stderr, code := tempq(t, nil, "bench", "--json", "--duration", "300ms", "--rounds", "1",
 		"--concurrency", "1,8", "--create-wait", "0", "--idle-window", "2s", "--stop-idle", "300ms", "--memory-queues", "2000", "--svg-dir", dir)
@@ -148,6 +149,7 @@ func TestBenchSmoke(t *testing.T) {
 // TestBenchInProcess runs the smallest benchmark against sqstest embedded
 // in the benchmark's own process, with latency added to every call.
 func TestBenchInProcess(t *testing.T) {
+	t.Parallel()
 	stdout, stderr, code := tempq(t, nil, "bench", "--json", "--in-process", "--latency", "1ms", "--duration", "300ms", "--rounds", "1",
 		"--concurrency", "1", "--contenders", "tempqueues,floor", "--idle-window", "0", "--stop-idle", "0", "--memory-queues", "0")
 	if code != 0 {
@@ -194,6 +196,7 @@ func TestBenchInProcess(t *testing.T) {
 }
 
 func TestBenchFlags(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"bench", "--contenders", "carrier-pigeon"},
 		{"bench", "--concurrency", "0"},
@@ -222,6 +225,7 @@ func TestBenchFlags(t *testing.T) {
 // TestBenchPayloadFlags: a bad size or kind is a usage error that names
 // its flag.
 func TestBenchPayloadFlags(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		args []string
 		flag string
@@ -248,6 +252,7 @@ func TestBenchPayloadFlags(t *testing.T) {
 // failed check is an error), billed requests and bytes on the wire follow
 // the body's size, and a body over SQS's maximum is reported refused.
 func TestBenchPayload(t *testing.T) {
+	t.Parallel()
 	stdout, stderr, code := tempq(t, nil, "bench", "--json", "--payload", "64KiB,2MiB", "--payload-kind", "json,binary",
 		"--contenders", "tempqueues,floor", "--duration", "300ms", "--rounds", "1", "--concurrency", "1,2", "--create-wait", "0",
 		"--idle-window", "0", "--stop-idle", "0", "--memory-queues", "0")
@@ -349,6 +354,7 @@ func writeTemp(t *testing.T, s string) string {
 // so that the sweep cannot rot: the JSON holds every setting's results and
 // front, the plots are SVG, and a saved sweep renders again.
 func TestBenchSweepSmoke(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	saved := filepath.Join(dir, "sweep.json")
 	stdout, stderr, code := tempq(t, nil, "bench", "--sweep", "--settings", "0,1ms/4ms", "--concurrency", "1,4",

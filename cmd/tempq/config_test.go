@@ -25,6 +25,7 @@ func withEnv(extra ...string) []string { return append(append([]string(nil), bar
 // A loopback AWS_ENDPOINT_URL_SQS is all a new user sets: no region, no
 // credentials, and no wait for EC2 instance metadata; -v says what stood in.
 func TestLoopbackEnvEndpointNeedsNothingElse(t *testing.T) {
+	t.Parallel()
 	srv := sqstest.Start(t)
 	port := srv.URL()[strings.LastIndexByte(srv.URL(), ':')+1:]
 	for _, host := range []string{"127.0.0.1", "localhost"} {
@@ -58,6 +59,7 @@ func TestLoopbackEnvEndpointNeedsNothingElse(t *testing.T) {
 }
 
 func TestHelpGoesToStdout(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}} {
 		stdout, stderr, code := tempq(t, bareEnv, args...)
 		if code != 0 || stderr != "" || !strings.Contains(stdout, "usage: tempq") || !strings.Contains(stdout, "3  timeout") {
@@ -79,6 +81,7 @@ func TestHelpGoesToStdout(t *testing.T) {
 }
 
 func TestVersion(t *testing.T) {
+	t.Parallel()
 	bin, err := tempqBinary()
 	if err != nil {
 		t.Fatal(err)
@@ -133,6 +136,7 @@ func jsonError(t *testing.T, stdout, stderr string) (msg string, code int) {
 }
 
 func TestUsageErrorsAndJSONErrors(t *testing.T) {
+	t.Parallel()
 	srv := sqstest.Start(t)
 	ep := []string{"--endpoint-url", srv.URL()}
 
@@ -195,6 +199,7 @@ func TestUsageErrorsAndJSONErrors(t *testing.T) {
 // A missing queue reads the same given by name or by URL, in every command
 // that takes one.
 func TestMissingQueueByNameOrURL(t *testing.T) {
+	t.Parallel()
 	_, ep, create := server(t)
 	u := create("present", nil)
 	missingURL := u[:strings.LastIndexByte(u, '/')+1] + "absent"
@@ -225,6 +230,7 @@ func TestMissingQueueByNameOrURL(t *testing.T) {
 
 // A server that is not running fails at once, in one line naming it.
 func TestRefusedConnectionFailsFast(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -258,6 +264,7 @@ func TestRefusedConnectionFailsFast(t *testing.T) {
 // reaches it (here sqstest plays the proxy, answering the proxied requests
 // itself), and a direct check would fail on a name only the proxy resolves.
 func TestProxiedEndpointIsNotDialled(t *testing.T) {
+	t.Parallel()
 	srv := sqstest.Start(t)
 	env := withEnv("AWS_ENDPOINT_URL_SQS=http://sqs.example.invalid:4566", "AWS_REGION=us-east-1",
 		"AWS_ACCESS_KEY_ID=AKIDTEMPQ", "AWS_SECRET_ACCESS_KEY=x", "HTTP_PROXY="+srv.URL(), "http_proxy="+srv.URL(), "NO_PROXY=", "no_proxy=")

@@ -54,6 +54,7 @@ func runTestEmulator(t *testing.T, args ...string) (string, *lockedBuffer) {
 // The emulator serves its console at /ui/ beside the SQS API, and says
 // where; --no-console turns it off.
 func TestEmulatorServesConsole(t *testing.T) {
+	t.Parallel()
 	url, stderr := runTestEmulator(t, "--queue", "jobs")
 	waitFor(t, stderr, "console at "+url+"/ui/")
 	status, page := getPage(t, url+"/ui/")
@@ -79,6 +80,7 @@ func TestEmulatorServesConsole(t *testing.T) {
 }
 
 func TestConsoleCommand(t *testing.T) {
+	t.Parallel()
 	url, _ := runTestEmulator(t, "--queue", "jobs", "--no-console")
 	ui, line := startConsole(t, "--endpoint-url", url)
 	if strings.Contains(line, "read-only") {
@@ -145,6 +147,7 @@ func TestConsoleOnAWSIsReadOnly(t *testing.T) {
 }
 
 func TestConsoleListensOnLoopbackOnly(t *testing.T) {
+	t.Parallel()
 	_, stderr, code := tempq(t, nil, "console", "--addr", "0.0.0.0:0", "--endpoint-url", "http://127.0.0.1:1")
 	if code != exitUsage || !strings.Contains(stderr, "loopback only") {
 		t.Fatalf("--addr 0.0.0.0: code %d, stderr %q", code, stderr)
@@ -152,6 +155,7 @@ func TestConsoleListensOnLoopbackOnly(t *testing.T) {
 }
 
 func TestOnAWS(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		aws      bool
 		endpoint string

@@ -28,6 +28,7 @@ import (
 // and --region shape the URLs and ARNs; a bad --queue is a usage error and
 // the server never says it is ready.
 func TestEmulatorQueuesAccountRegion(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var stdout, stderr lockedBuffer
@@ -149,6 +150,7 @@ type killLedger struct {
 // resend of any FIFO message acknowledged in the last five minutes (all of
 // them) is recognized as a duplicate with the original MessageId.
 func TestEmulatorDataSurvivesKill(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ctx := context.Background()
 	one := func(o *sqs.Options) { o.RetryMaxAttempts = 1 } // a retry could reach no server
@@ -332,6 +334,7 @@ func checkKilledData(t *testing.T, dir string, led *killLedger) {
 // and names the directory and the pid of the one that has it; the first
 // keeps serving, and its data is intact.
 func TestEmulatorDataDirOneServer(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	first, url, stop := startDataEmulator(t, dir)
 	defer stop()
@@ -377,6 +380,7 @@ func TestEmulatorDataDirOneServer(t *testing.T) {
 // With --data, a --queue that exists from a previous run gets the
 // attributes the flags give now, and keeps its messages.
 func TestEmulatorQueueFlagUpdatesKeptQueue(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	runOnce := func(vt string, body string) map[string]string {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -386,7 +390,14 @@ func TestEmulatorQueueFlagUpdatesKeptQueue(t *testing.T) {
 		go func() {
 			errc <- runEmulator(ctx, []string{"--addr", "127.0.0.1:0", "--data", dir, "--queue", "jobs:VisibilityTimeout=" + vt}, &stdout, &stderr)
 		}()
-		waitFor(t, &stdout, "\n")
+		if !testtime.Until(10*time.Second, func() bool { return strings.Contains(stdout.String(), "\n") }) {
+			select {
+			case err := <-errc:
+				t.Fatalf("the emulator ended: %v\n%s", err, stderr.String())
+			default:
+				t.Fatalf("the emulator said nothing in 10 s\n%s", stderr.String())
+			}
+		}
 		client := sqstestenv.NewClient(strings.TrimSpace(strings.TrimPrefix(stdout.String(), "sqstest listening on ")), nil)
 		u, err := client.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String("jobs")})
 		if err != nil {

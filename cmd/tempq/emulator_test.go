@@ -46,6 +46,7 @@ func waitFor(t *testing.T, buf *lockedBuffer, s string) {
 // -v logs every request (the server logs them at debug level, which -v
 // must enable), and the emulator stops cleanly when its context ends.
 func TestEmulatorVerboseLogsRequests(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var stdout, stderr lockedBuffer
@@ -72,6 +73,7 @@ func TestEmulatorVerboseLogsRequests(t *testing.T) {
 // tempq embeds sqstest but must not link package testing (its flags and
 // code would ship in the binary): sqstest.Start takes sqstest.TB for that.
 func TestBinaryDoesNotLinkTesting(t *testing.T) {
+	t.Parallel()
 	out, err := exec.Command("go", "list", "-deps", ".").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
@@ -85,6 +87,7 @@ func TestBinaryDoesNotLinkTesting(t *testing.T) {
 
 // --latency-p99 needs a positive --latency below it.
 func TestEmulatorLatencyP99Flags(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"--latency-p99", "40ms"},
 		{"--latency", "10ms", "--latency-p99", "10ms"},

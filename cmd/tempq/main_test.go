@@ -82,6 +82,7 @@ func tempqStdin(t *testing.T, stdin string, env []string, args ...string) (strin
 }
 
 func TestUsageAndUnknownCommand(t *testing.T) {
+	t.Parallel()
 	_, stderr, code := tempq(t, nil)
 	if code != 2 || !strings.Contains(stderr, "emulator") {
 		t.Fatalf("no args: code %d, stderr %q", code, stderr)
@@ -101,6 +102,7 @@ func TestUsageAndUnknownCommand(t *testing.T) {
 }
 
 func TestEmulatorServesTheSDK(t *testing.T) {
+	t.Parallel()
 	bin, err := tempqBinary()
 	if err != nil {
 		t.Fatal(err)
@@ -133,6 +135,7 @@ func TestEmulatorServesTheSDK(t *testing.T) {
 // emulator adds --latency to every call and stops once its standard input
 // closes, so that it cannot outlive the process that started it.
 func TestEmulatorUntilStdinEOF(t *testing.T) {
+	t.Parallel()
 	bin, err := tempqBinary()
 	if err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 // the flag out would pick a default: `--group-id ""` is a script's unset
 // variable, not the default group.
 func TestExplicitEmptyFlagRefused(t *testing.T) {
+	t.Parallel()
 	_, ep, create := server(t)
 	create("orders.fifo", map[string]string{"FifoQueue": "true", "ContentBasedDeduplication": "true"})
 	for _, args := range [][]string{
@@ -68,6 +69,7 @@ func TestExplicitEmptyFlagRefused(t *testing.T) {
 // tempq sweep's summary adds up to the queues listed: the sweeper's own
 // lease queue is counted as skipped, and one queue is "1 queue".
 func TestSweepSummaryAddsUp(t *testing.T) {
+	t.Parallel()
 	client, ep, create := server(t)
 	const prefix = "tq-sum-"
 	create(reaper.LeaseQueueName(prefix), map[string]string{"FifoQueue": "true"})
@@ -118,6 +120,7 @@ var needsBoth = map[string][]string{
 // --endpoint-url and --aws name two servers: every command that takes
 // both refuses the pair, before connecting to either.
 func TestEndpointURLWithAWSRefused(t *testing.T) {
+	t.Parallel()
 	env := withEnv("AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=AKIDTEMPQ", "AWS_SECRET_ACCESS_KEY=x")
 	tried := 0
 	for _, c := range commands {
@@ -168,6 +171,7 @@ var badInput = map[string][][]string{
 // argument at fault and no Go identifier: the library's typed errors are
 // translated to the command line's names, not shown as they are.
 func TestErrorsSpeakFlagsNotGo(t *testing.T) {
+	t.Parallel()
 	_, ep, create := server(t)
 	create("q", nil)
 	create("p", nil)
@@ -223,6 +227,7 @@ func namesInput(msg string) bool {
 // A call that times out says what is likely wrong: no responder, or one
 // that will not reply to this requester.
 func TestCallTimeoutSaysWhy(t *testing.T) {
+	t.Parallel()
 	_, ep, create := server(t)
 	create("nobody", nil)
 	_, stderr, code := tempq(t, noEnvEndpoint, append([]string{"call", "--queue", "nobody", "--timeout", "1s", "x"}, ep...)...)
@@ -233,6 +238,7 @@ func TestCallTimeoutSaysWhy(t *testing.T) {
 
 // tempq --help tells queues from list-queues.
 func TestHelpTellsQueuesFromListQueues(t *testing.T) {
+	t.Parallel()
 	out, _, code := tempq(t, bareEnv, "--help")
 	if code != 0 || !strings.Contains(out, "queues and list-queues differ") {
 		t.Errorf("tempq --help: code %d, %q", code, out)
@@ -242,6 +248,7 @@ func TestHelpTellsQueuesFromListQueues(t *testing.T) {
 // docs/cli.md's walkthrough builds tempq before running it: `go run`
 // turns every exit code into 1 and prints "exit status N".
 func TestCLIDocBuildsFirst(t *testing.T) {
+	t.Parallel()
 	b, err := os.ReadFile("../../docs/cli.md")
 	if err != nil {
 		t.Fatal(err)

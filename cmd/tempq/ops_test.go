@@ -67,6 +67,7 @@ func visible(t *testing.T, client *sqs.Client, u string) int {
 }
 
 func TestCommandsNeedANamedServer(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"queues"}, {"sweep"}, {"backlog", "--queue", "q"}, {"redrive", "--dlq", "d", "--parking", "p"}, {"call", "--queue", "q", "hi"}, {"serve-echo", "--queue", "q"},
 	} {
@@ -84,6 +85,7 @@ func TestCommandsNeedANamedServer(t *testing.T) {
 // TestCallAndServeEcho runs serve-echo as a process, calls it, calls a
 // queue nobody serves (exit code 3), and stops the server with SIGINT.
 func TestCallAndServeEcho(t *testing.T) {
+	t.Parallel()
 	_, ep, create := server(t)
 	bin, err := tempqBinary()
 	if err != nil {
@@ -162,6 +164,7 @@ func TestCallAndServeEcho(t *testing.T) {
 }
 
 func TestQueuesAndSweep(t *testing.T) {
+	t.Parallel()
 	client, ep, create := server(t)
 	const prefix = "tq-ops-"
 	hb := func(age time.Duration) map[string]string {
@@ -217,6 +220,7 @@ func TestQueuesAndSweep(t *testing.T) {
 }
 
 func TestRedriveCommand(t *testing.T) {
+	t.Parallel()
 	client, ep, create := server(t)
 	dlq := create("orders-dlq", nil)
 	arn, err := client.GetQueueAttributes(context.Background(), &sqs.GetQueueAttributesInput{QueueUrl: aws.String(dlq), AttributeNames: []types.QueueAttributeName{types.QueueAttributeNameQueueArn}})
@@ -281,6 +285,7 @@ func TestRedriveCommand(t *testing.T) {
 }
 
 func TestBacklogCommand(t *testing.T) {
+	t.Parallel()
 	client, ep, create := server(t)
 	q := create("requests", nil)
 	for i := range 30 {

@@ -58,6 +58,7 @@ func serveEcho(t *testing.T, args ...string) func() {
 // serve-echo serves a FIFO queue by name, existing (with attributes of its
 // own) or missing, and call reaches it with --group-id or its default.
 func TestServeAndCallFIFO(t *testing.T) {
+	t.Parallel()
 	client, ep, create := server(t)
 	create("orders.fifo", map[string]string{"FifoQueue": "true", "ContentBasedDeduplication": "true"})
 	for _, queue := range []string{"orders.fifo", "fresh.fifo"} {
@@ -87,6 +88,7 @@ func TestServeAndCallFIFO(t *testing.T) {
 // Input the library rejects before any call is bad usage: exit 2, as the
 // docs say, not 1.
 func TestRejectedInputExitsUsage(t *testing.T) {
+	t.Parallel()
 	_, ep, create := server(t)
 	create("big", nil)
 	args := []string{"call", "--queue", "big", "--timeout", "1s"}
@@ -101,6 +103,7 @@ func TestRejectedInputExitsUsage(t *testing.T) {
 
 // An unknown command that a real one starts with gets pointed to it.
 func TestUnknownCommandSuggests(t *testing.T) {
+	t.Parallel()
 	_, stderr, code := tempq(t, bareEnv, "serve")
 	if code != exitUsage || !strings.Contains(stderr, "did you mean serve-echo?") {
 		t.Errorf("tempq serve: code %d, stderr %q", code, stderr)
@@ -113,6 +116,7 @@ func TestUnknownCommandSuggests(t *testing.T) {
 // Errors name the command's flags, not the library's fields: redrive
 // without a source queue says --target.
 func TestRedriveErrorsNameFlags(t *testing.T) {
+	t.Parallel()
 	client, ep, create := server(t)
 	create("lonely-dlq", nil)
 	create("lonely-parking", nil)
@@ -138,6 +142,7 @@ func TestRedriveErrorsNameFlags(t *testing.T) {
 
 // With no workers there is no per-worker figure to report.
 func TestBacklogWithoutWorkers(t *testing.T) {
+	t.Parallel()
 	_, ep, create := server(t)
 	create("idle-requests", nil)
 	out, errOut, code := tempq(t, noEnvEndpoint, append([]string{"backlog", "--queue", "idle-requests", "--workers", "0"}, ep...)...)
@@ -149,6 +154,7 @@ func TestBacklogWithoutWorkers(t *testing.T) {
 // sweep --retire removes a retired fleet's lease queue, and keeps it
 // while a temporary queue of the prefix is live.
 func TestSweepRetireDeletesTheLeaseQueue(t *testing.T) {
+	t.Parallel()
 	client, ep, create := server(t)
 	const prefix = "tq-retire-"
 	lease := create(reaper.LeaseQueueName(prefix), map[string]string{"FifoQueue": "true"})
@@ -179,6 +185,7 @@ func TestSweepRetireDeletesTheLeaseQueue(t *testing.T) {
 // The emulator has no authentication: listening beyond loopback, it says
 // so.
 func TestEmulatorWarnsBeyondLoopback(t *testing.T) {
+	t.Parallel()
 	for addr, want := range map[string]bool{
 		"127.0.0.1:4566": true, "[::1]:4566": true, "localhost:0": true,
 		"0.0.0.0:4566": false, ":4566": false, "192.168.1.10:4566": false, "nonsense": false,
@@ -193,6 +200,7 @@ func TestEmulatorWarnsBeyondLoopback(t *testing.T) {
 // with its own prefix needs --allow-reply-to, which is checked like any
 // flag.
 func TestServeEchoAllowReplyToIsAFlag(t *testing.T) {
+	t.Parallel()
 	_, ep, create := server(t)
 	create("echo-allow", nil)
 	args := append([]string{"serve-echo", "--queue", "echo-allow", "--allow-reply-to", "has space"}, ep...)

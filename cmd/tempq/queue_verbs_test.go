@@ -29,6 +29,7 @@ func runOK(t *testing.T, ep []string, args ...string) string {
 // An emulator user makes, fills, reads, empties and removes a queue with
 // tempq alone.
 func TestQueueVerbs(t *testing.T) {
+	t.Parallel()
 	clock := sqstest.NewClock(time.Time{}) // the server's: receives here are short polls
 	client, ep, _ := server(t, func(o *sqstest.Options) { o.Clock = clock })
 	ctx := context.Background()
@@ -137,6 +138,7 @@ func TestQueueVerbs(t *testing.T) {
 // Bad input to the queue verbs is a usage error naming the flag or
 // argument, found before any call: the server counts none.
 func TestQueueVerbsBadInput(t *testing.T) {
+	t.Parallel()
 	srv := sqstest.Start(t)
 	ep := []string{"--endpoint-url", srv.URL()}
 	big := strings.Repeat("x", 1<<20+1)

@@ -16,6 +16,7 @@ import (
 // network failure is one line naming it, not the SDK's error after its
 // retries. An unknown region's endpoint does not resolve.
 func TestAWSNetworkFailureNamesTheEndpoint(t *testing.T) {
+	t.Parallel()
 	env := withEnv("AWS_REGION=nowhere-1", "AWS_ACCESS_KEY_ID=AKIDTEMPQ", "AWS_SECRET_ACCESS_KEY=x",
 		"HTTPS_PROXY=", "https_proxy=", "HTTP_PROXY=", "http_proxy=", "ALL_PROXY=", "all_proxy=")
 	const endpoint = "https://sqs.nowhere-1.amazonaws.com"
@@ -33,6 +34,7 @@ func TestAWSNetworkFailureNamesTheEndpoint(t *testing.T) {
 
 // tempq bench takes -v like every other command that talks to SQS.
 func TestBenchVerbose(t *testing.T) {
+	t.Parallel()
 	srv := sqstest.Start(t).URL()
 	_, stderr, code := tempq(t, bareEnv, "bench", "-v", "--endpoint-url", srv, "--contenders", "floor",
 		"--concurrency", "1", "--rounds", "1", "--duration", "100ms", "--create-wait", "0",
@@ -45,6 +47,7 @@ func TestBenchVerbose(t *testing.T) {
 // With --json every line serve-echo prints is JSON, its stop line
 // included, and stderr stays empty.
 func TestServeEchoJSONStop(t *testing.T) {
+	t.Parallel()
 	_, ep, _ := server(t)
 	bin, err := tempqBinary()
 	if err != nil {
