@@ -20,6 +20,14 @@
 //     the request, receive it, send the reply, receive it); its two deletes
 //     follow off the clock.
 //
+// Runs with payloads (Config.Payloads) add two: tempqueues-no-compression
+// (DisableCompression on both sides) and extended-client (the static reply
+// queue doing what AWS's SQS Extended Client Libraries do by default: a
+// message over 256 KiB through S3, no compression). tempqueues in every
+// configuration and extended-client carry what SQS cannot through an
+// in-memory S3 (memStore), which counts its calls and waits
+// Config.S3Latency per call.
+//
 // Contenders 2 and 3 are served by a hand-written worker as a careful Go
 // programmer writes one: a few long-poll loops that hand each message to a
 // handler goroutine (at most ServerConcurrency at a time) and receive again
@@ -44,10 +52,12 @@
 // Every RPC sends a body and checks that the reply is the same, byte for
 // byte: by default a tiny one ("ping N"), or, with Config.Payloads, one
 // of each payload in turn (JSON text or random bytes in base64, of a given
-// size) within every contender's visit. A body SQS cannot carry is
-// reported refused, not measured: one over SQS's maximum message size for
-// every contender, and one that a contender's first call (off the clock)
-// finds refused for its size with the attributes that contender adds.
+// size; sent and echoed, or only in the reply to the tiny body) within
+// every contender's visit. A body SQS cannot carry is reported refused,
+// not measured: one over SQS's maximum message size for every contender
+// without a payload store, and one that a contender's first call (off the
+// clock) finds refused for its size with the attributes that contender
+// adds.
 //
 // The CPU figure of a window is the user plus system CPU time of this
 // process over the window (getrusage), from a garbage collection just
