@@ -42,7 +42,7 @@ const (
 )
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("bench", "[--sweep [--settings 0,10ms,10ms/40ms]] [--duration 5s] [--rounds 3] [--payload 1KiB,64KiB [--payload-kind json|binary]] [--idle-window 30s] [--stop-idle 2s] [--json] [--svg-dir DIR] [--endpoint-url URL | --aws]", stdout)
+	fs := newFlags("bench", "[--sweep [--settings 0,10ms,10ms/40ms]] [--duration 5s] [--rounds 3] [--payload 1KiB,64KiB [--payload-kind json|binary] [--payload-shape echo|reply]] [--idle-window 30s] [--stop-idle 2s] [--json] [--svg-dir DIR] [--endpoint-url URL | --aws]", stdout)
 	var env sqsenv.Flags
 	env.Register(fs)
 	duration := fs.Duration("duration", 5*time.Second, fmt.Sprintf("length of one measurement window (per contender, concurrency and round); --sweep: %v", bench.SweepWindow))
@@ -61,8 +61,10 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	sweep := fs.Bool("sweep", false, "run the front sweep: every --settings x --concurrency x --contenders, each setting on an sqstest child process of its own; skips the idle, stopping and memory measurements; prints the front and per-setting tables (BENCHMARKS.md)")
 	settings := fs.String("settings", joinSettings(bench.SweepSettings), "--sweep: comma-separated latencies added to every call, each a duration or MEDIAN/P99 for a lognormal one")
 	inProcess := fs.Bool("in-process", false, "run sqstest inside the benchmark's own process instead of a child process (client and server then share one Go scheduler, and the CPU figures include the server: see BENCHMARKS.md)")
-	payload := fs.String("payload", "", fmt.Sprintf("comma-separated payload sizes every RPC sends and gets back, byte-exact, each measured at every concurrency: bytes, or with B, KiB or MiB (1KiB,64KiB,256KiB,1MiB; %d B to %s); a body over SQS's 1 MiB (4MiB, 16MiB, or a binary 1MiB in base64) is reported refused, not measured; default: the tiny body \"ping N\"", bench.MinPayloadBytes, bench.FormatSize(bench.MaxPayloadBytes)))
+	payload := fs.String("payload", "", fmt.Sprintf("comma-separated payload sizes every RPC sends and gets back, byte-exact, each measured at every concurrency: bytes, or with B, KiB or MiB (1KiB,64KiB,256KiB,1MiB,4MiB,16MiB; %d B to %s); a body over SQS's 1 MiB (4MiB, 16MiB, or a binary 1MiB in base64) goes through the payload store for tempqueues and extended-client, and is reported refused, not measured, for the others; default: the tiny body \"ping N\"", bench.MinPayloadBytes, bench.FormatSize(bench.MaxPayloadBytes)))
 	payloadKind := fs.String("payload-kind", bench.PayloadJSON, "with --payload: json (JSON text, generated from a seed) or binary (random bytes, sent base64-encoded in the body); both, comma-separated, measures each size in each kind")
+	payloadShape := fs.String("payload-shape", bench.ShapeEcho, "with --payload: echo (the request carries the payload and the reply echoes it) or reply (the request is the tiny body and only the reply carries the payload, as a list endpoint's); both, comma-separated, measures each")
+	s3Latency := fs.Duration("s3-latency", 0, "with --payload: how long the payload store (an in-memory S3 that the contenders with one use for what does not fit in SQS) waits before each call answers; 0: twice --latency, since S3 answers more slowly than SQS")
 	jsonOut := fs.Bool("json", false, "print the report as JSON instead of tables")
 	jsonFile := fs.String("json-file", "", "also write the JSON report to this file (--sweep: rewritten after each setting)")
 	fromJSON := fs.String("from-json", "", "do not run: print (and plot) the report or sweep saved in this JSON file")
@@ -116,11 +118,25 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return usageError("--payload-kind: %v", err)
 		}
-		if payloads, err = bench.ParsePayloads(*payload, kinds); err != nil {
+		shapes, err := bench.ParseShapes(*payloadShape)
+		if err != nil {
+			return usageError("--payload-shape: %v", err)
+		}
+		if payloads, err = bench.ParsePayloads(*payload, kinds, shapes...); err != nil {
 			return usageError("--payload: %v", err)
 		}
-	} else if set["payload-kind"] {
-		return usageError("--payload-kind applies with --payload only")
+	} else {
+		for _, f := range []string{"payload-kind", "payload-shape", "s3-latency"} {
+			if set[f] {
+				return usageError("--%s applies with --payload only", f)
+			}
+		}
+	}
+	if *s3Latency < 0 {
+		return usageError("--s3-latency must not be negative")
+	}
+	if *s3Latency == 0 {
+		*s3Latency = 2 * *latency
 	}
 	levels, err := parseInts(*concurrency)
 	if err != nil {
@@ -200,6 +216,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		Stop:              bench.StopConfig{Idle: *stopIdle},
 		MemoryQueues:      *memQueues,
 		Payloads:          payloads,
+		S3Latency:         *s3Latency,
 		Progress:          stderr,
 	}
 

@@ -20,6 +20,14 @@
 //     the request, receive it, send the reply, receive it); its two deletes
 //     follow off the clock.
 //
+// Runs with payloads (Config.Payloads) add two: tempqueues-no-compression
+// (DisableCompression on both sides) and extended-client (the static reply
+// queue doing what AWS's SQS Extended Client Libraries do by default: a
+// message over 256 KiB through S3, no compression). tempqueues in every
+// configuration and extended-client carry what SQS cannot through an
+// in-memory S3 (memStore), which counts its calls and waits
+// Config.S3Latency per call.
+//
 // Contenders 2 and 3 are served by a hand-written worker as a careful Go
 // programmer writes one: a few long-poll loops that hand each message to a
 // handler goroutine (at most ServerConcurrency at a time) and receive again
@@ -44,10 +52,12 @@
 // Every RPC sends a body and checks that the reply is the same, byte for
 // byte: by default a tiny one ("ping N"), or, with Config.Payloads, one
 // of each payload in turn (JSON text or random bytes in base64, of a given
-// size) within every contender's visit. A body SQS cannot carry is
-// reported refused, not measured: one over SQS's maximum message size for
-// every contender, and one that a contender's first call (off the clock)
-// finds refused for its size with the attributes that contender adds.
+// size; sent and echoed, or only in the reply to the tiny body) within
+// every contender's visit. A body SQS cannot carry is reported refused,
+// not measured: one over SQS's maximum message size for every contender
+// without a payload store, and one that a contender's first call (off the
+// clock) finds refused for its size with the attributes that contender
+// adds.
 //
 // The CPU figure of a window is the user plus system CPU time of this
 // process over the window (getrusage), from a garbage collection just
@@ -76,8 +86,10 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -98,14 +110,22 @@ const (
 	// sides: the option for cost over latency, so that the sweep's plots
 	// show the trade-off. The front judges the default, never this.
 	TempQueuesFewerCalls = "tempqueues-fewer-calls"
+	// TempQueuesNoCompression is tempqueues with DisableCompression on
+	// both sides: what a body cost before compression, for --payload runs.
+	TempQueuesNoCompression = "tempqueues-no-compression"
+	// ExtendedClient is the static reply queue configured as AWS's SQS
+	// Extended Client Libraries are by default: a message over 256 KiB
+	// (body and attributes) goes through S3, nothing is compressed.
+	ExtendedClient = "extended-client"
 )
 
 // Contenders lists the contenders a run measures by default.
 var Contenders = []string{TempQueues, QueuePerRequest, StaticReplyQueue, ParkedReceivers, Floor}
 
-// AllContenders lists every contender name: Contenders and
-// TempQueuesFewerCalls, which the sweep runs.
-var AllContenders = append(slices.Clone(Contenders), TempQueuesFewerCalls)
+// AllContenders lists every contender name: Contenders,
+// TempQueuesFewerCalls, which the sweep runs, and the two that --payload
+// runs compare large bodies with.
+var AllContenders = append(slices.Clone(Contenders), TempQueuesFewerCalls, TempQueuesNoCompression, ExtendedClient)
 
 // ours reports whether name is tempqueues in one of its configurations.
 func ours(name string) bool { return name == TempQueues || name == TempQueuesFewerCalls }
@@ -167,6 +187,10 @@ type Config struct {
 	// MemoryQueues is the number of idle virtual queues created to measure
 	// their memory; 0 skips it.
 	MemoryQueues int
+	// S3Latency is how long the contenders' payload store (an in-memory
+	// S3) waits before each call answers; default 0. tempq bench passes
+	// twice its --latency unless told otherwise.
+	S3Latency time.Duration
 	// Payloads are the bodies of the RPCs, each measured at every
 	// concurrency; default the tiny "ping N". Targets are judged, and
 	// Front and the plots drawn, for the first payload only.
@@ -262,6 +286,17 @@ type Result struct {
 	// process over the windows, in microseconds, divided by RPCs; 0 when
 	// not measured. It includes the server when Report.CPUIncludesServer.
 	CPUMicrosPerRPC float64 `json:"cpu_us_per_rpc,omitempty"`
+	// S3Calls are the calls the contender made to its payload store (the
+	// benchmark's in-memory S3), S3ByOp by operation (Put, Get, Delete),
+	// S3BytesPerRPC the bytes they put and got per RPC, and
+	// S3DollarsPerMillionRPC what S3 bills for them (a PUT $5 per million,
+	// a GET $0.40, a DELETE nothing); all zero for a contender without a
+	// store, or whose bodies all fit in SQS.
+	S3Calls                int64            `json:"s3_calls,omitempty"`
+	S3CallsPerRPC          float64          `json:"s3_calls_per_rpc,omitempty"`
+	S3ByOp                 map[string]int64 `json:"s3_calls_by_op,omitempty"`
+	S3BytesPerRPC          float64          `json:"s3_bytes_per_rpc,omitempty"`
+	S3DollarsPerMillionRPC float64          `json:"s3_usd_per_million_rpc,omitempty"`
 }
 
 // PricePerMillionCalls is the price of a million SQS standard-queue API calls
@@ -389,30 +424,71 @@ type contender interface {
 type env struct {
 	cfg    *Config
 	prefix string // names every queue of the run
-	// bodies are the callers' bodies of the payload being measured; nil
-	// for the default tiny body. run sets them between windows only.
-	bodies []string
+	// bodies holds the payload being measured; nil for the default tiny
+	// body. run sets it between windows only, but a responder may still
+	// be handling a late duplicate then, so it is read atomically.
+	bodies atomic.Pointer[payloadBodies]
+	// stores are the contenders' payload stores, by contender name: each
+	// counts its own calls over the run.
+	stores map[string]*memStore
 }
 
-// body returns the body caller sends.
+// payloadBodies are the callers' payload bodies, and whether the request is the
+// tiny body with only the reply carrying the payload.
+type payloadBodies struct {
+	of        []string
+	replyOnly bool
+}
+
+// body returns the payload of caller: what its reply must be.
 func (e *env) body(caller int) string {
-	if e.bodies == nil {
+	b := e.bodies.Load()
+	if b == nil {
 		return Payload{}.Body(caller)
 	}
-	return e.bodies[caller]
+	return b.of[caller]
 }
+
+// request returns the body caller sends: its payload, or the tiny body
+// when only the reply carries the payload.
+func (e *env) request(caller int) string {
+	if b := e.bodies.Load(); b != nil && b.replyOnly {
+		return Payload{}.Body(caller)
+	}
+	return e.body(caller)
+}
+
+// reply returns a responder's answer to a request with body req: the body
+// itself (an echo), or, when only the reply carries the payload, the
+// payload of the caller that the tiny body names.
+func (e *env) reply(req string) string {
+	b := e.bodies.Load()
+	if b == nil || !b.replyOnly {
+		return req
+	}
+	if n, ok := strings.CutPrefix(req, "ping "); ok {
+		if i, err := strconv.Atoi(n); err == nil && i >= 0 && i < len(b.of) {
+			return b.of[i]
+		}
+	}
+	return req // not a caller's request: the caller's check fails
+}
+
+// store returns the payload store of contender name.
+func (e *env) store(name string) *memStore { return e.stores[name] }
 
 // usePayload makes p the body of the next windows, for up to callers
 // callers.
 func (e *env) usePayload(p Payload, callers int) {
 	if p.tiny() {
-		e.bodies = nil
+		e.bodies.Store(nil)
 		return
 	}
-	e.bodies = make([]string, callers)
-	for i := range e.bodies {
-		e.bodies[i] = p.Body(i)
+	b := &payloadBodies{of: make([]string, callers), replyOnly: p.replyOnly()}
+	for i := range b.of {
+		b.of[i] = p.Body(i)
 	}
+	e.bodies.Store(b)
 }
 
 // queueName returns a unique queue name within the run.
@@ -433,6 +509,8 @@ type tally struct {
 	cpu            time.Duration
 	cpuOK          bool   // every window measured its CPU time
 	refused        string // why the payload was refused, if it was
+	s3             map[string]int64
+	s3Bytes        int64
 }
 
 // allocated returns the bytes this process has allocated on the heap and
@@ -483,6 +561,17 @@ func (t *tally) result(contender string, p Payload, conc int) Result {
 	if t.cpuOK {
 		res.CPUMicrosPerRPC = microsPerRPC(t.cpu, t.rpcs)
 	}
+	if len(t.s3) > 0 {
+		res.S3ByOp = t.s3
+		for _, n := range t.s3 {
+			res.S3Calls += n
+		}
+		if t.rpcs > 0 {
+			res.S3CallsPerRPC = float64(res.S3Calls) / float64(t.rpcs)
+			res.S3BytesPerRPC = float64(t.s3Bytes) / float64(t.rpcs)
+			res.S3DollarsPerMillionRPC = s3Dollars(t.s3) / float64(t.rpcs)
+		}
+	}
 	return res
 }
 
@@ -497,7 +586,8 @@ func carries(ctx context.Context, cfg *Config, e *env, c contender, p Payload, c
 		e.usePayload(p, callers)
 		return "", nil
 	}
-	if n := p.BodyBytes(); n > sqsapi.MaxMessageSize {
+	if o, ok := c.(offloader); (!ok || !o.offloads()) && p.BodyBytes() > sqsapi.MaxMessageSize {
+		n := p.BodyBytes()
 		return fmt.Sprintf("a body of %d bytes is over SQS's maximum message size, %d bytes", n, sqsapi.MaxMessageSize), nil
 	}
 	e.usePayload(p, callers)
@@ -532,7 +622,7 @@ func run(ctx context.Context, cfg Config, newC func(name string, e *env, client 
 		}
 	}
 	start := time.Now()
-	e := &env{cfg: &cfg, prefix: "tqbench-" + uuid.NewString()[:8] + "-"}
+	e := &env{cfg: &cfg, prefix: "tqbench-" + uuid.NewString()[:8] + "-", stores: make(map[string]*memStore)}
 	rep := &Report{Server: cfg.Server, Commit: buildCommit(debug.ReadBuildInfo()), GoVersion: runtime.Version(), Started: start, Rounds: cfg.Rounds, Window: cfg.Duration,
 		WarmUp: cfg.WarmUp, CreateWait: cfg.CreateWait, Concurrency: cfg.Concurrency, ServerConcurrency: cfg.ServerConcurrency, CPUIncludesServer: cfg.ServerInProcess}
 
@@ -551,11 +641,12 @@ func run(ctx context.Context, cfg Config, newC func(name string, e *env, client 
 	tallies := make(map[string][]map[int]*tally) // by contender, payload, concurrency
 	for _, n := range cfg.Contenders {
 		counters[n] = new(callcount.Counter)
+		e.stores[n] = newMemStore(cfg.S3Latency)
 		tallies[n] = make([]map[int]*tally, len(payloads))
 		for pi := range payloads {
 			tallies[n][pi] = make(map[int]*tally)
 			for _, conc := range cfg.Concurrency {
-				tallies[n][pi][conc] = &tally{calls: make(map[string]int64), billed: make(map[string]int64), cpuOK: true}
+				tallies[n][pi][conc] = &tally{calls: make(map[string]int64), billed: make(map[string]int64), s3: make(map[string]int64), cpuOK: true}
 			}
 		}
 	}
@@ -603,11 +694,14 @@ func run(ctx context.Context, cfg Config, newC func(name string, e *env, client 
 					if err != nil {
 						break
 					}
-					err = measure(ctx, &cfg, rep, c, p, counters[name], pt[conc], conc, round, label())
+					err = measure(ctx, &cfg, rep, c, p, counters[name], e.stores[name], pt[conc], conc, round, label())
 				}
 			}
 			e.usePayload(Payload{}, 0) // let the bodies go
 			closeVisit(ctx, &cfg, c)
+			if n := e.stores[name].drop(); n > 0 {
+				rep.note(cfg.Progress, "%s, round %d: %d objects left in the payload store after its close", name, round+1, n)
+			}
 			if err != nil {
 				return nil, fmt.Errorf("bench: %s: %w", name, err)
 			}
@@ -686,6 +780,10 @@ func newContender(name string, e *env, client *sqs.Client) contender {
 		return &tempQueues{env: e, client: client}
 	case TempQueuesFewerCalls:
 		return &tempQueues{env: e, client: client, fewerCalls: true}
+	case TempQueuesNoCompression:
+		return &tempQueues{env: e, client: client, noCompression: true}
+	case ExtendedClient:
+		return &staticReply{env: e, client: client, extended: true}
 	case QueuePerRequest:
 		return &queuePerRequest{env: e, client: client}
 	case StaticReplyQueue:
@@ -700,8 +798,9 @@ func newContender(name string, e *env, client *sqs.Client) contender {
 // measure runs one window of c at conc callers, adds it to t, and prints
 // a progress line that starts with label. Only a context error is returned:
 // failed RPCs are counted, not fatal.
-func measure(ctx context.Context, cfg *Config, rep *Report, c contender, p Payload, counter *callcount.Counter, t *tally, conc, round int, label string) error {
+func measure(ctx context.Context, cfg *Config, rep *Report, c contender, p Payload, counter *callcount.Counter, store *memStore, t *tally, conc, round int, label string) error {
 	var before *callcount.Tally
+	var storeBefore storeTally
 	if cfg.WarmUp > 0 {
 		// The callers run unmeasured first, so that adaptive policies
 		// settle at this load; then, once their last RPC has returned,
@@ -712,6 +811,7 @@ func measure(ctx context.Context, cfg *Config, rep *Report, c contender, p Paylo
 		warm := window(ctx, c, conc, cfg.WarmUp, cfg.CallTimeout)
 		b := counter.Tally()
 		before = &b
+		storeBefore = store.tally()
 		if warm.firstErr != nil {
 			fmt.Fprintf(cfg.Progress, "%s  %-18s c=%-3d warm-up: %d errors, first: %v\n", label, c.name(), conc, warm.errors, warm.firstErr)
 		}
@@ -724,9 +824,11 @@ func measure(ctx context.Context, cfg *Config, rep *Report, c contender, p Paylo
 	if before == nil {
 		b := counter.Tally()
 		before = &b
+		storeBefore = store.tally()
 	}
 	w := window(ctx, c, conc, cfg.Duration, cfg.CallTimeout)
 	counted := counter.Tally().Since(*before)
+	stored := store.tally().since(storeBefore)
 	alloc1, gcs1 := allocated()
 	// And collect the window's own garbage on its bill.
 	runtime.GC()
@@ -755,6 +857,12 @@ func measure(ctx context.Context, cfg *Config, rep *Report, c contender, p Paylo
 	}
 	t.sent += counted.SentBytes
 	t.received += counted.ReceivedBytes
+	var s3 int64
+	for op, n := range stored.calls {
+		t.s3[op] += n
+		s3 += n
+	}
+	t.s3Bytes += stored.bytes
 	cpu := "n/a"
 	if ok0 && ok1 {
 		cpu = fmt.Sprintf("%.0f", microsPerRPC(cpu1-cpu0, int64(len(w.lat))))
@@ -764,9 +872,9 @@ func measure(ctx context.Context, cfg *Config, rep *Report, c contender, p Paylo
 	if !p.tiny() {
 		payload = " " + p.Label()
 	}
-	fmt.Fprintf(cfg.Progress, "%s  %-18s c=%-3d%s %7.0f rpc/s  p50 %7.2f ms  %5.2f calls/rpc  %5.2f billed/rpc  %7.1f wire KiB/rpc  %5s µs CPU/rpc  %5.1f KB alloc/rpc  %4.0f rpc/gc  %d errors\n",
+	fmt.Fprintf(cfg.Progress, "%s  %-18s c=%-3d%s %7.0f rpc/s  p50 %7.2f ms  %5.2f calls/rpc  %5.2f billed/rpc  %4.2f S3/rpc  %7.1f wire KiB/rpc  %5s µs CPU/rpc  %5.1f KB alloc/rpc  %4.0f rpc/gc  %d errors\n",
 		label, c.name(), conc, payload, float64(len(w.lat))/w.elapsed.Seconds(),
-		ms(percentile(w.lat, 0.5)), float64(calls)/rpcs, float64(billed)/rpcs, float64(counted.SentBytes+counted.ReceivedBytes)/1024/rpcs, cpu,
+		ms(percentile(w.lat, 0.5)), float64(calls)/rpcs, float64(billed)/rpcs, float64(s3)/rpcs, float64(counted.SentBytes+counted.ReceivedBytes)/1024/rpcs, cpu,
 		float64(alloc1-alloc0)/1024/rpcs, rpcs/float64(max(gcs1-gcs0, 1)), w.errors)
 	if w.firstErr != nil {
 		fmt.Fprintf(cfg.Progress, "    first error: %v\n", w.firstErr)

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/google/uuid"
 
+	"github.com/tempqueues/tempqueues/internal/payload"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
@@ -74,25 +75,35 @@ type tempQueues struct {
 	req      *requester.Requester
 	resp     *responder.Responder
 	served   chan error
-	// fewerCalls sets PreferFewerCalls on both sides.
-	fewerCalls bool
+	// fewerCalls sets PreferFewerCalls on both sides, noCompression
+	// DisableCompression.
+	fewerCalls, noCompression bool
 }
 
 func (t *tempQueues) name() string {
-	if t.fewerCalls {
+	switch {
+	case t.fewerCalls:
 		return TempQueuesFewerCalls
+	case t.noCompression:
+		return TempQueuesNoCompression
 	}
 	return TempQueues
 }
+
+// offloads: both sides have the store, for what does not fit.
+func (t *tempQueues) offloads() bool { return true }
 
 func (t *tempQueues) setup(ctx context.Context) error {
 	var err error
 	if t.queueURL, err = createQueue(ctx, t.client, t.queueName("tq-requests")); err != nil {
 		return err
 	}
+	store := t.store(t.name())
 	t.req, err = requester.New(t.client, func(o *requester.Options) {
 		o.Prefix = t.prefix + "tq-"
 		o.PreferFewerCalls = t.fewerCalls
+		o.DisableCompression = t.noCompression
+		o.PayloadStore = store
 	})
 	if err != nil {
 		return err
@@ -101,29 +112,35 @@ func (t *tempQueues) setup(ctx context.Context) error {
 		o.MaxConcurrency = t.cfg.ServerConcurrency
 		o.PreferFewerCalls = t.fewerCalls
 		o.AllowReplyTo = []string{t.prefix + "tq-"} // the requester's Prefix
+		o.DisableCompression = t.noCompression
+		o.PayloadStore = store
 	})
 	if err != nil {
 		return err
 	}
 	t.served = make(chan error, 1)
-	go func() { t.served <- t.resp.Serve(context.Background(), t.queueURL, responder.HandlerFunc(echo)) }()
+	answer := responder.HandlerFunc(func(_ context.Context, req *responder.Request) (*responder.Reply, error) {
+		return &responder.Reply{Body: t.reply(req.Body())}, nil
+	})
+	go func() { t.served <- t.resp.Serve(context.Background(), t.queueURL, answer) }()
 	// The first request creates the host queue; keep it out of the windows.
 	_, err = t.call(ctx, 0)
 	return err
 }
 
+// echo answers a request with its own body: the idle and stopping
+// measurements' handler.
 func echo(_ context.Context, req *responder.Request) (*responder.Reply, error) {
 	return &responder.Reply{Body: req.Body()}, nil
 }
 
 func (t *tempQueues) call(ctx context.Context, caller int) (time.Duration, error) {
 	start := time.Now()
-	b := t.body(caller)
-	m, err := t.req.SendMessageAndGetResponse(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(t.queueURL), MessageBody: aws.String(b)})
+	m, err := t.req.SendMessageAndGetResponse(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(t.queueURL), MessageBody: aws.String(t.request(caller))})
 	if err != nil {
 		return 0, err
 	}
-	return time.Since(start), checkReply(b, m.Body)
+	return time.Since(start), checkReply(t.body(caller), m.Body)
 }
 
 func (t *tempQueues) close(ctx context.Context) error {
@@ -151,10 +168,15 @@ func (t *tempQueues) close(ctx context.Context) error {
 // receive again at once, at most concurrency handlers at a time (a poller
 // waits for a free slot, so messages are not taken faster than they are
 // handled); each handler sends the reply with one SendMessage to the
-// request's ReplyTo queue, and its delete joins a deleter's batches.
+// request's ReplyTo queue, and its delete joins a deleter's batches. With a
+// store it is an extended client's worker: a request that points to S3 is
+// read from it as it is received, a reply over 256 KiB goes there
+// (offloadLarge), and the request's object is deleted with the request.
 type worker struct {
 	client   *sqs.Client
 	queueURL string
+	reply    func(request string) string
+	store    sqsapi.PayloadStore // nil: plain SQS
 	cancel   context.CancelFunc
 	pollers  sync.WaitGroup
 	handlers sync.WaitGroup
@@ -162,10 +184,10 @@ type worker struct {
 	deletes  *deleter
 }
 
-func startWorker(client *sqs.Client, queueURL string, pollers, concurrency int) *worker {
+func startWorker(client *sqs.Client, queueURL string, pollers, concurrency int, reply func(string) string, store sqsapi.PayloadStore) *worker {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &worker{client: client, queueURL: queueURL, cancel: cancel,
-		slots: make(chan struct{}, max(concurrency, 1)), deletes: startDeleter(client, queueURL)}
+	w := &worker{client: client, queueURL: queueURL, reply: reply, store: store, cancel: cancel,
+		slots: make(chan struct{}, max(concurrency, 1)), deletes: startDeleter(client, queueURL, store)}
 	for range pollers {
 		w.pollers.Add(1)
 		go w.poll(ctx)
@@ -187,6 +209,13 @@ func (w *worker) poll(ctx context.Context) {
 			continue
 		}
 		for _, m := range out.Messages {
+			if w.store != nil {
+				// The extended clients read each pointer's object
+				// within their receive, one after the other.
+				if m, err = fetchLarge(ctx, w.store, m); err != nil {
+					continue // redelivered after the visibility timeout
+				}
+			}
 			select {
 			case w.slots <- struct{}{}:
 			case <-ctx.Done():
@@ -203,10 +232,16 @@ func (w *worker) poll(ctx context.Context) {
 
 func (w *worker) handle(ctx context.Context, m types.Message) {
 	replyTo := aws.ToString(m.MessageAttributes[replyToAttribute].StringValue)
-	id := m.MessageAttributes[correlationIDAttribute]
+	attrs := map[string]types.MessageAttributeValue{correlationIDAttribute: m.MessageAttributes[correlationIDAttribute]}
+	body := w.reply(aws.ToString(m.Body))
+	if w.store != nil {
+		var err error
+		if body, err = offloadLarge(ctx, w.store, body, attrs); err != nil {
+			return // redelivered after the visibility timeout
+		}
+	}
 	if _, err := w.client.SendMessage(ctx, &sqs.SendMessageInput{
-		QueueUrl: aws.String(replyTo), MessageBody: m.Body,
-		MessageAttributes: map[string]types.MessageAttributeValue{correlationIDAttribute: id},
+		QueueUrl: aws.String(replyTo), MessageBody: aws.String(body), MessageAttributes: attrs,
 	}); err != nil {
 		return // redelivered after the visibility timeout
 	}
@@ -237,14 +272,15 @@ const (
 type deleter struct {
 	client   *sqs.Client
 	queueURL string
+	store    sqsapi.PayloadStore // nil: plain SQS
 	in       chan string
 	done     chan struct{}
 	calls    chan struct{} // a slot per batch call in flight
 	inFlight sync.WaitGroup
 }
 
-func startDeleter(client *sqs.Client, queueURL string) *deleter {
-	d := &deleter{client: client, queueURL: queueURL, in: make(chan string, 1024),
+func startDeleter(client *sqs.Client, queueURL string, store sqsapi.PayloadStore) *deleter {
+	d := &deleter{client: client, queueURL: queueURL, store: store, in: make(chan string, 1024),
 		done: make(chan struct{}), calls: make(chan struct{}, deleteCalls)}
 	go d.run()
 	return d
@@ -304,12 +340,18 @@ func (d *deleter) run() {
 
 func (d *deleter) send(handles []string) {
 	defer func() { <-d.calls; d.inFlight.Done() }()
-	entries := make([]types.DeleteMessageBatchRequestEntry, len(handles))
-	for i, h := range handles {
-		entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(h)}
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	entries := make([]types.DeleteMessageBatchRequestEntry, len(handles))
+	for i, h := range handles {
+		// An extended client's batch delete first deletes, one after
+		// the other, the objects its receipt handles name.
+		if p, sqsHandle, ok := payload.SplitReceiptHandle(h); ok && d.store != nil {
+			_ = d.store.Delete(ctx, p.Bucket, p.Key)
+			h = sqsHandle
+		}
+		entries[i] = types.DeleteMessageBatchRequestEntry{Id: aws.String(strconv.Itoa(i)), ReceiptHandle: aws.String(h)}
+	}
 	_, _ = d.client.DeleteMessageBatch(ctx, &sqs.DeleteMessageBatchInput{QueueUrl: aws.String(d.queueURL), Entries: entries})
 }
 
@@ -330,7 +372,7 @@ func (q *queuePerRequest) setup(ctx context.Context) error {
 	if q.queueURL, err = createQueue(ctx, q.client, q.queueName("qpr-requests")); err != nil {
 		return err
 	}
-	q.worker = startWorker(q.client, q.queueURL, q.cfg.ServerPollers, q.cfg.ServerConcurrency)
+	q.worker = startWorker(q.client, q.queueURL, q.cfg.ServerPollers, q.cfg.ServerConcurrency, q.reply, nil)
 	return nil
 }
 
@@ -361,10 +403,9 @@ func (q *queuePerRequest) roundTrip(ctx context.Context, caller int) error {
 			return ctx.Err()
 		}
 	}
-	b := q.body(caller)
 	id := uuid.NewString()
 	if _, err := q.client.SendMessage(ctx, &sqs.SendMessageInput{
-		QueueUrl: aws.String(q.queueURL), MessageBody: aws.String(b),
+		QueueUrl: aws.String(q.queueURL), MessageBody: aws.String(q.request(caller)),
 		MessageAttributes: map[string]types.MessageAttributeValue{replyToAttribute: wire.StringAttribute(replyURL), correlationIDAttribute: wire.StringAttribute(id)},
 	}); err != nil {
 		return err
@@ -373,7 +414,7 @@ func (q *queuePerRequest) roundTrip(ctx context.Context, caller int) error {
 	if err != nil {
 		return err
 	}
-	return checkReply(b, m.Body)
+	return checkReply(q.body(caller), m.Body)
 }
 
 func (q *queuePerRequest) close(ctx context.Context) error {
@@ -391,8 +432,16 @@ func (q *queuePerRequest) close(ctx context.Context) error {
 // callers, at most replyPollers, started by a call that finds too few and
 // ended after a receive that finds too many, so an idle process polls
 // nothing and one caller has one poll parked for its reply.
+//
+// With extended set it is the extended-client contender: the same, with
+// what AWS's SQS Extended Client Libraries for Java and Python do at their
+// defaults on both sides (a message over 256 KiB through S3, its object
+// read within the receive and deleted with the message; offloadLarge,
+// fetchLarge), and no compression.
 type staticReply struct {
 	*env
+	extended           bool
+	store              sqsapi.PayloadStore // the extended client's; nil otherwise
 	client             *sqs.Client
 	queueURL, replyURL string
 	worker             *worker
@@ -411,7 +460,14 @@ type staticReply struct {
 // requester's own default (hostq's MaxPollers).
 const replyPollers = 4
 
-func (s *staticReply) name() string { return StaticReplyQueue }
+func (s *staticReply) name() string {
+	if s.extended {
+		return ExtendedClient
+	}
+	return StaticReplyQueue
+}
+
+func (s *staticReply) offloads() bool { return s.extended }
 
 func (s *staticReply) setup(ctx context.Context) error {
 	var err error
@@ -422,8 +478,11 @@ func (s *staticReply) setup(ctx context.Context) error {
 		return err
 	}
 	s.waiting = make(map[string]chan *string)
-	s.worker = startWorker(s.client, s.queueURL, s.cfg.ServerPollers, s.cfg.ServerConcurrency)
-	s.deletes = startDeleter(s.client, s.replyURL)
+	if s.extended {
+		s.store = s.env.store(s.name())
+	}
+	s.worker = startWorker(s.client, s.queueURL, s.cfg.ServerPollers, s.cfg.ServerConcurrency, s.reply, s.store)
+	s.deletes = startDeleter(s.client, s.replyURL, s.store)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return nil
 }
@@ -438,7 +497,7 @@ func (s *staticReply) receive() {
 	for s.ctx.Err() == nil {
 		out, err := s.client.ReceiveMessage(s.ctx, &sqs.ReceiveMessageInput{
 			QueueUrl: aws.String(s.replyURL), MaxNumberOfMessages: 10, WaitTimeSeconds: longPoll,
-			MessageAttributeNames: []string{correlationIDAttribute},
+			MessageAttributeNames: []string{correlationIDAttribute, payload.SizeAttribute},
 		})
 		if err != nil {
 			if s.ctx.Err() == nil {
@@ -447,6 +506,12 @@ func (s *staticReply) receive() {
 		}
 		if out != nil {
 			for _, m := range out.Messages {
+				if s.store != nil {
+					var ferr error
+					if m, ferr = fetchLarge(s.ctx, s.store, m); ferr != nil {
+						continue // redelivered after the visibility timeout
+					}
+				}
 				id := aws.ToString(m.MessageAttributes[correlationIDAttribute].StringValue)
 				s.mu.Lock()
 				ch := s.waiting[id]
@@ -473,7 +538,7 @@ func (s *staticReply) receive() {
 
 func (s *staticReply) call(ctx context.Context, caller int) (time.Duration, error) {
 	start := time.Now()
-	b := s.body(caller)
+	b := s.request(caller)
 	id := uuid.NewString()
 	ch := make(chan *string, 1)
 	s.mu.Lock()
@@ -489,16 +554,23 @@ func (s *staticReply) call(ctx context.Context, caller int) (time.Duration, erro
 		delete(s.waiting, id)
 		s.mu.Unlock()
 	}
+	attrs := map[string]types.MessageAttributeValue{replyToAttribute: wire.StringAttribute(s.replyURL), correlationIDAttribute: wire.StringAttribute(id)}
+	if s.store != nil {
+		var err error
+		if b, err = offloadLarge(ctx, s.store, b, attrs); err != nil {
+			forget()
+			return 0, err
+		}
+	}
 	if _, err := s.client.SendMessage(ctx, &sqs.SendMessageInput{
-		QueueUrl: aws.String(s.queueURL), MessageBody: aws.String(b),
-		MessageAttributes: map[string]types.MessageAttributeValue{replyToAttribute: wire.StringAttribute(s.replyURL), correlationIDAttribute: wire.StringAttribute(id)},
+		QueueUrl: aws.String(s.queueURL), MessageBody: aws.String(b), MessageAttributes: attrs,
 	}); err != nil {
 		forget()
 		return 0, err
 	}
 	select {
 	case got := <-ch:
-		return time.Since(start), checkReply(b, got)
+		return time.Since(start), checkReply(s.body(caller), got)
 	case <-ctx.Done():
 		forget()
 		return 0, ctx.Err()
@@ -597,16 +669,15 @@ func receiveOne(ctx context.Context, client *sqs.Client, queueURL string) (types
 
 func (f *floor) call(ctx context.Context, caller int) (time.Duration, error) {
 	p := f.pairs[caller]
-	b := f.body(caller)
 	start := time.Now()
-	if _, err := f.client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(p[0]), MessageBody: aws.String(b)}); err != nil {
+	if _, err := f.client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(p[0]), MessageBody: aws.String(f.request(caller))}); err != nil {
 		return 0, err
 	}
 	req, err := receiveOne(ctx, f.client, p[0])
 	if err != nil {
 		return 0, err
 	}
-	if _, err := f.client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(p[1]), MessageBody: req.Body}); err != nil {
+	if _, err := f.client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(p[1]), MessageBody: aws.String(f.reply(aws.ToString(req.Body)))}); err != nil {
 		return 0, err
 	}
 	rep, err := receiveOne(ctx, f.client, p[1])
@@ -614,7 +685,7 @@ func (f *floor) call(ctx context.Context, caller int) (time.Duration, error) {
 		return 0, err
 	}
 	lat := time.Since(start)
-	if err := checkReply(b, rep.Body); err != nil {
+	if err := checkReply(f.body(caller), rep.Body); err != nil {
 		return 0, err
 	}
 	for i, m := range []types.Message{req, rep} {

@@ -93,7 +93,7 @@ func (p *parkedReceivers) work() {
 		for _, m := range msgs {
 			if _, err := p.client.SendMessage(p.ctx, &sqs.SendMessageInput{
 				QueueUrl:          m.MessageAttributes[replyToAttribute].StringValue,
-				MessageBody:       m.Body,
+				MessageBody:       aws.String(p.reply(aws.ToString(m.Body))),
 				MessageAttributes: map[string]types.MessageAttributeValue{correlationIDAttribute: m.MessageAttributes[correlationIDAttribute]},
 			}); err != nil {
 				continue // redelivered after the visibility timeout
@@ -124,7 +124,6 @@ func (p *parkedReceivers) receive() {
 
 func (p *parkedReceivers) call(ctx context.Context, caller int) (time.Duration, error) {
 	start := time.Now()
-	b := p.body(caller)
 	id := uuid.NewString()
 	ch := make(chan *string, 1)
 	p.mu.Lock()
@@ -143,7 +142,7 @@ func (p *parkedReceivers) call(ctx context.Context, caller int) (time.Duration, 
 		p.mu.Unlock()
 	}
 	if _, err := p.client.SendMessage(ctx, &sqs.SendMessageInput{
-		QueueUrl: aws.String(p.queueURL), MessageBody: aws.String(b),
+		QueueUrl: aws.String(p.queueURL), MessageBody: aws.String(p.request(caller)),
 		MessageAttributes: map[string]types.MessageAttributeValue{replyToAttribute: wire.StringAttribute(p.replyURL), correlationIDAttribute: wire.StringAttribute(id)},
 	}); err != nil {
 		forget()
@@ -151,7 +150,7 @@ func (p *parkedReceivers) call(ctx context.Context, caller int) (time.Duration, 
 	}
 	select {
 	case got := <-ch:
-		return time.Since(start), checkReply(b, got)
+		return time.Since(start), checkReply(p.body(caller), got)
 	case <-ctx.Done():
 		forget()
 		return 0, ctx.Err()

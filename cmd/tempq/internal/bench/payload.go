@@ -24,6 +24,14 @@ const (
 // PayloadKinds lists the payload kinds.
 var PayloadKinds = []string{PayloadJSON, PayloadBinary}
 
+// Payload shapes: the request carries the payload and the reply echoes it
+// (ShapeEcho), or the request is the tiny body and the reply carries the
+// payload (ShapeReply), as a list endpoint's small query and large answer.
+const (
+	ShapeEcho  = "echo"
+	ShapeReply = "reply"
+)
+
 // Payload sizes a run takes: at least MinPayloadBytes (room for the JSON
 // around the records) and at most MaxPayloadBytes (every caller's body is
 // held in memory during its windows).
@@ -40,16 +48,26 @@ type Payload struct {
 	// Bytes is the payload's size: the body's for JSON, the raw bytes'
 	// for binary, whose body is their base64 encoding.
 	Bytes int `json:"bytes,omitempty"`
+	// Shape is ShapeReply when only the reply carries the payload (the
+	// request is the tiny body); "" or ShapeEcho when the request carries
+	// it and the reply echoes it.
+	Shape string `json:"shape,omitempty"`
 }
+
+// replyOnly reports whether only the reply carries the payload.
+func (p Payload) replyOnly() bool { return p.Shape == ShapeReply }
 
 // tiny reports whether p is the default body.
 func (p Payload) tiny() bool { return p.Kind == "" }
 
-// Label names the payload in tables and JSON: "64KiB json"; "" for the
-// default body.
+// Label names the payload in tables and JSON: "64KiB json", or "64KiB
+// json reply" when only the reply carries it; "" for the default body.
 func (p Payload) Label() string {
 	if p.tiny() {
 		return ""
+	}
+	if p.replyOnly() {
+		return FormatSize(p.Bytes) + " " + p.Kind + " " + ShapeReply
 	}
 	return FormatSize(p.Bytes) + " " + p.Kind
 }
@@ -144,17 +162,39 @@ func ParseKinds(kinds string) ([]string, error) {
 	return ks, nil
 }
 
+// ParseShapes parses comma-separated payload shapes.
+func ParseShapes(shapes string) ([]string, error) {
+	var out []string
+	for _, sh := range strings.Split(shapes, ",") {
+		sh = strings.TrimSpace(sh)
+		if sh != ShapeEcho && sh != ShapeReply {
+			return nil, fmt.Errorf("shape %q: want %s or %s", sh, ShapeEcho, ShapeReply)
+		}
+		out = append(out, sh)
+	}
+	return out, nil
+}
+
 // ParsePayloads returns every size of sizes (comma-separated) in every
-// kind of kinds, sizes outermost.
-func ParsePayloads(sizes string, kinds []string) ([]Payload, error) {
+// kind of kinds and every shape of shapes (none: ShapeEcho), sizes
+// outermost, then shapes.
+func ParsePayloads(sizes string, kinds []string, shapes ...string) ([]Payload, error) {
+	if len(shapes) == 0 {
+		shapes = []string{ShapeEcho}
+	}
 	var out []Payload
 	for _, s := range strings.Split(sizes, ",") {
 		n, err := ParseSize(s)
 		if err != nil {
 			return nil, err
 		}
-		for _, k := range kinds {
-			out = append(out, Payload{Kind: k, Bytes: n})
+		for _, sh := range shapes {
+			if sh == ShapeEcho {
+				sh = ""
+			}
+			for _, k := range kinds {
+				out = append(out, Payload{Kind: k, Bytes: n, Shape: sh})
+			}
 		}
 	}
 	return out, nil

@@ -39,6 +39,41 @@ func TestParseSize(t *testing.T) {
 	if err != nil || len(ps) != 4 || ps[1] != (Payload{Kind: PayloadBinary, Bytes: 1 << 10}) || ps[3].Label() != "64KiB binary" {
 		t.Errorf("ParsePayloads: %+v, %v", ps, err)
 	}
+	shapes, err := ParseShapes("echo,reply")
+	if err != nil || len(shapes) != 2 {
+		t.Fatalf("ParseShapes(echo,reply) = %v, %v", shapes, err)
+	}
+	if _, err := ParseShapes("echo,stream"); err == nil || !strings.Contains(err.Error(), `"stream"`) {
+		t.Errorf("ParseShapes(echo,stream): %v", err)
+	}
+	ps, err = ParsePayloads("64KiB", []string{PayloadJSON}, shapes...)
+	if err != nil || len(ps) != 2 || ps[0].Label() != "64KiB json" || ps[1].Label() != "64KiB json reply" || !ps[1].replyOnly() || ps[0].replyOnly() {
+		t.Errorf("ParsePayloads with shapes: %+v, %v", ps, err)
+	}
+}
+
+// TestReplyShape checks what a caller sends, a responder answers and the
+// caller expects in each shape: the payload both ways in an echo; in the
+// reply shape the tiny body up and its caller's payload down.
+func TestReplyShape(t *testing.T) {
+	e := &env{}
+	p := Payload{Kind: PayloadJSON, Bytes: 1 << 10}
+	e.usePayload(p, 3)
+	if req := e.request(2); req != p.Body(2) || e.reply(req) != p.Body(2) || e.body(2) != p.Body(2) {
+		t.Errorf("echo: request %.20q, reply %.20q", req, e.reply(req))
+	}
+	p.Shape = ShapeReply
+	e.usePayload(p, 3)
+	if req := e.request(2); req != "ping 2" || e.reply(req) != p.Body(2) || e.body(2) != p.Body(2) {
+		t.Errorf("reply shape: request %.20q, reply %.20q", req, e.reply(req))
+	}
+	if got := e.reply("ping 7"); got != "ping 7" {
+		t.Errorf("reply to a caller out of range: %.20q, want the request back (so that the check fails)", got)
+	}
+	e.usePayload(Payload{}, 0)
+	if e.request(1) != "ping 1" || e.reply("ping 1") != "ping 1" || e.body(1) != "ping 1" {
+		t.Error("the tiny body is not echoed")
+	}
 }
 
 // TestPayloadBodies: JSON bodies are valid JSON of exactly the size, binary
@@ -109,7 +144,7 @@ func TestRunPayloads(t *testing.T) {
 		Concurrency: []int{1, 2},
 		Rounds:      2,
 		Duration:    20 * time.Millisecond,
-		Payloads:    []Payload{{PayloadJSON, 1 << 10}, {PayloadBinary, 600 << 10}, {PayloadJSON, 2 << 20}},
+		Payloads:    []Payload{{Kind: PayloadJSON, Bytes: 1 << 10}, {Kind: PayloadBinary, Bytes: 600 << 10}, {Kind: PayloadJSON, Bytes: 2 << 20}},
 	}
 	rep, err := run(context.Background(), cfg, func(name string, e *env, _ *sqs.Client) contender {
 		return &echoFake{fake: fake{n: name, v: v}, e: e, limit: 512 << 10, calls: &calls}
@@ -158,9 +193,9 @@ func TestRunPayloads(t *testing.T) {
 	for _, want := range []string{
 		"### payload 1KiB json: a body of 1024 bytes (JSON text)",
 		"### payload 600KiB binary: a body of 819200 bytes (614400 random bytes in base64)",
-		"| tempqueues | 2 | refused (over 1 MiB) | | | | | | | | |",
+		"| tempqueues | 2 | refused (over 1 MiB) | | | | | | | | | | | |\n",
 		"- tempqueues, refused (over 1 MiB): a body of 2097152 bytes is over SQS's maximum message size, 1048576 bytes",
-		"| API calls/RPC | billed requests/RPC | $ per million RPCs | wire KiB/RPC |",
+		"| API calls/RPC | billed requests/RPC | S3 calls/RPC | $ per million RPCs | S3 $ per million RPCs | wire KiB/RPC | S3 KiB/RPC |",
 	} {
 		if !strings.Contains(b.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, b.String())

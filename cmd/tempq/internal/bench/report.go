@@ -176,27 +176,43 @@ func writeResults(b *strings.Builder, r *Report) {
 		writeResultTable(b, r, "", cpuHeader)
 		return
 	}
+	b.WriteString("S3 calls: the payload store's Put, Get and Delete calls (an in-memory S3 that waits as long per call as configured); S3 KiB: the bytes they put and got; S3 $: a PUT $5 and a GET $0.40 per million\n")
 	for _, p := range r.Payloads {
 		kind := "JSON text"
 		if p.Kind == PayloadBinary {
 			kind = fmt.Sprintf("%d random bytes in base64", p.Bytes)
 		}
-		fmt.Fprintf(b, "\n### payload %s: a body of %d bytes (%s), sent and echoed by every RPC\n\n", p.Label(), p.BodyBytes(), kind)
+		how := "sent and echoed by every RPC"
+		if p.replyOnly() {
+			how = "the reply of every RPC, whose request is the tiny body"
+		}
+		fmt.Fprintf(b, "\n### payload %s: a body of %d bytes (%s), %s\n\n", p.Label(), p.BodyBytes(), kind, how)
 		writeResultTable(b, r, p.Label(), cpuHeader)
 	}
 }
 
 // writeResultTable writes the results with payload as a table.
 func writeResultTable(b *strings.Builder, r *Report, payload, cpuHeader string) {
-	fmt.Fprintf(b, "| contender | callers | RPC/s | p50 ms | p99 ms | API calls/RPC | billed requests/RPC | $ per million RPCs | wire KiB/RPC | %s | errors |\n", cpuHeader)
-	b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	// A run with payloads shows what its contenders' payload stores did.
+	s3 := payload != ""
+	if s3 {
+		fmt.Fprintf(b, "| contender | callers | RPC/s | p50 ms | p99 ms | API calls/RPC | billed requests/RPC | S3 calls/RPC | $ per million RPCs | S3 $ per million RPCs | wire KiB/RPC | S3 KiB/RPC | %s | errors |\n", cpuHeader)
+		b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	} else {
+		fmt.Fprintf(b, "| contender | callers | RPC/s | p50 ms | p99 ms | API calls/RPC | billed requests/RPC | $ per million RPCs | wire KiB/RPC | %s | errors |\n", cpuHeader)
+		b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	}
 	var refusals []string
 	for _, res := range r.Results {
 		if res.Payload != payload {
 			continue
 		}
 		if res.Refused != "" {
-			fmt.Fprintf(b, "| %s | %d | %s | | | | | | | | |\n", res.Contender, res.Concurrency, overMax)
+			empty := strings.Repeat(" |", 8)
+			if s3 {
+				empty = strings.Repeat(" |", 11)
+			}
+			fmt.Fprintf(b, "| %s | %d | %s |%s\n", res.Contender, res.Concurrency, overMax, empty)
 			if why := res.Contender + ", " + overMax + ": " + res.Refused; !slices.Contains(refusals, why) {
 				refusals = append(refusals, why)
 			}
@@ -214,6 +230,12 @@ func writeResultTable(b *strings.Builder, r *Report, payload, cpuHeader string) 
 		}
 		if res.WireBytesPerRPC > 0 || res.APICallsPerRPC == 0 {
 			wire = fmt.Sprintf("%.1f", res.WireBytesPerRPC/1024)
+		}
+		if s3 {
+			fmt.Fprintf(b, "| %s | %d | %.0f | %.2f | %.2f | %.2f | %s | %.2f | %.2f | %.2f | %s | %.1f | %s | %d |\n",
+				res.Contender, res.Concurrency, res.RPCPerSecond, res.P50ms, res.P99ms, res.APICallsPerRPC, billed, res.S3CallsPerRPC,
+				res.DollarsPerMillionRPC, res.S3DollarsPerMillionRPC, wire, res.S3BytesPerRPC/1024, cpu, res.Errors)
+			continue
 		}
 		fmt.Fprintf(b, "| %s | %d | %.0f | %.2f | %.2f | %.2f | %s | %.2f | %s | %s | %d |\n",
 			res.Contender, res.Concurrency, res.RPCPerSecond, res.P50ms, res.P99ms, res.APICallsPerRPC, billed, res.DollarsPerMillionRPC, wire, cpu, res.Errors)

@@ -10,12 +10,14 @@ import (
 
 // colours of the contenders, in the order of Contenders.
 var colours = map[string]string{
-	TempQueues:           "#1b7837",
-	TempQueuesFewerCalls: "#7fbc41",
-	QueuePerRequest:      "#b2182b",
-	StaticReplyQueue:     "#2166ac",
-	ParkedReceivers:      "#e08214",
-	Floor:                "#555555",
+	TempQueues:              "#1b7837",
+	TempQueuesFewerCalls:    "#7fbc41",
+	TempQueuesNoCompression: "#a6dba0",
+	ExtendedClient:          "#762a83",
+	QueuePerRequest:         "#b2182b",
+	StaticReplyQueue:        "#2166ac",
+	ParkedReceivers:         "#e08214",
+	Floor:                   "#555555",
 }
 
 // series is one line of a chart: a value per concurrency level.
@@ -102,8 +104,9 @@ func WriteCPUSVG(w io.Writer, r *Report) error {
 }
 
 // plotOrder is the order of the contenders in the plots: tempqueues and
-// its option for cost first, then the others as in Contenders.
-var plotOrder = append([]string{TempQueues, TempQueuesFewerCalls}, Contenders[1:]...)
+// its other configurations first, then the others as in Contenders, then
+// the extended client.
+var plotOrder = append(append([]string{TempQueues, TempQueuesFewerCalls, TempQueuesNoCompression}, Contenders[1:]...), ExtendedClient)
 
 func contendersIn(r *Report) []string {
 	var names []string
