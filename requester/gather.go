@@ -188,7 +188,7 @@ func (r *Requester) PublishGather(ctx context.Context, p Publisher, in *sqs.Send
 	attrs[sqsapi.RequestIDAttribute] = wire.StringAttribute(requestID)
 	attrs[sqsapi.OriginAttribute] = wire.StringAttribute("1")
 	if !r.opts.DisableCompression {
-		payload.Advertise(attrs, in.MessageBody, "topic")
+		payload.Advertise(attrs, in.MessageBody, "topic", payload.Codec)
 	}
 	sentAt := time.Now()
 	if err := p.Publish(gctx, aws.ToString(in.MessageBody), attrs); err != nil {

@@ -375,7 +375,9 @@ type Call struct {
 
 	mu        sync.Mutex
 	finished  bool
-	stopWatch func() bool // stops the context watch, set after the send
+	stopWatch func() bool     // stops the context watch, set after the send
+	join      *payload.Joiner // a reply in parts being joined, until the call finishes
+	last      *types.Message  // a reply in parts' last part, once it arrived
 }
 
 // withdraw cancels the reply's expectation; false means the reply (or an
@@ -417,6 +419,7 @@ func (c *Call) finish(msg *types.Message, err error) {
 		c.mu.Lock()
 		c.finished = true
 		stop := c.stopWatch
+		c.join, c.last = nil, nil // what a reply in parts held is freed
 		c.mu.Unlock()
 		if stop != nil {
 			stop()
@@ -587,7 +590,7 @@ func (r *Requester) sendRequest(ctx context.Context, in *sqs.SendMessageInput, o
 		call.object = &p
 		body = aws.String(p.String())
 	}
-	r.stamp(waitCtx, body, call.queueURL, attrs)
+	r.stamp(waitCtx, body, call.queueURL, attrs, true)
 	req := *in
 	req.MessageBody, req.MessageAttributes = body, attrs
 	req.MessageGroupId, req.MessageDeduplicationId = fifoRequestIDs(&req, requestID)
@@ -725,7 +728,7 @@ func (r *Requester) expect(ctx context.Context, call *Call) (*hostq.Host, error)
 	if wire.IsVirtualQueueURL(tag) {
 		tag, _, _ = wire.ParseVirtualQueueURL(tag) // checked by checkRequest
 	}
-	return r.expectWith(ctx, func(h *hostq.Host) error { return h.ExpectTagged(call.replyName, tag, call.onReply) })
+	return r.expectWith(ctx, func(h *hostq.Host) error { return h.ExpectJoin(call.replyName, tag, call.onPart) })
 }
 
 // answering tells the request sends, before a receive wakes its callers,
@@ -975,13 +978,12 @@ func reaperConfig(opts Options) []func(*reap.Config) {
 // stamp puts on a request to queueURL, whose body and attributes are
 // body and attrs, what the requester adds when the message has room for
 // it: ctx's deadline, so that a responder drops the request unhandled once
-// its caller has given up, then, unless Options.DisableCompression, the
-// offer of compressed replies.
-func (r *Requester) stamp(ctx context.Context, body *string, queueURL string, attrs map[string]types.MessageAttributeValue) {
+// its caller has given up, then the offer of compressed replies (unless
+// Options.DisableCompression) and, with parts (a call, which waits for
+// one reply), of a reply in parts.
+func (r *Requester) stamp(ctx context.Context, body *string, queueURL string, attrs map[string]types.MessageAttributeValue, parts bool) {
 	if d, ok := ctx.Deadline(); ok {
 		wire.StampDeadline(attrs, body, queueURL, d)
 	}
-	if !r.opts.DisableCompression {
-		payload.Advertise(attrs, body, queueURL)
-	}
+	payload.Advertise(attrs, body, queueURL, payload.Offer(!r.opts.DisableCompression, parts))
 }

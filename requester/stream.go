@@ -119,7 +119,7 @@ func (s *Stream) open(ctx context.Context, in *sqs.SendMessageInput, attrs map[s
 	}
 	attrs[sqsapi.ResponseQueueURLAttribute] = wire.StringAttribute(wire.VirtualQueueURL(s.host.URL(), s.replyName))
 	attrs[sqsapi.RequestIDAttribute] = wire.StringAttribute(s.requestID)
-	r.stamp(s.ctx, in.MessageBody, s.queueURL, attrs)
+	r.stamp(s.ctx, in.MessageBody, s.queueURL, attrs, false)
 	req := *in
 	req.MessageAttributes = attrs
 	req.MessageGroupId, req.MessageDeduplicationId = fifoRequestIDs(&req, s.requestID)

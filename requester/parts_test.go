@@ -1,0 +1,193 @@
+package requester_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
+
+	"github.com/tempqueues/tempqueues/internal/payload"
+	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/testbody"
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
+	"github.com/tempqueues/tempqueues/internal/wire"
+	"github.com/tempqueues/tempqueues/requester"
+	"github.com/tempqueues/tempqueues/responder"
+	"github.com/tempqueues/tempqueues/sqsapi"
+)
+
+// TestReplyInParts: with no PayloadStore on either side, a 50 MiB JSON
+// reply, too large for one message even compressed, travels as parts of
+// a reply stream and reaches SendMessageAndGetResponse byte-exact, with
+// the handler's attributes; the request offered to join parts.
+func TestReplyInParts(t *testing.T) {
+	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		reply := testbody.JSON(50<<20, 7)
+		var offer atomic.Value
+		_, _ = runResponder(t, e, e.raw, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+			return &responder.Reply{Body: reply, Attributes: map[string]types.MessageAttributeValue{"kind": wire.StringAttribute("report")}}, nil
+		})
+		r, tap := e.tapped(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+		defer cancel()
+		start := time.Now()
+		m, err := r.SendMessageAndGetResponse(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("report")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(start)
+		if aws.ToString(m.Body) != reply {
+			t.Fatalf("reply of %d bytes, not the %d sent", len(aws.ToString(m.Body)), len(reply))
+		}
+		if v := m.MessageAttributes["kind"]; aws.ToString(v.StringValue) != "report" {
+			t.Errorf("the reply's attribute: %v", v)
+		}
+		for _, k := range []string{sqsapi.StreamAttribute, sqsapi.BodyAttribute} {
+			if _, ok := m.MessageAttributes[k]; ok {
+				t.Errorf("the caller sees %s", k)
+			}
+		}
+		sent := tap.sends()
+		if len(sent) != 1 {
+			t.Fatalf("%d requests sent, want 1", len(sent))
+		}
+		offer.Store(aws.ToString(sent[0].MessageAttributes[sqsapi.AcceptAttribute].StringValue))
+		if got := offer.Load(); got != "gzip,parts" {
+			t.Errorf("the request's offer is %q, want gzip,parts", got)
+		}
+		parts := tap.receives()
+		var wire int
+		for _, p := range parts {
+			wire += len(p.MessageAttributes[sqsapi.BodyAttribute].BinaryValue) + len(aws.ToString(p.Body))
+		}
+		if len(parts) < 2 {
+			t.Fatalf("%d messages received, want the reply's parts", len(parts))
+		}
+		t.Logf("50 MiB of JSON in %d parts, %d bytes on the wire, in %v", len(parts), wire, took.Round(time.Millisecond))
+		if st := r.Stats(); st.Pending != 0 {
+			t.Errorf("%d calls pending", st.Pending)
+		}
+	})
+}
+
+// partsReplier answers each request with the parts of reply cut in
+// pieces of size, sent as send says (the parts' numbers, in the order
+// and as often as they are to go), on the documented wire format alone.
+func (e *env) partsReplier(t *testing.T, ctx context.Context, reply string, size int, order []int) {
+	pieces := payload.Split(reply, size)
+	e.rawRequests(t, ctx, new(sync.WaitGroup), func(m types.Message, host, name string) {
+		for _, i := range order {
+			pos := wire.StreamPos{Seq: i}
+			if i == len(pieces)-1 {
+				pos.Mark = wire.MarkFinal
+			}
+			attrs := map[string]types.MessageAttributeValue{
+				sqsapi.VirtualQueueNameAttribute: wire.StringAttribute(name),
+				sqsapi.StreamAttribute:           wire.StringAttribute(wire.FormatStream(pos)),
+			}
+			if _, err := e.raw.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(host), MessageBody: aws.String(pieces[i]), MessageAttributes: attrs}); err != nil {
+				t.Errorf("part %d: %v", i, err)
+			}
+		}
+		_, _ = e.raw.DeleteMessage(context.Background(), &sqs.DeleteMessageInput{QueueUrl: aws.String(e.queue), ReceiptHandle: m.ReceiptHandle})
+	})
+}
+
+// TestReplyPartsOutOfOrderAndTwice: parts that arrive out of order, some
+// twice, the last one first, are joined byte-exact; the duplicates are
+// dropped.
+func TestReplyPartsOutOfOrderAndTwice(t *testing.T) {
+	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		reply := testbody.Text(5*payload.MinPart+100, 8) // six parts
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		e.partsReplier(t, ctx, reply, payload.MinPart, []int{5, 2, 0, 2, 4, 1, 0, 3, 5})
+		r := e.requester(t)
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		m, err := r.SendMessageAndGetResponse(cctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("shuffled")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if aws.ToString(m.Body) != reply {
+			t.Fatalf("joined %d bytes, not the %d sent", len(aws.ToString(m.Body)), len(reply))
+		}
+	})
+}
+
+// TestReplyPartsGivenUp: a caller whose deadline passes while parts are
+// still missing gets ErrTimeout; what it held is freed, nothing stays
+// pending, and the parts that come later are deleted as late replies.
+func TestReplyPartsGivenUp(t *testing.T) {
+	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		reply := testbody.Text(3*payload.MinPart, 9)
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		pieces := payload.Split(reply, payload.MinPart)
+		e.rawRequests(t, ctx, new(sync.WaitGroup), func(m types.Message, host, name string) {
+			for i, p := range pieces {
+				if i == 2 {
+					testtime.Pause(2 * time.Second) // past the caller's deadline
+				}
+				pos := wire.StreamPos{Seq: i}
+				if i == len(pieces)-1 {
+					pos.Mark = wire.MarkFinal
+				}
+				_, _ = e.raw.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(host), MessageBody: aws.String(p), MessageAttributes: map[string]types.MessageAttributeValue{
+					sqsapi.VirtualQueueNameAttribute: wire.StringAttribute(name),
+					sqsapi.StreamAttribute:           wire.StringAttribute(wire.FormatStream(pos)),
+				}})
+			}
+		})
+		r := e.requester(t)
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err := r.SendMessageAndGetResponse(cctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("slow")})
+		if !errors.Is(err, requester.ErrTimeout) {
+			t.Fatalf("%v, want ErrTimeout", err)
+		}
+		testtime.Eventually(t, 10*time.Second, "the late parts", func() bool { return r.Stats().LateReplies >= 1 })
+		if st := r.Stats(); st.Pending != 0 {
+			t.Errorf("%d calls pending", st.Pending)
+		}
+	})
+}
+
+// TestReplyTooLargeForParts: a reply over the largest that travels in
+// parts fails on the responder's side before any part is sent, and its
+// caller gets ErrBadResponse saying why at once, not at its deadline.
+func TestReplyTooLargeForParts(t *testing.T) {
+	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		reply := strings.Repeat("x", payload.MaxJoined+1)
+		_, _ = runResponder(t, e, e.raw, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+			return &responder.Reply{Body: reply}, nil
+		})
+		r, tap := e.tapped(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		start := time.Now()
+		_, err := r.SendMessageAndGetResponse(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("too much")})
+		if !errors.Is(err, requester.ErrBadResponse) || !strings.Contains(err.Error(), "64 MiB") {
+			t.Fatalf("%v, want ErrBadResponse naming the limit", err)
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("the caller heard after %v, not at once", d)
+		}
+		for _, m := range tap.receives() {
+			if _, ok := m.MessageAttributes[sqsapi.StreamAttribute]; ok {
+				t.Errorf("a part was sent: %.40q", aws.ToString(m.Body))
+			}
+		}
+	})
+}
