@@ -191,3 +191,54 @@ func TestReplyTooLargeForParts(t *testing.T) {
 		}
 	})
 }
+
+// slowParts passes a responder's sends on to SQS, but holds each part
+// numbered from 2 until its call's context ends, as a network too slow
+// for the caller's deadline would: it counts the parts that went.
+type slowParts struct {
+	sqsapi.MessageClient
+	went atomic.Int64
+}
+
+func (s *slowParts) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
+	for _, e := range in.Entries {
+		v, ok := e.MessageAttributes[sqsapi.StreamAttribute]
+		if !ok {
+			continue
+		}
+		if pos, _ := wire.ParseStream(aws.ToString(v.StringValue)); pos.Seq >= 2 {
+			<-ctx.Done()
+			return nil, ctx.Err()
+		}
+		s.went.Add(1)
+	}
+	return s.MessageClient.SendMessageBatch(ctx, in, optFns...)
+}
+
+// TestReplyPartsStopWithTheCaller: when the caller's deadline passes
+// while a reply's parts are being sent, the responder sends no more of
+// them and drops the request as cancelled, and the caller keeps nothing.
+func TestReplyPartsStopWithTheCaller(t *testing.T) {
+	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		slow := &slowParts{MessageClient: e.raw}
+		reply := testbody.Random(6<<20, 10) // six parts, sent as they are
+		resp, _ := runResponder(t, e, slow, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+			return &responder.Reply{Body: reply}, nil
+		}, func(o *responder.Options) { o.DisableCompression = true })
+		r := e.requester(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := r.SendMessageAndGetResponse(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("slow")})
+		if !errors.Is(err, requester.ErrTimeout) {
+			t.Fatalf("%v, want ErrTimeout", err)
+		}
+		testtime.Eventually(t, 30*time.Second, "the request dropped", func() bool { return resp.Stats().Dropped == 1 })
+		if n := slow.went.Load(); n != 2 {
+			t.Errorf("%d parts went, want the 2 sent before the deadline", n)
+		}
+		if st := r.Stats(); st.Pending != 0 {
+			t.Errorf("%d calls pending", st.Pending)
+		}
+	})
+}
