@@ -3,6 +3,7 @@ package requester_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/payload"
+	"github.com/tempqueues/tempqueues/internal/testkit/memstore"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
 	"github.com/tempqueues/tempqueues/internal/testkit/testbody"
 	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
@@ -241,4 +243,62 @@ func TestReplyPartsStopWithTheCaller(t *testing.T) {
 			t.Errorf("%d calls pending", st.Pending)
 		}
 	})
+}
+
+// BenchmarkLargeReplyPartsOrStore measures what decides between parts
+// and a PayloadStore for a reply too large for one message even
+// compressed (docs/limits.md): in parts, a 50 MiB reply costs SQS a
+// billed request per 64 KiB sent and received; through a store, a few.
+// On sqstest with an in-memory store, so its times say what SQS's side
+// costs, not S3's:
+//
+//	go test -run '^$' -bench LargeReplyPartsOrStore -benchtime 3x ./requester
+func BenchmarkLargeReplyPartsOrStore(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		body string
+	}{{"JSON", testbody.JSON(50<<20, 12)}, {"base64", testbody.Random(50<<20, 13)}} {
+		for _, viaStore := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/store=%v", c.name, viaStore), func(b *testing.B) {
+				benchLargeReply(b, c.body, viaStore)
+			})
+		}
+	}
+}
+
+func benchLargeReply(b *testing.B, body string, viaStore bool) {
+	e := newEnv(b, sqstestenv.SQSTest(b))
+	store := memstore.New("tq-measure")
+	opt := func(o *responder.Options) {}
+	ropt := func(o *requester.Options) {}
+	if viaStore {
+		opt = func(o *responder.Options) { o.PayloadStore = store }
+		ropt = func(o *requester.Options) { o.PayloadStore = store }
+	}
+	_, _ = runResponder(b, e, e.raw, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+		if req.Body() == "warm" {
+			return &responder.Reply{Body: "ok"}, nil
+		}
+		return &responder.Reply{Body: body}, nil
+	}, opt)
+	r := e.requester(b, ropt)
+	ctx := context.Background()
+	// A first call opens the host queue, out of the measure.
+	if _, err := r.SendMessageAndGetResponse(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("warm")}); err != nil {
+		b.Fatal(err)
+	}
+	e.counter.Reset()
+	b.ResetTimer()
+	for range b.N {
+		m, err := r.SendMessageAndGetResponse(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("measure")})
+		if err != nil || aws.ToString(m.Body) != body {
+			b.Fatal(err)
+		}
+	}
+	b.StopTimer()
+	n := float64(b.N)
+	puts, gets, deletes := store.Calls()
+	b.ReportMetric(float64(e.counter.BilledTotal())/n, "billed/op")
+	b.ReportMetric(float64(e.counter.Total())/n, "calls/op")
+	b.ReportMetric(float64(puts+gets+deletes)/n, "store-calls/op")
 }
