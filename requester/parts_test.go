@@ -80,14 +80,26 @@ func TestReplyInParts(t *testing.T) {
 	})
 }
 
-// partsReplier answers each request with the parts of reply cut in
-// pieces of size, sent as send says (the parts' numbers, in the order
-// and as often as they are to go), on the documented wire format alone.
-func (e *env) partsReplier(t *testing.T, ctx context.Context, reply string, size int, order []int) {
-	pieces := payload.Split(reply, size)
+// part is a part a partsReplier sends: its number in the pieces of a
+// reply, and the run it names.
+type part struct {
+	seq int
+	run string
+}
+
+// partsReplier answers each request with the parts of the replies in
+// runs (by run), cut in pieces of size, sent as order says (the parts'
+// numbers and runs, in the order and as often as they are to go), on the
+// documented wire format alone.
+func (e *env) partsReplier(t *testing.T, ctx context.Context, runs map[string]string, size int, order []part) {
+	pieces := map[string][]string{}
+	for run, reply := range runs {
+		pieces[run] = payload.Split(reply, size)
+	}
 	e.rawRequests(t, ctx, new(sync.WaitGroup), func(m types.Message, host, name string) {
-		for _, i := range order {
-			pos := wire.StreamPos{Seq: i}
+		for _, p := range order {
+			i, pieces := p.seq, pieces[p.run]
+			pos := wire.StreamPos{Seq: i, Run: p.run}
 			if i == len(pieces)-1 {
 				pos.Mark = wire.MarkFinal
 			}
@@ -112,7 +124,11 @@ func TestReplyPartsOutOfOrderAndTwice(t *testing.T) {
 		reply := testbody.Text(5*payload.MinPart+100, 8) // six parts
 		ctx, stop := context.WithCancel(context.Background())
 		defer stop()
-		e.partsReplier(t, ctx, reply, payload.MinPart, []int{5, 2, 0, 2, 4, 1, 0, 3, 5})
+		var order []part
+		for _, i := range []int{5, 2, 0, 2, 4, 1, 0, 3, 5} {
+			order = append(order, part{i, "r1"})
+		}
+		e.partsReplier(t, ctx, map[string]string{"r1": reply}, payload.MinPart, order)
 		r := e.requester(t)
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
@@ -122,6 +138,31 @@ func TestReplyPartsOutOfOrderAndTwice(t *testing.T) {
 		}
 		if aws.ToString(m.Body) != reply {
 			t.Fatalf("joined %d bytes, not the %d sent", len(aws.ToString(m.Body)), len(reply))
+		}
+	})
+}
+
+// TestReplyPartsOfTwoRuns: the parts of a second run of the handler (its
+// request delivered again after the first run failed to send them all)
+// replace the first run's, whose stragglers are ignored: the reply joined
+// is the second run's alone.
+func TestReplyPartsOfTwoRuns(t *testing.T) {
+	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		first, second := strings.Repeat("1", 3*payload.MinPart), strings.Repeat("2", 3*payload.MinPart)
+		ctx, stop := context.WithCancel(context.Background())
+		defer stop()
+		e.partsReplier(t, ctx, map[string]string{"a": first, "b": second}, payload.MinPart,
+			[]part{{0, "a"}, {1, "a"}, {1, "b"}, {2, "a"}, {0, "b"}, {2, "b"}})
+		r := e.requester(t)
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		m, err := r.SendMessageAndGetResponse(cctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("twice")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if aws.ToString(m.Body) != second {
+			t.Fatalf("joined %d bytes, not the second run's reply", len(aws.ToString(m.Body)))
 		}
 	})
 }

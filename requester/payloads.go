@@ -108,6 +108,23 @@ func (c *Call) onPart(m types.Message, err error) bool {
 		return false
 	}
 	complete := false
+	if err == nil && pos.Run != c.run {
+		// Another run of the handler (the request was delivered again):
+		// its parts replace those of the run before, which failed to send
+		// them all and sends no more; any of that run's that straggle in
+		// are ignored.
+		if c.join != nil {
+			if c.gone == nil {
+				c.gone = make(map[string]bool, 1)
+			}
+			c.gone[c.run] = true
+		}
+		if c.gone[pos.Run] {
+			c.mu.Unlock()
+			return true
+		}
+		c.join, c.last, c.run = nil, nil, pos.Run
+	}
 	if err == nil {
 		if c.join == nil {
 			c.join = new(payload.Joiner)

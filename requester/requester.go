@@ -378,6 +378,8 @@ type Call struct {
 	stopWatch func() bool     // stops the context watch, set after the send
 	join      *payload.Joiner // a reply in parts being joined, until the call finishes
 	last      *types.Message  // a reply in parts' last part, once it arrived
+	run       string          // the run whose parts join names
+	gone      map[string]bool // runs whose parts were dropped for a later run's
 }
 
 // withdraw cancels the reply's expectation; false means the reply (or an

@@ -35,14 +35,20 @@ func (e overJoinError) Is(target error) bool { return target == errOverJoin }
 const partsInFlight = 4
 
 // maxPosBytes is the most a part's stream attribute value takes.
-var maxPosBytes = len(wire.FormatStream(wire.StreamPos{Seq: payload.MaxParts, Mark: wire.MarkFinal}))
+var maxPosBytes = len(wire.FormatStream(wire.StreamPos{Seq: payload.MaxParts, Mark: wire.MarkFinal, Run: newRun()}))
+
+// newRun returns a new name for the run whose reply goes in parts.
+func newRun() string { return uuid.NewString()[:8] }
 
 // buildParts cuts the body of entry, a reply too large for one message
 // even compressed, into the parts a requester that offered
 // payload.PartsToken joins (docs/wire.md, "Replies in parts"): each part
-// a message of the reply stream's numbering, the last one marked final
-// and carrying the reply's attributes; each part compressed on its own
-// when compress and that pays. It returns the parts before the last, and
+// a message of the reply stream's numbering and named by the run, the
+// last one marked final and carrying the reply's attributes; each part
+// compressed on its own when compress and that pays. Pieces are cut by
+// the plain body's size, so that each fits whatever compression makes of
+// it: larger pieces would save messages but no billed request, since
+// batches carry compressed parts several to a call. It returns the parts before the last, and
 // the last. It makes no call.
 func buildParts(entry types.SendMessageBatchRequestEntry, compress bool) ([]types.SendMessageBatchRequestEntry, types.SendMessageBatchRequestEntry, error) {
 	body := aws.ToString(entry.MessageBody)
@@ -69,9 +75,10 @@ func buildParts(entry types.SendMessageBatchRequestEntry, compress bool) ([]type
 		}
 	}
 	parts := make([]types.SendMessageBatchRequestEntry, 0, len(pieces)-1)
+	run := newRun()
 	for i, piece := range pieces {
 		last := i == len(pieces)-1
-		pos := wire.StreamPos{Seq: i}
+		pos := wire.StreamPos{Seq: i, Run: run}
 		a := maps.Clone(lean)
 		if last {
 			pos.Mark = wire.MarkFinal
