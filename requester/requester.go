@@ -76,6 +76,19 @@
 // PublishGather's requests, which cross a topic, go as they are. SQS's
 // 1 MiB applies to what is sent, so a large body that compresses well
 // fits (docs/wire.md, "Compression").
+//
+// # Large replies
+//
+// A call (SendMessageAndGetResponse, its Async form) offers to join a
+// reply in parts (TempQueues.Accept: parts): a responder with no
+// PayloadStore then sends a reply too large for one message even
+// compressed as parts of up to 1 MiB, which the call joins back
+// byte-exact, in whatever order and however often SQS delivers them, up
+// to 64 MiB (docs/limits.md). The caller gets one message: the joined
+// body, with the last part's attributes. Until every part arrived the
+// call holds what came, at most the 64 MiB, and drops it when it ends.
+// With a PayloadStore on the responder, the store carries such a reply
+// instead (docs/wire.md, "Replies in parts").
 package requester
 
 import (
@@ -128,9 +141,12 @@ var (
 	// ErrBadResponse is matched by the error of a call whose response
 	// cannot be read: its body travels compressed (docs/wire.md,
 	// "Compression") and does not decompress, or would inflate past 64
-	// MiB. A responder sends compressed replies only to requests that
-	// advertise them, and never such a one: it was damaged on its way, or
-	// came from something else.
+	// MiB; its parts do not join (docs/wire.md, "Replies in parts"); or
+	// the responder's reply was over the 64 MiB a reply may have in parts
+	// (docs/limits.md), which the responder says at once. A responder
+	// sends compressed replies and parts only to requests that advertise
+	// them, and never a damaged one: it was damaged on its way, or came
+	// from something else.
 	ErrBadResponse = errors.New("requester: bad response")
 )
 
@@ -213,9 +229,11 @@ type Options struct {
 	// the store and its message carries a pointer, which the responder
 	// reads (and deletes once it has replied); a reply that points to the
 	// store is read from it, and its object deleted. Without it, such a
-	// request fails before any call, and such a reply with an error
-	// matching ErrBadResponse and sqsapi.ErrNoPayloadStore. The nested
-	// module s3payload provides one on Amazon S3.
+	// request fails before any call, and a reply that points to a store
+	// with an error matching ErrBadResponse and sqsapi.ErrNoPayloadStore;
+	// a responder without a store sends a call's large reply in parts,
+	// which the call joins (the package doc's "Large replies"). The
+	// nested module s3payload provides one on Amazon S3.
 	PayloadStore sqsapi.PayloadStore
 	// DisableCompression leaves off the offer of compressed replies
 	// (TempQueues.Accept): responders then reply as they are. Responses
