@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/testkit/memstore"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
 	"github.com/tempqueues/tempqueues/internal/testkit/testbody"
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -204,4 +206,88 @@ func TestPayloadStoreNeedsAnAttributePlace(t *testing.T) {
 	if puts, _, _ := store.Calls(); puts != 0 || len(tap.sends()) != 0 {
 		t.Errorf("%d puts and %d sends, want none", puts, len(tap.sends()))
 	}
+}
+
+// TestPayloadStoreReplyStream: with a PayloadStore on both sides, a reply
+// stream's messages and its final reply too large for one message even
+// compressed travel as pointers and reach Next byte-exact, in order;
+// every object is deleted once read.
+func TestPayloadStoreReplyStream(t *testing.T) {
+	e := newEnv(t, sqstestenv.SQSTest(t))
+	store := memstore.New("tq-stream")
+	bodies := []string{testbody.Random(2<<20, 21), "small", testbody.Random(3<<20, 22)}
+	final := testbody.Random(2<<20, 23)
+	_, _ = runResponder(t, e, e.raw, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+		for _, b := range bodies {
+			if err := req.Send(ctx, &responder.Reply{Body: b}); err != nil {
+				return nil, err
+			}
+		}
+		return &responder.Reply{Body: final}, nil
+	}, func(o *responder.Options) { o.PayloadStore = store })
+	r, tap := e.tapped(t, func(o *requester.Options) { o.PayloadStore = store })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := r.SendMessageAndStream(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("stream")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range append(bodies, final) {
+		m, err := s.Next(ctx)
+		if err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		if aws.ToString(m.Body) != want {
+			t.Fatalf("message %d: %d bytes, want the %d sent", i, len(aws.ToString(m.Body)), len(want))
+		}
+		if _, ok := m.MessageAttributes[payload.SizeAttribute]; ok {
+			t.Errorf("message %d: the caller sees %s", i, payload.SizeAttribute)
+		}
+	}
+	if _, err := s.Next(ctx); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the final reply: %v, want io.EOF", err)
+	}
+	pointers := 0
+	for _, m := range tap.receives() {
+		if _, ok := payload.ParsePointer(m); ok {
+			pointers++
+		}
+	}
+	if pointers != 3 {
+		t.Errorf("%d pointers received, want the 3 large messages'", pointers)
+	}
+	waitEmpty(t, store)
+}
+
+// TestPayloadStoreStreamStoppedEarly: a stream closed before its large
+// messages are read leaves no object behind.
+func TestPayloadStoreStreamStoppedEarly(t *testing.T) {
+	e := newEnv(t, sqstestenv.SQSTest(t))
+	store := memstore.New("tq-stopped")
+	sent := make(chan struct{})
+	_, _ = runResponder(t, e, e.raw, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+		for i := range 3 {
+			if err := req.Send(ctx, &responder.Reply{Body: testbody.Random(2<<20, uint64(30+i))}); err != nil {
+				return nil, err
+			}
+		}
+		close(sent)
+		return &responder.Reply{Body: testbody.Random(2<<20, 33)}, nil
+	}, func(o *responder.Options) { o.PayloadStore = store })
+	r := e.requester(t, func(o *requester.Options) { o.PayloadStore = store })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := r.SendMessageAndStream(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("stream")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Next(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-sent
+	s.Close()
+	if !testtime.Until(10*time.Second, func() bool { puts, _, _ := store.Calls(); return puts == 4 }) {
+		t.Fatal("the final reply never went to the store")
+	}
+	waitEmpty(t, store) // the unread messages' objects, buffered or late
 }

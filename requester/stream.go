@@ -187,6 +187,13 @@ func (s *Stream) Next(ctx context.Context) (*types.Message, error) {
 	for {
 		s.mu.Lock()
 		if m, ok := s.buf[s.next]; ok && !s.stopped && !s.completeLocked() {
+			if _, pointed := payload.ParsePointer(m); pointed {
+				s.mu.Unlock()
+				if err := s.fetch(ctx, m); err != nil {
+					return nil, err
+				}
+				continue
+			}
 			delete(s.buf, s.next)
 			s.next++
 			next, last := s.next, s.completeLocked()
@@ -216,6 +223,50 @@ func (s *Stream) Next(ctx context.Context) (*types.Message, error) {
 		case <-s.wake:
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		}
+	}
+}
+
+// fetch reads the body of m, the stream's next message, from
+// Options.PayloadStore, where m points (docs/wire.md, "Payloads in S3"),
+// on the reader's goroutine and under its ctx, puts it in m's place and
+// deletes the object. When ctx ends first, m stays for the next Next. A
+// pointer that cannot be read stops the stream with an error matching
+// ErrBadResponse.
+func (s *Stream) fetch(ctx context.Context, m types.Message) error {
+	out, p, _, err := payload.Fetch(ctx, s.r.opts.PayloadStore, m)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		s.r.failed.Add(1)
+		err = badResponse(s.requestID, err)
+		s.stop(err)
+		return err
+	}
+	s.r.background(func() { s.r.dropObject(&p) })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// Next is for one reader at a time: m is still at s.next, unless the
+	// stream stopped meanwhile.
+	if _, ok := s.buf[s.next]; ok {
+		s.buf[s.next] = out
+		if s.next == s.final && !s.endMark {
+			s.last = &out
+		}
+	}
+	return nil
+}
+
+// dropObjects deletes the objects that msgs, messages nobody will read,
+// point to in Options.PayloadStore.
+func (r *Requester) dropObjects(msgs ...types.Message) {
+	if r.opts.PayloadStore == nil {
+		return
+	}
+	for _, m := range msgs {
+		if p, ok := payload.ParsePointer(m); ok {
+			r.background(func() { r.dropObject(&p) })
 		}
 	}
 }
@@ -277,8 +328,13 @@ func (s *Stream) stop(err error) {
 	if !drainNow {
 		s.drain = time.AfterFunc(drainFor, func() { s.host.Unexpect(s.replyName) })
 	}
+	unread := make([]types.Message, 0, len(s.buf))
+	for _, m := range s.buf {
+		unread = append(unread, m)
+	}
 	s.buf = nil
 	s.mu.Unlock()
+	s.r.dropObjects(unread...)
 	if stopWatch != nil {
 		stopWatch()
 	}
@@ -352,6 +408,7 @@ func (s *Stream) onReply(m types.Message, err error) bool {
 	defer func() { // after the unlock below
 		if late {
 			s.r.tellLate(s.host.URL(), m, s.requestID)
+			s.r.dropObjects(m)
 		}
 		if s.sess != nil {
 			if pos.Credit > 0 {

@@ -334,3 +334,51 @@ func responseTarget(responseURL string) (target, name string, err error) {
 	}
 	return responseURL, "", nil
 }
+
+// streamAttrsBudget is what a stream's message may add to a reply's
+// attributes once built: the correlation id, the routing attribute, the
+// stream position with its credit and the origin, at their longest.
+const streamAttrsBudget = len(sqsapi.CorrelationIDAttribute) + len("String") + 200 +
+	len(sqsapi.VirtualQueueNameAttribute) + len("String") + sqsapi.MaxQueueNameLength +
+	len(sqsapi.StreamAttribute) + len("String") + 64 +
+	len(sqsapi.OriginAttribute) + len("String") + 1024
+
+// offloadStreamed returns msg, a message of a reply stream, as it can
+// go: one too large for a message even compressed, with
+// Options.PayloadStore set, put in the store, and returned as a copy
+// whose body is the pointer, with payload.SizeAttribute (docs/wire.md,
+// "Payloads in S3"); the requester reads it and deletes the object. The
+// pointer, if any, is returned too, for the caller to delete the object
+// if the message fails to go. It makes the store's call outside any lock
+// of the stream's, before the message is numbered.
+func (r *Responder) offloadStreamed(ctx context.Context, request types.Message, msg *Reply, more map[string]string, compress bool) (*Reply, *payload.Pointer, error) {
+	store := r.opts.PayloadStore
+	if store == nil || msg == nil || len(msg.Body)+wire.MessageSize(aws.String(""), msg.Attributes)+streamAttrsBudget <= sqsapi.MaxMessageSize {
+		return msg, nil, nil
+	}
+	_, entry, over, err := buildLargeReply(request, msg, more, compress, true)
+	if err != nil || !over {
+		return msg, nil, err
+	}
+	if len(entry.MessageAttributes)+1 > sqsapi.MaxMessageAttributes {
+		return nil, nil, wire.Invalid(opSendResponse, "MessageAttributes", "no place left among SQS's %d attributes for %s, which a message sent through Options.PayloadStore needs", sqsapi.MaxMessageAttributes, payload.SizeAttribute)
+	}
+	attrs := maps.Clone(msg.Attributes)
+	if attrs == nil {
+		attrs = make(map[string]types.MessageAttributeValue, 1)
+	}
+	deadline, _, _ := wire.Deadline(request)
+	p, err := payload.Offload(ctx, store, msg.Body, attrs, deadline)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", opSendResponse, err)
+	}
+	return &Reply{Body: p.String(), Attributes: attrs, SystemAttributes: msg.SystemAttributes}, &p, nil
+}
+
+// dropObject deletes the object p names from Options.PayloadStore, if p
+// is set: its message did not go.
+func (r *Responder) dropObject(p *payload.Pointer) {
+	if p != nil && r.opts.PayloadStore != nil {
+		deleteObject(r.opts.PayloadStore, *p, r.log)
+	}
+}
