@@ -291,3 +291,64 @@ func TestPayloadStoreStreamStoppedEarly(t *testing.T) {
 	}
 	waitEmpty(t, store) // the unread messages' objects, buffered or late
 }
+
+// TestPayloadStoreSession: with a PayloadStore on both sides, a
+// session's messages too large for one message even compressed travel
+// through it both ways, byte-exact and in order; every object is
+// deleted once read.
+func TestPayloadStoreSession(t *testing.T) {
+	e := newEnv(t, sqstestenv.SQSTest(t))
+	store := memstore.New("tq-session")
+	up := []string{testbody.Random(2<<20, 41), "small", testbody.Random(2<<20, 42)}
+	down := testbody.Random(2<<20, 43)
+	_, _ = runResponder(t, e, e.raw, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+		for i := 0; ; i++ {
+			m, err := req.Recv(ctx)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return nil, err
+			}
+			if i >= len(up) || aws.ToString(m.Body) != up[i] {
+				return nil, fmt.Errorf("message %d: %d bytes, not the %d sent", i, len(aws.ToString(m.Body)), len(up[i%len(up)]))
+			}
+			if _, ok := m.MessageAttributes[payload.SizeAttribute]; ok {
+				return nil, fmt.Errorf("message %d: the handler sees %s", i, payload.SizeAttribute)
+			}
+			if err := req.Send(ctx, &responder.Reply{Body: down}); err != nil {
+				return nil, err
+			}
+		}
+		return &responder.Reply{Body: "done"}, nil
+	}, func(o *responder.Options) { o.PayloadStore = store })
+	r := e.requester(t, func(o *requester.Options) { o.PayloadStore = store })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := r.OpenSession(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("session")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range up {
+		if err := s.Send(ctx, &requester.Message{Body: b}); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	s.CloseSend()
+	for i := range up {
+		m, err := s.Next(ctx)
+		if err != nil {
+			t.Fatalf("reply %d: %v", i, err)
+		}
+		if aws.ToString(m.Body) != down {
+			t.Fatalf("reply %d: %d bytes, not the %d sent", i, len(aws.ToString(m.Body)), len(down))
+		}
+	}
+	if m, err := s.Next(ctx); err != nil || aws.ToString(m.Body) != "done" {
+		t.Fatalf("final reply: %v", err)
+	}
+	waitEmpty(t, store)
+	if puts, _, _ := store.Calls(); puts != 5 {
+		t.Errorf("%d puts, want 5: 2 up, 3 down", puts)
+	}
+}

@@ -382,3 +382,21 @@ func (r *Responder) dropObject(p *payload.Pointer) {
 		deleteObject(r.opts.PayloadStore, *p, r.log)
 	}
 }
+
+// dropUnread deletes, off the caller's goroutine, the objects in
+// Options.PayloadStore of msgs, a session's messages its handler never
+// read. Shutdown waits for the deletes.
+func (r *Responder) dropUnread(msgs []types.Message) {
+	if r.opts.PayloadStore == nil {
+		return
+	}
+	for _, m := range msgs {
+		if p, ok := payload.ParsePointer(m); ok {
+			r.payloadDeletes.Add(1)
+			go func() {
+				defer r.payloadDeletes.Done()
+				r.dropObject(&p)
+			}()
+		}
+	}
+}
