@@ -352,3 +352,45 @@ func TestPayloadStoreSession(t *testing.T) {
 		t.Errorf("%d puts, want 5: 2 up, 3 down", puts)
 	}
 }
+
+// TestPayloadStoreGather: a PublishGather's replies too large for one
+// message even compressed come through the PayloadStore, each read
+// byte-exact and its object deleted.
+func TestPayloadStoreGather(t *testing.T) {
+	e := newEnv(t, sqstestenv.SQSTest(t))
+	store := memstore.New("tq-gather")
+	out, err := e.raw.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String(sqstestenv.QueueName(t, "other"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = e.raw.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
+	other := *e
+	other.queue = *out.QueueUrl
+	replies := map[string]string{e.queue: testbody.Random(2<<20, 51), other.queue: testbody.Random(2<<20, 52)}
+	for _, env := range []*env{e, &other} {
+		_, _ = runResponder(t, env, e.raw, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+			return &responder.Reply{Body: replies[req.QueueURL]}, nil
+		}, func(o *responder.Options) { o.PayloadStore = store })
+	}
+	pub := publisherFunc(func(ctx context.Context, body string, attrs map[string]types.MessageAttributeValue) error {
+		for q := range replies {
+			if _, err := e.raw.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(q), MessageBody: aws.String(body), MessageAttributes: attrs}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	r := e.requester(t, func(o *requester.Options) { o.PayloadStore = store })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	got, err := r.PublishGather(ctx, pub, &sqs.SendMessageInput{MessageBody: aws.String("report?")}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range got {
+		if want := replies[g.Origin]; aws.ToString(g.Message.Body) != want {
+			t.Errorf("the reply from %s: %d bytes, want the %d sent", g.Origin, len(aws.ToString(g.Message.Body)), len(want))
+		}
+	}
+	waitEmpty(t, store)
+}
