@@ -216,8 +216,11 @@ func TestPayloadStoreReplyStream(t *testing.T) {
 	e := newEnv(t, sqstestenv.SQSTest(t))
 	store := memstore.New("tq-stream")
 	bodies := []string{testbody.Random(2<<20, 21), "small", testbody.Random(3<<20, 22)}
-	final := testbody.Random(2<<20, 23)
+	final, request := testbody.Random(2<<20, 23), testbody.Random(2<<20, 24)
 	_, _ = runResponder(t, e, e.raw, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+		if req.Body() != request {
+			return nil, fmt.Errorf("the handler got %d bytes, not the request's %d", len(req.Body()), len(request))
+		}
 		for _, b := range bodies {
 			if err := req.Send(ctx, &responder.Reply{Body: b}); err != nil {
 				return nil, err
@@ -228,7 +231,7 @@ func TestPayloadStoreReplyStream(t *testing.T) {
 	r, tap := e.tapped(t, func(o *requester.Options) { o.PayloadStore = store })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	s, err := r.SendMessageAndStream(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("stream")})
+	s, err := r.SendMessageAndStream(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String(request)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,6 +260,9 @@ func TestPayloadStoreReplyStream(t *testing.T) {
 		t.Errorf("%d pointers received, want the 3 large messages'", pointers)
 	}
 	waitEmpty(t, store)
+	if puts, _, _ := store.Calls(); puts != 4 {
+		t.Errorf("%d puts, want 4: the request, 3 replies", puts)
+	}
 }
 
 // TestPayloadStoreStreamStoppedEarly: a stream closed before its large
@@ -300,8 +306,11 @@ func TestPayloadStoreSession(t *testing.T) {
 	e := newEnv(t, sqstestenv.SQSTest(t))
 	store := memstore.New("tq-session")
 	up := []string{testbody.Random(2<<20, 41), "small", testbody.Random(2<<20, 42)}
-	down := testbody.Random(2<<20, 43)
+	down, request := testbody.Random(2<<20, 43), testbody.Random(2<<20, 44)
 	_, _ = runResponder(t, e, e.raw, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+		if req.Body() != request {
+			return nil, fmt.Errorf("the handler got %d bytes, not the request's %d", len(req.Body()), len(request))
+		}
 		for i := 0; ; i++ {
 			m, err := req.Recv(ctx)
 			if errors.Is(err, io.EOF) {
@@ -325,7 +334,7 @@ func TestPayloadStoreSession(t *testing.T) {
 	r := e.requester(t, func(o *requester.Options) { o.PayloadStore = store })
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	s, err := r.OpenSession(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("session")})
+	s, err := r.OpenSession(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String(request)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,8 +357,8 @@ func TestPayloadStoreSession(t *testing.T) {
 		t.Fatalf("final reply: %v", err)
 	}
 	waitEmpty(t, store)
-	if puts, _, _ := store.Calls(); puts != 5 {
-		t.Errorf("%d puts, want 5: 2 up, 3 down", puts)
+	if puts, _, _ := store.Calls(); puts != 6 {
+		t.Errorf("%d puts, want 6: the request and 2 up, 3 down", puts)
 	}
 }
 

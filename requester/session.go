@@ -148,7 +148,7 @@ func (r *Requester) OpenSession(ctx context.Context, in *sqs.SendMessageInput, o
 		return nil, wire.Invalid(op, "IdleTimeout", "%v is below 100ms", so.IdleTimeout)
 	}
 	in, replyName, after := r.onSend(ctx, in)
-	requestID, attrs, body, _, err := r.checkRequest(op, in, compressIfPays, sqsapi.StreamAttribute)
+	requestID, attrs, body, offload, err := r.checkRequest(op, in, compressOrOffload, sqsapi.StreamAttribute)
 	if err != nil {
 		r.after(after, nil, err)
 		return nil, err
@@ -167,7 +167,7 @@ func (r *Requester) OpenSession(ctx context.Context, in *sqs.SendMessageInput, o
 		r.after(after, nil, ErrClosed)
 		return nil, ErrClosed
 	}
-	if err := s.open(ctx, in, attrs, nil); err != nil {
+	if err := s.open(ctx, in, attrs, nil, offload); err != nil {
 		r.untrack(sess)
 		r.after(after, nil, err)
 		return nil, err

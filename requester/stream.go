@@ -78,7 +78,7 @@ type Stream struct {
 func (r *Requester) SendMessageAndStream(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*Stream, error) {
 	const op = "requester.SendMessageAndStream"
 	in, replyName, after := r.onSend(ctx, in)
-	requestID, attrs, body, _, err := r.checkRequest(op, in, compressIfPays, sqsapi.StreamAttribute)
+	requestID, attrs, body, offload, err := r.checkRequest(op, in, compressOrOffload, sqsapi.StreamAttribute)
 	if err != nil {
 		r.after(after, nil, err)
 		return nil, err
@@ -90,7 +90,7 @@ func (r *Requester) SendMessageAndStream(ctx context.Context, in *sqs.SendMessag
 	if s.requestID == "" {
 		s.requestID = s.replyName
 	}
-	if err := s.open(ctx, in, attrs, optFns); err != nil {
+	if err := s.open(ctx, in, attrs, optFns, offload); err != nil {
 		r.after(after, nil, err)
 		return nil, err
 	}
@@ -98,8 +98,9 @@ func (r *Requester) SendMessageAndStream(ctx context.Context, in *sqs.SendMessag
 }
 
 // open registers the stream on the host, sends its request and starts
-// watching its context.
-func (s *Stream) open(ctx context.Context, in *sqs.SendMessageInput, attrs map[string]types.MessageAttributeValue, optFns []func(*sqs.Options)) error {
+// watching its context. With offload, the request's body goes to
+// Options.PayloadStore first, and the request carries its pointer.
+func (s *Stream) open(ctx context.Context, in *sqs.SendMessageInput, attrs map[string]types.MessageAttributeValue, optFns []func(*sqs.Options), offload bool) error {
 	r := s.r
 	for i, fn := range optFns {
 		if fn == nil {
@@ -119,6 +120,21 @@ func (s *Stream) open(ctx context.Context, in *sqs.SendMessageInput, attrs map[s
 	}
 	attrs[sqsapi.ResponseQueueURLAttribute] = wire.StringAttribute(wire.VirtualQueueURL(s.host.URL(), s.replyName))
 	attrs[sqsapi.RequestIDAttribute] = wire.StringAttribute(s.requestID)
+	var object *payload.Pointer
+	if offload {
+		deadline, _ := s.ctx.Deadline()
+		p, err := payload.Offload(s.ctx, r.opts.PayloadStore, *in.MessageBody, attrs, deadline)
+		if err != nil {
+			s.host.Unexpect(s.replyName)
+			if s.cancelCtx != nil {
+				s.cancelCtx()
+			}
+			r.failed.Add(1)
+			return fmt.Errorf("%s: %w", s.op(), err)
+		}
+		object = &p
+		in = withBody(in, aws.String(p.String()))
+	}
 	r.stamp(s.ctx, in.MessageBody, s.queueURL, attrs, false)
 	req := *in
 	req.MessageAttributes = attrs
@@ -129,6 +145,7 @@ func (s *Stream) open(ctx context.Context, in *sqs.SendMessageInput, attrs map[s
 			s.abandonUnsent(err)
 		} else {
 			s.host.Unexpect(s.replyName)
+			r.dropObject(object) // nobody will read it
 		}
 		if s.cancelCtx != nil {
 			s.cancelCtx()
@@ -146,6 +163,14 @@ func (s *Stream) open(ctx context.Context, in *sqs.SendMessageInput, attrs map[s
 	}
 	s.mu.Unlock()
 	return nil
+}
+
+// op names the call that opened s.
+func (s *Stream) op() string {
+	if s.sess != nil {
+		return "requester.OpenSession"
+	}
+	return "requester.SendMessageAndStream"
 }
 
 // withBody returns in with body as its body: in itself when that is its
