@@ -228,7 +228,11 @@ type Options struct {
 	// clients (docs/wire.md, "Payloads in S3"): a request's body goes to
 	// the store and its message carries a pointer, which the responder
 	// reads (and deletes once it has replied); a reply that points to the
-	// store is read from it, and its object deleted. Without it, such a
+	// store is read from it, and its object deleted. So do a stream's
+	// and a session's requests and messages, both ways (Stream.Next reads
+	// a pointer when it takes its message), and a PublishGather's
+	// replies; not a PublishGather's request, which several responders
+	// read. Without it, such a
 	// request fails before any call, and a reply that points to a store
 	// with an error matching ErrBadResponse and sqsapi.ErrNoPayloadStore;
 	// a responder without a store sends a call's large reply in parts,

@@ -75,8 +75,9 @@ type Options struct {
 	// fails (and its queue's redrive policy dead-letters it), as does a
 	// request whose object is missing; a reply that does not fit travels
 	// in parts to a requester that joins them, and fails as an invalid
-	// reply to any other (the package doc's "Large replies"). Streams'
-	// and sessions' messages do not go through it. The nested module
+	// reply to any other (the package doc's "Large replies"). A stream's
+	// and a session's messages go through it too, both ways: Request.Recv
+	// reads a caller's from it and deletes the object. The nested module
 	// s3payload provides one on Amazon S3.
 	PayloadStore sqsapi.PayloadStore
 	// DisableCompression sends every reply as it is, even to a requester
