@@ -195,9 +195,16 @@ func TestReplyPartsGivenUp(t *testing.T) {
 		r := e.requester(t)
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
-		_, err := r.SendMessageAndGetResponse(cctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("slow")})
-		if !errors.Is(err, requester.ErrTimeout) {
+		call, err := r.SendMessageAndGetResponseAsync(cctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("slow")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		testtime.Eventually(t, 500*time.Millisecond, "the first parts held", func() bool { return requester.Held(call) == 2*payload.MinPart })
+		if _, err := call.Wait(ctx); !errors.Is(err, requester.ErrTimeout) {
 			t.Fatalf("%v, want ErrTimeout", err)
+		}
+		if n := requester.Held(call); n != 0 {
+			t.Errorf("%d bytes held after the call ended", n)
 		}
 		testtime.Eventually(t, 10*time.Second, "the late parts", func() bool { return r.Stats().LateReplies >= 1 })
 		if st := r.Stats(); st.Pending != 0 {
