@@ -384,8 +384,8 @@ func (r *Responder) dropObject(p *payload.Pointer) {
 }
 
 // dropUnread deletes, off the caller's goroutine, the objects in
-// Options.PayloadStore of msgs, a session's messages its handler never
-// read. Shutdown waits for the deletes.
+// Options.PayloadStore that msgs point to: a session's messages its
+// handler read, or never will. Shutdown waits for the deletes.
 func (r *Responder) dropUnread(msgs []types.Message) {
 	if r.opts.PayloadStore == nil {
 		return

@@ -611,12 +611,12 @@ func (sess *session) recv(ctx context.Context) (*types.Message, error) {
 // m's place.
 func (sess *session) fetch(ctx context.Context, m types.Message) error {
 	r := sess.s.r
-	out, p, _, err := payload.Fetch(ctx, r.opts.PayloadStore, m)
+	out, _, _, err := payload.Fetch(ctx, r.opts.PayloadStore, m)
 	if err != nil && ctx.Err() != nil {
 		return ctxErr(ctx)
 	}
 	if err == nil {
-		r.dropObject(&p)
+		r.dropUnread([]types.Message{m}) // read now: off the handler's way
 	}
 	sess.mu.Lock()
 	defer sess.mu.Unlock()
