@@ -153,7 +153,7 @@ func TestCompressedReplies(t *testing.T) {
 		}
 		checkPlain(t, "the reply", m, big)
 		sent := tap.sends()
-		if len(sent) != 1 || aws.ToString(sent[0].MessageAttributes[sqsapi.AcceptAttribute].StringValue) != "gzip" {
+		if len(sent) != 1 || !payload.Accepts(sent[0].MessageAttributes) {
 			t.Fatalf("requests sent %v, want one offering gzip", sent)
 		}
 		got := tap.receives()
@@ -240,8 +240,11 @@ func TestCompressionDisabled(t *testing.T) {
 		}
 		checkPlain(t, c.name, m, big)
 		for _, s := range tap.sends() {
-			if _, ok := s.MessageAttributes[sqsapi.AcceptAttribute]; ok != (c.queue == *other.QueueUrl) {
+			if ok := payload.Accepts(s.MessageAttributes); ok != (c.queue == *other.QueueUrl) {
 				t.Errorf("%s: the request offers gzip: %v", c.name, ok)
+			}
+			if !payload.AcceptsParts(s.MessageAttributes) {
+				t.Errorf("%s: the call does not offer parts", c.name)
 			}
 		}
 		for _, m := range tap.receives() {

@@ -172,23 +172,24 @@ func (r *Requester) PublishGather(ctx context.Context, p Publisher, in *sqs.Send
 	if r.isClosed() {
 		return nil, ErrClosed
 	}
-	g := &gathering{want: want, seen: make(map[string]bool), wake: make(chan struct{}, 1)}
+	g := &gathering{r: r, want: want, seen: make(map[string]bool), wake: make(chan struct{}, 1)}
 	replyName := uuid.NewString()
 	if requestID == "" {
 		requestID = replyName
 	}
+	gctx, cancel := r.gatherContext(ctx)
+	defer cancel()
+	g.ctx = gctx // before the host may route a reply to g
 	host, err := r.expectWith(ctx, func(h *hostq.Host) error { return h.ExpectMany(replyName, g.onReply) })
 	if err != nil {
 		return nil, r.closedErr(err)
 	}
 	defer host.Unexpect(replyName)
-	gctx, cancel := r.gatherContext(ctx)
-	defer cancel()
 	attrs[sqsapi.ResponseQueueURLAttribute] = wire.StringAttribute(wire.VirtualQueueURL(host.URL(), replyName))
 	attrs[sqsapi.RequestIDAttribute] = wire.StringAttribute(requestID)
 	attrs[sqsapi.OriginAttribute] = wire.StringAttribute("1")
 	if !r.opts.DisableCompression {
-		payload.Advertise(attrs, in.MessageBody, "topic")
+		payload.Advertise(attrs, in.MessageBody, "topic", payload.Codec)
 	}
 	sentAt := time.Now()
 	if err := p.Publish(gctx, aws.ToString(in.MessageBody), attrs); err != nil {
@@ -229,6 +230,8 @@ func (r *Requester) PublishGather(ctx context.Context, p Publisher, in *sqs.Send
 
 // gathering collects the replies of a PublishGather.
 type gathering struct {
+	r    *Requester
+	ctx  context.Context // bounds the reads of replies from Options.PayloadStore
 	want int
 	wake chan struct{}
 
@@ -242,13 +245,31 @@ type gathering struct {
 // onReply takes a reply on a host poller and reports whether more are
 // wanted.
 func (g *gathering) onReply(m types.Message, err error) bool {
+	if _, ok := payload.ParsePointer(m); ok && err == nil {
+		// Its body is in Options.PayloadStore: read off the host's
+		// poller, and its object deleted, read or not.
+		g.r.background(func() {
+			out, p, _, ferr := payload.Fetch(g.ctx, g.r.opts.PayloadStore, m)
+			if g.r.opts.PayloadStore != nil {
+				g.r.dropObject(&p)
+			}
+			if ferr != nil {
+				g.mu.Lock()
+				g.bad = append(g.bad, ferr)
+				g.mu.Unlock()
+				g.signal()
+				return
+			}
+			g.onReply(out, nil)
+		})
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return len(g.got) < g.want
+	}
 	g.mu.Lock()
 	defer func() {
 		g.mu.Unlock()
-		select {
-		case g.wake <- struct{}{}:
-		default:
-		}
+		g.signal()
 	}()
 	if err != nil {
 		g.err = err
@@ -273,4 +294,12 @@ func (g *gathering) onReply(m types.Message, err error) bool {
 		g.got = append(g.got, Gathered{Origin: origin, Message: &m})
 	}
 	return len(g.got) < g.want
+}
+
+// signal wakes the gather's caller.
+func (g *gathering) signal() {
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
 }

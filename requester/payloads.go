@@ -2,13 +2,17 @@ package requester
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/hostq"
 	"github.com/tempqueues/tempqueues/internal/payload"
+	"github.com/tempqueues/tempqueues/internal/wire"
+	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 // objectDeleteTimeout bounds the delete of a payload's object.
@@ -67,4 +71,91 @@ func (r *Requester) background(f func()) {
 		defer r.payloadWork.Done()
 		f()
 	}()
+}
+
+// onPart takes a message the host routed to the call (on a poller
+// goroutine; the host deletes it afterwards) and reports whether more are
+// expected: a reply too large for one message comes in parts, which the
+// call joins (docs/wire.md, "Replies in parts"); any other reply, or an
+// error, finishes the call as onReply does.
+func (c *Call) onPart(m types.Message, err error) bool {
+	if err != nil {
+		c.onReply(m, err)
+		return false
+	}
+	if ctl, isControl, ok := wire.ControlOf(m); isControl {
+		if ok && ctl.Verb == wire.ControlAbort {
+			// The responder's reply cannot travel, even in parts: the
+			// call fails now rather than at its deadline.
+			c.r.failed.Add(1)
+			c.finish(nil, badResponse(c.requestID, fmt.Errorf("the responder could not send its reply: %s", ctl.Reason)))
+		}
+		// Any other control message is for a session, not a call.
+		return !ok || ctl.Verb != wire.ControlAbort
+	}
+	pos, ok := wire.StreamOf(m)
+	if !ok {
+		c.onReply(m, nil)
+		return false
+	}
+	part, _, err := payload.Decode(m)
+	if err == nil && pos.Mark == wire.MarkEnd {
+		err = fmt.Errorf("%w: an end mark among a reply's parts", payload.ErrCorrupt)
+	}
+	c.mu.Lock()
+	if c.finished {
+		c.mu.Unlock()
+		return false
+	}
+	complete := false
+	if err == nil && pos.Run != c.run {
+		// Another run of the handler (the request was delivered again):
+		// its parts replace those of the run before, which failed to send
+		// them all and sends no more; any of that run's that straggle in
+		// are ignored.
+		if c.join != nil {
+			if c.gone == nil {
+				c.gone = make(map[string]bool, 1)
+			}
+			c.gone[c.run] = true
+		}
+		if c.gone[pos.Run] {
+			c.mu.Unlock()
+			return true
+		}
+		c.join, c.last, c.run = nil, nil, pos.Run
+	}
+	if err == nil {
+		if c.join == nil {
+			c.join = new(payload.Joiner)
+		}
+		complete, err = c.join.Add(pos.Seq, pos.Mark == wire.MarkFinal, aws.ToString(part.Body))
+		if pos.Mark == wire.MarkFinal {
+			c.last = &part // its attributes are the reply's
+		}
+	}
+	var reply types.Message
+	if complete {
+		reply = *c.last
+		reply.Body = aws.String(c.join.Body())
+		attrs := make(map[string]types.MessageAttributeValue, len(reply.MessageAttributes))
+		for k, v := range reply.MessageAttributes {
+			if k != sqsapi.StreamAttribute {
+				attrs[k] = v
+			}
+		}
+		reply.MessageAttributes = attrs
+	}
+	c.mu.Unlock()
+	switch {
+	case err != nil:
+		c.r.failed.Add(1)
+		c.finish(nil, badResponse(c.requestID, err))
+		return false
+	case complete:
+		c.r.replied.Add(1)
+		c.finish(&reply, nil)
+		return false
+	}
+	return true
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"testing"
@@ -207,4 +208,200 @@ func TestPayloadStoreNeedsAnAttributePlace(t *testing.T) {
 	if puts, _, _ := store.Calls(); puts != 0 || len(tap.sends()) != 0 {
 		t.Errorf("%d puts and %d sends, want none", puts, len(tap.sends()))
 	}
+}
+
+// TestPayloadStoreReplyStream: with a PayloadStore on both sides, a reply
+// stream's messages and its final reply too large for one message even
+// compressed travel as pointers and reach Next byte-exact, in order;
+// every object is deleted once read.
+func TestPayloadStoreReplyStream(t *testing.T) {
+	e := newEnv(t, sqstestenv.SQSTest(t))
+	store := memstore.New("tq-stream")
+	bodies := []string{testbody.Random(2<<20, 21), "small", testbody.Random(3<<20, 22)}
+	final, request := testbody.Random(2<<20, 23), testbody.Random(2<<20, 24)
+	_, _ = runResponder(t, e, e.raw, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+		if req.Body() != request {
+			return nil, fmt.Errorf("the handler got %d bytes, not the request's %d", len(req.Body()), len(request))
+		}
+		for _, b := range bodies {
+			if err := req.Send(ctx, &responder.Reply{Body: b}); err != nil {
+				return nil, err
+			}
+		}
+		return &responder.Reply{Body: final}, nil
+	}, func(o *responder.Options) { o.PayloadStore = store })
+	r, tap := e.tapped(t, func(o *requester.Options) { o.PayloadStore = store })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := r.SendMessageAndStream(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String(request)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range append(bodies, final) {
+		m, err := s.Next(ctx)
+		if err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		if aws.ToString(m.Body) != want {
+			t.Fatalf("message %d: %d bytes, want the %d sent", i, len(aws.ToString(m.Body)), len(want))
+		}
+		if _, ok := m.MessageAttributes[payload.SizeAttribute]; ok {
+			t.Errorf("message %d: the caller sees %s", i, payload.SizeAttribute)
+		}
+	}
+	if _, err := s.Next(ctx); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the final reply: %v, want io.EOF", err)
+	}
+	pointers := 0
+	for _, m := range tap.receives() {
+		if _, ok := payload.ParsePointer(m); ok {
+			pointers++
+		}
+	}
+	if pointers != 3 {
+		t.Errorf("%d pointers received, want the 3 large messages'", pointers)
+	}
+	waitEmpty(t, store)
+	if puts, _, _ := store.Calls(); puts != 4 {
+		t.Errorf("%d puts, want 4: the request, 3 replies", puts)
+	}
+}
+
+// TestPayloadStoreStreamStoppedEarly: a stream closed before its large
+// messages are read leaves no object behind.
+func TestPayloadStoreStreamStoppedEarly(t *testing.T) {
+	e := newEnv(t, sqstestenv.SQSTest(t))
+	store := memstore.New("tq-stopped")
+	sent := make(chan struct{})
+	_, _ = runResponder(t, e, e.raw, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+		for i := range 3 {
+			if err := req.Send(ctx, &responder.Reply{Body: testbody.Random(2<<20, uint64(30+i))}); err != nil {
+				return nil, err
+			}
+		}
+		close(sent)
+		return &responder.Reply{Body: testbody.Random(2<<20, 33)}, nil
+	}, func(o *responder.Options) { o.PayloadStore = store })
+	r := e.requester(t, func(o *requester.Options) { o.PayloadStore = store })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := r.SendMessageAndStream(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("stream")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Next(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-sent
+	s.Close()
+	if !testtime.Until(10*time.Second, func() bool { puts, _, _ := store.Calls(); return puts == 4 }) {
+		t.Fatal("the final reply never went to the store")
+	}
+	waitEmpty(t, store) // the unread messages' objects, buffered or late
+}
+
+// TestPayloadStoreSession: with a PayloadStore on both sides, a
+// session's messages too large for one message even compressed travel
+// through it both ways, byte-exact and in order; every object is
+// deleted once read.
+func TestPayloadStoreSession(t *testing.T) {
+	e := newEnv(t, sqstestenv.SQSTest(t))
+	store := memstore.New("tq-session")
+	up := []string{testbody.Random(2<<20, 41), "small", testbody.Random(2<<20, 42)}
+	down, request := testbody.Random(2<<20, 43), testbody.Random(2<<20, 44)
+	_, _ = runResponder(t, e, e.raw, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+		if req.Body() != request {
+			return nil, fmt.Errorf("the handler got %d bytes, not the request's %d", len(req.Body()), len(request))
+		}
+		for i := 0; ; i++ {
+			m, err := req.Recv(ctx)
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				return nil, err
+			}
+			if i >= len(up) || aws.ToString(m.Body) != up[i] {
+				return nil, fmt.Errorf("message %d: %d bytes, not the %d sent", i, len(aws.ToString(m.Body)), len(up[i%len(up)]))
+			}
+			if _, ok := m.MessageAttributes[payload.SizeAttribute]; ok {
+				return nil, fmt.Errorf("message %d: the handler sees %s", i, payload.SizeAttribute)
+			}
+			if err := req.Send(ctx, &responder.Reply{Body: down}); err != nil {
+				return nil, err
+			}
+		}
+		return &responder.Reply{Body: "done"}, nil
+	}, func(o *responder.Options) { o.PayloadStore = store })
+	r := e.requester(t, func(o *requester.Options) { o.PayloadStore = store })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := r.OpenSession(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String(request)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, b := range up {
+		if err := s.Send(ctx, &requester.Message{Body: b}); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	s.CloseSend()
+	for i := range up {
+		m, err := s.Next(ctx)
+		if err != nil {
+			t.Fatalf("reply %d: %v", i, err)
+		}
+		if aws.ToString(m.Body) != down {
+			t.Fatalf("reply %d: %d bytes, not the %d sent", i, len(aws.ToString(m.Body)), len(down))
+		}
+	}
+	if m, err := s.Next(ctx); err != nil || aws.ToString(m.Body) != "done" {
+		t.Fatalf("final reply: %v", err)
+	}
+	waitEmpty(t, store)
+	if puts, _, _ := store.Calls(); puts != 6 {
+		t.Errorf("%d puts, want 6: the request and 2 up, 3 down", puts)
+	}
+}
+
+// TestPayloadStoreGather: a PublishGather's replies too large for one
+// message even compressed come through the PayloadStore, each read
+// byte-exact and its object deleted.
+func TestPayloadStoreGather(t *testing.T) {
+	e := newEnv(t, sqstestenv.SQSTest(t))
+	store := memstore.New("tq-gather")
+	out, err := e.raw.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String(sqstestenv.QueueName(t, "other"))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = e.raw.DeleteQueue(context.Background(), &sqs.DeleteQueueInput{QueueUrl: out.QueueUrl}) })
+	other := *e
+	other.queue = *out.QueueUrl
+	replies := map[string]string{e.queue: testbody.Random(2<<20, 51), other.queue: testbody.Random(2<<20, 52)}
+	for _, env := range []*env{e, &other} {
+		_, _ = runResponder(t, env, e.raw, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+			return &responder.Reply{Body: replies[req.QueueURL]}, nil
+		}, func(o *responder.Options) { o.PayloadStore = store })
+	}
+	pub := publisherFunc(func(ctx context.Context, body string, attrs map[string]types.MessageAttributeValue) error {
+		for q := range replies {
+			if _, err := e.raw.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: aws.String(q), MessageBody: aws.String(body), MessageAttributes: attrs}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	r := e.requester(t, func(o *requester.Options) { o.PayloadStore = store })
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	got, err := r.PublishGather(ctx, pub, &sqs.SendMessageInput{MessageBody: aws.String("report?")}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range got {
+		if want := replies[g.Origin]; aws.ToString(g.Message.Body) != want {
+			t.Errorf("the reply from %s: %d bytes, want the %d sent", g.Origin, len(aws.ToString(g.Message.Body)), len(want))
+		}
+	}
+	waitEmpty(t, store)
 }

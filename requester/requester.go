@@ -76,6 +76,19 @@
 // PublishGather's requests, which cross a topic, go as they are. SQS's
 // 1 MiB applies to what is sent, so a large body that compresses well
 // fits (docs/wire.md, "Compression").
+//
+// # Large replies
+//
+// A call (SendMessageAndGetResponse, its Async form) offers to join a
+// reply in parts (TempQueues.Accept: parts): a responder with no
+// PayloadStore then sends a reply too large for one message even
+// compressed as parts of up to 1 MiB, which the call joins back
+// byte-exact, in whatever order and however often SQS delivers them, up
+// to 64 MiB (docs/limits.md). The caller gets one message: the joined
+// body, with the last part's attributes. Until every part arrived the
+// call holds what came, at most the 64 MiB, and drops it when it ends.
+// With a PayloadStore on the responder, the store carries such a reply
+// instead (docs/wire.md, "Replies in parts").
 package requester
 
 import (
@@ -128,9 +141,12 @@ var (
 	// ErrBadResponse is matched by the error of a call whose response
 	// cannot be read: its body travels compressed (docs/wire.md,
 	// "Compression") and does not decompress, or would inflate past 64
-	// MiB. A responder sends compressed replies only to requests that
-	// advertise them, and never such a one: it was damaged on its way, or
-	// came from something else.
+	// MiB; its parts do not join (docs/wire.md, "Replies in parts"); or
+	// the responder's reply was over the 64 MiB a reply may have in parts
+	// (docs/limits.md), which the responder says at once. A responder
+	// sends compressed replies and parts only to requests that advertise
+	// them, and never a damaged one: it was damaged on its way, or came
+	// from something else.
 	ErrBadResponse = errors.New("requester: bad response")
 )
 
@@ -212,10 +228,16 @@ type Options struct {
 	// clients (docs/wire.md, "Payloads in S3"): a request's body goes to
 	// the store and its message carries a pointer, which the responder
 	// reads (and deletes once it has replied); a reply that points to the
-	// store is read from it, and its object deleted. Without it, such a
-	// request fails before any call, and such a reply with an error
-	// matching ErrBadResponse and sqsapi.ErrNoPayloadStore. The nested
-	// module s3payload provides one on Amazon S3.
+	// store is read from it, and its object deleted. So do a stream's
+	// and a session's requests and messages, both ways (Stream.Next reads
+	// a pointer when it takes its message), and a PublishGather's
+	// replies; not a PublishGather's request, which several responders
+	// read. Without it, such a
+	// request fails before any call, and a reply that points to a store
+	// with an error matching ErrBadResponse and sqsapi.ErrNoPayloadStore;
+	// a responder without a store sends a call's large reply in parts,
+	// which the call joins (the package doc's "Large replies"). The
+	// nested module s3payload provides one on Amazon S3.
 	PayloadStore sqsapi.PayloadStore
 	// DisableCompression leaves off the offer of compressed replies
 	// (TempQueues.Accept): responders then reply as they are. Responses
@@ -375,7 +397,11 @@ type Call struct {
 
 	mu        sync.Mutex
 	finished  bool
-	stopWatch func() bool // stops the context watch, set after the send
+	stopWatch func() bool     // stops the context watch, set after the send
+	join      *payload.Joiner // a reply in parts being joined, until the call finishes
+	last      *types.Message  // a reply in parts' last part, once it arrived
+	run       string          // the run whose parts join names
+	gone      map[string]bool // runs whose parts were dropped for a later run's
 }
 
 // withdraw cancels the reply's expectation; false means the reply (or an
@@ -417,6 +443,7 @@ func (c *Call) finish(msg *types.Message, err error) {
 		c.mu.Lock()
 		c.finished = true
 		stop := c.stopWatch
+		c.join, c.last = nil, nil // what a reply in parts held is freed
 		c.mu.Unlock()
 		if stop != nil {
 			stop()
@@ -587,7 +614,7 @@ func (r *Requester) sendRequest(ctx context.Context, in *sqs.SendMessageInput, o
 		call.object = &p
 		body = aws.String(p.String())
 	}
-	r.stamp(waitCtx, body, call.queueURL, attrs)
+	r.stamp(waitCtx, body, call.queueURL, attrs, true)
 	req := *in
 	req.MessageBody, req.MessageAttributes = body, attrs
 	req.MessageGroupId, req.MessageDeduplicationId = fifoRequestIDs(&req, requestID)
@@ -725,7 +752,7 @@ func (r *Requester) expect(ctx context.Context, call *Call) (*hostq.Host, error)
 	if wire.IsVirtualQueueURL(tag) {
 		tag, _, _ = wire.ParseVirtualQueueURL(tag) // checked by checkRequest
 	}
-	return r.expectWith(ctx, func(h *hostq.Host) error { return h.ExpectTagged(call.replyName, tag, call.onReply) })
+	return r.expectWith(ctx, func(h *hostq.Host) error { return h.ExpectJoin(call.replyName, tag, call.onPart) })
 }
 
 // answering tells the request sends, before a receive wakes its callers,
@@ -975,13 +1002,12 @@ func reaperConfig(opts Options) []func(*reap.Config) {
 // stamp puts on a request to queueURL, whose body and attributes are
 // body and attrs, what the requester adds when the message has room for
 // it: ctx's deadline, so that a responder drops the request unhandled once
-// its caller has given up, then, unless Options.DisableCompression, the
-// offer of compressed replies.
-func (r *Requester) stamp(ctx context.Context, body *string, queueURL string, attrs map[string]types.MessageAttributeValue) {
+// its caller has given up, then the offer of compressed replies (unless
+// Options.DisableCompression) and, with parts (a call, which waits for
+// one reply), of a reply in parts.
+func (r *Requester) stamp(ctx context.Context, body *string, queueURL string, attrs map[string]types.MessageAttributeValue, parts bool) {
 	if d, ok := ctx.Deadline(); ok {
 		wire.StampDeadline(attrs, body, queueURL, d)
 	}
-	if !r.opts.DisableCompression {
-		payload.Advertise(attrs, body, queueURL)
-	}
+	payload.Advertise(attrs, body, queueURL, payload.Offer(!r.opts.DisableCompression, parts))
 }

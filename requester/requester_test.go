@@ -33,7 +33,7 @@ type env struct {
 	prefix  string
 }
 
-func newEnv(t *testing.T, b *sqstestenv.Backend) *env {
+func newEnv(t testing.TB, b *sqstestenv.Backend) *env {
 	t.Helper()
 	raw, counter := b.Client(t)
 	out, err := raw.CreateQueue(context.Background(), &sqs.CreateQueueInput{QueueName: aws.String(sqstestenv.QueueName(t, "req"))})
@@ -55,7 +55,7 @@ func inBubble(t *testing.T, fn func(t *testing.T, b *sqstestenv.Backend)) {
 	synctest.Test(t, func(t *testing.T) { fn(t, sqstestenv.InProcess(t)) })
 }
 
-func (e *env) requester(t *testing.T, optFns ...func(*requester.Options)) *requester.Requester {
+func (e *env) requester(t testing.TB, optFns ...func(*requester.Options)) *requester.Requester {
 	t.Helper()
 	r, err := requester.New(e.raw, append([]func(*requester.Options){func(o *requester.Options) {
 		o.Prefix = e.prefix

@@ -148,7 +148,7 @@ func (r *Requester) OpenSession(ctx context.Context, in *sqs.SendMessageInput, o
 		return nil, wire.Invalid(op, "IdleTimeout", "%v is below 100ms", so.IdleTimeout)
 	}
 	in, replyName, after := r.onSend(ctx, in)
-	requestID, attrs, body, _, err := r.checkRequest(op, in, compressIfPays, sqsapi.StreamAttribute)
+	requestID, attrs, body, offload, err := r.checkRequest(op, in, compressOrOffload, sqsapi.StreamAttribute)
 	if err != nil {
 		r.after(after, nil, err)
 		return nil, err
@@ -167,7 +167,7 @@ func (r *Requester) OpenSession(ctx context.Context, in *sqs.SendMessageInput, o
 		r.after(after, nil, ErrClosed)
 		return nil, ErrClosed
 	}
-	if err := s.open(ctx, in, attrs, nil); err != nil {
+	if err := s.open(ctx, in, attrs, nil, offload); err != nil {
 		r.untrack(sess)
 		r.after(after, nil, err)
 		return nil, err
@@ -240,14 +240,33 @@ func (s *Session) Send(ctx context.Context, msg *Message) error {
 	// The stream and routing attributes, at their longest.
 	const added = len(sqsapi.StreamAttribute) + len("String") + 40 +
 		len(sqsapi.VirtualQueueNameAttribute) + len("String") + sqsapi.MaxQueueNameLength
+	var object *payload.Pointer // the body in Options.PayloadStore, if it went there
 	if n := wire.MessageSize(&body, attrs) + added; n > sqsapi.MaxMessageSize {
-		return wire.Invalid(op, "Body", "message of %d bytes%s with the attributes the requester adds exceeds the SQS maximum of %d", n, how, sqsapi.MaxMessageSize)
+		store := s.Stream.r.opts.PayloadStore
+		if store == nil {
+			return wire.Invalid(op, "Body", "message of %d bytes%s with the attributes the requester adds exceeds the SQS maximum of %d (set Options.PayloadStore to send it through S3)", n, how, sqsapi.MaxMessageSize)
+		}
+		if len(msg.Body) > payload.MaxPayload {
+			return wire.Invalid(op, "Body", "body of %d bytes exceeds the maximum payload of %d MiB", len(msg.Body), payload.MaxPayload>>20)
+		}
+		delete(attrs, sqsapi.BodyAttribute)
+		if len(attrs)+3 > sqsapi.MaxMessageAttributes {
+			return wire.Invalid(op, "Attributes", "no place left among SQS's %d attributes for %s, which a message sent through Options.PayloadStore needs", sqsapi.MaxMessageAttributes, payload.SizeAttribute)
+		}
+		// Outside the lock: the store's call may take long.
+		deadline, _ := s.Stream.ctx.Deadline()
+		p, err := payload.Offload(ctx, store, msg.Body, attrs, deadline)
+		if err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		object, body = &p, p.String()
 	}
 	streamDone := s.Stream.ctx.Done()
 	s.mu.Lock()
 	for {
 		if err := s.sendErrLocked(); err != nil {
 			s.mu.Unlock()
+			s.Stream.r.dropObject(object)
 			return err
 		}
 		if s.url != "" && s.seq < s.credit {
@@ -258,6 +277,7 @@ func (s *Session) Send(ctx context.Context, msg *Message) error {
 		select {
 		case <-changed:
 		case <-ctx.Done():
+			s.Stream.r.dropObject(object)
 			return ctx.Err()
 		case <-streamDone:
 			// The stream's watch stops it and signals; its error is the

@@ -49,7 +49,7 @@ func serveSessions(t *testing.T, e *env, h responder.HandlerFunc, optFns ...func
 // client, its session host queue with the test's prefix. The test stops
 // it with stop (Shutdown under ctx), or the cleanup does, and Serve's
 // error is checked there.
-func runResponder(t *testing.T, e *env, client sqsapi.MessageClient, h responder.HandlerFunc, optFns ...func(*responder.Options)) (resp *responder.Responder, stop func(context.Context) error) {
+func runResponder(t testing.TB, e *env, client sqsapi.MessageClient, h responder.HandlerFunc, optFns ...func(*responder.Options)) (resp *responder.Responder, stop func(context.Context) error) {
 	t.Helper()
 	resp, err := responder.New(client, append([]func(*responder.Options){func(o *responder.Options) {
 		o.PollWaitTime = time.Second

@@ -78,7 +78,7 @@ type Stream struct {
 func (r *Requester) SendMessageAndStream(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*Stream, error) {
 	const op = "requester.SendMessageAndStream"
 	in, replyName, after := r.onSend(ctx, in)
-	requestID, attrs, body, _, err := r.checkRequest(op, in, compressIfPays, sqsapi.StreamAttribute)
+	requestID, attrs, body, offload, err := r.checkRequest(op, in, compressOrOffload, sqsapi.StreamAttribute)
 	if err != nil {
 		r.after(after, nil, err)
 		return nil, err
@@ -90,7 +90,7 @@ func (r *Requester) SendMessageAndStream(ctx context.Context, in *sqs.SendMessag
 	if s.requestID == "" {
 		s.requestID = s.replyName
 	}
-	if err := s.open(ctx, in, attrs, optFns); err != nil {
+	if err := s.open(ctx, in, attrs, optFns, offload); err != nil {
 		r.after(after, nil, err)
 		return nil, err
 	}
@@ -98,8 +98,9 @@ func (r *Requester) SendMessageAndStream(ctx context.Context, in *sqs.SendMessag
 }
 
 // open registers the stream on the host, sends its request and starts
-// watching its context.
-func (s *Stream) open(ctx context.Context, in *sqs.SendMessageInput, attrs map[string]types.MessageAttributeValue, optFns []func(*sqs.Options)) error {
+// watching its context. With offload, the request's body goes to
+// Options.PayloadStore first, and the request carries its pointer.
+func (s *Stream) open(ctx context.Context, in *sqs.SendMessageInput, attrs map[string]types.MessageAttributeValue, optFns []func(*sqs.Options), offload bool) error {
 	r := s.r
 	for i, fn := range optFns {
 		if fn == nil {
@@ -119,7 +120,22 @@ func (s *Stream) open(ctx context.Context, in *sqs.SendMessageInput, attrs map[s
 	}
 	attrs[sqsapi.ResponseQueueURLAttribute] = wire.StringAttribute(wire.VirtualQueueURL(s.host.URL(), s.replyName))
 	attrs[sqsapi.RequestIDAttribute] = wire.StringAttribute(s.requestID)
-	r.stamp(s.ctx, in.MessageBody, s.queueURL, attrs)
+	var object *payload.Pointer
+	if offload {
+		deadline, _ := s.ctx.Deadline()
+		p, err := payload.Offload(s.ctx, r.opts.PayloadStore, *in.MessageBody, attrs, deadline)
+		if err != nil {
+			s.host.Unexpect(s.replyName)
+			if s.cancelCtx != nil {
+				s.cancelCtx()
+			}
+			r.failed.Add(1)
+			return fmt.Errorf("%s: %w", s.op(), err)
+		}
+		object = &p
+		in = withBody(in, aws.String(p.String()))
+	}
+	r.stamp(s.ctx, in.MessageBody, s.queueURL, attrs, false)
 	req := *in
 	req.MessageAttributes = attrs
 	req.MessageGroupId, req.MessageDeduplicationId = fifoRequestIDs(&req, s.requestID)
@@ -129,6 +145,7 @@ func (s *Stream) open(ctx context.Context, in *sqs.SendMessageInput, attrs map[s
 			s.abandonUnsent(err)
 		} else {
 			s.host.Unexpect(s.replyName)
+			r.dropObject(object) // nobody will read it
 		}
 		if s.cancelCtx != nil {
 			s.cancelCtx()
@@ -146,6 +163,14 @@ func (s *Stream) open(ctx context.Context, in *sqs.SendMessageInput, attrs map[s
 	}
 	s.mu.Unlock()
 	return nil
+}
+
+// op names the call that opened s.
+func (s *Stream) op() string {
+	if s.sess != nil {
+		return "requester.OpenSession"
+	}
+	return "requester.SendMessageAndStream"
 }
 
 // withBody returns in with body as its body: in itself when that is its
@@ -187,6 +212,13 @@ func (s *Stream) Next(ctx context.Context) (*types.Message, error) {
 	for {
 		s.mu.Lock()
 		if m, ok := s.buf[s.next]; ok && !s.stopped && !s.completeLocked() {
+			if _, pointed := payload.ParsePointer(m); pointed {
+				s.mu.Unlock()
+				if err := s.fetch(ctx, m); err != nil {
+					return nil, err
+				}
+				continue
+			}
 			delete(s.buf, s.next)
 			s.next++
 			next, last := s.next, s.completeLocked()
@@ -216,6 +248,50 @@ func (s *Stream) Next(ctx context.Context) (*types.Message, error) {
 		case <-s.wake:
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		}
+	}
+}
+
+// fetch reads the body of m, the stream's next message, from
+// Options.PayloadStore, where m points (docs/wire.md, "Payloads in S3"),
+// on the reader's goroutine and under its ctx, puts it in m's place and
+// deletes the object. When ctx ends first, m stays for the next Next. A
+// pointer that cannot be read stops the stream with an error matching
+// ErrBadResponse.
+func (s *Stream) fetch(ctx context.Context, m types.Message) error {
+	out, p, _, err := payload.Fetch(ctx, s.r.opts.PayloadStore, m)
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		s.r.failed.Add(1)
+		err = badResponse(s.requestID, err)
+		s.stop(err)
+		return err
+	}
+	s.r.background(func() { s.r.dropObject(&p) })
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	// Next is for one reader at a time: m is still at s.next, unless the
+	// stream stopped meanwhile.
+	if _, ok := s.buf[s.next]; ok {
+		s.buf[s.next] = out
+		if s.next == s.final && !s.endMark {
+			s.last = &out
+		}
+	}
+	return nil
+}
+
+// dropObjects deletes the objects that msgs, messages nobody will read,
+// point to in Options.PayloadStore.
+func (r *Requester) dropObjects(msgs ...types.Message) {
+	if r.opts.PayloadStore == nil {
+		return
+	}
+	for _, m := range msgs {
+		if p, ok := payload.ParsePointer(m); ok {
+			r.background(func() { r.dropObject(&p) })
 		}
 	}
 }
@@ -277,8 +353,13 @@ func (s *Stream) stop(err error) {
 	if !drainNow {
 		s.drain = time.AfterFunc(drainFor, func() { s.host.Unexpect(s.replyName) })
 	}
+	unread := make([]types.Message, 0, len(s.buf))
+	for _, m := range s.buf {
+		unread = append(unread, m)
+	}
 	s.buf = nil
 	s.mu.Unlock()
+	s.r.dropObjects(unread...)
 	if stopWatch != nil {
 		stopWatch()
 	}
@@ -352,6 +433,7 @@ func (s *Stream) onReply(m types.Message, err error) bool {
 	defer func() { // after the unlock below
 		if late {
 			s.r.tellLate(s.host.URL(), m, s.requestID)
+			s.r.dropObjects(m)
 		}
 		if s.sess != nil {
 			if pos.Credit > 0 {

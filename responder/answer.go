@@ -109,8 +109,15 @@ func (s *server) answer(ctx context.Context, x *exchange) action {
 		if final == reply { // not a stream's end mark
 			final, sent = r.onReply(req.inner.get(ctx), req, final)
 		}
-		if x.target, x.entry, err = r.buildReply(x.cctx, req.Message, final, more, r.compresses(req)); err != nil {
+		if x.target, x.entry, x.parts, err = r.buildReply(x.cctx, req.Message, final, more, r.compresses(req), req.parts); err != nil {
 			sent(err)
+			if req.parts && errors.Is(err, errOverJoin) {
+				// The caller would wait until its deadline: it is told
+				// why, and the request fails as any invalid reply's.
+				if terr := r.tellTooLarge(x.cctx, req.Message, err); terr != nil {
+					x.log.Warn("responder: telling the requester that its reply is too large failed", slog.Any("error", terr))
+				}
+			}
 			// The handler's reply breaks SQS limits: a handler bug, which a
 			// retry repeats; or Options.PayloadStore failed to take it. The
 			// request goes the failure way, to the DLQ if it keeps failing.

@@ -35,6 +35,7 @@ func decode(ctx context.Context, x *exchange, next step) action {
 		store, log := x.s.r.opts.PayloadStore, x.log
 		x.d.AfterDelete(func() { deleteObject(store, p, log) })
 	}
+	parts := payload.AcceptsParts(x.req.Message.MessageAttributes) && !isStreamRequest(x.req.Message)
 	m, accept, err := payload.Decode(x.req.Message)
 	if err != nil {
 		x.s.r.dropped(ctx, x, reasonMalformed)
@@ -43,7 +44,7 @@ func decode(ctx context.Context, x *exchange, next step) action {
 			slog.Any("error", err), slog.String("data_type", aws.ToString(v.DataType)), slog.Int("compressed_bytes", len(v.BinaryValue)))
 		return action{kind: actDelete}
 	}
-	x.req.Message, x.req.accept = m, accept
+	x.req.Message, x.req.accept, x.req.parts = m, accept, parts
 	return next(ctx, x)
 }
 

@@ -36,7 +36,7 @@ func dedupe(ctx context.Context, x *exchange, next step) action {
 			if !isStoredEnd(x.req, rep) { // a stream's end mark goes as it went
 				rep, done = r.onReply(ctx, x.req, rep)
 			}
-			if x.target, x.entry, err = r.buildReply(x.cctx, x.req.Message, rep, nil, r.compresses(x.req)); err != nil {
+			if x.target, x.entry, x.parts, err = r.buildReply(x.cctx, x.req.Message, rep, nil, r.compresses(x.req), x.req.parts); err != nil {
 				done(err)
 				x.log.Warn("responder: the stored reply cannot be sent", slog.Any("error", err))
 				return fail(err)

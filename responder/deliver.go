@@ -16,8 +16,19 @@ func deliver(ctx context.Context, x *exchange, next step) action {
 	if act.kind != actDelete || x.target == "" {
 		return act
 	}
-	err := x.s.r.send(x.cctx, x.req.Message, x.target, x.entry)
+	var err error
+	if x.parts != nil {
+		err = x.s.r.sendParts(x.cctx, x.req.Message, x.target, x.parts, x.entry)
+	} else {
+		err = x.s.r.send(x.cctx, x.req.Message, x.target, x.entry)
+	}
 	x.sent(err)
+	if errors.Is(err, errCallerGone) {
+		// Its deadline passed while the parts went: nobody joins them,
+		// and a redelivery would be dropped as expired.
+		x.s.r.dropped(ctx, x, reasonCancelled)
+		return act
+	}
 	if errors.Is(err, ErrResponseQueueGone) {
 		x.s.r.dropped(ctx, x, reasonQueueGone)
 		return act

@@ -115,6 +115,19 @@
 // gets requests as SQS delivers them. Details: docs/wire.md,
 // "Compression".
 //
+// # Large replies
+//
+// A reply too large for one message even compressed goes through
+// Options.PayloadStore when it is set. Without one, a reply to a request
+// that offers to join parts (parts in TempQueues.Accept: a tempqueues
+// requester's call waiting for one reply) travels in parts of up to
+// 1 MiB, up to 64 MiB (docs/limits.md), each compressed on its own when
+// that pays; the parts stop when the caller's deadline passes, and the
+// request is then dropped as "cancelled". A reply over the limit fails
+// as an invalid reply before any part goes, and its caller is told at
+// once. A Java requester offers no parts: its reply fails as an invalid
+// one. Details: docs/wire.md, "Replies in parts".
+//
 // # Sessions
 //
 // A session (requester.OpenSession) opens when its handler first reads or

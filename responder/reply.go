@@ -67,7 +67,10 @@ const opSendResponse = "responder.SendResponseMessage"
 // that offers gzip (TempQueues.Accept) travels compressed when that pays
 // (docs/wire.md, "Compression"), and SQS's size limit applies to what is
 // sent; a reply too large even compressed goes through
-// Options.PayloadStore, when set (docs/wire.md, "Payloads in S3"). A loop of your own gets requests as SQS delivers them: one from
+// Options.PayloadStore, when set (docs/wire.md, "Payloads in S3"), and
+// otherwise, to a requester that joins parts (a tempqueues one waiting
+// for one reply), in parts of up to 1 MiB, up to 64 MiB
+// (docs/wire.md, "Replies in parts"). A loop of your own gets requests as SQS delivers them: one from
 // a requester with CompressRequests carries its body in TempQueues.Body,
 // which only Serve and Process inflate.
 //
@@ -90,11 +93,27 @@ func (r *Responder) SendResponseMessage(ctx context.Context, queueURL string, re
 		return err
 	}
 	compress := !r.opts.DisableCompression && payload.Accepts(request.MessageAttributes)
-	target, entry, err := r.buildReply(ctx, request, reply, nil, compress)
+	parts := payload.AcceptsParts(request.MessageAttributes) && !isStreamRequest(request)
+	target, entry, before, err := r.buildReply(ctx, request, reply, nil, compress, parts)
 	if err != nil {
+		if parts && errors.Is(err, errOverJoin) {
+			if terr := r.tellTooLarge(ctx, request, err); terr != nil {
+				r.log.Warn("responder: telling the requester that its reply is too large failed", slog.Any("error", terr))
+			}
+		}
 		return err
 	}
+	if before != nil {
+		return r.sendParts(ctx, request, target, before, entry)
+	}
 	return r.send(ctx, request, target, entry)
+}
+
+// isStreamRequest reports whether request takes a stream of replies or
+// opens a session: its replies are the stream's messages, not parts.
+func isStreamRequest(request types.Message) bool {
+	_, ok := request.MessageAttributes[sqsapi.StreamAttribute]
+	return ok
 }
 
 // send sends a reply under Options.ReplyTimeout, its own deadline, within
@@ -175,8 +194,9 @@ func buildReply(request types.Message, reply *Reply, more map[string]string, com
 }
 
 // buildLargeReply builds a reply as buildReply does; with large, a reply
-// too large for one message even compressed is returned plain, over
-// true: its body goes to Options.PayloadStore (Responder.buildReply).
+// too large for one message even compressed is returned plain, without
+// its carrier, over true: it goes to Options.PayloadStore or in parts
+// (Responder.buildReply).
 func buildLargeReply(request types.Message, reply *Reply, more map[string]string, compress, large bool) (string, types.SendMessageBatchRequestEntry, bool, error) {
 	var entry types.SendMessageBatchRequestEntry
 	u, ok := stringAttribute(request, sqsapi.ResponseQueueURLAttribute)
@@ -235,16 +255,7 @@ func buildLargeReply(request types.Message, reply *Reply, more map[string]string
 		if !large {
 			return "", entry, false, err
 		}
-		if len(reply.Body) > payload.MaxPayload {
-			return "", entry, false, wire.Invalid(opSendResponse, "Body", "reply body of %d bytes exceeds the maximum payload of %d MiB", len(reply.Body), payload.MaxPayload>>20)
-		}
 		delete(attrs, sqsapi.BodyAttribute)
-		if len(attrs)+1 > sqsapi.MaxMessageAttributes {
-			return "", entry, false, wire.Invalid(opSendResponse, "MessageAttributes", "no place left among SQS's %d attributes for %s, which a reply sent through Options.PayloadStore needs", sqsapi.MaxMessageAttributes, payload.SizeAttribute)
-		}
-		if wire.MessageSize(aws.String(""), attrs)+payload.PointerBytes > sqsapi.MaxMessageSize {
-			return "", entry, false, wire.Invalid(opSendResponse, "MessageAttributes", "attributes too large to leave room for a payload pointer")
-		}
 		body, over = reply.Body, true
 	}
 	entry.MessageBody = &body
@@ -258,23 +269,44 @@ func buildLargeReply(request types.Message, reply *Reply, more map[string]string
 	return target, entry, over, nil
 }
 
-// buildReply builds a reply as buildReply does, and puts a body too
-// large for one message even compressed in Options.PayloadStore, if set,
-// the reply then carrying its pointer (docs/wire.md, "Payloads in S3").
-// The object's key carries the request's deadline. The requester deletes
-// the object once it has read it.
-func (r *Responder) buildReply(ctx context.Context, request types.Message, reply *Reply, more map[string]string, compress bool) (string, types.SendMessageBatchRequestEntry, error) {
-	target, entry, over, err := buildLargeReply(request, reply, more, compress, r.opts.PayloadStore != nil)
+// buildReply builds a reply as buildReply does, and sends a body too
+// large for one message even compressed another way: through
+// Options.PayloadStore, if set, the reply then carrying its pointer
+// (docs/wire.md, "Payloads in S3"; the object's key carries the request's
+// deadline, and the requester deletes the object once it has read it);
+// or, with parts (the requester offered to join them), in parts, which it
+// returns before the last (docs/wire.md, "Replies in parts"). The store
+// wins when both would do: a reply in S3 costs a few calls and no
+// 64 KiB chunks, where parts cost a billed request per 64 KiB
+// (docs/limits.md). A reply in parts over payload.MaxJoined is an error
+// matching errOverJoin.
+func (r *Responder) buildReply(ctx context.Context, request types.Message, reply *Reply, more map[string]string, compress, parts bool) (string, types.SendMessageBatchRequestEntry, []types.SendMessageBatchRequestEntry, error) {
+	store := r.opts.PayloadStore
+	parts = parts && store == nil && more[sqsapi.StreamAttribute] == ""
+	target, entry, over, err := buildLargeReply(request, reply, more, compress, store != nil || parts)
 	if err != nil || !over {
-		return target, entry, err
+		return target, entry, nil, err
+	}
+	if parts {
+		before, last, err := buildParts(entry, compress)
+		return target, last, before, err
+	}
+	if len(reply.Body) > payload.MaxPayload {
+		return "", entry, nil, wire.Invalid(opSendResponse, "Body", "reply body of %d bytes exceeds the maximum payload of %d MiB", len(reply.Body), payload.MaxPayload>>20)
+	}
+	if len(entry.MessageAttributes)+1 > sqsapi.MaxMessageAttributes {
+		return "", entry, nil, wire.Invalid(opSendResponse, "MessageAttributes", "no place left among SQS's %d attributes for %s, which a reply sent through Options.PayloadStore needs", sqsapi.MaxMessageAttributes, payload.SizeAttribute)
+	}
+	if wire.MessageSize(aws.String(""), entry.MessageAttributes)+payload.PointerBytes > sqsapi.MaxMessageSize {
+		return "", entry, nil, wire.Invalid(opSendResponse, "MessageAttributes", "attributes too large to leave room for a payload pointer")
 	}
 	deadline, _, _ := wire.Deadline(request)
-	p, err := payload.Offload(ctx, r.opts.PayloadStore, *entry.MessageBody, entry.MessageAttributes, deadline)
+	p, err := payload.Offload(ctx, store, *entry.MessageBody, entry.MessageAttributes, deadline)
 	if err != nil {
-		return "", entry, fmt.Errorf("%s: %w", opSendResponse, err)
+		return "", entry, nil, fmt.Errorf("%s: %w", opSendResponse, err)
 	}
 	entry.MessageBody = aws.String(p.String())
-	return target, entry, nil
+	return target, entry, nil, nil
 }
 
 // compresses reports whether req's replies may travel compressed: it
@@ -301,4 +333,70 @@ func responseTarget(responseURL string) (target, name string, err error) {
 		return "", "", wire.Invalid(opSendResponse, "ResponseQueueUrl", "%q is not an absolute queue URL", responseURL)
 	}
 	return responseURL, "", nil
+}
+
+// streamAttrsBudget is what a stream's message may add to a reply's
+// attributes once built: the correlation id, the routing attribute, the
+// stream position with its credit and the origin, at their longest.
+const streamAttrsBudget = len(sqsapi.CorrelationIDAttribute) + len("String") + 200 +
+	len(sqsapi.VirtualQueueNameAttribute) + len("String") + sqsapi.MaxQueueNameLength +
+	len(sqsapi.StreamAttribute) + len("String") + 64 +
+	len(sqsapi.OriginAttribute) + len("String") + 1024
+
+// offloadStreamed returns msg, a message of a reply stream, as it can
+// go: one too large for a message even compressed, with
+// Options.PayloadStore set, put in the store, and returned as a copy
+// whose body is the pointer, with payload.SizeAttribute (docs/wire.md,
+// "Payloads in S3"); the requester reads it and deletes the object. The
+// pointer, if any, is returned too, for the caller to delete the object
+// if the message fails to go. It makes the store's call outside any lock
+// of the stream's, before the message is numbered.
+func (r *Responder) offloadStreamed(ctx context.Context, request types.Message, msg *Reply, more map[string]string, compress bool) (*Reply, *payload.Pointer, error) {
+	store := r.opts.PayloadStore
+	if store == nil || msg == nil || len(msg.Body)+wire.MessageSize(aws.String(""), msg.Attributes)+streamAttrsBudget <= sqsapi.MaxMessageSize {
+		return msg, nil, nil
+	}
+	_, entry, over, err := buildLargeReply(request, msg, more, compress, true)
+	if err != nil || !over {
+		return msg, nil, err
+	}
+	if len(entry.MessageAttributes)+1 > sqsapi.MaxMessageAttributes {
+		return nil, nil, wire.Invalid(opSendResponse, "MessageAttributes", "no place left among SQS's %d attributes for %s, which a message sent through Options.PayloadStore needs", sqsapi.MaxMessageAttributes, payload.SizeAttribute)
+	}
+	attrs := maps.Clone(msg.Attributes)
+	if attrs == nil {
+		attrs = make(map[string]types.MessageAttributeValue, 1)
+	}
+	deadline, _, _ := wire.Deadline(request)
+	p, err := payload.Offload(ctx, store, msg.Body, attrs, deadline)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", opSendResponse, err)
+	}
+	return &Reply{Body: p.String(), Attributes: attrs, SystemAttributes: msg.SystemAttributes}, &p, nil
+}
+
+// dropObject deletes the object p names from Options.PayloadStore, if p
+// is set: its message did not go.
+func (r *Responder) dropObject(p *payload.Pointer) {
+	if p != nil && r.opts.PayloadStore != nil {
+		deleteObject(r.opts.PayloadStore, *p, r.log)
+	}
+}
+
+// dropUnread deletes, off the caller's goroutine, the objects in
+// Options.PayloadStore that msgs point to: a session's messages its
+// handler read, or never will. Shutdown waits for the deletes.
+func (r *Responder) dropUnread(msgs []types.Message) {
+	if r.opts.PayloadStore == nil {
+		return
+	}
+	for _, m := range msgs {
+		if p, ok := payload.ParsePointer(m); ok {
+			r.payloadDeletes.Add(1)
+			go func() {
+				defer r.payloadDeletes.Done()
+				r.dropObject(&p)
+			}()
+		}
+	}
 }

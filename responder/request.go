@@ -38,6 +38,7 @@ type Request struct {
 	session  *session     // set by Serve when the requester streams its request too
 	inner    *innerCtx    // with Options.Observer: the handler's context
 	accept   bool         // the requester reads compressed replies (sqsapi.AcceptAttribute)
+	parts    bool         // the requester joins a reply sent in parts (sqsapi.AcceptAttribute)
 }
 
 // innerCtx keeps the context the handler ran under, inside all

@@ -73,9 +73,12 @@ type Options struct {
 	// extended-client sender, is read from it, and its object deleted once
 	// the request is answered and deleted. Without it, such a request
 	// fails (and its queue's redrive policy dead-letters it), as does a
-	// request whose object is missing; a reply that does not fit fails as
-	// an invalid reply. Streams' and sessions' messages do not go through
-	// it. The nested module s3payload provides one on Amazon S3.
+	// request whose object is missing; a reply that does not fit travels
+	// in parts to a requester that joins them, and fails as an invalid
+	// reply to any other (the package doc's "Large replies"). A stream's
+	// and a session's messages go through it too, both ways: Request.Recv
+	// reads a caller's from it and deletes the object. The nested module
+	// s3payload provides one on Amazon S3.
 	PayloadStore sqsapi.PayloadStore
 	// DisableCompression sends every reply as it is, even to a requester
 	// that offers to read compressed ones. Compressed requests are read

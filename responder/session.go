@@ -551,6 +551,16 @@ func (sess *session) recv(ctx context.Context) (*types.Message, error) {
 			return nil, err
 		}
 		if m, ok := sess.buf[sess.next]; ok {
+			if _, pointed := payload.ParsePointer(m); pointed {
+				// Its body is in Options.PayloadStore: read on the
+				// handler's goroutine, outside the lock.
+				sess.mu.Unlock()
+				if err := sess.fetch(ctx, m); err != nil {
+					return nil, err
+				}
+				sess.mu.Lock()
+				continue
+			}
 			delete(sess.buf, sess.next)
 			sess.next++
 			sess.granted = sess.next + sessionWindow
@@ -594,6 +604,36 @@ func (sess *session) recv(ctx context.Context) (*types.Message, error) {
 	}
 }
 
+// fetch reads the body of m, the session's next message, from
+// Options.PayloadStore, where it points (docs/wire.md, "Payloads in S3"),
+// puts it in m's place and deletes the object. When ctx ends first, m
+// stays for the next Recv; a pointer that cannot be read is an error in
+// m's place.
+func (sess *session) fetch(ctx context.Context, m types.Message) error {
+	r := sess.s.r
+	out, _, _, err := payload.Fetch(ctx, r.opts.PayloadStore, m)
+	if err != nil && ctx.Err() != nil {
+		return ctxErr(ctx)
+	}
+	if err == nil {
+		r.dropUnread([]types.Message{m}) // read now: off the handler's way
+	}
+	sess.mu.Lock()
+	defer sess.mu.Unlock()
+	if _, ok := sess.buf[sess.next]; !ok {
+		return nil // closed meanwhile
+	}
+	if err != nil {
+		if sess.bad == nil {
+			sess.bad = make(map[int]error)
+		}
+		sess.bad[sess.next] = fmt.Errorf("responder: message %d of the session cannot be read: %w", sess.next, err)
+		return nil
+	}
+	sess.buf[sess.next] = out
+	return nil
+}
+
 // ctxErr is ctx's error with its cause, when it has one of its own
 // (ErrCallerGone for a handler's context, or one derived from it), so
 // that both match.
@@ -627,6 +667,10 @@ func (sess *session) close() {
 		return
 	}
 	sess.closed = true
+	unread := make([]types.Message, 0, len(sess.buf))
+	for _, m := range sess.buf {
+		unread = append(unread, m)
+	}
 	sess.buf = nil
 	host := sess.host
 	if sess.idleTick != nil {
@@ -636,6 +680,7 @@ func (sess *session) close() {
 	close(sess.done)
 	sess.mu.Unlock()
 	sess.s.r.sessions.untrack(sess)
+	sess.s.r.dropUnread(unread)
 	if host != nil {
 		time.AfterFunc(sessionDrain, func() { host.Unexpect(sess.name) })
 	}

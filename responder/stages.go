@@ -60,10 +60,11 @@ type exchange struct {
 	requested bool // the request asks for a reply (ResponseQueueUrl)
 
 	// Set by answer, or by dedupe from the Store.
-	target string                             // where the answer goes; "" when nothing is sent
-	entry  types.SendMessageBatchRequestEntry // the answer, checked
-	sent   func(error)                        // reports the answer's send to Options.Observer
-	stored *Reply                             // what the Store keeps as the answer
+	target string                               // where the answer goes; "" when nothing is sent
+	entry  types.SendMessageBatchRequestEntry   // the answer, checked: a reply in parts' last
+	parts  []types.SendMessageBatchRequestEntry // a reply in parts' parts before entry, or nil
+	sent   func(error)                          // reports the answer's send to Options.Observer
+	stored *Reply                               // what the Store keeps as the answer
 }
 
 // action is what happens to a request after the stages.

@@ -270,10 +270,23 @@ func (s *replyStream) send(ctx context.Context, msg *Reply) error {
 		return ctx.Err()
 	}
 	msg, sent := s.r.onReply(ctx, s.req, msg) // outside the lock: user code
+	// A message too large even compressed goes to Options.PayloadStore,
+	// if set, outside the lock: the store's call may take long.
+	more := map[string]string{sqsapi.StreamAttribute: "0"} // its place; attributes adds the credit
+	if s.origin != "" {
+		more[sqsapi.OriginAttribute] = s.origin
+	}
+	msg, object, err := s.r.offloadStreamed(ctx, s.request, msg, more, s.r.compresses(s.req))
+	if err != nil {
+		<-s.window
+		sent(err)
+		return err
+	}
 	s.mu.Lock()
 	if err := s.stateErrLocked(); err != nil {
 		s.mu.Unlock()
 		<-s.window
+		s.r.dropObject(object)
 		sent(err)
 		return err
 	}
@@ -281,6 +294,7 @@ func (s *replyStream) send(ctx context.Context, msg *Reply) error {
 	if err != nil {
 		s.mu.Unlock()
 		<-s.window
+		s.r.dropObject(object)
 		sent(err)
 		return err
 	}

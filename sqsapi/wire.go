@@ -98,11 +98,13 @@ const (
 	OriginAttribute = "TempQueues.Origin"
 
 	// AcceptAttribute is the String message attribute on a request that
-	// lists the codecs its requester reads, comma-separated: "gzip", the
-	// only one today. The requester adds it when the message has room
+	// lists what its requester reads in replies, comma-separated: "gzip",
+	// the one codec, and on a call "parts", a reply too large for one
+	// message in parts. The requester adds it when the message has room
 	// (as DeadlineAttribute); a responder compresses the replies to a
-	// request that carries it, when that pays, and sends any other
-	// request's replies as they are (docs/wire.md, "Compression").
+	// request that offers gzip, when that pays, and sends any other
+	// request's replies as they are (docs/wire.md, "Compression",
+	// "Replies in parts").
 	AcceptAttribute = "TempQueues.Accept"
 
 	// BodyAttribute is the message attribute that carries a compressed

@@ -25,10 +25,13 @@ func (h *Host) Expect(name string, fn func(types.Message, error)) error {
 }
 
 // call is a single-message expectation: fn takes the message; tag, if set,
-// is handed to Options.Answering with the others a receive answers.
+// is handed to Options.Answering with the others a receive answers. With
+// more set (ExpectJoin), its first message makes it a multi-message
+// expectation whose fn is more.
 type call struct {
-	fn  func(types.Message, error)
-	tag string
+	fn   func(types.Message, error)
+	tag  string
+	more func(types.Message, error) bool
 }
 
 // ExpectTagged is Expect with a tag that Options.Answering is told, with
@@ -36,6 +39,21 @@ type call struct {
 // gets its message: the requester tags a call with the queue its request
 // went to, since its caller is likely to send there again at once.
 func (h *Host) ExpectTagged(name, tag string, fn func(types.Message, error)) error {
+	return h.expectCall(name, call{fn: fn, tag: tag})
+}
+
+// ExpectJoin is ExpectTagged for a reply that may come in parts (a reply
+// too large for one message, docs/wire.md): it costs what ExpectTagged
+// costs until its first message, and fn, given each message, keeps the
+// expectation for the ones that follow as long as it returns true, as
+// ExpectMany's does. Only the first message's arrival is told to
+// Options.Answering.
+func (h *Host) ExpectJoin(name, tag string, fn func(types.Message, error) bool) error {
+	return h.expectCall(name, call{fn: func(m types.Message, err error) { fn(m, err) }, tag: tag, more: fn})
+}
+
+// expectCall registers c under name.
+func (h *Host) expectCall(name string, c call) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if err := h.closedErrLocked(); err != nil {
@@ -47,7 +65,7 @@ func (h *Host) ExpectTagged(name, tag string, fn func(types.Message, error)) err
 	if _, ok := h.queues[name]; ok {
 		return wire.Invalid("", "name", "%q is a virtual queue's", name)
 	}
-	h.calls[name] = call{fn: fn, tag: tag}
+	h.calls[name] = c
 	h.demand++
 	h.startPollersLocked()
 	return nil
@@ -64,7 +82,7 @@ func (h *Host) Unexpect(name string) bool {
 	} else if st, ok := h.streams[name]; ok {
 		st.ended = true
 		delete(h.streams, name)
-		h.demand -= streamDemand
+		h.demand -= st.demand
 	} else {
 		return false
 	}
@@ -94,8 +112,9 @@ const streamDemand = sqsapi.MaxReceiveMessages
 // stream is a multi-message expectation. It is a pointer so that the
 // router can tell a registration from a later one under the same name.
 type stream struct {
-	fn    func(types.Message, error) bool
-	ended bool // under the host's lock: no more messages for fn
+	fn     func(types.Message, error) bool
+	ended  bool // under the host's lock: no more messages for fn
+	demand int  // what it adds to the host's demand
 }
 
 // ExpectMany registers fn to take every message routed to name, a stream
@@ -123,7 +142,7 @@ func (h *Host) ExpectMany(name string, fn func(types.Message, error) bool) error
 	if h.streams == nil {
 		h.streams = make(map[string]*stream)
 	}
-	h.streams[name] = &stream{fn: fn}
+	h.streams[name] = &stream{fn: fn, demand: streamDemand}
 	h.demand += streamDemand
 	h.startPollersLocked()
 	return nil
@@ -149,7 +168,7 @@ func (h *Host) handOn(st *stream, m types.Message) {
 	st.ended = true
 	if name := routingName(m); h.streams[name] == st {
 		delete(h.streams, name)
-		h.demand -= streamDemand
+		h.demand -= st.demand
 	}
 	h.mu.Unlock()
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/batch"
 	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -121,4 +122,56 @@ func TestStreamPollerBoost(t *testing.T) {
 	if got := h.wantPollersLocked(); got != 4 {
 		t.Fatalf("without streams: %d pollers wanted, want 4", got)
 	}
+}
+
+// TestExpectJoinTakesPartsAfterItsFirst: a call registered with
+// ExpectJoin costs a call's demand, takes the messages of its name in
+// one receive and later ones while fn says it wants more, then stops;
+// one whose fn wants no more after its first message is a plain call.
+func TestExpectJoinTakesPartsAfterItsFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var answered []batch.Count
+		o := &Options{Counters: new(Counters), Answering: func(c []batch.Count) { answered = append(answered, c...) }}
+		h, _ := openTest(t, o)
+		var got []string
+		if err := h.ExpectJoin("j", "q", func(msg types.Message, err error) bool {
+			if err != nil {
+				t.Errorf("fn told %v", err)
+				return false
+			}
+			got = append(got, aws.ToString(msg.Body))
+			return len(got) < 3
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := h.ExpectJoin("one", "", func(types.Message, error) bool { return false }); err != nil {
+			t.Fatal(err)
+		}
+		h.mu.Lock()
+		demand := h.demand
+		h.mu.Unlock()
+		if demand != 2 {
+			t.Errorf("demand %d for two calls, want 2", demand)
+		}
+		h.route([]types.Message{routed("j", 0), routed("j", 1), routed("one", 9), routed("one", 10)})
+		if h.Expecting() != 1 || len(got) != 2 {
+			t.Fatalf("after one receive: %d expecting, %d taken", h.Expecting(), len(got))
+		}
+		if o.Counters.Orphaned.Load() != 1 {
+			t.Errorf("%d orphans, want the second message to the plain call", o.Counters.Orphaned.Load())
+		}
+		if len(answered) != 1 || answered[0].Key != "q" || answered[0].N != 1 {
+			t.Errorf("Answering told %+v, want the joining call's tag once", answered)
+		}
+		h.route([]types.Message{routed("j", 2), routed("j", 3)})
+		if h.Expecting() != 0 || len(got) != 3 || o.Counters.Orphaned.Load() != 2 {
+			t.Errorf("after the last part: %d expecting, %d taken, %d orphans", h.Expecting(), len(got), o.Counters.Orphaned.Load())
+		}
+		h.mu.Lock()
+		demand = h.demand
+		h.mu.Unlock()
+		if demand != 0 {
+			t.Errorf("demand %d once both ended", demand)
+		}
+	})
 }

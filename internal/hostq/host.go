@@ -447,11 +447,23 @@ func (h *Host) route(msgs []types.Message) bool {
 		name := routingName(m)
 		if c, ok := h.calls[name]; ok {
 			delete(h.calls, name)
-			h.demand--
 			if answers == nil {
 				answers = make([]answer, 0, len(msgs)) // mostly replies: one allocation
 			}
-			answers = append(answers, answer{fn: c.fn, m: m})
+			if c.more != nil {
+				// A reply that may come in parts: the call becomes a
+				// multi-message expectation, its demand kept, before the
+				// rest of this receive is routed.
+				st := &stream{fn: c.more, demand: 1}
+				if h.streams == nil {
+					h.streams = make(map[string]*stream)
+				}
+				h.streams[name] = st
+				answers = append(answers, answer{st: st, m: m})
+			} else {
+				h.demand--
+				answers = append(answers, answer{fn: c.fn, m: m})
+			}
 			if c.tag != "" && h.opts.Answering != nil {
 				tags = batch.AddCount(tags, c.tag)
 			}

@@ -76,28 +76,47 @@ var (
 
 // Accepts reports whether a request's attributes advertise the codec:
 // sqsapi.AcceptAttribute lists it among its comma-separated values.
-func Accepts(attrs map[string]types.MessageAttributeValue) bool {
+func Accepts(attrs map[string]types.MessageAttributeValue) bool { return offers(attrs, Codec) }
+
+// offers reports whether sqsapi.AcceptAttribute lists token among its
+// comma-separated values.
+func offers(attrs map[string]types.MessageAttributeValue, token string) bool {
 	v, ok := attrs[sqsapi.AcceptAttribute]
 	if !ok || v.StringValue == nil {
 		return false
 	}
 	for c := range strings.SplitSeq(*v.StringValue, ",") {
-		if strings.TrimSpace(c) == Codec {
+		if strings.TrimSpace(c) == token {
 			return true
 		}
 	}
 	return false
 }
 
-// acceptBytes is what sqsapi.AcceptAttribute adds to a message's size.
-const acceptBytes = len(sqsapi.AcceptAttribute) + len("String") + len(Codec)
+// Offer returns the value of sqsapi.AcceptAttribute that offers what is
+// set, or "" for nothing: Codec for compressed replies, PartsToken for a
+// reply in parts.
+func Offer(compressed, parts bool) string {
+	switch {
+	case compressed && parts:
+		return Codec + "," + PartsToken
+	case compressed:
+		return Codec
+	case parts:
+		return PartsToken
+	}
+	return ""
+}
 
-// Advertise adds sqsapi.AcceptAttribute to the attributes of a request
-// with body to queueURL when the message has room for it, counting the
-// routing attribute a send to a virtual queue adds later, as
-// wire.StampDeadline does. It reports whether it did.
-func Advertise(attrs map[string]types.MessageAttributeValue, body *string, queueURL string) bool {
-	n, size := len(attrs)+1, wire.MessageSize(body, attrs)+acceptBytes
+// Advertise adds sqsapi.AcceptAttribute with the value offer (Offer's) to
+// the attributes of a request with body to queueURL when the message has
+// room for it, counting the routing attribute a send to a virtual queue
+// adds later, as wire.StampDeadline does. It reports whether it did.
+func Advertise(attrs map[string]types.MessageAttributeValue, body *string, queueURL, offer string) bool {
+	if offer == "" {
+		return false
+	}
+	n, size := len(attrs)+1, wire.MessageSize(body, attrs)+len(sqsapi.AcceptAttribute)+len("String")+len(offer)
 	if wire.IsVirtualQueueURL(queueURL) {
 		n++
 		size += len(sqsapi.VirtualQueueNameAttribute) + len("String") + sqsapi.MaxQueueNameLength
@@ -105,7 +124,7 @@ func Advertise(attrs map[string]types.MessageAttributeValue, body *string, queue
 	if n > sqsapi.MaxMessageAttributes || size > sqsapi.MaxMessageSize {
 		return false
 	}
-	attrs[sqsapi.AcceptAttribute] = wire.StringAttribute(Codec)
+	attrs[sqsapi.AcceptAttribute] = wire.StringAttribute(offer)
 	return true
 }
 

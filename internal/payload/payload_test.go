@@ -129,7 +129,7 @@ func TestDecodePlain(t *testing.T) {
 func TestAccept(t *testing.T) {
 	t.Parallel()
 	attrs := map[string]types.MessageAttributeValue{"a": wire.StringAttribute("b")}
-	if !Advertise(attrs, aws.String("x"), "https://sqs.us-east-1.amazonaws.com/1/q") {
+	if !Advertise(attrs, aws.String("x"), "https://sqs.us-east-1.amazonaws.com/1/q", Codec) {
 		t.Fatal("Advertise found no room in a message with one attribute")
 	}
 	m := types.Message{Body: aws.String("x"), MessageAttributes: attrs}
@@ -150,10 +150,10 @@ func TestAccept(t *testing.T) {
 	for _, n := range []string{"1", "2", "3", "4", "5", "6", "7", "8", "9"} {
 		full[n] = wire.StringAttribute(n)
 	}
-	if Advertise(full, aws.String("x"), "https://sqs.us-east-1.amazonaws.com/1/q#v") {
+	if Advertise(full, aws.String("x"), "https://sqs.us-east-1.amazonaws.com/1/q#v", Codec) {
 		t.Error("Advertise added an eleventh attribute")
 	}
-	if !Advertise(full, aws.String("x"), "https://sqs.us-east-1.amazonaws.com/1/q") {
+	if !Advertise(full, aws.String("x"), "https://sqs.us-east-1.amazonaws.com/1/q", Codec) {
 		t.Error("Advertise found no room for a tenth attribute")
 	}
 }

@@ -13,7 +13,7 @@ import (
 // The values of sqsapi.StreamAttribute and sqsapi.SessionAttribute
 // (docs/wire.md, "Sessions"). A stream position is
 //
-//	<seq>[;final|;end][;credit=<n>]
+//	<seq>[;final|;end][;credit=<n>][;run=<id>]
 //
 // and a session request's stream attribute is
 //
@@ -44,6 +44,7 @@ const (
 	EndBody = "end of stream"
 
 	creditKey = "credit="
+	runKey    = "run="
 	idleKey   = "idle="
 )
 
@@ -63,6 +64,10 @@ type StreamPos struct {
 	// Credit, when positive, grants the receiver of the message the right
 	// to send the other way up to (not including) this sequence number.
 	Credit int
+	// Run names the run of a handler whose reply travels in parts: the
+	// parts of one body share it, so that a receiver never joins the
+	// parts of two runs of a redelivered request.
+	Run string
 }
 
 // FormatStream returns the stream attribute value of p.
@@ -76,6 +81,11 @@ func FormatStream(p StreamPos) string {
 		b = append(b, ';')
 		b = append(b, creditKey...)
 		b = strconv.AppendInt(b, int64(p.Credit), 10)
+	}
+	if p.Run != "" {
+		b = append(b, ';')
+		b = append(b, runKey...)
+		b = append(b, p.Run...)
 	}
 	return string(b)
 }
@@ -102,6 +112,8 @@ func ParseStream(v string) (p StreamPos, ok bool) {
 			if c, err := strconv.Atoi(part[len(creditKey):]); err == nil && c > 0 {
 				p.Credit = c
 			}
+		case strings.HasPrefix(part, runKey):
+			p.Run = part[len(runKey):]
 		}
 	}
 	return p, true

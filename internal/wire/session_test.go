@@ -6,7 +6,7 @@ import (
 )
 
 func TestStreamPositionsRoundTrip(t *testing.T) {
-	for _, p := range []StreamPos{{}, {Seq: 7}, {Seq: 3, Mark: MarkFinal}, {Seq: 0, Mark: MarkEnd, Credit: 32}, {Seq: 12, Credit: 44}} {
+	for _, p := range []StreamPos{{}, {Seq: 7}, {Seq: 3, Mark: MarkFinal}, {Seq: 0, Mark: MarkEnd, Credit: 32}, {Seq: 12, Credit: 44}, {Seq: 4, Mark: MarkFinal, Run: "1a2b3c4d"}} {
 		got, ok := ParseStream(FormatStream(p))
 		if !ok || got != p {
 			t.Errorf("%+v: %q parses as %+v, %v", p, FormatStream(p), got, ok)
