@@ -3,8 +3,9 @@ package sqsgrpc
 import (
 	"context"
 	"errors"
-
+	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -38,6 +39,16 @@ type ClientConnOptions struct {
 	// server-streaming handler such as health's Watch until it returns on
 	// its own).
 	Timeout time.Duration
+	// PayloadStore, if set, carries request messages too large for one
+	// SQS message as they are (base64 in the envelope), up to 64 MiB: the
+	// message goes to the store raw, and the server reads it from its own
+	// ServerOptions.PayloadStore (the same store, or one on the same
+	// bucket). It also tells the server that this client reads response
+	// messages too large for one SQS message, even compressed, from the
+	// store. A call's request messages are deleted when it ends, each
+	// response message once read (docs/s3.md). nil (the default): such a
+	// message fails with codes.ResourceExhausted, before any call.
+	PayloadStore sqsapi.PayloadStore
 }
 
 // defaultTimeout bounds calls without a deadline: the requester's own
@@ -120,7 +131,9 @@ func (cc *ClientConn) invoke(ctx context.Context, method string, args, reply any
 	ctx, cancel := cc.withTimeout(ctx)
 	defer cancel()
 	ci := callOptions(opts)
-	in, err := cc.request(ctx, method, ci, args)
+	objs := cc.callObjects()
+	defer objs.drop(ctx)
+	in, err := cc.request(ctx, method, ci, args, objs)
 	if err != nil {
 		return err
 	}
@@ -131,6 +144,9 @@ func (cc *ClientConn) invoke(ctx context.Context, method string, args, reply any
 	f, err := decodeFrames(aws.ToString(m.Body))
 	if err != nil || f.status == nil {
 		return badReply(err)
+	}
+	if err := read(ctx, cc.opts.PayloadStore, slog.Default(), f, true); err != nil {
+		return storeError(err)
 	}
 	for _, p := range ci.headers {
 		*p = f.header
@@ -153,7 +169,7 @@ func (cc *ClientConn) invoke(ctx context.Context, method string, args, reply any
 // request checks the call and encodes its request, before any API call:
 // with args, or with none (args nil) for a call whose messages follow in
 // its session.
-func (cc *ClientConn) request(ctx context.Context, method string, ci *callInfo, args any) (*sqs.SendMessageInput, error) {
+func (cc *ClientConn) request(ctx context.Context, method string, ci *callInfo, args any, objs *callObjects) (*sqs.SendMessageInput, error) {
 	switch {
 	case cc.r == nil:
 		return nil, invalid("requester", "nil")
@@ -171,11 +187,23 @@ func (cc *ClientConn) request(ctx context.Context, method string, ci *callInfo, 
 	}
 	md, _ := metadata.FromOutgoingContext(ctx)
 	deadline, _ := ctx.Deadline()
-	body, err := encodeRequest(method, deadline, ci.codec.name, md, msg, args == nil)
+	store := cc.opts.PayloadStore
+	body, err := encodeRequest(method, deadline, ci.codec.name, md, msg, args == nil, store != nil, object{})
 	if err != nil {
 		return nil, invalid("request", err.Error())
 	}
-	if len(body) > maxRequest {
+	if len(body) > maxEnvelope && store != nil && args != nil && len(msg) <= maxStored {
+		// Raw in the store rather than base64 in the message; the
+		// requester's compression (CompressRequests) is not tried first.
+		o, err := objs.put(ctx, msg, deadline)
+		if err != nil {
+			return nil, storeError(fmt.Errorf("putting the request in ClientConnOptions.PayloadStore: %w", err))
+		}
+		if body, err = encodeRequest(method, deadline, ci.codec.name, md, nil, false, true, o); err != nil {
+			return nil, invalid("request", err.Error())
+		}
+	}
+	if len(body) > maxRequest || store != nil && len(body) > maxEnvelope {
 		return nil, &callError{st: status.New(codes.ResourceExhausted, errTooLarge("request", len(body)).Error()),
 			err: &sqsapi.InvalidInputError{Op: "sqsgrpc", Param: "request", Reason: "too large for one SQS message"}}
 	}
@@ -214,6 +242,16 @@ func transportError(err error) error {
 	return &callError{st: status.New(code, "sqsgrpc: "+err.Error()), err: err}
 }
 
+// storeError is the status of a payload store's failure.
+func storeError(err error) error {
+	return &callError{st: status.New(codes.Unavailable, "sqsgrpc: "+err.Error()), err: err}
+}
+
+// callObjects returns the book of a new call's objects.
+func (cc *ClientConn) callObjects() *callObjects {
+	return &callObjects{store: cc.opts.PayloadStore, log: slog.Default()}
+}
+
 func badReply(err error) error {
 	if err == nil {
 		err = errors.New("no status")
@@ -245,7 +283,7 @@ func (cc *ClientConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, meth
 
 func (cc *ClientConn) newStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	sctx, cancel := cc.withTimeout(ctx)
-	cs := &clientStream{cc: cc, ctx: ctx, sctx: sctx, cancel: cancel, method: method, ci: callOptions(opts)}
+	cs := &clientStream{cc: cc, ctx: ctx, sctx: sctx, cancel: cancel, method: method, ci: callOptions(opts), objs: cc.callObjects()}
 	if desc != nil && desc.ClientStreams {
 		cs.mu.Lock()
 		err := cs.openLocked(nil)
@@ -265,6 +303,7 @@ type clientStream struct {
 	cancel context.CancelFunc // releases sctx once the stream ended
 	method string
 	ci     *callInfo
+	objs   *callObjects // the request messages it put in the store
 	// sess, for a call whose client streams, is set before NewStream
 	// returns: SendMsg uses it without the lock, while RecvMsg waits.
 	sess *requester.Session
@@ -284,7 +323,7 @@ func (cs *clientStream) Context() context.Context { return cs.sctx }
 // server-streaming call (half-closed), without for one whose client
 // streams.
 func (cs *clientStream) openLocked(msg any) error {
-	in, err := cs.cc.request(cs.sctx, cs.method, cs.ci, msg)
+	in, err := cs.cc.request(cs.sctx, cs.method, cs.ci, msg, cs.objs)
 	if err != nil {
 		cs.finish(nil, err)
 		return err
@@ -325,7 +364,18 @@ func (cs *clientStream) SendMsg(m any) error {
 		return status.Errorf(codes.Internal, "sqsgrpc: encoding a request message: %v", err)
 	}
 	body := appendMessageFrame(nil, msg)
-	if len(body) > maxRequest {
+	if store := cs.objs.store; store != nil && len(body) > maxEnvelope && len(msg) <= maxStored {
+		deadline, _ := cs.sctx.Deadline()
+		o, err := cs.objs.put(cs.sctx, msg, deadline)
+		switch {
+		case errors.Is(err, errCallEnded):
+			return io.EOF // RecvMsg says how
+		case err != nil:
+			return storeError(fmt.Errorf("putting a request message in ClientConnOptions.PayloadStore: %w", err))
+		}
+		body = append(o.appendFrame(nil), '\n')
+	}
+	if len(body) > maxRequest || cs.objs.store != nil && len(body) > maxEnvelope {
 		return &callError{st: status.New(codes.ResourceExhausted, errTooLarge("request message", len(body)).Error()),
 			err: &sqsapi.InvalidInputError{Op: "sqsgrpc", Param: "message", Reason: "too large for one SQS message"}}
 	}
@@ -396,6 +446,11 @@ func (cs *clientStream) fill() error {
 		cs.finish(nil, badReply(err))
 		return nil
 	}
+	if err := read(cs.sctx, cs.cc.opts.PayloadStore, slog.Default(), f, true); err != nil {
+		cs.s.Close()
+		cs.finish(nil, storeError(err))
+		return nil
+	}
 	if f.header != nil && !cs.headerOK {
 		cs.header, cs.headerOK = f.header, true
 	}
@@ -427,6 +482,7 @@ func (cs *clientStream) finish(header metadata.MD, end error) {
 	if cs.s != nil && !errors.Is(end, io.EOF) {
 		cs.s.Close()
 	}
+	cs.objs.drop(cs.sctx) // the handler returned, or will not read them
 	cs.cancel()
 	if errors.Is(end, io.EOF) || status.Code(end) != codes.OK {
 		for _, p := range cs.ci.headers {

@@ -44,6 +44,11 @@ const magic = "TQG/1"
 // its session.
 const streamFlag = "stream"
 
+// storeFlag ends the first line of a request whose client reads messages
+// from its payload store (ClientConnOptions.PayloadStore); after
+// streamFlag when both are there.
+const storeFlag = "store"
+
 // reserve is the room left in a message for the requester's and the
 // responder's attributes; the envelope may take the rest.
 const reserve = 4 << 10
@@ -149,14 +154,19 @@ type request struct {
 	subtype  string
 	md       metadata.MD
 	msg      []byte
-	streamed bool // the messages follow in the session
+	object   object // the message's object in a payload store, if it is there (then msg is nil)
+	streamed bool   // the messages follow in the session
+	store    bool   // the client reads messages from its payload store
 }
 
 func validMethod(m string) bool {
 	return strings.HasPrefix(m, "/") && m != "/" && printable(m) && !strings.ContainsAny(m, " \t")
 }
 
-func encodeRequest(method string, deadline time.Time, subtype string, md metadata.MD, msg []byte, streamed bool) (string, error) {
+// encodeRequest returns the envelope of a request: with msg, or with obj
+// (when its key is set) in place of it, or with neither for a streamed
+// one; store flags a client that reads messages from its payload store.
+func encodeRequest(method string, deadline time.Time, subtype string, md metadata.MD, msg []byte, streamed, store bool, obj object) (string, error) {
 	if !validMethod(method) {
 		return "", fmt.Errorf("invalid method name %q", method)
 	}
@@ -179,22 +189,33 @@ func encodeRequest(method string, deadline time.Time, subtype string, md metadat
 		b = append(b, ' ')
 		b = append(b, streamFlag...)
 	}
+	if store {
+		b = append(b, ' ')
+		b = append(b, storeFlag...)
+	}
 	b = append(b, '\n')
 	b, err := appendMD(b, "", md)
 	if err != nil {
 		return "", err
 	}
 	b = append(b, '\n')
+	if obj.key != "" {
+		return string(obj.appendFrame(b)), nil
+	}
 	return string(base64.StdEncoding.AppendEncode(b, msg)), nil
 }
 
 func decodeRequest(s string) (*request, error) {
 	line, rest, ok := strings.Cut(s, "\n")
 	f := strings.Split(line, " ")
+	store := len(f) > 4 && f[len(f)-1] == storeFlag
+	if store {
+		f = f[:len(f)-1]
+	}
 	if !ok || len(f) < 4 || len(f) > 5 || f[0] != magic || !validMethod(f[1]) || !validKey(f[3]) || len(f) == 5 && f[4] != streamFlag {
 		return nil, errors.New("not an sqsgrpc request")
 	}
-	r := &request{method: f[1], subtype: f[3], md: metadata.MD{}, streamed: len(f) == 5}
+	r := &request{method: f[1], subtype: f[3], md: metadata.MD{}, streamed: len(f) == 5, store: store}
 	if f[2] != "-" {
 		ms, err := strconv.ParseInt(f[2], 10, 64)
 		if err != nil {
@@ -221,6 +242,11 @@ func decodeRequest(s string) (*request, error) {
 		return r, nil
 	}
 	var err error
+	if obj, ok := strings.CutPrefix(rest, string(frameObject)+" "); ok {
+		// Base64 has no space: this is no message.
+		r.object, err = parseObject(obj)
+		return r, err
+	}
 	if r.msg, err = base64.StdEncoding.DecodeString(rest); err != nil {
 		return nil, fmt.Errorf("request message: %w", err)
 	}
@@ -232,6 +258,7 @@ const (
 	frameHeader     = 'h'
 	frameHeaderDone = 'H'
 	frameMessage    = 'm'
+	frameObject     = 'o' // a message in a payload store: "o <bucket> <key>"
 	frameTrailer    = 't'
 	frameStatus     = 's'
 )
@@ -273,6 +300,7 @@ type frames struct {
 	header     metadata.MD // nil when none came
 	headerDone bool
 	msgs       [][]byte
+	objects    map[int]object // the messages in a payload store, by their index in msgs (nil there until read)
 	trailer    metadata.MD
 	status     *status.Status // nil until the end
 }
@@ -308,6 +336,16 @@ func decodeFrames(s string) (*frames, error) {
 				return nil, fmt.Errorf("message frame: %w", err)
 			}
 			f.msgs = append(f.msgs, m)
+		case frameObject:
+			o, err := parseObject(body)
+			if err != nil {
+				return nil, err
+			}
+			if f.objects == nil {
+				f.objects = make(map[int]object, 1)
+			}
+			f.objects[len(f.msgs)] = o
+			f.msgs = append(f.msgs, nil)
 		case frameTrailer:
 			if f.trailer == nil {
 				f.trailer = metadata.MD{}

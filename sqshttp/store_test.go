@@ -34,7 +34,7 @@ func TestBodiesGoThroughAPayloadStore(t *testing.T) {
 			_, _ = w.Write(body) // echoed: the response as large as the request
 		}), func(o *sqshttp.HandlerOptions) { o.PayloadStore = store })
 		noise := []byte(testbody.Random(3<<20, 7)) // base64 text: gzip barely shrinks it
-		binary := make([]byte, 2<<20) // random: gzip cannot shrink it
+		binary := make([]byte, 2<<20)              // random: gzip cannot shrink it
 		rng := rand.New(rand.NewPCG(1, 2))
 		for i := range binary {
 			binary[i] = byte(rng.Uint32())
