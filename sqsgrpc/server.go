@@ -301,8 +301,8 @@ type serverStream struct {
 	codec    codec
 	msg      []byte // the request message, until RecvMsg takes it
 	read     bool
-	streamed bool // the request's messages follow in its session (req.Recv)
-	stream   bool // the caller takes a stream
+	streamed bool                // the request's messages follow in its session (req.Recv)
+	stream   bool                // the caller takes a stream
 	reads    sqsapi.PayloadStore // the server's, for request messages in a store
 	store    sqsapi.PayloadStore // for response messages too large for one SQS message, when the client reads them; nil: none
 	log      *slog.Logger
