@@ -160,6 +160,9 @@ func (cc *ClientConn) invoke(ctx context.Context, method string, args, reply any
 	if len(f.msgs) != 1 {
 		return status.Errorf(codes.Internal, "sqsgrpc: unary reply with %d messages", len(f.msgs))
 	}
+	if n := len(f.msgs[0]); n > ci.maxRecv {
+		return recvTooLarge(n, ci.maxRecv)
+	}
 	if err := ci.codec.unmarshal(f.msgs[0], reply); err != nil {
 		return status.Errorf(codes.Internal, "sqsgrpc: decoding the response: %v", err)
 	}
@@ -183,6 +186,9 @@ func (cc *ClientConn) request(ctx context.Context, method string, ci *callInfo, 
 		var err error
 		if msg, err = ci.codec.marshal(args); err != nil {
 			return nil, status.Errorf(codes.Internal, "sqsgrpc: encoding the request: %v", err)
+		}
+		if len(msg) > ci.maxSend {
+			return nil, sendTooLarge(len(msg), ci.maxSend)
 		}
 	}
 	md, _ := metadata.FromOutgoingContext(ctx)
@@ -363,6 +369,9 @@ func (cs *clientStream) SendMsg(m any) error {
 	if err != nil {
 		return status.Errorf(codes.Internal, "sqsgrpc: encoding a request message: %v", err)
 	}
+	if len(msg) > cs.ci.maxSend {
+		return sendTooLarge(len(msg), cs.ci.maxSend)
+	}
 	body := appendMessageFrame(nil, msg)
 	if store := cs.objs.store; store != nil && len(body) > maxEnvelope && len(msg) <= maxStored {
 		deadline, _ := cs.sctx.Deadline()
@@ -418,6 +427,9 @@ func (cs *clientStream) RecvMsg(m any) error {
 	}
 	msg := cs.msgs[0]
 	cs.msgs = cs.msgs[1:]
+	if len(msg) > cs.ci.maxRecv {
+		return recvTooLarge(len(msg), cs.ci.maxRecv)
+	}
 	if err := cs.ci.codec.unmarshal(msg, m); err != nil {
 		return status.Errorf(codes.Internal, "sqsgrpc: decoding a response: %v", err)
 	}

@@ -45,6 +45,15 @@ type ServerOptions struct {
 	// sqsapi.ErrNoPayloadStore), and such a response fails with
 	// codes.ResourceExhausted.
 	PayloadStore sqsapi.PayloadStore
+	// MaxRecvMsgSize is the largest request message a handler receives,
+	// as grpc.MaxRecvMsgSize sets it for a *grpc.Server: a larger one
+	// fails the handler's RecvMsg (the unary call) with
+	// codes.ResourceExhausted. Zero: grpc's default, 4 MiB.
+	MaxRecvMsgSize int
+	// MaxSendMsgSize is the largest response message a handler sends, as
+	// grpc.MaxSendMsgSize sets it: a larger one fails its SendMsg with
+	// codes.ResourceExhausted. Zero: grpc's default, math.MaxInt32.
+	MaxSendMsgSize int
 }
 
 // Server runs gRPC services registered on it (it is a
@@ -78,6 +87,12 @@ func NewServer(optFns ...func(*ServerOptions)) *Server {
 	}
 	if s.opts.Now == nil {
 		s.opts.Now = time.Now
+	}
+	if s.opts.MaxRecvMsgSize == 0 {
+		s.opts.MaxRecvMsgSize = defaultMaxRecv
+	}
+	if s.opts.MaxSendMsgSize == 0 {
+		s.opts.MaxSendMsgSize = defaultMaxSend
 	}
 	return s
 }
@@ -193,7 +208,7 @@ func (s *Server) handle(ctx context.Context, req *responder.Request) (*responder
 	}
 	_, streaming := req.Attribute(sqsapi.StreamAttribute)
 	ss := &serverStream{req: req, method: r.method, codec: c, msg: r.msg, streamed: r.streamed, stream: streaming && req.ResponseRequested(),
-		reads: s.opts.PayloadStore, log: s.opts.Logger, deadline: r.deadline}
+		reads: s.opts.PayloadStore, log: s.opts.Logger, deadline: r.deadline, maxRecv: s.opts.MaxRecvMsgSize, maxSend: s.opts.MaxSendMsgSize}
 	if r.store {
 		ss.store = s.opts.PayloadStore
 	}
@@ -307,6 +322,8 @@ type serverStream struct {
 	store    sqsapi.PayloadStore // for response messages too large for one SQS message, when the client reads them; nil: none
 	log      *slog.Logger
 	deadline time.Time // the client's, for the keys of objects in store
+	maxRecv  int       // ServerOptions.MaxRecvMsgSize
+	maxSend  int       // ServerOptions.MaxSendMsgSize
 
 	recvMu sync.Mutex // RecvMsg's: it may wait while the handler sends
 
@@ -378,6 +395,9 @@ func (ss *serverStream) RecvMsg(m any) error {
 		return io.EOF
 	}
 	ss.read = true
+	if len(ss.msg) > ss.maxRecv {
+		return recvTooLarge(len(ss.msg), ss.maxRecv)
+	}
 	if err := ss.codec.unmarshal(ss.msg, m); err != nil {
 		return status.Errorf(codes.Internal, "sqsgrpc: decoding the request: %v", err)
 	}
@@ -410,6 +430,9 @@ func (ss *serverStream) recvStreamed(m any) error {
 	if err := read(ss.ctx, ss.reads, ss.log, f, false); err != nil {
 		return &callError{st: status.Newf(codes.Unavailable, "sqsgrpc: %v", err), err: err}
 	}
+	if n := len(f.msgs[0]); n > ss.maxRecv {
+		return recvTooLarge(n, ss.maxRecv)
+	}
 	if err := ss.codec.unmarshal(f.msgs[0], m); err != nil {
 		return status.Errorf(codes.Internal, "sqsgrpc: decoding a request message: %v", err)
 	}
@@ -422,6 +445,9 @@ func (ss *serverStream) SendMsg(m any) error {
 	msg, err := ss.codec.marshal(m)
 	if err != nil {
 		return status.Errorf(codes.Internal, "sqsgrpc: encoding a response: %v", err)
+	}
+	if len(msg) > ss.maxSend {
+		return sendTooLarge(len(msg), ss.maxSend)
 	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()

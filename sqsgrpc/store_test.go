@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"testing"
@@ -149,5 +150,47 @@ func TestCompressibleResponsesFitCompressed(t *testing.T) {
 	_, err = testpb.NewTestServiceClient(sqsgrpc.NewClientConn(plain, queue)).UnaryCall(ctx, &testpb.SimpleRequest{ResponseSize: 3 << 20})
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("a client that reads no compressed reply: %v", err)
+	}
+}
+
+// The message size limits are grpc's: 4 MiB received by default on
+// either side, raised with grpc.MaxCallRecvMsgSize on the client and
+// ServerOptions.MaxRecvMsgSize on the server, as with grpc.
+func TestMessageSizeLimitsAreGRPCs(t *testing.T) {
+	store := memstore.New("messages")
+	for _, limit := range []int{0, 8 << 20} {
+		t.Run(fmt.Sprint(limit), func(t *testing.T) {
+			srv := sqsgrpc.NewServer(func(o *sqsgrpc.ServerOptions) {
+				o.PayloadStore = store
+				o.MaxRecvMsgSize = limit
+			})
+			testpb.RegisterTestServiceServer(srv, payloadEcho{})
+			raw, queue, prefix := serve(t, sqstestenv.SQSTest(t), srv)
+			var callOpts []grpc.CallOption
+			if limit > 0 {
+				callOpts = []grpc.CallOption{grpc.MaxCallRecvMsgSize(limit)}
+			}
+			client := testpb.NewTestServiceClient(sqsgrpc.NewClientConn(newRequester(t, raw, prefix), queue, func(o *sqsgrpc.ClientConnOptions) {
+				o.PayloadStore = store
+				o.CallOptions = callOpts
+			}))
+			ctx := timeout(t, 60*time.Second)
+			big := noise(5<<20, 4)
+			_, err := client.UnaryCall(ctx, &testpb.SimpleRequest{Payload: &testpb.Payload{Body: big}})
+			if limit == 0 && status.Code(err) != codes.ResourceExhausted || limit > 0 && err != nil {
+				t.Errorf("limit %d: a 5 MiB request: %v", limit, err)
+			}
+			_, err = client.UnaryCall(ctx, &testpb.SimpleRequest{ResponseSize: 5 << 20})
+			if limit == 0 && status.Code(err) != codes.ResourceExhausted || limit > 0 && err != nil {
+				t.Errorf("limit %d: a 5 MiB response: %v", limit, err)
+			}
+			_, err = client.UnaryCall(ctx, &testpb.SimpleRequest{Payload: &testpb.Payload{Body: big}}, grpc.MaxCallSendMsgSize(1<<20))
+			if status.Code(err) != codes.ResourceExhausted {
+				t.Errorf("limit %d: a 5 MiB request over MaxCallSendMsgSize: %v", limit, err)
+			}
+		})
+	}
+	if keys := store.Keys(); len(keys) != 0 {
+		t.Errorf("left in the store: %v", keys)
 	}
 }
