@@ -57,7 +57,9 @@ type HandlerOptions struct {
 // Transport does unless DisableStreaming), the status, the header and
 // what was written so far go out as the stream's first message, and each
 // later Flush sends what was written since; a response larger than one
-// message is streamed in parts even without Flush. When the caller takes
+// message is streamed in parts even without Flush, or goes whole to
+// HandlerOptions.PayloadStore when the caller's Transport reads one (one
+// too large even compressed; docs/s3.md). When the caller takes
 // one reply, Flush does nothing and the whole response goes in the final
 // reply; one too large for a message, even compressed when the caller
 // reads compressed replies (docs/wire.md, "Compression"), is replaced by

@@ -93,9 +93,11 @@ const defaultTimeout = 30 * time.Second
 // the handler. The URL's scheme and host pick nothing: every
 // request goes to the Transport's queue.
 //
-// A body of known length that fits travels in the request's message. One
-// of unknown length (ContentLength 0 or -1 with a Body other than
-// http.NoBody), or too large for the message, is streamed to the handler
+// A body of known length that fits travels in the request's message;
+// one too large for it goes to TransportOptions.PayloadStore when set,
+// up to 64 MiB. One of unknown length (ContentLength 0 or -1 with a Body
+// other than http.NoBody), or too large for the message otherwise, is
+// streamed to the handler
 // as it is read, each Read a part (up to 765 KiB), on the request's
 // session (requester.OpenSession), while RoundTrip waits for the
 // response: the handler reads it as it arrives and may answer before it
