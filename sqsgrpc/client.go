@@ -182,8 +182,8 @@ func (cc *ClientConn) request(ctx context.Context, method string, ci *callInfo, 
 		return nil, status.Errorf(codes.Internal, "sqsgrpc: %v", ci.codecErr)
 	}
 	var msg []byte
+	var err error
 	if args != nil {
-		var err error
 		if msg, err = ci.codec.marshal(args); err != nil {
 			return nil, status.Errorf(codes.Internal, "sqsgrpc: encoding the request: %v", err)
 		}
@@ -194,18 +194,26 @@ func (cc *ClientConn) request(ctx context.Context, method string, ci *callInfo, 
 	md, _ := metadata.FromOutgoingContext(ctx)
 	deadline, _ := ctx.Deadline()
 	store := cc.opts.PayloadStore
-	body, err := encodeRequest(method, deadline, ci.codec.name, md, msg, args == nil, store != nil, object{})
+	// Raw in the store rather than base64 in the message, when it does not
+	// fit; the requester's compression (CompressRequests) is not tried
+	// first. A message that cannot fit goes before it is encoded.
+	offload := store != nil && args != nil && len(msg) <= maxStored
+	var obj object
+	if offload && frameLen(msg) > maxEnvelope {
+		if obj, err = cc.putRequest(ctx, objs, msg, deadline); err != nil {
+			return nil, err
+		}
+		msg = nil
+	}
+	body, err := encodeRequest(method, deadline, ci.codec.name, md, msg, args == nil, store != nil, obj)
 	if err != nil {
 		return nil, invalid("request", err.Error())
 	}
-	if len(body) > maxEnvelope && store != nil && args != nil && len(msg) <= maxStored {
-		// Raw in the store rather than base64 in the message; the
-		// requester's compression (CompressRequests) is not tried first.
-		o, err := objs.put(ctx, msg, deadline)
-		if err != nil {
-			return nil, storeError(fmt.Errorf("putting the request in ClientConnOptions.PayloadStore: %w", err))
+	if offload && obj.key == "" && len(body) > maxEnvelope { // the metadata made it too large
+		if obj, err = cc.putRequest(ctx, objs, msg, deadline); err != nil {
+			return nil, err
 		}
-		if body, err = encodeRequest(method, deadline, ci.codec.name, md, nil, false, true, o); err != nil {
+		if body, err = encodeRequest(method, deadline, ci.codec.name, md, nil, false, true, obj); err != nil {
 			return nil, invalid("request", err.Error())
 		}
 	}
@@ -246,6 +254,15 @@ func transportError(err error) error {
 		code = codes.InvalidArgument
 	}
 	return &callError{st: status.New(code, "sqsgrpc: "+err.Error()), err: err}
+}
+
+// putRequest puts a call's request message in ClientConnOptions.PayloadStore.
+func (cc *ClientConn) putRequest(ctx context.Context, objs *callObjects, msg []byte, deadline time.Time) (object, error) {
+	o, err := objs.put(ctx, msg, deadline)
+	if err != nil {
+		return object{}, storeError(fmt.Errorf("putting the request in ClientConnOptions.PayloadStore: %w", err))
+	}
+	return o, nil
 }
 
 // storeError is the status of a payload store's failure.
@@ -372,8 +389,8 @@ func (cs *clientStream) SendMsg(m any) error {
 	if len(msg) > cs.ci.maxSend {
 		return sendTooLarge(len(msg), cs.ci.maxSend)
 	}
-	body := appendMessageFrame(nil, msg)
-	if store := cs.objs.store; store != nil && len(body) > maxEnvelope && len(msg) <= maxStored {
+	var body []byte
+	if store := cs.objs.store; store != nil && frameLen(msg) > maxEnvelope && len(msg) <= maxStored {
 		deadline, _ := cs.sctx.Deadline()
 		o, err := cs.objs.put(cs.sctx, msg, deadline)
 		switch {
@@ -383,6 +400,8 @@ func (cs *clientStream) SendMsg(m any) error {
 			return storeError(fmt.Errorf("putting a request message in ClientConnOptions.PayloadStore: %w", err))
 		}
 		body = append(o.appendFrame(nil), '\n')
+	} else {
+		body = appendMessageFrame(nil, msg)
 	}
 	if len(body) > maxRequest || cs.objs.store != nil && len(body) > maxEnvelope {
 		return &callError{st: status.New(codes.ResourceExhausted, errTooLarge("request message", len(body)).Error()),

@@ -3,8 +3,10 @@ package sqsgrpc
 import (
 	"compress/gzip"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -156,19 +158,23 @@ func (c *callObjects) drop(ctx context.Context) {
 // name and its type (docs/wire.md, "Compression").
 const carrierBytes = 64
 
-// fitsCompressed reports whether b fits in one message gzipped as the
-// responder gzips a reply for a client that reads that: the stream fits
-// beside the attributes, and it is at most nine tenths of b (less, and
-// the responder sends b as it is). It stops compressing once the stream
-// is too large.
-func fitsCompressed(b []byte) bool {
+// fitsCompressed reports whether the n bytes that write writes fit in
+// one message gzipped as the responder gzips a reply for a client that
+// reads that: the stream fits beside the attributes, and it is at most
+// nine tenths of the n bytes (less, and the responder sends them as they
+// are). It stops compressing once the stream is too large, so that a
+// large message that cannot fit costs little to rule out.
+func fitsCompressed(n int, write func(io.Writer) error) bool {
 	c := &counter{left: maxEnvelope - carrierBytes}
 	zw, _ := gzip.NewWriterLevel(c, gzip.BestSpeed) // a valid level
-	if _, err := zw.Write(b); err != nil || zw.Close() != nil {
+	if write(zw) != nil || zw.Close() != nil {
 		return false
 	}
-	return 10*(carrierBytes+c.n) <= 9*len(b)
+	return 10*(carrierBytes+c.n) <= 9*n
 }
+
+// frameLen is the length of msg's message frame: "m ", its base64, "\n".
+func frameLen(msg []byte) int { return 3 + base64.StdEncoding.EncodedLen(len(msg)) }
 
 // counter counts what is written to it, and fails once that is more
 // than left bytes.

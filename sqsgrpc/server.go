@@ -2,6 +2,7 @@ package sqsgrpc
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -458,21 +459,41 @@ func (ss *serverStream) SendMsg(m any) error {
 	if err != nil {
 		return err
 	}
-	head := len(b)
-	b = appendMessageFrame(b, msg)
-	sent := b // what goes in the message this one goes in
-	if !ss.stream {
-		sent = append(ss.pending[:len(ss.pending):len(ss.pending)], b...)
+	// What goes in the message this one goes in: the frames held for a
+	// one-reply caller, the header's, and the message's, sized before the
+	// message is encoded (a large one goes to the store as it is).
+	pending := ss.pending
+	if ss.stream {
+		pending = nil
 	}
-	if !ss.fits(sent) {
-		if ss.store == nil || len(msg) > maxStored {
-			return status.Error(codes.ResourceExhausted, errTooLarge("response", len(sent)).Error())
+	n := len(pending) + len(b) + frameLen(msg)
+	inline := n <= maxEnvelope || ss.req.CompressedReplies() && fitsCompressed(n, func(w io.Writer) error {
+		for _, p := range [][]byte{pending, b, {frameMessage, ' '}} {
+			if _, err := w.Write(p); err != nil {
+				return err
+			}
 		}
+		enc := base64.NewEncoder(base64.StdEncoding, w)
+		if _, err := enc.Write(msg); err != nil {
+			return err
+		}
+		if err := enc.Close(); err != nil {
+			return err
+		}
+		_, err := w.Write([]byte{'\n'})
+		return err
+	})
+	switch {
+	case inline:
+		b = appendMessageFrame(b, msg)
+	case ss.store == nil || len(msg) > maxStored:
+		return status.Error(codes.ResourceExhausted, errTooLarge("response", n).Error())
+	default:
 		o, err := put(ss.ctx, ss.store, msg, ss.deadline)
 		if err != nil {
 			return status.Errorf(codes.Unavailable, "sqsgrpc: putting a response in ServerOptions.PayloadStore: %v", err)
 		}
-		b = append(o.appendFrame(b[:head]), '\n')
+		b = append(o.appendFrame(b), '\n')
 	}
 	return ss.emitLocked(b)
 }
@@ -481,7 +502,10 @@ func (ss *serverStream) SendMsg(m any) error {
 // is, or gzipped for a client that reads that (the responder compresses
 // when that pays; docs/wire.md, "Compression").
 func (ss *serverStream) fits(b []byte) bool {
-	return len(b) <= maxEnvelope || ss.req.CompressedReplies() && fitsCompressed(b)
+	return len(b) <= maxEnvelope || ss.req.CompressedReplies() && fitsCompressed(len(b), func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
+	})
 }
 
 // headerFramesLocked appends the header frames unless they were sent.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -378,23 +379,46 @@ func (w *responseWriter) finish() (*responder.Reply, error) {
 		return &responder.Reply{Body: string(appendPart(nil, w.buf))}, nil
 	}
 	mark := bodyMark(w.buf)
-	b, err := appendResponseHead(make([]byte, 0, 256+encodedLen(mark, w.buf)), w.status, mark, false, w.sent)
+	head, err := appendResponseHead(nil, w.status, mark, false, w.sent)
 	if err != nil {
 		return errorReply(http.StatusInternalServerError, "sqshttp: "+err.Error()), nil
 	}
-	b = appendEncoded(b, mark, w.buf)
-	body := string(b)
+	n := len(head) + encodedLen(mark, w.buf)
 	// A response too large for a message may fit compressed, which the
 	// responder does for a caller that reads it (docs/wire.md,
-	// "Compression"): the size that counts is the compressed one.
-	if len(b) > maxEnvelope && !(payload.CompressedReplies(w.ctx) && !compressesPast(body, maxEnvelope) && payload.Fits(body, reserve)) {
-		if w.store != nil && len(w.buf) <= payload.MaxPayload {
-			return w.offload()
+	// "Compression"): the size that counts is the compressed one. A
+	// large one that cannot is ruled out before it is encoded whole.
+	if n > maxEnvelope && !(payload.CompressedReplies(w.ctx) && !compressesPast(maxEnvelope, func(zw io.Writer) error {
+		if _, err := zw.Write(head); err != nil {
+			return err
 		}
-		return errorReply(http.StatusRequestEntityTooLarge, fmt.Sprintf(
-			"sqshttp: the response of %d bytes encoded does not fit in one SQS message (%d at most), even compressed if the caller reads that, and the caller takes one reply", len(b), maxEnvelope)), nil
+		if mark == encText {
+			_, err := zw.Write(w.buf)
+			return err
+		}
+		enc := base64.NewEncoder(base64.StdEncoding, zw)
+		if _, err := enc.Write(w.buf); err != nil {
+			return err
+		}
+		return enc.Close()
+	})) {
+		return w.tooLarge(n)
+	}
+	body := string(appendEncoded(head, mark, w.buf))
+	if n > maxEnvelope && !payload.Fits(body, reserve) {
+		return w.tooLarge(n)
 	}
 	return &responder.Reply{Body: body}, nil
+}
+
+// tooLarge returns the reply of a response of n bytes encoded that does
+// not fit in one message even compressed: through the store, or a 413.
+func (w *responseWriter) tooLarge(n int) (*responder.Reply, error) {
+	if w.store != nil && len(w.buf) <= payload.MaxPayload {
+		return w.offload()
+	}
+	return errorReply(http.StatusRequestEntityTooLarge, fmt.Sprintf(
+		"sqshttp: the response of %d bytes encoded does not fit in one SQS message (%d at most), even compressed if the caller reads that, and the caller takes one reply", n, maxEnvelope)), nil
 }
 
 // offload puts the response's body in the store and returns the reply
@@ -413,13 +437,13 @@ func (w *responseWriter) offload() (*responder.Reply, error) {
 	return &responder.Reply{Body: string(appendObject(b, payload.Pointer{Bucket: bucket, Key: key}))}, nil
 }
 
-// compressesPast reports whether body, gzipped as the responder does it,
-// takes more than limit bytes. It stops compressing there: a large body
-// that cannot fit in a message costs a few milliseconds to rule out, not
-// the compression of all of it.
-func compressesPast(body string, limit int) bool {
+// compressesPast reports whether what write writes, gzipped as the
+// responder does it, takes more than limit bytes. It stops compressing
+// there: a large body that cannot fit in a message costs a few
+// milliseconds to rule out, not the compression of all of it.
+func compressesPast(limit int, write func(io.Writer) error) bool {
 	zw, _ := gzip.NewWriterLevel(&capped{left: limit}, payload.Level) // a valid level
-	_, err := io.WriteString(zw, body)
+	err := write(zw)
 	if err == nil {
 		err = zw.Close()
 	}

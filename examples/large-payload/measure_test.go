@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -73,10 +72,7 @@ func benchSQSHTTP(b *testing.B, binary, viaStore, upload bool) {
 	// or random bytes, which parts carry in base64.
 	body := []byte(report(size))
 	if binary {
-		rng := rand.New(rand.NewPCG(1, 2))
-		for i := range body {
-			body[i] = byte(rng.Uint32())
-		}
+		body = noise(size)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("PUT /", func(w http.ResponseWriter, r *http.Request) {
