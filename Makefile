@@ -8,9 +8,32 @@ EMULATOR    := integration/emulator
 # internal/testkit/sqstestenv.
 PKGS        := ./...
 
-.PHONY: test emulator redis fmt vet staticcheck unit docs nested console clients release release-deps clean-emulator
+# Nested modules (own go.mod, so library users do not inherit their
+# dependencies), each vetted, staticchecked and tested under -race by its
+# own target, nested/<dir>.
+NESTED      := redisstore lambdatempq examples/lambda oteltempq sqsgrpc examples/grpc-over-sqs s3payload examples/large-payload
+# How many checks `make test` runs at once. Most of a check's time is spent
+# waiting (emulators, browsers, timers in real servers), so on a 2-core
+# machine four at a time take about half the time of one at a time.
+JOBS        ?= 4
 
-test: emulator fmt vet staticcheck unit nested console clients release
+.PHONY: test checks deps emulator redis fmt vet staticcheck unit docs nested console clients release release-deps clean-emulator
+
+# Installs first (npm and apt-get must not run twice at once), then runs the
+# checks JOBS at a time, each one's output printed whole when it ends.
+test: emulator deps fmt
+	$(MAKE) --no-print-directory -j$(JOBS) --output-sync=target checks
+
+checks: unit $(addprefix nested/,$(NESTED)) release console clients vet staticcheck
+
+# The Debian packages the checks use: redis-server (redisstore's tests),
+# chromium (the console's), awscli (integration/clients), in one apt-get.
+deps:
+	@missing=""; \
+	command -v redis-server >/dev/null || missing="$$missing redis-server"; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	{ [ -x /usr/bin/aws ] || ! command -v apt-get >/dev/null; } || missing="$$missing awscli"; \
+	if [ -n "$$missing" ]; then apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; fi
 
 # Installs the pinned fauxqs + Node 22 when missing (package-lock.json pins both).
 # npm warns EBADENGINE when the npm that installs runs on an older Node
@@ -51,21 +74,15 @@ unit:
 docs:
 	$(GO) test -count=1 -run 'TestReadmeShowsThisProgram|TestSnippetsCompile|TestGenerate' ./examples/quickstart ./internal/doccheck
 
-# Nested modules (own go.mod, so library users do not inherit their
-# dependencies): redisstore, lambdatempq (and its example, examples/lambda),
-# oteltempq, sqsgrpc (and its example, examples/grpc-over-sqs), s3payload
-# (its tests on gofakes3 in process, and on fauxqs's S3 with the emulator),
-# and examples/large-payload (50 MiB through S3 with sqshttp and sqsgrpc,
-# on the same two).
-nested: redis emulator
-	cd redisstore && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
-	cd lambdatempq && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
-	cd examples/lambda && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
-	cd oteltempq && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
-	cd sqsgrpc && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
-	cd examples/grpc-over-sqs && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
-	cd s3payload && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
-	cd examples/large-payload && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
+# The nested modules: redisstore, lambdatempq (and its example,
+# examples/lambda), oteltempq, sqsgrpc (and its example,
+# examples/grpc-over-sqs), s3payload (its tests on gofakes3 in process, and
+# on fauxqs's S3 with the emulator), and examples/large-payload (50 MiB
+# through S3 with sqshttp and sqsgrpc, on the same two).
+nested: $(addprefix nested/,$(NESTED))
+
+nested/%: redis emulator
+	cd $* && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./... && $(GO) test -race -count=1 -timeout 10m ./...
 
 # The web console's browser tests (integration/console, a module of its own
 # so that chromedp stays out of the core module): Debian's chromium,

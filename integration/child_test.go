@@ -3,6 +3,7 @@ package integration_test
 import (
 	"bufio"
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -30,7 +31,19 @@ func TestMain(m *testing.M) {
 	case "session-caller":
 		os.Exit(childSessionCaller())
 	}
+	flag.Parse()
+	if !flagSet("test.parallel") {
+		// These tests spend their time waiting on real servers and child
+		// processes, not on a CPU: four at a time rather than GOMAXPROCS.
+		_ = flag.Set("test.parallel", "4")
+	}
 	os.Exit(m.Run())
+}
+
+// flagSet reports whether the command line set the flag name.
+func flagSet(name string) (set bool) {
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 func childResponder() int {

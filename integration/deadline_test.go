@@ -22,6 +22,7 @@ import (
 // starts later deletes the request without running its handler, while a
 // request sent after it, whose caller still waits, is answered.
 func TestRequestOutlivedByItsCallerIsNotHandled(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		q := e.queue(t, "rpc", nil)

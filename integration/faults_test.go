@@ -100,6 +100,7 @@ func (f *faultRun) duplicates() int {
 // one SDK attempt each and retries them itself, so every throttle reaches
 // its retries; the client's SDK retries are off too, for the receives.
 func TestRPCsSurviveThrottling(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		f := newFaultRun(t, b, 12, 1)
 		var rules []faultproxy.Rule
@@ -131,6 +132,7 @@ func TestRPCsSurviveThrottling(t *testing.T) {
 // redelivery (a dropped receive hides its messages for their visibility
 // timeout; a dropped send is sent again by the SDK: a duplicate request).
 func TestRPCsSurviveServerErrorsAndDroppedResponses(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		f := newFaultRun(t, b, 500, 0)
 		f.proxy.SetRules(

@@ -32,6 +32,7 @@ func (e *env) hostQueues(t *testing.T) []string {
 // (the server created the queue): the next request uses that queue, and
 // Close deletes it; nothing is left for the sweepers.
 func TestHardeningLostCreateQueueResponses(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		if b.Endpoint == "" {
 			t.Skip("needs an endpoint to put the proxy in front of")
@@ -73,6 +74,7 @@ func TestHardeningLostCreateQueueResponses(t *testing.T) {
 // behind: a typed-nil client, a body SQS would reject, a nil option
 // function.
 func TestHardeningCallerMistakes(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		if _, err := requester.New((*sqs.Client)(nil)); !errors.Is(err, sqsapi.ErrInvalidInput) {
 			t.Errorf("requester.New(typed nil) = %v", err)

@@ -147,6 +147,7 @@ func echo(_ context.Context, req *responder.Request) (*responder.Reply, error) {
 }
 
 func TestManyConcurrentCallers(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		q := e.queue(t, "rpc", nil)
@@ -185,6 +186,7 @@ func TestManyConcurrentCallers(t *testing.T) {
 // A raw-SDK requester in the Java client's wire format (ResponseQueueUrl
 // only, its own virtual queue name) is answered by our responder.
 func TestJavaRequesterToGoResponder(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		q := e.queue(t, "rpc", nil)
@@ -224,6 +226,7 @@ func TestJavaRequesterToGoResponder(t *testing.T) {
 }
 
 func TestSlowHandlerOutlivesSeveralVisibilityTimeouts(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		q := e.queue(t, "rpc", nil)
@@ -251,6 +254,7 @@ func TestSlowHandlerOutlivesSeveralVisibilityTimeouts(t *testing.T) {
 }
 
 func TestPoisonRequestReachesDeadLetterQueue(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		dlq := e.queue(t, "dlq", nil)
@@ -289,6 +293,7 @@ func TestPoisonRequestReachesDeadLetterQueue(t *testing.T) {
 // Two requester processes (here: clients) share one request queue and one
 // responder; each gets exactly its own replies.
 func TestRequestersShareOneService(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		q := e.queue(t, "rpc", nil)
@@ -328,6 +333,7 @@ func TestRequestersShareOneService(t *testing.T) {
 // visibility timeout, a second process answers it, and the requester gets
 // exactly one reply.
 func TestResponderProcessKilledMidRequest(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		if b.Endpoint == "" {
 			t.Skip("needs an endpoint child processes can reach")
@@ -363,6 +369,7 @@ func TestResponderProcessKilledMidRequest(t *testing.T) {
 // Shutdown of a responder with requests in flight loses none: unfinished
 // ones are released and answered by the next responder.
 func TestGracefulShutdownLosesNothing(t *testing.T) {
+	// Not parallel: its leak check counts every goroutine of the process.
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		q := e.queue(t, "rpc", nil)

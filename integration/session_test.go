@@ -153,6 +153,7 @@ func (e *env) queueEmpty(t *testing.T, q string, within time.Duration) {
 // (that one's run is cancelled at once and the request deleted), or with
 // ErrTimeout at its deadline when none does. Nothing waits past that.
 func TestSessionResponderProcessKilled(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		if b.Endpoint == "" {
 			t.Skip("needs an endpoint child processes can reach")
@@ -236,6 +237,7 @@ func TestSessionResponderProcessKilled(t *testing.T) {
 // dead-lettered, not run again), and the responder goes on serving new
 // sessions and shuts down promptly, leaving no goroutine behind.
 func TestSessionCallerProcessKilled(t *testing.T) {
+	// Not parallel: its leak check counts every goroutine of the process.
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		if b.Endpoint == "" {
 			t.Skip("needs an endpoint child processes can reach")

@@ -126,6 +126,7 @@ func keys(m map[string]types.MessageAttributeValue) []string {
 // large stream, compressed on the wire: fewer bytes and billed chunks.
 // The caller sees the plain bodies.
 func TestCompressedReplies(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		big := testbody.JSON(200<<10, 1)
@@ -189,6 +190,7 @@ func TestCompressedReplies(t *testing.T) {
 // nothing, and a responder with DisableCompression compresses nothing:
 // either way the reply travels as it is.
 func TestCompressionDisabled(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, sqstestenv.SQSTest(t))
 	big := testbody.JSON(200<<10, 1)
 	serve(t, e.raw, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
@@ -254,6 +256,7 @@ func TestCompressionDisabled(t *testing.T) {
 // of compression (the Java client's) gets TempQueues.Accept, ignores it
 // and replies plain, which the requester takes as it is.
 func TestJavaStyleResponderIgnoresTheOffer(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, sqstestenv.SQSTest(t))
 	r, tap := e.tapped(t)
 	ctx, stop := context.WithCancel(context.Background())
@@ -278,6 +281,7 @@ func TestJavaStyleResponderIgnoresTheOffer(t *testing.T) {
 // 3 MiB JSON request fits; 3 MiB of base64, which gzip shrinks by a
 // quarter only, fails before any send, as it does without compression.
 func TestCompressRequests(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		big, huge := testbody.JSON(200<<10, 3), testbody.JSON(3<<20, 4)
@@ -388,6 +392,7 @@ var bomb = sync.OnceValue(func() []byte {
 // or would inflate past 64 MiB, fails its call, or its stream, with an
 // error matching ErrBadResponse.
 func TestUnreadableRepliesFail(t *testing.T) {
+	t.Parallel()
 	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		r := e.requester(t)
@@ -442,6 +447,7 @@ func (c corrupting) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBat
 // compressed body the handler cannot read is an error for its Recv; the
 // handler that fails on it aborts the session, and the caller hears it.
 func TestUnreadableSessionMessageAbortsTheSession(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, sqstestenv.SQSTest(t))
 	recvErr := make(chan error, 1)
 	serve(t, e.raw, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {

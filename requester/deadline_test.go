@@ -50,6 +50,7 @@ func userAttrs(n int) map[string]types.MessageAttributeValue {
 // milliseconds, and goes without it, and without an error, when the
 // message has no room left.
 func TestRequestsCarryTheCallersDeadline(t *testing.T) {
+	t.Parallel()
 	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		r := e.requester(t, func(o *requester.Options) { o.Timeout = 7 * time.Second })
@@ -103,6 +104,7 @@ func TestRequestsCarryTheCallersDeadline(t *testing.T) {
 }
 
 func TestCallerMayNotSetTheDeadlineAttribute(t *testing.T) {
+	t.Parallel()
 	b := sqstestenv.SQSTest(t)
 	e := newEnv(t, b)
 	r := e.requester(t)

@@ -36,6 +36,7 @@ func serveRecording(t *testing.T, client *sqs.Client, queue string) *sync.Map {
 // standard request queue and to a FIFO one; replies go to reply queues on
 // the FIFO host (the responder sets their group and deduplication id).
 func TestFIFOHostQueueAnswersRPCs(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		fifoOut, err := e.raw.CreateQueue(context.Background(), &sqs.CreateQueueInput{
@@ -102,6 +103,7 @@ func TestFIFOHostQueueAnswersRPCs(t *testing.T) {
 
 // The FIFO host queue's name must fit 80 characters with ".fifo".
 func TestFIFOHostQueuePrefix(t *testing.T) {
+	t.Parallel()
 	b := sqstestenv.SQSTest(t)
 	raw, _ := b.Client(t)
 	_, err := requester.New(raw, func(o *requester.Options) {
@@ -132,6 +134,7 @@ func TestFIFOHostQueuePrefix(t *testing.T) {
 // reply waits behind it; 100 parts and the final reply arrive in order
 // well within the deadline.
 func TestFIFOHostQueueStream(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		serve(t, e.raw, streamHandler(100, 0), e.queue)

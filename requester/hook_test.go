@@ -26,6 +26,7 @@ type result struct {
 }
 
 func TestObserverAddsAttributesAndSeesEachResult(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		var mu sync.Mutex

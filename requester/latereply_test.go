@@ -24,6 +24,7 @@ import (
 // parked poll per message (sqstest) and on one that answers every parked
 // poll when a message arrives (fauxqs), whichever poller ended last.
 func TestADuplicateReplyIsSeenWithoutAnotherRequest(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		r := e.requester(t)

@@ -16,6 +16,7 @@ import (
 // for it, the reaper's lease goroutine dereferenced it moments later and
 // the process exited.
 func TestNewRejectsNilClients(t *testing.T) {
+	t.Parallel()
 	for name, c := range map[string]sqsapi.Client{
 		"nil":                   nil,
 		"typed nil *sqs.Client": (*sqs.Client)(nil),

@@ -18,6 +18,7 @@ import (
 // reaches the caller, as *sqs.Client's would) withdraws its call first.
 // Before, both left the call pending, and its reply expected, until Close.
 func TestBadOptionFunctionsLeaveNothing(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		r := e.requester(t)

@@ -17,6 +17,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/testkit/memstore"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
 	"github.com/tempqueues/tempqueues/internal/testkit/testbody"
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -43,12 +44,9 @@ func checkPointer(t *testing.T, what string, body *string, attrs map[string]type
 // request's object goes once the request is deleted, asynchronously.
 func waitEmpty(t *testing.T, store *memstore.Store) {
 	t.Helper()
-	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-		if len(store.Keys()) == 0 {
-			return
-		}
+	if !testtime.Until(10*time.Second, func() bool { return len(store.Keys()) == 0 }) {
+		t.Errorf("objects left in the store: %v", store.Keys())
 	}
-	t.Errorf("objects left in the store: %v", store.Keys())
 }
 
 // TestPayloadStoreLargeBodies: with a PayloadStore on both sides, a
@@ -56,6 +54,7 @@ func waitEmpty(t *testing.T, store *memstore.Store) {
 // travel as pointers in the extended clients' format and arrive
 // byte-exact; no object is left once the call is done.
 func TestPayloadStoreLargeBodies(t *testing.T) {
+	// Not parallel: 60 MiB of gzip under -race wants the CPU to itself.
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		store := memstore.New("tq-payloads")
@@ -111,6 +110,7 @@ func TestPayloadStoreLargeBodies(t *testing.T) {
 // with an error naming the bucket; a pointer reply with no store to read
 // it fails the call as a bad response naming the option.
 func TestPayloadStoreBadInput(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, sqstestenv.SQSTest(t))
 	store := memstore.New("tq-bad")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -156,38 +156,41 @@ func TestPayloadStoreBadInput(t *testing.T) {
 // TestLateReplyObjectDeleted: a pointer reply that comes after its
 // caller gave up is deleted with its object.
 func TestLateReplyObjectDeleted(t *testing.T) {
-	e := newEnv(t, sqstestenv.SQSTest(t))
-	store := memstore.New("tq-late")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	e.rawReplier(t, ctx, func(m types.Message) (string, map[string]types.MessageAttributeValue) {
-		time.Sleep(500 * time.Millisecond) // after the caller's deadline
-		attrs := map[string]types.MessageAttributeValue{}
-		p, err := payload.Offload(context.Background(), store, "a late reply", attrs, time.Time{})
-		if err != nil {
-			t.Error(err)
+	t.Parallel()
+	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		store := memstore.New("tq-late")
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		e.rawReplier(t, ctx, func(m types.Message) (string, map[string]types.MessageAttributeValue) {
+			testtime.Pause(500 * time.Millisecond) // after the caller's deadline
+			attrs := map[string]types.MessageAttributeValue{}
+			p, err := payload.Offload(context.Background(), store, "a late reply", attrs, time.Time{})
+			if err != nil {
+				t.Error(err)
+			}
+			attrs[sqsapi.CorrelationIDAttribute] = m.MessageAttributes[sqsapi.RequestIDAttribute]
+			return p.String(), attrs
+		})
+		r := e.requester(t, func(o *requester.Options) { o.PayloadStore = store })
+		cctx, ccancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer ccancel()
+		if _, err := r.SendMessageAndGetResponse(cctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("late")}); !errors.Is(err, requester.ErrTimeout) {
+			t.Fatalf("%v, want a timeout", err)
 		}
-		attrs[sqsapi.CorrelationIDAttribute] = m.MessageAttributes[sqsapi.RequestIDAttribute]
-		return p.String(), attrs
+		testtime.Eventually(t, 10*time.Second, "the late reply", func() bool { return r.Stats().LateReplies > 0 })
+		if puts, _, _ := store.Calls(); puts != 1 {
+			t.Fatalf("%d puts, want the late reply's", puts)
+		}
+		waitEmpty(t, store)
 	})
-	r := e.requester(t, func(o *requester.Options) { o.PayloadStore = store })
-	cctx, ccancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	defer ccancel()
-	if _, err := r.SendMessageAndGetResponse(cctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("late")}); !errors.Is(err, requester.ErrTimeout) {
-		t.Fatalf("%v, want a timeout", err)
-	}
-	for end := time.Now().Add(10 * time.Second); time.Now().Before(end) && r.Stats().LateReplies == 0; time.Sleep(20 * time.Millisecond) {
-	}
-	if puts, _, _ := store.Calls(); puts != 1 {
-		t.Fatalf("%d puts, want the late reply's", puts)
-	}
-	waitEmpty(t, store)
 }
 
 // TestPayloadStoreNeedsAnAttributePlace: a request too large for a
 // message whose attributes leave no place for ExtendedPayloadSize fails
 // before any call.
 func TestPayloadStoreNeedsAnAttributePlace(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, sqstestenv.SQSTest(t))
 	store := memstore.New("tq-full")
 	r, tap := e.tapped(t, func(o *requester.Options) { o.PayloadStore = store })

@@ -130,6 +130,7 @@ func (e *env) rawResponder(t *testing.T, ctx context.Context, delay time.Duratio
 }
 
 func TestRoundTripsWithAJavaStyleResponder(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		r := e.requester(t)
@@ -168,6 +169,7 @@ func TestRoundTripsWithAJavaStyleResponder(t *testing.T) {
 }
 
 func TestTimeoutIsDistinctAndLateReplyIsOrphaned(t *testing.T) {
+	t.Parallel()
 	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		var rec observetest.Recorder
@@ -205,6 +207,7 @@ func TestTimeoutIsDistinctAndLateReplyIsOrphaned(t *testing.T) {
 }
 
 func TestCancelledContextIsNotATimeout(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		r := e.requester(t)
@@ -229,6 +232,7 @@ func TestCancelledContextIsNotATimeout(t *testing.T) {
 // pollers follow its demand rule: one receive per 10 waiting calls, up to 4
 // (hostq's demandPollers), and one spare.
 func TestAsyncCallsShareOnePoller(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, sqstestenv.InProcess(t))
 		e.counter.Reset()
@@ -333,6 +337,7 @@ func (c *receiveCounter) now() (inFlight, peak int) {
 }
 
 func TestSendFailureLeaksNothing(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		r := e.requester(t)
@@ -349,6 +354,7 @@ func TestSendFailureLeaksNothing(t *testing.T) {
 }
 
 func TestBadRequestsRejectedBeforeAnyCall(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		r := e.requester(t)
@@ -470,6 +476,7 @@ func (s slowRequestSends) SendMessageBatch(ctx context.Context, in *sqs.SendMess
 // send still waits for its own response, the call succeeds; finishing it
 // must not turn into a failed send.
 func TestReplyBeforeTheSendReturns(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		r, err := requester.New(slowRequestSends{Client: e.raw, queue: e.queue}, func(o *requester.Options) {
@@ -498,6 +505,7 @@ func TestReplyBeforeTheSendReturns(t *testing.T) {
 // A host queue deleted from under the requester fails the calls waiting on
 // it with QueueDoesNotExist, and the next request gets a new host queue.
 func TestHostQueueDeletedFromUnderPendingCalls(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		r := e.requester(t)
@@ -575,6 +583,7 @@ func (e *env) hostQueues(t *testing.T, prefix string) []string {
 // the next request asks for the same name, and Close deletes it; a
 // requester closed before any retry deletes it too.
 func TestLostCreateQueueResponseLeavesNoHostQueue(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		ctx, stop := context.WithCancel(context.Background())
@@ -623,6 +632,7 @@ func TestLostCreateQueueResponseLeavesNoHostQueue(t *testing.T) {
 }
 
 func TestHostQueueTags(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		ctx, cancel := context.WithCancel(context.Background())
@@ -661,6 +671,7 @@ func TestHostQueueTags(t *testing.T) {
 }
 
 func TestBadHostQueueTagsRejectedBeforeAnyCall(t *testing.T) {
+	t.Parallel()
 	b := sqstestenv.SQSTest(t)
 	raw, counter := b.Client(t)
 	fifty := map[string]string{}

@@ -259,6 +259,7 @@ func checkHandlerRead(t *testing.T, h *recordingEcho, n int) {
 // control messages too: open, credit, the end mark): the handler reads
 // each of the caller's once, in order, and the caller each reply.
 func TestSessionJumbledDeliveryKeepsOrderAndOnce(t *testing.T) {
+	t.Parallel()
 	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		jc := &jumbledClient{Client: e.raw, requests: e.queue, held: map[string][]types.Message{}}
@@ -285,6 +286,7 @@ func TestSessionJumbledDeliveryKeepsOrderAndOnce(t *testing.T) {
 // request must be kept hidden meanwhile. Each side still reads each
 // message once, in order, and the request is handled once.
 func TestSessionRedeliveryKeepsOrderAndOnce(t *testing.T) {
+	t.Parallel()
 	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		lc := &lossyDeletes{Client: e.raw, requests: e.queue}
@@ -314,6 +316,7 @@ func TestSessionRedeliveryKeepsOrderAndOnce(t *testing.T) {
 // of replies is unread: the caller buffers no more than the session window.
 // When it reads again, the rest flows.
 func TestSessionHandlerWaitsForACallerThatStopsReading(t *testing.T) {
+	t.Parallel()
 	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		const n = 100
@@ -420,6 +423,7 @@ func checkRequestQueueEmpty(t *testing.T, e *env) {
 // the request is finished: dropped as "cancelled", deleted, not released
 // and not received again.
 func TestSessionCallerGoneCancelsTheHandler(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		timeout  time.Duration // of the session's context
@@ -493,6 +497,7 @@ func TestSessionCallerGoneCancelsTheHandler(t *testing.T) {
 // (it has no session queue to send its cancel to yet) still cancels the
 // handler: the cancel goes when the open arrives.
 func TestSessionCallerGoneBeforeTheOpenCancelsTheHandler(t *testing.T) {
+	t.Parallel()
 	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		h := newBlockingHandler()
@@ -524,6 +529,7 @@ func TestSessionCallerGoneBeforeTheOpenCancelsTheHandler(t *testing.T) {
 // reads, ends the caller's sends: Send returns io.EOF (even one waiting
 // for credit), and Next the final reply.
 func TestSessionHandlerReturningEarlyEndsTheCallersSends(t *testing.T) {
+	t.Parallel()
 	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		var rec observetest.Recorder
@@ -573,6 +579,7 @@ func TestSessionHandlerReturningEarlyEndsTheCallersSends(t *testing.T) {
 // deadline; Shutdown returns within its context (plus the flush), and the
 // session host queue is deleted.
 func TestSessionResponderShutdownAbortsTheCaller(t *testing.T) {
+	t.Parallel()
 	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		h := newBlockingHandler()
@@ -627,6 +634,7 @@ func TestSessionResponderShutdownAbortsTheCaller(t *testing.T) {
 // already) instead of waiting for the caller's deadline. Sessions opened
 // after the hand-off go to B.
 func TestSessionHandover(t *testing.T) {
+	t.Parallel()
 	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		type run struct {
@@ -756,6 +764,7 @@ func (c *doubleSends) SendMessageBatch(ctx context.Context, in *sqs.SendMessageB
 // responder from a dead one), and neither handler is left waiting for
 // the caller's deadline.
 func TestSessionRequestDeliveredTwiceEndsBothRuns(t *testing.T) {
+	t.Parallel()
 	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		h := newBlockingHandler()
@@ -832,6 +841,7 @@ func TestSessionsLeaveNoGoroutines(t *testing.T) {
 // ErrCallerGone, so a handler that asks why it stopped is told. Many
 // sessions at once, since one would seldom lose the race.
 func TestSessionRecvFailsWithTheContextCancelled(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, sqstestenv.SQSTest(t))
 	const n = 30
 	started := make(chan struct{}, n)

@@ -130,6 +130,7 @@ func openSession(t *testing.T, ctx context.Context, r *requester.Requester, e *e
 // A bidirectional stream: the caller sends while it reads; both sides get
 // every message in order, once, and the handler's final reply ends it.
 func TestSessionStreamsBothWaysInOrder(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		serveSessions(t, e, echoSession)
@@ -177,6 +178,7 @@ func TestSessionStreamsBothWaysInOrder(t *testing.T) {
 
 // A client stream: the handler reads everything, then answers once.
 func TestSessionClientStreamGetsOneAnswer(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		serveSessions(t, e, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
@@ -221,6 +223,7 @@ func TestSessionClientStreamGetsOneAnswer(t *testing.T) {
 // A handler that does not read makes the caller wait once the window is
 // full: nothing is buffered past it.
 func TestSessionSenderWaitsForAReaderThatStops(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, sqstestenv.SQSTest(t))
 	release := make(chan struct{})
 	serveSessions(t, e, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
@@ -279,6 +282,7 @@ func TestSessionSenderWaitsForAReaderThatStops(t *testing.T) {
 // and the request is finished: deleted and dropped as "cancelled", not
 // retried.
 func TestSessionCloseCancelsTheHandler(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		started := make(chan struct{}, 1)
@@ -317,6 +321,7 @@ func TestSessionCloseCancelsTheHandler(t *testing.T) {
 // A handler that returns while the caller still sends ends the session:
 // the caller's next Send returns io.EOF, and Next the final reply.
 func TestSessionSendAfterTheHandlerReturned(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, sqstestenv.SQSTest(t))
 	serveSessions(t, e, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
 		if _, err := req.Recv(ctx); err != nil {
@@ -343,6 +348,7 @@ func TestSessionSendAfterTheHandlerReturned(t *testing.T) {
 // A handler that fails aborts the session: it cannot be handled again,
 // since the caller's messages were read, so the caller is told.
 func TestSessionHandlerFailureAbortsTheSession(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, sqstestenv.SQSTest(t))
 	var rec observetest.Recorder
 	serveSessions(t, e, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
@@ -369,6 +375,7 @@ func TestSessionHandlerFailureAbortsTheSession(t *testing.T) {
 
 // Bad input is refused before any call.
 func TestSessionSendRefusesBadInput(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, sqstestenv.SQSTest(t))
 	serveSessions(t, e, echoSession)
 	r := e.requester(t)
@@ -413,6 +420,7 @@ func TestSessionSendRefusesBadInput(t *testing.T) {
 // A half-closed session is a reply stream whose caller can cancel it:
 // the handler reads no message after the request, and Close reaches it.
 func TestHalfClosedSessionCancelsAReplyStream(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		cancelled := make(chan error, 1)
@@ -457,6 +465,7 @@ func TestHalfClosedSessionCancelsAReplyStream(t *testing.T) {
 // handler. The caller here is the raw SDK, which sends the request and
 // nothing after it.
 func TestSessionIdleCallerIsGivenUp(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, sqstestenv.SQSTest(t))
 	cancelled := make(chan error, 1)
 	var rec observetest.Recorder
@@ -522,6 +531,7 @@ func TestSessionIdleCallerIsGivenUp(t *testing.T) {
 // idle timeout. The responder here is the raw SDK: it opens the session
 // and says nothing more.
 func TestSessionIdleResponderIsGivenUp(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, sqstestenv.SQSTest(t))
 	r := e.requester(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -570,6 +580,7 @@ func TestSessionIdleResponderIsGivenUp(t *testing.T) {
 // group, in order; the caller's messages go to the responder's own
 // standard host queue, put in order by their numbers.
 func TestSessionFromAFIFOHost(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		serveSessions(t, e, echoSession)
@@ -610,6 +621,7 @@ func TestSessionFromAFIFOHost(t *testing.T) {
 // new delivery is held until the run ends and then deleted, where a
 // second session would abort the first.
 func TestSessionOutlivesALapsedVisibility(t *testing.T) {
+	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		b := sqstestenv.InProcess(t)
 		e := newEnv(t, b)
@@ -652,6 +664,7 @@ func TestSessionOutlivesALapsedVisibility(t *testing.T) {
 // at once costs what a reply stream costs (no open message, no session
 // queue); one that streams opens it before its first reply.
 func TestSessionOpensOnlyWhenTheHandlerStreams(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		serveSessions(t, e, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
@@ -712,6 +725,7 @@ func TestSessionOpensOnlyWhenTheHandlerStreams(t *testing.T) {
 // opens it after a moment, and the caller sends the cancel once it knows
 // where.
 func TestSessionCloseReachesASilentHandler(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		started := make(chan struct{}, 1)
@@ -741,6 +755,7 @@ func TestSessionCloseReachesASilentHandler(t *testing.T) {
 // stream, and a handler that reads the caller's messages learns why it
 // cannot, which aborts the session.
 func TestProcessServesASessionAsAReplyStream(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, sqstestenv.SQSTest(t))
 	resp, err := responder.New(e.raw, func(o *responder.Options) { o.AllowReplyTo = []string{"tq"} })
 	if err != nil {
@@ -793,6 +808,7 @@ func TestProcessServesASessionAsAReplyStream(t *testing.T) {
 // session when its handler first streams, and SQS keeps no order) does
 // not make the caller send credit for them: the window has room.
 func TestSessionLateOpenSendsNoCredit(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, sqstestenv.SQSTest(t))
 	r := e.requester(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -859,6 +875,7 @@ func (c *cutShort) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatc
 // SQS may have taken the request: its handler is stopped all the same,
 // once the session opens.
 func TestSessionCancelledWhileSentStopsTheHandler(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, sqstestenv.SQSTest(t))
 	cancelled := make(chan error, 1)
 	serveSessions(t, e, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
@@ -890,6 +907,7 @@ func TestSessionCancelledWhileSentStopsTheHandler(t *testing.T) {
 // A session whose open message fails to go is lost: the handler's Recv
 // fails, since its caller cannot send, and its replies still go.
 func TestSessionWhoseOpenIsLost(t *testing.T) {
+	t.Parallel()
 	b := sqstestenv.SQSTest(t)
 	e := newEnv(t, b)
 	proceed := make(chan struct{})

@@ -76,6 +76,7 @@ func streamHandler(n int, pause time.Duration) responder.HandlerFunc {
 }
 
 func TestStreamDeliversEveryReplyInOrderOnce(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		serve(t, e.raw, streamHandler(100, 0), e.queue)
@@ -165,6 +166,7 @@ func waitHostEmpty(t *testing.T, e *env, r *requester.Requester, replies int64) 
 // caller gets io.EOF after the streamed messages instead of waiting for its
 // deadline.
 func TestStreamWithoutFinalReplyEnds(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		serve(t, e.raw, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
@@ -206,6 +208,7 @@ func TestStreamWithoutFinalReplyEnds(t *testing.T) {
 }
 
 func TestStreamStoppedEarlyLeavesNothingBehind(t *testing.T) {
+	t.Parallel()
 	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		// A handler that ignores its context sends all 101 messages, even
@@ -274,6 +277,7 @@ func TestStreamStoppedEarlyLeavesNothingBehind(t *testing.T) {
 }
 
 func TestScatterGather(t *testing.T) {
+	t.Parallel()
 	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		queues := []string{e.queue}
@@ -362,6 +366,7 @@ func (f publisherFunc) Publish(ctx context.Context, body string, attrs map[strin
 }
 
 func TestStreamInputChecks(t *testing.T) {
+	t.Parallel()
 	b := sqstestenv.SQSTest(t)
 	e := newEnv(t, b)
 	r := e.requester(t)
@@ -398,6 +403,7 @@ func TestStreamInputChecks(t *testing.T) {
 // a stream to a FIFO request queue gets its deduplication id from the
 // request id, as a call does.
 func TestStreamObserver(t *testing.T) {
+	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		fifo, err := e.raw.CreateQueue(context.Background(), &sqs.CreateQueueInput{

@@ -21,6 +21,7 @@ import (
 // the SDK's default retryer: the requester's calls make one attempt each,
 // so every throttle reaches it.
 func TestThrottledSendIsRetriedUntilTheDeadline(t *testing.T) {
+	t.Parallel()
 	b := sqstestenv.SQSTest(t)
 	e := newEnv(t, b)
 	r := e.requester(t)
@@ -63,6 +64,7 @@ func TestThrottledSendIsRetriedUntilTheDeadline(t *testing.T) {
 
 // Sends that go alone (an SDK option makes one) are retried the same way.
 func TestThrottledUnbatchedSendIsRetried(t *testing.T) {
+	t.Parallel()
 	b := sqstestenv.SQSTest(t)
 	e := newEnv(t, b)
 	r := e.requester(t)

@@ -20,6 +20,7 @@ import (
 // IdleQueueRetention, written out, make the same host queue as options
 // left alone (New rejected both before).
 func TestZeroOptionsMeanDefaults(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := sqstest.NewServer()
 	defer srv.Close(ctx)
@@ -62,6 +63,7 @@ func TestZeroOptionsMeanDefaults(t *testing.T) {
 // ("operation error SQS: SendMessageBatch"), and still matches
 // QueueDoesNotExist. So does a stream's.
 func TestMissingRequestQueueIsNamed(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	srv := sqstest.NewServer()
 	defer srv.Close(ctx)

@@ -18,6 +18,7 @@ import (
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
+	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/s3payload"
@@ -99,12 +100,9 @@ func objects(t *testing.T, client *s3.Client, bucket string) []string {
 func waitNoObjects(t *testing.T, client *s3.Client, bucket string) {
 	t.Helper()
 	var keys []string
-	for end := time.Now().Add(15 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-		if keys = objects(t, client, bucket); len(keys) == 0 {
-			return
-		}
+	if !testtime.Until(15*time.Second, func() bool { keys = objects(t, client, bucket); return len(keys) == 0 }) {
+		t.Errorf("objects left in s3://%s: %v", bucket, keys)
 	}
-	t.Errorf("objects left in s3://%s: %v", bucket, keys)
 }
 
 // body returns n bytes of text that gzip barely shrinks (base64 of

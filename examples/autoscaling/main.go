@@ -97,11 +97,9 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	workCtx, stopWork := context.WithCancel(ctx)
-	defer stopWork()
 	served := make(chan error, 1)
 	go func() {
-		served <- worker.Serve(workCtx, queueURL, responder.HandlerFunc(func(ctx context.Context, _ *responder.Request) (*responder.Reply, error) {
+		served <- worker.Serve(ctx, queueURL, responder.HandlerFunc(func(ctx context.Context, _ *responder.Request) (*responder.Reply, error) {
 			select {
 			case <-time.After(*work):
 				return nil, nil
@@ -110,6 +108,9 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 			}
 		}))
 	}()
+	// Shutdown ends Serve and lets go of everything the worker holds; it
+	// is idempotent, so the early returns below are covered too.
+	defer func() { _ = worker.Shutdown(context.WithoutCancel(ctx)) }()
 
 	// The worker's own figures, every second, until the queue is empty.
 	var mu sync.Mutex
@@ -158,8 +159,7 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 	}
 	stopMon()
 	<-monitored
-	stopWork()
-	if err := <-served; err != nil {
+	if err := errors.Join(worker.Shutdown(context.WithoutCancel(ctx)), <-served); err != nil {
 		return err
 	}
 	if err := ctx.Err(); err != nil {

@@ -127,10 +127,9 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 	if err != nil {
 		return err
 	}
-	svcCtx, stopSvc := context.WithCancel(ctx)
 	served := make(chan error, 1)
 	go func() {
-		served <- svc.Serve(svcCtx, orders, responder.HandlerFunc(func(_ context.Context, req *responder.Request) (*responder.Reply, error) {
+		served <- svc.Serve(ctx, orders, responder.HandlerFunc(func(_ context.Context, req *responder.Request) (*responder.Reply, error) {
 			if strings.Contains(req.Body(), "poison") {
 				attempt, _ := req.Attribute(sqsapi.RedriveAttemptAttribute)
 				n := poisonSeen.Add(1)
@@ -141,7 +140,7 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 		}))
 	}()
 	defer func() {
-		stopSvc()
+		_ = svc.Shutdown(context.WithoutCancel(ctx)) // Serve returns, and the responder lets all go
 		<-served
 	}()
 

@@ -122,7 +122,9 @@ func serve(ctx context.Context, client *sqs.Client, queueURL string) error {
 	if err != nil {
 		return err
 	}
-	return r.Serve(ctx, queueURL, responder.HandlerFunc(login))
+	err = r.Serve(ctx, queueURL, responder.HandlerFunc(login))
+	// Serve has stopped and flushed; Shutdown lets the responder's batchers go.
+	return errors.Join(err, r.Shutdown(context.WithoutCancel(ctx)))
 }
 
 func login(_ context.Context, req *responder.Request) (*responder.Reply, error) {

@@ -203,9 +203,13 @@ func run(ctx context.Context, cfg Config, h Handler, bh BatchHandler) error {
 	c.paceCtx, c.stopPace = context.WithCancel(c.base)
 	defer c.stopPace()
 	c.sizer.NoSpare = cfg.NoSpare
-	// Idle workers stop now, busy ones (a handler abandoned at the hard
-	// deadline) after their task.
-	defer c.pool.Close()
+	// Run returns with none of its goroutines left: by then every poller
+	// and handler has returned (drain waits even for abandoned ones), so
+	// the workers are idle and stop at once.
+	defer func() {
+		c.pool.Close()
+		c.pool.Wait()
+	}()
 	c.loop = poll.New(c.base, poll.Config{
 		Client: cfg.Client,
 		Input: sqs.ReceiveMessageInput{
@@ -263,7 +267,7 @@ func (c *consumer) hardStop(ctx context.Context, stopped <-chan struct{}) <-chan
 	case <-c.empty:
 	}
 	hard := make(chan struct{})
-	go func() {
+	c.pool.Go(func() { // on the pool, so that Run waits for it
 		select {
 		case <-graceEnd:
 		case <-c.cfg.HardStop:
@@ -271,7 +275,7 @@ func (c *consumer) hardStop(ctx context.Context, stopped <-chan struct{}) <-chan
 			return
 		}
 		close(hard)
-	}()
+	})
 	return hard
 }
 
