@@ -194,3 +194,24 @@ func TestMessageSizeLimitsAreGRPCs(t *testing.T) {
 		t.Errorf("left in the store: %v", keys)
 	}
 }
+
+// A request message put in the store is deleted when the call fails:
+// here the server has no store, so the request fails (its queue would
+// dead-letter it) and the call times out.
+func TestAFailedCallLeavesNoObject(t *testing.T) {
+	store := memstore.New("messages")
+	srv := sqsgrpc.NewServer()
+	testpb.RegisterTestServiceServer(srv, payloadEcho{})
+	raw, queue, prefix := serve(t, sqstestenv.SQSTest(t), srv)
+	client := testpb.NewTestServiceClient(sqsgrpc.NewClientConn(newRequester(t, raw, prefix), queue,
+		func(o *sqsgrpc.ClientConnOptions) { o.PayloadStore = store }))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := client.UnaryCall(ctx, &testpb.SimpleRequest{Payload: &testpb.Payload{Body: noise(2<<20, 5)}})
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("got %v, want codes.DeadlineExceeded", err)
+	}
+	if puts, _, deletes := store.Calls(); puts != 1 || deletes != 1 || len(store.Keys()) != 0 {
+		t.Errorf("%d puts, %d deletes, left %v", puts, deletes, store.Keys())
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -14,6 +15,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/testkit/memstore"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
 	"github.com/tempqueues/tempqueues/internal/testkit/testbody"
+	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/sqshttp"
 )
 
@@ -114,4 +116,24 @@ func TestBodiesGoThroughAPayloadStore(t *testing.T) {
 			t.Errorf("%d puts without a large body", p-p0)
 		}
 	})
+}
+
+// A body put in the store is deleted when the exchange fails: here the
+// handler has no store, so the request fails (its queue would
+// dead-letter it) and the caller times out.
+func TestAFailedExchangeLeavesNoObject(t *testing.T) {
+	store := memstore.New("bodies")
+	e := newEnv(t, sqstestenv.SQSTest(t), http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Error("the handler ran without its body")
+	}))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPut, "http://x/", bytes.NewReader([]byte(testbody.Random(2<<20, 3))))
+	_, err := e.client(func(o *sqshttp.TransportOptions) { o.PayloadStore = store }).Do(req)
+	if !errors.Is(err, requester.ErrTimeout) {
+		t.Fatalf("got %v, want a timeout", err)
+	}
+	if puts, _, deletes := store.Calls(); puts != 1 || deletes != 1 || len(store.Keys()) != 0 {
+		t.Errorf("%d puts, %d deletes, left %v", puts, deletes, store.Keys())
+	}
 }
