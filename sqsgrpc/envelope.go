@@ -20,7 +20,7 @@ import (
 
 // The envelope (docs/wire.md, "HTTP and gRPC over SQS") is text:
 //
-//	request:  TQG/1 <full-method> <deadline> <content-subtype>[ stream]\n
+//	request:  TQG/1 <full-method> <deadline> <content-subtype>[ stream][ store]\n
 //	          one "key: value\n" line per metadata value ("key:: <base64>\n"
 //	          for binary keys and values that are not printable ASCII),
 //	          a blank line, then the request message in base64; with
@@ -31,10 +31,14 @@ import (
 //	          "h key: value"  a header entry (the same value forms)
 //	          "H"             the header is complete
 //	          "m <base64>"    a response message
+//	          "o <bucket> <key>"  a response message in a payload store
 //	          "t key: value"  a trailer entry
 //	          "s <code>[ <base64 google.rpc.Status>]"  the status, last
 //
-// <deadline> is the caller's deadline in Unix milliseconds, or "-". A
+// With "store" the client reads "o" frames: a message too large for one
+// SQS message, raw in its payload store; a request's message may be one
+// too, in place of its base64, and so may a session's frame. <deadline>
+// is the caller's deadline in Unix milliseconds, or "-". A
 // server-streaming reply is the frames of a reply stream's messages in
 // order: the header and each message in a message of their own (as the
 // handler sends them), the trailer and the status in the final reply.

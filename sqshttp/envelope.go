@@ -20,19 +20,21 @@ import (
 // response in an SQS message body, its body too unless that follows in
 // parts:
 //
-//	request:   TQH/1 <method> <request-uri> <deadline> <enc>[ +[<length>]]\n
+//	request:   TQH/1 <method> <request-uri> <deadline> <enc>[ +[<length>]][ store]\n
 //	response:  TQH/1 <status> <enc>[ +]\n
 //	then       one "Name: value\n" line per header value ("Name:: <base64>\n"
 //	           for a value that is not SQS text), a blank line, the body.
 //
 // <deadline> is the caller's deadline in Unix milliseconds, or "-". <enc>
-// is "t" when the body is carried as it is (valid SQS text) and "b" when
-// it is standard base64. "+" says that the body follows in parts, each a
-// message of its own: <enc> then the part's bytes. A response's parts are
-// the later messages of its reply stream; a request's are the messages
-// its caller streams on the request's session, which end with the
-// session's half-close, and <length>, when the caller knew it, is the
-// body's size in bytes.
+// is "t" when the body is carried as it is (valid SQS text), "b" when
+// it is standard base64, and "s" when it is an object in a payload store,
+// raw, the envelope's body naming it ("<bucket> <key>"); "store" says
+// that the caller reads a response body from its store. "+" says that the
+// body follows in parts, each a message of its own: <enc> then the part's
+// bytes. A response's parts are the later messages of its reply stream; a
+// request's are the messages its caller streams on the request's session,
+// which end with the session's half-close, and <length>, when the caller
+// knew it, is the body's size in bytes.
 const (
 	magic    = "TQH/1"
 	encText  = 't'
