@@ -11,7 +11,7 @@ PKGS        := ./...
 # Nested modules (own go.mod, so library users do not inherit their
 # dependencies), each vetted, staticchecked and tested under -race by its
 # own target, nested/<dir>.
-NESTED      := redisstore lambdatempq examples/lambda oteltempq sqsgrpc examples/grpc-over-sqs s3payload
+NESTED      := redisstore lambdatempq examples/lambda oteltempq sqsgrpc examples/grpc-over-sqs s3payload examples/large-payload
 # How many checks `make test` runs at once. Most of a check's time is spent
 # waiting (emulators, browsers, timers in real servers), so on a 2-core
 # machine four at a time take about half the time of one at a time.
@@ -77,7 +77,8 @@ docs:
 # The nested modules: redisstore, lambdatempq (and its example,
 # examples/lambda), oteltempq, sqsgrpc (and its example,
 # examples/grpc-over-sqs), s3payload (its tests on gofakes3 in process, and
-# on fauxqs's S3 with the emulator).
+# on fauxqs's S3 with the emulator), and examples/large-payload (50 MiB
+# through S3 with sqshttp and sqsgrpc, on the same two).
 nested: $(addprefix nested/,$(NESTED))
 
 nested/%: redis emulator

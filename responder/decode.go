@@ -44,7 +44,7 @@ func decode(ctx context.Context, x *exchange, next step) action {
 			slog.Any("error", err), slog.String("data_type", aws.ToString(v.DataType)), slog.Int("compressed_bytes", len(v.BinaryValue)))
 		return action{kind: actDelete}
 	}
-	x.req.Message, x.req.accept, x.req.parts = m, accept, parts
+	x.req.Message, x.req.accept, x.req.parts = m, accept && !x.s.r.opts.DisableCompression, parts
 	return next(ctx, x)
 }
 

@@ -37,7 +37,7 @@ type Request struct {
 	stream   *replyStream // set by Serve when the requester takes a stream
 	session  *session     // set by Serve when the requester streams its request too
 	inner    *innerCtx    // with Options.Observer: the handler's context
-	accept   bool         // the requester reads compressed replies (sqsapi.AcceptAttribute)
+	accept   bool         // replies travel compressed when that pays: the requester offered it (sqsapi.AcceptAttribute) and the responder compresses
 	parts    bool         // the requester joins a reply sent in parts (sqsapi.AcceptAttribute)
 }
 
@@ -79,6 +79,13 @@ func (r *Request) Attribute(name string) (string, bool) {
 
 // ResponseRequested reports whether the sender waits for a reply.
 func (r *Request) ResponseRequested() bool { return IsResponseMessageRequested(r.Message) }
+
+// CompressedReplies reports whether the replies to the request travel
+// compressed when that pays (docs/wire.md, "Compression"): its requester
+// offered it and Options.DisableCompression is not set. SQS's 1 MiB then
+// applies to a reply compressed, so an adapter whose reply would not fit
+// as it is (sqsgrpc) checks its compressed size instead.
+func (r *Request) CompressedReplies() bool { return r.accept }
 
 func newRequest(queueURL string, m types.Message, receivedAt time.Time) *Request {
 	n, _ := strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])

@@ -3,8 +3,9 @@ package sqsgrpc
 import (
 	"context"
 	"errors"
-
+	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -38,6 +39,16 @@ type ClientConnOptions struct {
 	// server-streaming handler such as health's Watch until it returns on
 	// its own).
 	Timeout time.Duration
+	// PayloadStore, if set, carries request messages too large for one
+	// SQS message as they are (base64 in the envelope), up to 64 MiB: the
+	// message goes to the store raw, and the server reads it from its own
+	// ServerOptions.PayloadStore (the same store, or one on the same
+	// bucket). It also tells the server that this client reads response
+	// messages too large for one SQS message, even compressed, from the
+	// store. A call's request messages are deleted when it ends, each
+	// response message once read (docs/s3.md). nil (the default): such a
+	// message fails with codes.ResourceExhausted, before any call.
+	PayloadStore sqsapi.PayloadStore
 }
 
 // defaultTimeout bounds calls without a deadline: the requester's own
@@ -120,7 +131,9 @@ func (cc *ClientConn) invoke(ctx context.Context, method string, args, reply any
 	ctx, cancel := cc.withTimeout(ctx)
 	defer cancel()
 	ci := callOptions(opts)
-	in, err := cc.request(ctx, method, ci, args)
+	objs := cc.callObjects()
+	defer objs.drop(ctx)
+	in, err := cc.request(ctx, method, ci, args, objs)
 	if err != nil {
 		return err
 	}
@@ -131,6 +144,9 @@ func (cc *ClientConn) invoke(ctx context.Context, method string, args, reply any
 	f, err := decodeFrames(aws.ToString(m.Body))
 	if err != nil || f.status == nil {
 		return badReply(err)
+	}
+	if err := read(ctx, cc.opts.PayloadStore, slog.Default(), f, true); err != nil {
+		return storeError(err)
 	}
 	for _, p := range ci.headers {
 		*p = f.header
@@ -144,6 +160,9 @@ func (cc *ClientConn) invoke(ctx context.Context, method string, args, reply any
 	if len(f.msgs) != 1 {
 		return status.Errorf(codes.Internal, "sqsgrpc: unary reply with %d messages", len(f.msgs))
 	}
+	if n := len(f.msgs[0]); n > ci.maxRecv {
+		return recvTooLarge(n, ci.maxRecv)
+	}
 	if err := ci.codec.unmarshal(f.msgs[0], reply); err != nil {
 		return status.Errorf(codes.Internal, "sqsgrpc: decoding the response: %v", err)
 	}
@@ -153,7 +172,7 @@ func (cc *ClientConn) invoke(ctx context.Context, method string, args, reply any
 // request checks the call and encodes its request, before any API call:
 // with args, or with none (args nil) for a call whose messages follow in
 // its session.
-func (cc *ClientConn) request(ctx context.Context, method string, ci *callInfo, args any) (*sqs.SendMessageInput, error) {
+func (cc *ClientConn) request(ctx context.Context, method string, ci *callInfo, args any, objs *callObjects) (*sqs.SendMessageInput, error) {
 	switch {
 	case cc.r == nil:
 		return nil, invalid("requester", "nil")
@@ -163,19 +182,42 @@ func (cc *ClientConn) request(ctx context.Context, method string, ci *callInfo, 
 		return nil, status.Errorf(codes.Internal, "sqsgrpc: %v", ci.codecErr)
 	}
 	var msg []byte
+	var err error
 	if args != nil {
-		var err error
 		if msg, err = ci.codec.marshal(args); err != nil {
 			return nil, status.Errorf(codes.Internal, "sqsgrpc: encoding the request: %v", err)
+		}
+		if len(msg) > ci.maxSend {
+			return nil, sendTooLarge(len(msg), ci.maxSend)
 		}
 	}
 	md, _ := metadata.FromOutgoingContext(ctx)
 	deadline, _ := ctx.Deadline()
-	body, err := encodeRequest(method, deadline, ci.codec.name, md, msg, args == nil)
+	store := cc.opts.PayloadStore
+	// Raw in the store rather than base64 in the message, when it does not
+	// fit; the requester's compression (CompressRequests) is not tried
+	// first. A message that cannot fit goes before it is encoded.
+	offload := store != nil && args != nil && len(msg) <= maxStored
+	var obj object
+	if offload && frameLen(msg) > maxEnvelope {
+		if obj, err = cc.putRequest(ctx, objs, msg, deadline); err != nil {
+			return nil, err
+		}
+		msg = nil
+	}
+	body, err := encodeRequest(method, deadline, ci.codec.name, md, msg, args == nil, store != nil, obj)
 	if err != nil {
 		return nil, invalid("request", err.Error())
 	}
-	if len(body) > maxRequest {
+	if offload && obj.key == "" && len(body) > maxEnvelope { // the metadata made it too large
+		if obj, err = cc.putRequest(ctx, objs, msg, deadline); err != nil {
+			return nil, err
+		}
+		if body, err = encodeRequest(method, deadline, ci.codec.name, md, nil, false, true, obj); err != nil {
+			return nil, invalid("request", err.Error())
+		}
+	}
+	if len(body) > maxRequest || store != nil && len(body) > maxEnvelope {
 		return nil, &callError{st: status.New(codes.ResourceExhausted, errTooLarge("request", len(body)).Error()),
 			err: &sqsapi.InvalidInputError{Op: "sqsgrpc", Param: "request", Reason: "too large for one SQS message"}}
 	}
@@ -214,6 +256,25 @@ func transportError(err error) error {
 	return &callError{st: status.New(code, "sqsgrpc: "+err.Error()), err: err}
 }
 
+// putRequest puts a call's request message in ClientConnOptions.PayloadStore.
+func (cc *ClientConn) putRequest(ctx context.Context, objs *callObjects, msg []byte, deadline time.Time) (object, error) {
+	o, err := objs.put(ctx, msg, deadline)
+	if err != nil {
+		return object{}, storeError(fmt.Errorf("putting the request in ClientConnOptions.PayloadStore: %w", err))
+	}
+	return o, nil
+}
+
+// storeError is the status of a payload store's failure.
+func storeError(err error) error {
+	return &callError{st: status.New(codes.Unavailable, "sqsgrpc: "+err.Error()), err: err}
+}
+
+// callObjects returns the book of a new call's objects.
+func (cc *ClientConn) callObjects() *callObjects {
+	return &callObjects{store: cc.opts.PayloadStore, log: slog.Default()}
+}
+
 func badReply(err error) error {
 	if err == nil {
 		err = errors.New("no status")
@@ -245,7 +306,7 @@ func (cc *ClientConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, meth
 
 func (cc *ClientConn) newStream(ctx context.Context, desc *grpc.StreamDesc, method string, opts ...grpc.CallOption) (grpc.ClientStream, error) {
 	sctx, cancel := cc.withTimeout(ctx)
-	cs := &clientStream{cc: cc, ctx: ctx, sctx: sctx, cancel: cancel, method: method, ci: callOptions(opts)}
+	cs := &clientStream{cc: cc, ctx: ctx, sctx: sctx, cancel: cancel, method: method, ci: callOptions(opts), objs: cc.callObjects()}
 	if desc != nil && desc.ClientStreams {
 		cs.mu.Lock()
 		err := cs.openLocked(nil)
@@ -265,6 +326,7 @@ type clientStream struct {
 	cancel context.CancelFunc // releases sctx once the stream ended
 	method string
 	ci     *callInfo
+	objs   *callObjects // the request messages it put in the store
 	// sess, for a call whose client streams, is set before NewStream
 	// returns: SendMsg uses it without the lock, while RecvMsg waits.
 	sess *requester.Session
@@ -284,7 +346,7 @@ func (cs *clientStream) Context() context.Context { return cs.sctx }
 // server-streaming call (half-closed), without for one whose client
 // streams.
 func (cs *clientStream) openLocked(msg any) error {
-	in, err := cs.cc.request(cs.sctx, cs.method, cs.ci, msg)
+	in, err := cs.cc.request(cs.sctx, cs.method, cs.ci, msg, cs.objs)
 	if err != nil {
 		cs.finish(nil, err)
 		return err
@@ -324,8 +386,24 @@ func (cs *clientStream) SendMsg(m any) error {
 	if err != nil {
 		return status.Errorf(codes.Internal, "sqsgrpc: encoding a request message: %v", err)
 	}
-	body := appendMessageFrame(nil, msg)
-	if len(body) > maxRequest {
+	if len(msg) > cs.ci.maxSend {
+		return sendTooLarge(len(msg), cs.ci.maxSend)
+	}
+	var body []byte
+	if store := cs.objs.store; store != nil && frameLen(msg) > maxEnvelope && len(msg) <= maxStored {
+		deadline, _ := cs.sctx.Deadline()
+		o, err := cs.objs.put(cs.sctx, msg, deadline)
+		switch {
+		case errors.Is(err, errCallEnded):
+			return io.EOF // RecvMsg says how
+		case err != nil:
+			return storeError(fmt.Errorf("putting a request message in ClientConnOptions.PayloadStore: %w", err))
+		}
+		body = append(o.appendFrame(nil), '\n')
+	} else {
+		body = appendMessageFrame(nil, msg)
+	}
+	if len(body) > maxRequest || cs.objs.store != nil && len(body) > maxEnvelope {
 		return &callError{st: status.New(codes.ResourceExhausted, errTooLarge("request message", len(body)).Error()),
 			err: &sqsapi.InvalidInputError{Op: "sqsgrpc", Param: "message", Reason: "too large for one SQS message"}}
 	}
@@ -368,6 +446,9 @@ func (cs *clientStream) RecvMsg(m any) error {
 	}
 	msg := cs.msgs[0]
 	cs.msgs = cs.msgs[1:]
+	if len(msg) > cs.ci.maxRecv {
+		return recvTooLarge(len(msg), cs.ci.maxRecv)
+	}
 	if err := cs.ci.codec.unmarshal(msg, m); err != nil {
 		return status.Errorf(codes.Internal, "sqsgrpc: decoding a response: %v", err)
 	}
@@ -394,6 +475,11 @@ func (cs *clientStream) fill() error {
 	if err != nil {
 		cs.s.Close()
 		cs.finish(nil, badReply(err))
+		return nil
+	}
+	if err := read(cs.sctx, cs.cc.opts.PayloadStore, slog.Default(), f, true); err != nil {
+		cs.s.Close()
+		cs.finish(nil, storeError(err))
 		return nil
 	}
 	if f.header != nil && !cs.headerOK {
@@ -427,6 +513,7 @@ func (cs *clientStream) finish(header metadata.MD, end error) {
 	if cs.s != nil && !errors.Is(end, io.EOF) {
 		cs.s.Close()
 	}
+	cs.objs.drop(cs.sctx) // the handler returned, or will not read them
 	cs.cancel()
 	if errors.Is(end, io.EOF) || status.Code(end) != codes.OK {
 		for _, p := range cs.ci.headers {

@@ -2,11 +2,14 @@ package sqsgrpc
 
 import (
 	"fmt"
+	"math"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	// Registers the proto codec, the default.
 	_ "google.golang.org/grpc/encoding/proto"
@@ -49,21 +52,43 @@ func codecFor(subtype string) (codec, error) {
 	return codec{}, fmt.Errorf("no codec registered for content subtype %q", subtype)
 }
 
+// grpc's defaults for message sizes, which sqsgrpc keeps: a message
+// received may have 4 MiB, one sent any size (up to what SQS, or a
+// payload store, carries).
+const (
+	defaultMaxRecv = 4 << 20
+	defaultMaxSend = math.MaxInt32
+)
+
 // callInfo is what a call's options ask for.
 type callInfo struct {
 	codec    codec
 	codecErr error
 	headers  []*metadata.MD
 	trailers []*metadata.MD
+	maxRecv  int // grpc.MaxCallRecvMsgSize
+	maxSend  int // grpc.MaxCallSendMsgSize
+}
+
+// recvTooLarge is the status error of a message received past max bytes,
+// as grpc words it.
+func recvTooLarge(n, max int) error {
+	return status.Errorf(codes.ResourceExhausted, "grpc: received message larger than max (%d vs. %d)", n, max)
+}
+
+// sendTooLarge is the status error of a message to send past max bytes,
+// as grpc words it.
+func sendTooLarge(n, max int) error {
+	return status.Errorf(codes.ResourceExhausted, "grpc: trying to send message larger than max (%d vs. %d)", n, max)
 }
 
 // callOptions applies the call options this transport understands: the
-// codec (ForceCodec, ForceCodecV2, CallContentSubtype) and where to put the
-// header and the trailer (Header, Trailer). The others (compression,
-// credentials, wait-for-ready, message size limits of HTTP/2) have no
-// meaning over SQS and are ignored.
+// codec (ForceCodec, ForceCodecV2, CallContentSubtype), where to put the
+// header and the trailer (Header, Trailer) and the largest messages
+// (MaxCallRecvMsgSize, MaxCallSendMsgSize). The others (compression,
+// credentials, wait-for-ready) have no meaning over SQS and are ignored.
 func callOptions(opts []grpc.CallOption) *callInfo {
-	ci := &callInfo{}
+	ci := &callInfo{maxRecv: defaultMaxRecv, maxSend: defaultMaxSend}
 	subtype := "proto"
 	var forced codec
 	for _, o := range opts {
@@ -78,6 +103,10 @@ func callOptions(opts []grpc.CallOption) *callInfo {
 			ci.headers = append(ci.headers, o.HeaderAddr)
 		case grpc.TrailerCallOption:
 			ci.trailers = append(ci.trailers, o.TrailerAddr)
+		case grpc.MaxRecvMsgSizeCallOption:
+			ci.maxRecv = o.MaxRecvMsgSize
+		case grpc.MaxSendMsgSizeCallOption:
+			ci.maxSend = o.MaxSendMsgSize
 		}
 	}
 	if forced.name != "" {

@@ -32,6 +32,16 @@
 // grpc.CallContentSubtype), proto by default; the server looks the
 // codec up by its name in grpc's registry.
 //
+// A message too large for one SQS message as it is sent (base64 in the
+// envelope, gzipped for a reply when the client reads that) goes through
+// a payload store when both sides set one (ClientConnOptions and
+// ServerOptions.PayloadStore; the nested module s3payload has one on S3),
+// up to 64 MiB, raw; the client deletes it once the call is done with it
+// (docs/s3.md). Message sizes are limited as grpc limits them: 4 MiB
+// received unless grpc.MaxCallRecvMsgSize (a call option) or
+// ServerOptions.MaxRecvMsgSize raises it, and what
+// grpc.MaxCallSendMsgSize and ServerOptions.MaxSendMsgSize allow sent.
+//
 // Errors are status errors. A failure of the transport maps to a code and
 // wraps the library's error: errors.Is(err, requester.ErrTimeout) holds
 // for codes.DeadlineExceeded, requester.ErrClosed for codes.Unavailable,

@@ -20,7 +20,7 @@ import (
 
 // The envelope (docs/wire.md, "HTTP and gRPC over SQS") is text:
 //
-//	request:  TQG/1 <full-method> <deadline> <content-subtype>[ stream]\n
+//	request:  TQG/1 <full-method> <deadline> <content-subtype>[ stream][ store]\n
 //	          one "key: value\n" line per metadata value ("key:: <base64>\n"
 //	          for binary keys and values that are not printable ASCII),
 //	          a blank line, then the request message in base64; with
@@ -31,10 +31,14 @@ import (
 //	          "h key: value"  a header entry (the same value forms)
 //	          "H"             the header is complete
 //	          "m <base64>"    a response message
+//	          "o <bucket> <key>"  a response message in a payload store
 //	          "t key: value"  a trailer entry
 //	          "s <code>[ <base64 google.rpc.Status>]"  the status, last
 //
-// <deadline> is the caller's deadline in Unix milliseconds, or "-". A
+// With "store" the client reads "o" frames: a message too large for one
+// SQS message, raw in its payload store; a request's message may be one
+// too, in place of its base64, and so may a session's frame. <deadline>
+// is the caller's deadline in Unix milliseconds, or "-". A
 // server-streaming reply is the frames of a reply stream's messages in
 // order: the header and each message in a message of their own (as the
 // handler sends them), the trailer and the status in the final reply.
@@ -43,6 +47,11 @@ const magic = "TQG/1"
 // streamFlag ends the first line of a request whose messages follow in
 // its session.
 const streamFlag = "stream"
+
+// storeFlag ends the first line of a request whose client reads messages
+// from its payload store (ClientConnOptions.PayloadStore); after
+// streamFlag when both are there.
+const storeFlag = "store"
 
 // reserve is the room left in a message for the requester's and the
 // responder's attributes; the envelope may take the rest.
@@ -149,14 +158,19 @@ type request struct {
 	subtype  string
 	md       metadata.MD
 	msg      []byte
-	streamed bool // the messages follow in the session
+	object   object // the message's object in a payload store, if it is there (then msg is nil)
+	streamed bool   // the messages follow in the session
+	store    bool   // the client reads messages from its payload store
 }
 
 func validMethod(m string) bool {
 	return strings.HasPrefix(m, "/") && m != "/" && printable(m) && !strings.ContainsAny(m, " \t")
 }
 
-func encodeRequest(method string, deadline time.Time, subtype string, md metadata.MD, msg []byte, streamed bool) (string, error) {
+// encodeRequest returns the envelope of a request: with msg, or with obj
+// (when its key is set) in place of it, or with neither for a streamed
+// one; store flags a client that reads messages from its payload store.
+func encodeRequest(method string, deadline time.Time, subtype string, md metadata.MD, msg []byte, streamed, store bool, obj object) (string, error) {
 	if !validMethod(method) {
 		return "", fmt.Errorf("invalid method name %q", method)
 	}
@@ -179,22 +193,33 @@ func encodeRequest(method string, deadline time.Time, subtype string, md metadat
 		b = append(b, ' ')
 		b = append(b, streamFlag...)
 	}
+	if store {
+		b = append(b, ' ')
+		b = append(b, storeFlag...)
+	}
 	b = append(b, '\n')
 	b, err := appendMD(b, "", md)
 	if err != nil {
 		return "", err
 	}
 	b = append(b, '\n')
+	if obj.key != "" {
+		return string(obj.appendFrame(b)), nil
+	}
 	return string(base64.StdEncoding.AppendEncode(b, msg)), nil
 }
 
 func decodeRequest(s string) (*request, error) {
 	line, rest, ok := strings.Cut(s, "\n")
 	f := strings.Split(line, " ")
+	store := len(f) > 4 && f[len(f)-1] == storeFlag
+	if store {
+		f = f[:len(f)-1]
+	}
 	if !ok || len(f) < 4 || len(f) > 5 || f[0] != magic || !validMethod(f[1]) || !validKey(f[3]) || len(f) == 5 && f[4] != streamFlag {
 		return nil, errors.New("not an sqsgrpc request")
 	}
-	r := &request{method: f[1], subtype: f[3], md: metadata.MD{}, streamed: len(f) == 5}
+	r := &request{method: f[1], subtype: f[3], md: metadata.MD{}, streamed: len(f) == 5, store: store}
 	if f[2] != "-" {
 		ms, err := strconv.ParseInt(f[2], 10, 64)
 		if err != nil {
@@ -221,6 +246,11 @@ func decodeRequest(s string) (*request, error) {
 		return r, nil
 	}
 	var err error
+	if obj, ok := strings.CutPrefix(rest, string(frameObject)+" "); ok {
+		// Base64 has no space: this is no message.
+		r.object, err = parseObject(obj)
+		return r, err
+	}
 	if r.msg, err = base64.StdEncoding.DecodeString(rest); err != nil {
 		return nil, fmt.Errorf("request message: %w", err)
 	}
@@ -232,6 +262,7 @@ const (
 	frameHeader     = 'h'
 	frameHeaderDone = 'H'
 	frameMessage    = 'm'
+	frameObject     = 'o' // a message in a payload store: "o <bucket> <key>"
 	frameTrailer    = 't'
 	frameStatus     = 's'
 )
@@ -273,6 +304,7 @@ type frames struct {
 	header     metadata.MD // nil when none came
 	headerDone bool
 	msgs       [][]byte
+	objects    map[int]object // the messages in a payload store, by their index in msgs (nil there until read)
 	trailer    metadata.MD
 	status     *status.Status // nil until the end
 }
@@ -308,6 +340,16 @@ func decodeFrames(s string) (*frames, error) {
 				return nil, fmt.Errorf("message frame: %w", err)
 			}
 			f.msgs = append(f.msgs, m)
+		case frameObject:
+			o, err := parseObject(body)
+			if err != nil {
+				return nil, err
+			}
+			if f.objects == nil {
+				f.objects = make(map[int]object, 1)
+			}
+			f.objects[len(f.msgs)] = o
+			f.msgs = append(f.msgs, nil)
 		case frameTrailer:
 			if f.trailer == nil {
 				f.trailer = metadata.MD{}

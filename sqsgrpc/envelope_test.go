@@ -3,6 +3,8 @@ package sqsgrpc
 import (
 	"bytes"
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,12 +16,14 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/tempqueues/tempqueues/internal/testkit/memstore"
 	"github.com/tempqueues/tempqueues/responder"
+	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 func TestRequestEnvelopeRoundTrips(t *testing.T) {
 	md := metadata.Pairs("a", "1", "a", "2", "b-bin", "\x00\x01", "c", "caf\xc3\xa9")
-	env, err := encodeRequest("/svc.S/M", time.UnixMilli(1234), "proto", md, []byte{0, 1, 2}, false)
+	env, err := encodeRequest("/svc.S/M", time.UnixMilli(1234), "proto", md, []byte{0, 1, 2}, false, false, object{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +35,7 @@ func TestRequestEnvelopeRoundTrips(t *testing.T) {
 		len(r.md["a"]) != 2 || r.md["b-bin"][0] != "\x00\x01" || r.md["c"][0] != "caf\xc3\xa9" {
 		t.Fatalf("%+v", r)
 	}
-	streamed, err := encodeRequest("/svc.S/Up", time.Time{}, "proto", nil, nil, true)
+	streamed, err := encodeRequest("/svc.S/Up", time.Time{}, "proto", nil, nil, true, false, object{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +77,7 @@ func TestExpiredRequestsAreNotHandled(t *testing.T) {
 		deadline int64
 		ran      int
 	}{{5000, 0}, {4000, 0}, {5001, 1}} {
-		env, _ := encodeRequest("/grpc.health.v1.Health/Check", time.UnixMilli(c.deadline), "proto", nil, msg, false)
+		env, _ := encodeRequest("/grpc.health.v1.Health/Check", time.UnixMilli(c.deadline), "proto", nil, msg, false, false, object{})
 		reply, err := s.Handler().HandleRequest(context.Background(), &responder.Request{Message: types.Message{Body: aws.String(env)}})
 		if err != nil || hs.n != c.ran || (c.ran == 0) != (reply == nil) {
 			t.Fatalf("deadline %d: ran %d, reply %v, err %v", c.deadline, hs.n, reply, err)
@@ -94,4 +98,30 @@ func (h *countingHealth) Check(context.Context, *healthpb.HealthCheckRequest) (*
 func (c codec) withDefault() codec {
 	c, _ = codecFor(c.name)
 	return c
+}
+
+// A request whose message is in a store the server cannot read fails, so
+// that its queue's redrive policy dead-letters it: no store set, or the
+// object gone.
+func TestAMessageInAStoreThatCannotBeReadFailsTheRequest(t *testing.T) {
+	env, err := encodeRequest("/grpc.health.v1.Health/Check", time.Time{}, "proto", nil, nil, false, true, object{bucket: "b", key: "tempqueues/0/k"})
+	if err != nil || !strings.HasSuffix(env, " store\n\no b tempqueues/0/k") {
+		t.Fatalf("envelope %q, %v", env, err)
+	}
+	r, err := decodeRequest(env)
+	if err != nil || !r.store || r.object.key != "tempqueues/0/k" || r.msg != nil {
+		t.Fatalf("decoded %+v, %v", r, err)
+	}
+	req := &responder.Request{Message: types.Message{Body: aws.String(env)}, ID: "id-1"}
+	if _, err := NewServer().Handler().HandleRequest(context.Background(), req); !errors.Is(err, sqsapi.ErrNoPayloadStore) {
+		t.Errorf("no store: %v", err)
+	}
+	h := NewServer(func(o *ServerOptions) { o.PayloadStore = memstore.New("b") }).Handler()
+	if _, err := h.HandleRequest(context.Background(), req); !errors.Is(err, sqsapi.ErrPayloadNotFound) {
+		t.Errorf("object gone: %v", err)
+	}
+	f, err := decodeFrames("H\no b tempqueues/0/k\ns 0\n")
+	if err != nil || len(f.msgs) != 1 || f.objects[0].bucket != "b" {
+		t.Fatalf("frames %+v, %v", f, err)
+	}
 }

@@ -7,6 +7,7 @@ replace github.com/tempqueues/tempqueues => ../
 require (
 	github.com/aws/aws-sdk-go-v2 v1.47.7
 	github.com/aws/aws-sdk-go-v2/service/sqs v1.52.10
+	github.com/google/uuid v1.6.0
 	github.com/tempqueues/tempqueues v0.1.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260120221211-b8f7ae30c516
 	google.golang.org/grpc v1.80.0
@@ -30,7 +31,6 @@ require (
 	github.com/aws/smithy-go v1.28.8 // indirect
 	github.com/cncf/xds/go v0.0.0-20251210132809-ee656c7534f5 // indirect
 	github.com/envoyproxy/protoc-gen-validate v1.3.0 // indirect
-	github.com/google/uuid v1.6.0 // indirect
 	golang.org/x/net v0.49.0 // indirect
 	golang.org/x/oauth2 v0.34.0 // indirect
 	golang.org/x/sync v0.19.0 // indirect

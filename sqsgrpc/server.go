@@ -2,6 +2,7 @@ package sqsgrpc
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -35,6 +36,25 @@ type ServerOptions struct {
 	// Now returns the current time, for the expiry of requests; nil means
 	// time.Now. For tests.
 	Now func() time.Time
+	// PayloadStore, if set, reads the request messages a ClientConn put
+	// in its ClientConnOptions.PayloadStore (the same store, or one on the
+	// same bucket), and carries a response message too large for one SQS
+	// message even compressed, up to 64 MiB, for a client whose ClientConn
+	// has a store; the client deletes it once read. nil (the default): a
+	// request whose message is in a store fails, so that its queue's
+	// redrive policy dead-letters it (errors match
+	// sqsapi.ErrNoPayloadStore), and such a response fails with
+	// codes.ResourceExhausted.
+	PayloadStore sqsapi.PayloadStore
+	// MaxRecvMsgSize is the largest request message a handler receives,
+	// as grpc.MaxRecvMsgSize sets it for a *grpc.Server: a larger one
+	// fails the handler's RecvMsg (the unary call) with
+	// codes.ResourceExhausted. Zero: grpc's default, 4 MiB.
+	MaxRecvMsgSize int
+	// MaxSendMsgSize is the largest response message a handler sends, as
+	// grpc.MaxSendMsgSize sets it: a larger one fails its SendMsg with
+	// codes.ResourceExhausted. Zero: grpc's default, math.MaxInt32.
+	MaxSendMsgSize int
 }
 
 // Server runs gRPC services registered on it (it is a
@@ -68,6 +88,12 @@ func NewServer(optFns ...func(*ServerOptions)) *Server {
 	}
 	if s.opts.Now == nil {
 		s.opts.Now = time.Now
+	}
+	if s.opts.MaxRecvMsgSize == 0 {
+		s.opts.MaxRecvMsgSize = defaultMaxRecv
+	}
+	if s.opts.MaxSendMsgSize == 0 {
+		s.opts.MaxSendMsgSize = defaultMaxSend
 	}
 	return s
 }
@@ -134,10 +160,11 @@ func (s *Server) GetServiceInfo() map[string]grpc.ServiceInfo {
 // client-streaming or bidirectional handler returns the client's messages
 // as they arrive, io.EOF after its CloseSend, and codes.Canceled when the
 // client went away (its context is cancelled too). A
-// message too large for one SQS message as it is (the server cannot know
-// whether the caller reads compressed replies, which the responder sends
-// when they pay) fails its SendMsg (or the unary call) with
-// codes.ResourceExhausted, and nothing is sent. An unknown
+// response message too large for one SQS message as it is sent (gzipped
+// when the client reads compressed replies, Request.CompressedReplies)
+// goes through ServerOptions.PayloadStore when both sides have a store,
+// and otherwise fails its SendMsg (or the unary call) with
+// codes.ResourceExhausted, nothing sent. An unknown
 // method gets codes.Unimplemented, a malformed request codes.Internal. A
 // failed send of a streamed message, or a panic, fails the request: its
 // session is aborted (the client gets codes.Unavailable, wrapping
@@ -165,12 +192,27 @@ func (s *Server) handle(ctx context.Context, req *responder.Request) (*responder
 		ctx, cancel = context.WithDeadline(ctx, r.deadline)
 		defer cancel()
 	}
+	if o := r.object; o.key != "" {
+		// The client put the message in its store. Failing the request
+		// (no store here, the object gone) lets its queue's redrive
+		// policy dead-letter it rather than answer without the message.
+		if s.opts.PayloadStore == nil {
+			return nil, fmt.Errorf("sqsgrpc: the request message is in s3://%s/%s: %w", o.bucket, o.key, sqsapi.ErrNoPayloadStore)
+		}
+		if r.msg, err = s.opts.PayloadStore.Get(ctx, o.bucket, o.key); err != nil {
+			return nil, fmt.Errorf("sqsgrpc: reading the request message from ServerOptions.PayloadStore: %w", err)
+		}
+	}
 	c, err := codecFor(r.subtype)
 	if err != nil {
 		return statusReply(status.New(codes.Internal, "sqsgrpc: "+err.Error())), nil
 	}
 	_, streaming := req.Attribute(sqsapi.StreamAttribute)
-	ss := &serverStream{req: req, method: r.method, codec: c, msg: r.msg, streamed: r.streamed, stream: streaming && req.ResponseRequested()}
+	ss := &serverStream{req: req, method: r.method, codec: c, msg: r.msg, streamed: r.streamed, stream: streaming && req.ResponseRequested(),
+		reads: s.opts.PayloadStore, log: s.opts.Logger, deadline: r.deadline, maxRecv: s.opts.MaxRecvMsgSize, maxSend: s.opts.MaxSendMsgSize}
+	if r.store {
+		ss.store = s.opts.PayloadStore
+	}
 	ctx = metadata.NewIncomingContext(ctx, r.md)
 	ctx = grpc.NewContextWithServerTransportStream(ctx, ss)
 	ss.ctx = ctx
@@ -275,8 +317,14 @@ type serverStream struct {
 	codec    codec
 	msg      []byte // the request message, until RecvMsg takes it
 	read     bool
-	streamed bool // the request's messages follow in its session (req.Recv)
-	stream   bool // the caller takes a stream
+	streamed bool                // the request's messages follow in its session (req.Recv)
+	stream   bool                // the caller takes a stream
+	reads    sqsapi.PayloadStore // the server's, for request messages in a store
+	store    sqsapi.PayloadStore // for response messages too large for one SQS message, when the client reads them; nil: none
+	log      *slog.Logger
+	deadline time.Time // the client's, for the keys of objects in store
+	maxRecv  int       // ServerOptions.MaxRecvMsgSize
+	maxSend  int       // ServerOptions.MaxSendMsgSize
 
 	recvMu sync.Mutex // RecvMsg's: it may wait while the handler sends
 
@@ -348,6 +396,9 @@ func (ss *serverStream) RecvMsg(m any) error {
 		return io.EOF
 	}
 	ss.read = true
+	if len(ss.msg) > ss.maxRecv {
+		return recvTooLarge(len(ss.msg), ss.maxRecv)
+	}
 	if err := ss.codec.unmarshal(ss.msg, m); err != nil {
 		return status.Errorf(codes.Internal, "sqsgrpc: decoding the request: %v", err)
 	}
@@ -376,6 +427,13 @@ func (ss *serverStream) recvStreamed(m any) error {
 		}
 		return status.Errorf(codes.Internal, "sqsgrpc: a malformed request message: %v", err)
 	}
+	// The client deletes what it put once the call ends.
+	if err := read(ss.ctx, ss.reads, ss.log, f, false); err != nil {
+		return &callError{st: status.Newf(codes.Unavailable, "sqsgrpc: %v", err), err: err}
+	}
+	if n := len(f.msgs[0]); n > ss.maxRecv {
+		return recvTooLarge(n, ss.maxRecv)
+	}
 	if err := ss.codec.unmarshal(f.msgs[0], m); err != nil {
 		return status.Errorf(codes.Internal, "sqsgrpc: decoding a request message: %v", err)
 	}
@@ -389,6 +447,9 @@ func (ss *serverStream) SendMsg(m any) error {
 	if err != nil {
 		return status.Errorf(codes.Internal, "sqsgrpc: encoding a response: %v", err)
 	}
+	if len(msg) > ss.maxSend {
+		return sendTooLarge(len(msg), ss.maxSend)
+	}
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if ss.sendErr != nil {
@@ -398,11 +459,53 @@ func (ss *serverStream) SendMsg(m any) error {
 	if err != nil {
 		return err
 	}
-	b = appendMessageFrame(b, msg)
-	if n := len(b) + len(ss.pending); n > maxEnvelope && (!ss.stream || len(b) > maxEnvelope) {
+	// What goes in the message this one goes in: the frames held for a
+	// one-reply caller, the header's, and the message's, sized before the
+	// message is encoded (a large one goes to the store as it is).
+	pending := ss.pending
+	if ss.stream {
+		pending = nil
+	}
+	n := len(pending) + len(b) + frameLen(msg)
+	inline := n <= maxEnvelope || ss.req.CompressedReplies() && fitsCompressed(n, func(w io.Writer) error {
+		for _, p := range [][]byte{pending, b, {frameMessage, ' '}} {
+			if _, err := w.Write(p); err != nil {
+				return err
+			}
+		}
+		enc := base64.NewEncoder(base64.StdEncoding, w)
+		if _, err := enc.Write(msg); err != nil {
+			return err
+		}
+		if err := enc.Close(); err != nil {
+			return err
+		}
+		_, err := w.Write([]byte{'\n'})
+		return err
+	})
+	switch {
+	case inline:
+		b = appendMessageFrame(b, msg)
+	case ss.store == nil || len(msg) > maxStored:
 		return status.Error(codes.ResourceExhausted, errTooLarge("response", n).Error())
+	default:
+		o, err := put(ss.ctx, ss.store, msg, ss.deadline)
+		if err != nil {
+			return status.Errorf(codes.Unavailable, "sqsgrpc: putting a response in ServerOptions.PayloadStore: %v", err)
+		}
+		b = append(o.appendFrame(b), '\n')
 	}
 	return ss.emitLocked(b)
+}
+
+// fits reports whether b fits in one SQS message as it is sent: as it
+// is, or gzipped for a client that reads that (the responder compresses
+// when that pays; docs/wire.md, "Compression").
+func (ss *serverStream) fits(b []byte) bool {
+	return len(b) <= maxEnvelope || ss.req.CompressedReplies() && fitsCompressed(len(b), func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
+	})
 }
 
 // headerFramesLocked appends the header frames unless they were sent.
@@ -458,7 +561,7 @@ func (ss *serverStream) end(st *status.Status) (*responder.Reply, error) {
 	if err != nil {
 		return statusReply(status.New(codes.Internal, err.Error())), nil
 	}
-	if len(b) > maxEnvelope {
+	if !ss.fits(b) {
 		return statusReply(status.New(codes.ResourceExhausted, errTooLarge("response", len(b)).Error())), nil
 	}
 	return &responder.Reply{Body: string(b)}, nil

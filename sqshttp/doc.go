@@ -33,6 +33,13 @@
 // SQS round trip, and the responder drops the request rather than retry
 // it.
 //
+// With a payload store on both sides (TransportOptions.PayloadStore,
+// HandlerOptions.PayloadStore; the nested module s3payload has one on
+// S3), a body of known length too large for one message goes through the
+// store whole instead, up to 64 MiB, either way: fewer billed requests
+// and faster than parts (docs/wire.md, "HTTP and gRPC over SQS"). The
+// caller deletes the objects once it has the response (docs/s3.md).
+//
 // Sessions cost nothing until needed: the responder opens one when the
 // handler first flushes or reads a streamed body, or once it has run for
 // a fifth of a second, so a request with a small body whose handler

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tempqueues/tempqueues/internal/payload"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -19,24 +20,30 @@ import (
 // response in an SQS message body, its body too unless that follows in
 // parts:
 //
-//	request:   TQH/1 <method> <request-uri> <deadline> <enc>[ +[<length>]]\n
+//	request:   TQH/1 <method> <request-uri> <deadline> <enc>[ +[<length>]][ store]\n
 //	response:  TQH/1 <status> <enc>[ +]\n
 //	then       one "Name: value\n" line per header value ("Name:: <base64>\n"
 //	           for a value that is not SQS text), a blank line, the body.
 //
 // <deadline> is the caller's deadline in Unix milliseconds, or "-". <enc>
-// is "t" when the body is carried as it is (valid SQS text) and "b" when
-// it is standard base64. "+" says that the body follows in parts, each a
-// message of its own: <enc> then the part's bytes. A response's parts are
-// the later messages of its reply stream; a request's are the messages
-// its caller streams on the request's session, which end with the
-// session's half-close, and <length>, when the caller knew it, is the
-// body's size in bytes.
+// is "t" when the body is carried as it is (valid SQS text), "b" when
+// it is standard base64, and "s" when it is an object in a payload store,
+// raw, the envelope's body naming it ("<bucket> <key>"); "store" says
+// that the caller reads a response body from its store. "+" says that the
+// body follows in parts, each a message of its own: <enc> then the part's
+// bytes. A response's parts are the later messages of its reply stream; a
+// request's are the messages its caller streams on the request's session,
+// which end with the session's half-close, and <length>, when the caller
+// knew it, is the body's size in bytes.
 const (
 	magic    = "TQH/1"
 	encText  = 't'
 	encB64   = 'b'
+	encStore = 's' // the body is in a payload store: the envelope's body is "<bucket> <key>"
 	moreMark = "+"
+	// storeFlag ends a request line whose caller reads a response body
+	// from its payload store (TransportOptions.PayloadStore).
+	storeFlag = "store"
 )
 
 // reserve is the room left in a message for the attributes the requester
@@ -154,8 +161,29 @@ type request struct {
 	deadline          time.Time // zero: none
 	header            http.Header
 	body              []byte
-	parts             bool  // the body follows in parts (then body is empty)
-	length            int64 // with parts: the body's size, -1 when unknown
+	parts             bool            // the body follows in parts (then body is empty)
+	length            int64           // with parts: the body's size, -1 when unknown
+	object            payload.Pointer // the body's object in a payload store, if it is there (then body is empty)
+	store             bool            // the caller reads a response body from its payload store
+	offload           bool            // the Transport puts body in its payload store before sending (not on the wire)
+}
+
+// appendObject appends the body of an envelope whose body is the object
+// p: its bucket and key.
+func appendObject(b []byte, p payload.Pointer) []byte {
+	b = append(b, p.Bucket...)
+	b = append(b, ' ')
+	return append(b, p.Key...)
+}
+
+// parseObject parses the body of an envelope whose body is in a payload
+// store.
+func parseObject(s string) (payload.Pointer, error) {
+	bucket, key, ok := strings.Cut(s, " ")
+	if !ok || bucket == "" || key == "" || strings.ContainsAny(key, " \n") {
+		return payload.Pointer{}, fmt.Errorf("malformed object %q", s)
+	}
+	return payload.Pointer{Bucket: bucket, Key: key}, nil
 }
 
 // encode returns the envelope of r. r.host, when set, is carried as a
@@ -165,6 +193,9 @@ func (r *request) encode() (string, error) {
 		return "", fmt.Errorf("invalid method %q or request URI %q", r.method, r.uri)
 	}
 	mark := bodyMark(r.body)
+	if r.object.Key != "" {
+		mark = encStore
+	}
 	b := make([]byte, 0, 64+len(r.uri)+64*len(r.header)+encodedLen(mark, r.body))
 	b = append(b, magic...)
 	b = append(b, ' ')
@@ -185,6 +216,10 @@ func (r *request) encode() (string, error) {
 			b = strconv.AppendInt(b, r.length, 10)
 		}
 	}
+	if r.store {
+		b = append(b, ' ')
+		b = append(b, storeFlag...)
+	}
 	b = append(b, '\n')
 	h := r.header
 	if r.host != "" {
@@ -198,6 +233,9 @@ func (r *request) encode() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if mark == encStore {
+		return string(appendObject(b, r.object)), nil
+	}
 	return string(appendEncoded(b, mark, r.body)), nil
 }
 
@@ -208,10 +246,14 @@ func decodeRequest(s string) (*request, error) {
 		return nil, err
 	}
 	f := strings.Split(line, " ")
+	r := &request{header: h, length: -1}
+	if len(f) > 5 && f[len(f)-1] == storeFlag {
+		r.store, f = true, f[:len(f)-1]
+	}
 	if len(f) < 5 || len(f) > 6 || len(f[4]) != 1 || f[1] == "" || f[2] == "" {
 		return nil, fmt.Errorf("malformed request line %q", line)
 	}
-	r := &request{method: f[1], uri: f[2], header: h, length: -1}
+	r.method, r.uri = f[1], f[2]
 	if len(f) == 6 {
 		n, ok := strings.CutPrefix(f[5], moreMark)
 		if !ok {
@@ -231,8 +273,15 @@ func decodeRequest(s string) (*request, error) {
 		}
 		r.deadline = time.UnixMilli(ms)
 	}
-	if r.body, err = decodeBody(f[4][0], body); err != nil {
-		return nil, err
+	switch {
+	case f[4][0] == encStore && !r.parts:
+		if r.object, err = parseObject(body); err != nil {
+			return nil, err
+		}
+	default:
+		if r.body, err = decodeBody(f[4][0], body); err != nil {
+			return nil, err
+		}
 	}
 	r.host = h.Get("Host")
 	h.Del("Host")
@@ -244,7 +293,8 @@ type response struct {
 	status int
 	header http.Header
 	body   []byte
-	more   bool // parts follow
+	more   bool            // parts follow
+	object payload.Pointer // the body's object in a payload store, if it is there (then body is empty)
 }
 
 // encodeResponseHead returns the first line and the header lines of a
@@ -277,6 +327,10 @@ func decodeResponse(s string) (*response, error) {
 		return nil, fmt.Errorf("malformed status %q", f[1])
 	}
 	r := &response{status: status, header: h, more: len(f) == 4}
+	if f[2][0] == encStore && !r.more {
+		r.object, err = parseObject(body)
+		return r, err
+	}
 	if r.body, err = decodeBody(f[2][0], body); err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package sqshttp
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,7 +13,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/payload"
+	"github.com/tempqueues/tempqueues/internal/testkit/memstore"
 	"github.com/tempqueues/tempqueues/responder"
+	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 func FuzzRequestEnvelope(f *testing.F) {
@@ -107,6 +111,41 @@ func TestMalformedRequestsGet400(t *testing.T) {
 		r, err := decodeResponse(reply.Body)
 		if err != nil || r.status != http.StatusBadRequest {
 			t.Fatalf("%q: %+v, %v", body, r, err)
+		}
+	}
+}
+
+// A request whose body is in a store it cannot read fails, so that its
+// queue's redrive policy dead-letters it: no store set, or the object
+// gone. The handler does not run.
+func TestABodyInAStoreThatCannotBeReadFailsTheRequest(t *testing.T) {
+	ran := false
+	hf := http.HandlerFunc(func(http.ResponseWriter, *http.Request) { ran = true })
+	env, err := (&request{method: "PUT", uri: "/", object: payload.Pointer{Bucket: "b", Key: "tempqueues/0/k"}, store: true}).encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(env, "\n\nb tempqueues/0/k") || !strings.Contains(env, " s store\n") {
+		t.Fatalf("envelope %q", env)
+	}
+	if _, err := Handler(hf).HandleRequest(context.Background(), sqsRequest(env)); !errors.Is(err, sqsapi.ErrNoPayloadStore) {
+		t.Errorf("no store: %v", err)
+	}
+	store := memstore.New("b")
+	h := Handler(hf, func(o *HandlerOptions) { o.PayloadStore = store })
+	if _, err := h.HandleRequest(context.Background(), sqsRequest(env)); !errors.Is(err, sqsapi.ErrPayloadNotFound) {
+		t.Errorf("object gone: %v", err)
+	}
+	if ran {
+		t.Error("the handler ran")
+	}
+	r, err := decodeRequest(env)
+	if err != nil || !r.store || r.object.Key != "tempqueues/0/k" || r.parts {
+		t.Fatalf("decoded %+v, %v", r, err)
+	}
+	for _, bad := range []string{"TQH/1 PUT / - s\n\nnokey", "TQH/1 PUT / - s\n\n b", "TQH/1 PUT / - t store store\n\n"} {
+		if _, err := decodeRequest(bad); err == nil {
+			t.Errorf("%q decoded", bad)
 		}
 	}
 }

@@ -2,7 +2,9 @@ package sqshttp
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +27,17 @@ type HandlerOptions struct {
 	// requests); nil means slog.Default(), as
 	// docs/architecture.md#conventions says.
 	Logger *slog.Logger
+	// PayloadStore, if set, reads the request bodies a Transport put in
+	// its TransportOptions.PayloadStore (the same store, or one on the
+	// same bucket), and carries a response too large for one message, even
+	// compressed, up to 64 MiB, for a caller whose Transport has a store:
+	// the response is then held whole until the handler returns (or
+	// flushes) and goes to the store, instead of streaming in parts. The
+	// caller deletes both objects once it has read the response. nil (the
+	// default): a request whose body is in a store fails, so that its
+	// queue's redrive policy dead-letters it (errors match
+	// sqsapi.ErrNoPayloadStore), and large responses stream in parts.
+	PayloadStore sqsapi.PayloadStore
 }
 
 // Handler returns a responder.Handler that serves h: each request's
@@ -45,7 +58,9 @@ type HandlerOptions struct {
 // Transport does unless DisableStreaming), the status, the header and
 // what was written so far go out as the stream's first message, and each
 // later Flush sends what was written since; a response larger than one
-// message is streamed in parts even without Flush. When the caller takes
+// message is streamed in parts even without Flush, or goes whole to
+// HandlerOptions.PayloadStore when the caller's Transport reads one (one
+// too large even compressed; docs/s3.md). When the caller takes
 // one reply, Flush does nothing and the whole response goes in the final
 // reply; one too large for a message, even compressed when the caller
 // reads compressed replies (docs/wire.md, "Compression"), is replaced by
@@ -111,6 +126,17 @@ func (h *handler) HandleRequest(ctx context.Context, req *responder.Request) (*r
 		ctx, cancel = context.WithDeadline(ctx, env.deadline)
 		defer cancel()
 	}
+	if p := env.object; p.Key != "" {
+		// The caller put the body in its store. Failing the request
+		// (no store here, the object gone) lets its queue's redrive
+		// policy dead-letter it rather than answer without the body.
+		if h.opts.PayloadStore == nil {
+			return nil, fmt.Errorf("sqshttp: the request body is in s3://%s/%s: %w", p.Bucket, p.Key, sqsapi.ErrNoPayloadStore)
+		}
+		if env.body, err = h.opts.PayloadStore.Get(ctx, p.Bucket, p.Key); err != nil {
+			return nil, fmt.Errorf("sqshttp: reading the request body from HandlerOptions.PayloadStore: %w", err)
+		}
+	}
 	hr, err := http.NewRequestWithContext(ctx, env.method, env.uri, bytes.NewReader(env.body))
 	if err != nil {
 		return errorReply(http.StatusBadRequest, "sqshttp: "+err.Error()), nil
@@ -128,7 +154,10 @@ func (h *handler) HandleRequest(ctx context.Context, req *responder.Request) (*r
 		hr.Body, hr.GetBody, hr.ContentLength = body, nil, env.length
 	}
 	_, stream := req.Attribute(sqsapi.StreamAttribute)
-	w := &responseWriter{ctx: ctx, req: req, header: make(http.Header), stream: stream && req.ResponseRequested()}
+	w := &responseWriter{ctx: ctx, req: req, header: make(http.Header), stream: stream && req.ResponseRequested(), deadline: env.deadline}
+	if env.store {
+		w.store = h.opts.PayloadStore
+	}
 	h.h.ServeHTTP(w, hr)
 	return w.finish()
 }
@@ -220,6 +249,9 @@ type responseWriter struct {
 	buf     []byte      // written, not sent
 	started bool        // the first part went out
 	err     error       // a failed send
+
+	store    sqsapi.PayloadStore // for a response too large for one message, when the caller reads it; nil: none
+	deadline time.Time           // the caller's, for the key of an object in store
 }
 
 var _ http.Flusher = (*responseWriter)(nil)
@@ -257,17 +289,30 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 		w.WriteHeader(http.StatusOK)
 	}
 	w.buf = append(w.buf, p...)
-	if w.stream && len(w.buf) > w.room() {
+	if w.stream && len(w.buf) > w.room() && !w.holds() {
 		// Too large for one message: stream it in parts, all full but the
 		// last, which stays for the next Flush or the final reply.
-		for len(w.buf) > w.room() && w.err == nil {
-			w.sendPart(w.room())
-		}
+		w.drain()
 		if w.err != nil {
 			return 0, w.err
 		}
 	}
 	return len(p), nil
+}
+
+// holds reports whether the response is held whole to go through the
+// store when it ends: nothing was sent yet, and it is within what a
+// store takes.
+func (w *responseWriter) holds() bool {
+	return w.store != nil && !w.started && len(w.buf) <= payload.MaxPayload
+}
+
+// drain sends what was written in parts, all full but the last, which
+// stays for the next Flush or the final reply.
+func (w *responseWriter) drain() {
+	for len(w.buf) > w.room() && w.err == nil {
+		w.sendPart(w.room())
+	}
 }
 
 // room is how many raw bytes the next message can carry, encoded as
@@ -290,7 +335,10 @@ func (w *responseWriter) Flush() {
 	if !w.stream || w.err != nil || w.started && len(w.buf) == 0 {
 		return
 	}
-	w.sendPart(len(w.buf))
+	w.drain() // what a store held
+	if w.err == nil {
+		w.sendPart(len(w.buf))
+	}
 }
 
 // sendPart sends the first n bytes written as the stream's next message.
@@ -331,18 +379,85 @@ func (w *responseWriter) finish() (*responder.Reply, error) {
 		return &responder.Reply{Body: string(appendPart(nil, w.buf))}, nil
 	}
 	mark := bodyMark(w.buf)
-	b, err := appendResponseHead(make([]byte, 0, 256+encodedLen(mark, w.buf)), w.status, mark, false, w.sent)
+	head, err := appendResponseHead(nil, w.status, mark, false, w.sent)
 	if err != nil {
 		return errorReply(http.StatusInternalServerError, "sqshttp: "+err.Error()), nil
 	}
-	b = appendEncoded(b, mark, w.buf)
-	body := string(b)
+	n := len(head) + encodedLen(mark, w.buf)
 	// A response too large for a message may fit compressed, which the
 	// responder does for a caller that reads it (docs/wire.md,
-	// "Compression"): the size that counts is the compressed one.
-	if len(b) > maxEnvelope && !(payload.CompressedReplies(w.ctx) && payload.Fits(body, reserve)) {
-		return errorReply(http.StatusRequestEntityTooLarge, fmt.Sprintf(
-			"sqshttp: the response of %d bytes encoded does not fit in one SQS message (%d at most), even compressed if the caller reads that, and the caller takes one reply", len(b), maxEnvelope)), nil
+	// "Compression"): the size that counts is the compressed one. A
+	// large one that cannot is ruled out before it is encoded whole.
+	if n > maxEnvelope && !(payload.CompressedReplies(w.ctx) && !compressesPast(maxEnvelope, func(zw io.Writer) error {
+		if _, err := zw.Write(head); err != nil {
+			return err
+		}
+		if mark == encText {
+			_, err := zw.Write(w.buf)
+			return err
+		}
+		enc := base64.NewEncoder(base64.StdEncoding, zw)
+		if _, err := enc.Write(w.buf); err != nil {
+			return err
+		}
+		return enc.Close()
+	})) {
+		return w.tooLarge(n)
+	}
+	body := string(appendEncoded(head, mark, w.buf))
+	if n > maxEnvelope && !payload.Fits(body, reserve) {
+		return w.tooLarge(n)
 	}
 	return &responder.Reply{Body: body}, nil
+}
+
+// tooLarge returns the reply of a response of n bytes encoded that does
+// not fit in one message even compressed: through the store, or a 413.
+func (w *responseWriter) tooLarge(n int) (*responder.Reply, error) {
+	if w.store != nil && len(w.buf) <= payload.MaxPayload {
+		return w.offload()
+	}
+	return errorReply(http.StatusRequestEntityTooLarge, fmt.Sprintf(
+		"sqshttp: the response of %d bytes encoded does not fit in one SQS message (%d at most), even compressed if the caller reads that, and the caller takes one reply", n, maxEnvelope)), nil
+}
+
+// offload puts the response's body in the store and returns the reply
+// that points to it. A failed put fails the request: it is received
+// again, or dead-lettered.
+func (w *responseWriter) offload() (*responder.Reply, error) {
+	key := payload.NewKey(w.deadline)
+	bucket, err := w.store.Put(w.ctx, key, w.buf)
+	if err != nil {
+		return nil, fmt.Errorf("sqshttp: putting the response body in HandlerOptions.PayloadStore: %w", err)
+	}
+	b, err := appendResponseHead(nil, w.status, encStore, false, w.sent)
+	if err != nil {
+		return errorReply(http.StatusInternalServerError, "sqshttp: "+err.Error()), nil
+	}
+	return &responder.Reply{Body: string(appendObject(b, payload.Pointer{Bucket: bucket, Key: key}))}, nil
+}
+
+// compressesPast reports whether what write writes, gzipped as the
+// responder does it, takes more than limit bytes. It stops compressing
+// there: a large body that cannot fit in a message costs a few
+// milliseconds to rule out, not the compression of all of it.
+func compressesPast(limit int, write func(io.Writer) error) bool {
+	zw, _ := gzip.NewWriterLevel(&capped{left: limit}, payload.Level) // a valid level
+	err := write(zw)
+	if err == nil {
+		err = zw.Close()
+	}
+	return err != nil
+}
+
+// capped is a writer that fails once more than left bytes were written.
+type capped struct{ left int }
+
+var errCapped = errors.New("capped")
+
+func (c *capped) Write(p []byte) (int, error) {
+	if c.left -= len(p); c.left < 0 {
+		return 0, errCapped
+	}
+	return len(p), nil
 }

@@ -43,6 +43,17 @@ type TransportOptions struct {
 	// request (routing or tenant information for middleware on the
 	// responder). They count against SQS's 10, with the requester's own.
 	MessageAttributes func(*http.Request) map[string]types.MessageAttributeValue
+	// PayloadStore, if set, carries request bodies too large for the
+	// request's message through the store (the nested module s3payload
+	// has one on S3): a body whose length is known, up to 64 MiB, is put
+	// there whole and the handler reads it from its own
+	// HandlerOptions.PayloadStore, instead of being streamed in parts; a
+	// body of unknown length, or larger, still streams. It also tells the
+	// handler that this caller reads a response too large for one message
+	// from the store. Each exchange's objects are deleted when its
+	// response body is closed, or when RoundTrip fails (docs/s3.md).
+	// nil (the default): large bodies stream in parts both ways.
+	PayloadStore sqsapi.PayloadStore
 }
 
 // Transport is an http.RoundTripper that sends each request through a
@@ -82,9 +93,11 @@ const defaultTimeout = 30 * time.Second
 // the handler. The URL's scheme and host pick nothing: every
 // request goes to the Transport's queue.
 //
-// A body of known length that fits travels in the request's message. One
-// of unknown length (ContentLength 0 or -1 with a Body other than
-// http.NoBody), or too large for the message, is streamed to the handler
+// A body of known length that fits travels in the request's message;
+// one too large for it goes to TransportOptions.PayloadStore when set,
+// up to 64 MiB. One of unknown length (ContentLength 0 or -1 with a Body
+// other than http.NoBody), or too large for the message otherwise, is
+// streamed to the handler
 // as it is read, each Read a part (up to 765 KiB), on the request's
 // session (requester.OpenSession), while RoundTrip waits for the
 // response: the handler reads it as it arrives and may answer before it
@@ -134,10 +147,24 @@ func (t *Transport) roundTrip(req *http.Request) (*http.Response, error) {
 		ctx, cancel = context.WithTimeout(ctx, t.opts.Timeout)
 	}
 	env.deadline, _ = ctx.Deadline()
-	resp, err := t.send(ctx, req, env, up)
-	if err != nil || resp.ContentLength >= 0 {
+	objs := &objects{ctx: ctx, store: t.opts.PayloadStore}
+	if env.offload {
+		// The body goes to the store once its key can carry the deadline.
+		p, err := objs.put(ctx, env.body, env.deadline)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		env.object, env.body = p, nil
+	}
+	resp, err := t.send(ctx, req, env, up, objs)
+	switch {
+	case err != nil:
+		objs.drop()
+		cancel()
+	case resp.ContentLength >= 0:
 		cancel() // the response is complete
-	} else {
+	default:
 		resp.Body.(*streamBody).cancel = cancel
 	}
 	return resp, err
@@ -156,7 +183,8 @@ func (t *Transport) envelope(req *http.Request) (*request, *upload, error) {
 	case req.URL == nil:
 		return nil, nil, &sqsapi.InvalidInputError{Op: opRoundTrip, Param: "URL", Reason: "nil"}
 	}
-	env := &request{method: req.Method, uri: req.URL.RequestURI(), header: req.Header, host: req.Host, length: -1}
+	store := t.opts.PayloadStore
+	env := &request{method: req.Method, uri: req.URL.RequestURI(), header: req.Header, host: req.Host, length: -1, store: store != nil}
 	if env.method == "" {
 		env.method = http.MethodGet
 	}
@@ -176,6 +204,16 @@ func (t *Transport) envelope(req *http.Request) (*request, *upload, error) {
 		return env, nil, nil
 	}
 	known := req.ContentLength > 0 // 0 with a Body is net/http's "unknown"
+	if store != nil && known && req.ContentLength > maxEnvelope && req.ContentLength <= payload.MaxPayload {
+		// Through the store: fewer billed requests than parts, and
+		// faster (docs/wire.md, "HTTP and gRPC over SQS").
+		body, err := readBody(req, req.ContentLength)
+		if err != nil {
+			return nil, nil, err
+		}
+		env.body, env.offload = body, true
+		return env, nil, nil
+	}
 	if !t.opts.DisableStreaming && (!known || req.ContentLength > maxEnvelope) {
 		// Streamed as it is read: the handler need not wait for the end,
 		// and nothing is held in memory.
@@ -200,18 +238,18 @@ func (t *Transport) envelope(req *http.Request) (*request, *upload, error) {
 	if known {
 		limit = req.ContentLength
 	}
-	body, err := io.ReadAll(io.LimitReader(req.Body, limit+1))
+	body, err := readBody(req, limit)
 	if err != nil {
-		return nil, nil, fmt.Errorf("reading the request body: %w", err)
+		return nil, nil, err
 	}
-	switch {
-	case known && int64(len(body)) != req.ContentLength:
-		return nil, nil, bodyLengthError(req.ContentLength, int64(len(body)))
-	case int64(len(body)) > maxBody:
+	if int64(len(body)) > maxBody {
 		return nil, nil, tooLarge(opRoundTrip, "body", len(body)) // streaming is disabled
 	}
-	closeBody(req)
 	if n := len(head) + encodedLen(bodyMark(body), body); n > maxEnvelope {
+		if store != nil && len(body) <= payload.MaxPayload {
+			env.body, env.offload = body, true
+			return env, nil, nil
+		}
 		if t.opts.DisableStreaming {
 			env.body = body // the requester's check decides, on what it sends
 			return env, nil, nil
@@ -222,6 +260,20 @@ func (t *Transport) envelope(req *http.Request) (*request, *upload, error) {
 	}
 	env.body = body
 	return env, nil, nil
+}
+
+// readBody reads req's body whole, up to one byte past limit (its
+// ContentLength when known, which it must match), and closes it.
+func readBody(req *http.Request, limit int64) ([]byte, error) {
+	body, err := io.ReadAll(io.LimitReader(req.Body, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading the request body: %w", err)
+	}
+	if req.ContentLength > 0 && int64(len(body)) != req.ContentLength {
+		return nil, bodyLengthError(req.ContentLength, int64(len(body)))
+	}
+	closeBody(req)
+	return body, nil
 }
 
 // bodyLengthError is the error of a body whose length is not the one
@@ -239,7 +291,7 @@ func closeBody(req *http.Request) {
 
 // send sends the request under ctx and returns the response once its first
 // part arrived; up, if set, streams the body meanwhile.
-func (t *Transport) send(ctx context.Context, req *http.Request, env *request, up *upload) (*http.Response, error) {
+func (t *Transport) send(ctx context.Context, req *http.Request, env *request, up *upload, objs *objects) (*http.Response, error) {
 	msg, err := env.encode()
 	if err != nil { // checked by envelope
 		up.stop()
@@ -263,7 +315,10 @@ func (t *Transport) send(ctx context.Context, req *http.Request, env *request, u
 		if err != nil || head.more {
 			return nil, fmt.Errorf("%w: %v", ErrBadResponse, err)
 		}
-		return newResponse(req, head, io.NopCloser(bytes.NewReader(head.body))), nil
+		if err := objs.fetch(ctx, head); err != nil {
+			return nil, err
+		}
+		return newResponse(req, head, &wholeBody{Reader: bytes.NewReader(head.body), objs: objs}), nil
 	}
 	// Every request is a session, so that its caller can stop its handler.
 	// The responder opens the session only when the handler streams, reads
@@ -303,9 +358,24 @@ func (t *Transport) send(ctx context.Context, req *http.Request, env *request, u
 			s.Close()
 		}
 		up.stop()
-		return newResponse(req, head, io.NopCloser(bytes.NewReader(head.body))), nil
+		if err := objs.fetch(ctx, head); err != nil {
+			return nil, err
+		}
+		return newResponse(req, head, &wholeBody{Reader: bytes.NewReader(head.body), objs: objs}), nil
 	}
-	return newResponse(req, head, &streamBody{s: s.Stream, up: up, buf: head.body}), nil
+	return newResponse(req, head, &streamBody{s: s.Stream, up: up, buf: head.body, objs: objs}), nil
+}
+
+// wholeBody is the body of a response that came whole: Close deletes the
+// exchange's objects from the payload store.
+type wholeBody struct {
+	*bytes.Reader
+	objs *objects
+}
+
+func (b *wholeBody) Close() error {
+	b.objs.drop()
+	return nil
 }
 
 func newResponse(req *http.Request, head *response, body io.ReadCloser) *http.Response {
@@ -331,6 +401,7 @@ func newResponse(req *http.Request, head *response, body io.ReadCloser) *http.Re
 type streamBody struct {
 	s      *requester.Stream
 	up     *upload            // the request body's, or nil
+	objs   *objects           // the exchange's objects in the payload store
 	cancel context.CancelFunc // ends the default timeout's context, once the stream ended
 
 	mu     sync.Mutex // one Read at a time; Close may come from anywhere
@@ -375,6 +446,7 @@ func (b *streamBody) Read(p []byte) (int, error) {
 func (b *streamBody) end() error {
 	b.s.Close()
 	err := b.up.stop()
+	b.objs.drop()
 	if b.cancel != nil {
 		b.cancel()
 	}

@@ -41,16 +41,23 @@ var library = []string{
 // PayloadStore and its three methods, the one interface every adapter
 // and the nested s3payload share, and ErrPayloadNotFound and
 // ErrNoPayloadStore, which a store and a caller must both match;
-// requester and responder +1 each, Options.PayloadStore. The direction
-// of travel is under 400 in all (total).
+// requester and responder +1 each, Options.PayloadStore; any size
+// through the adapters, issue 34: sqshttp +2, TransportOptions and
+// HandlerOptions.PayloadStore, since the adapters put and read their own
+// objects (a body raw, not a whole envelope, and on sessions, which the
+// requester does not offload) and a Transport cannot read its
+// requester's options; responder +1, Request.CompressedReplies, which
+// nested adapters need to check a reply's size as it is sent (sqsgrpc
+// cannot read the internal context mark sqshttp uses). The direction of
+// travel is under 400 in all (total).
 var limits = map[string]int{
 	"sqsapi": 59, "observe": 25, "sqsclient": 6, "sqstest": 51, "backlog": 35, "reaper": 47,
-	"virtualqueue": 42, "responder": 104, "responder/storetest": 1, "redrive": 45,
-	"tempqueue": 14, "requester": 62, "sqshttp": 12,
+	"virtualqueue": 42, "responder": 105, "responder/storetest": 1, "redrive": 45,
+	"tempqueue": 14, "requester": 62, "sqshttp": 14,
 }
 
 // total bounds the sum of the limits.
-const total = 503
+const total = 506
 
 // TestSurface reports each library package's non-test lines, exported
 // identifiers and module-local imports (go test -v shows the table), and
