@@ -60,9 +60,28 @@ func carrier(z []byte) types.Message {
 	}}
 }
 
+// TestEncodeStopsPastOneMessage: a body whose gzip stream passes what one
+// message holds is sent plain (its sender offloads it or sends it in
+// parts), and compress stops early: a limit cuts the work, not just the
+// result.
+func TestEncodeStopsPastOneMessage(t *testing.T) {
+	t.Parallel()
+	body := testbody.Text(3<<20, 2) // gzip leaves more than 1 MiB
+	attrs := map[string]types.MessageAttributeValue{}
+	if sent, ok := Encode(body, attrs, 1); ok || sent != body || len(attrs) != 0 {
+		t.Fatalf("Encode compressed a body that cannot fit (ok %v, %d attributes)", ok, len(attrs))
+	}
+	if z, ok := compress(body, 1<<20); ok || z != nil {
+		t.Fatalf("compress past its limit: ok %v, %d bytes", ok, len(z))
+	}
+	if z, ok := compress(body, len(body)); !ok || len(z) <= sqsapi.MaxMessageSize {
+		t.Fatalf("compress within its limit: ok %v, %d bytes; the test body should not fit compressed", ok, len(z))
+	}
+}
+
 func TestRoundTrip(t *testing.T) {
 	t.Parallel()
-	for _, body := range []string{testbody.JSON(200<<10, 1), testbody.Text(3<<20, 2), testbody.JSON(Threshold, 3), strings.Repeat("é", 5000)} {
+	for _, body := range []string{testbody.JSON(200<<10, 1), testbody.Text(1<<20, 2), testbody.JSON(3<<20, 2), testbody.JSON(Threshold, 3), strings.Repeat("é", 5000)} {
 		m := encoded(t, body)
 		if aws.ToString(m.Body) != Placeholder {
 			t.Fatalf("body sent = %q, want the placeholder", aws.ToString(m.Body))
