@@ -106,6 +106,39 @@ func TestPayloadStoreLargeBodies(t *testing.T) {
 	})
 }
 
+// TestStoreTakesWhatCostsMoreInSQS: with a store, a body that would be
+// a message over payload.StoreAbove even compressed goes through the
+// store, both ways, though SQS would take it; one under it stays in SQS.
+func TestStoreTakesWhatCostsMoreInSQS(t *testing.T) {
+	t.Parallel()
+	inBubble(t, func(t *testing.T, b *sqstestenv.Backend) {
+		e := newEnv(t, b)
+		store := memstore.New("tq-above")
+		_, _ = runResponder(t, e, e.raw, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
+			return &responder.Reply{Body: req.Body()}, nil
+		}, func(o *responder.Options) { o.PayloadStore = store })
+		r := e.requester(t, func(o *requester.Options) { o.PayloadStore = store; o.CompressRequests = true })
+		for _, c := range []struct {
+			size int
+			puts int
+		}{{300 << 10, 0}, {700 << 10, 2}} { // gzip leaves 3/4 of these: 225 and 525 KiB
+			body := testbody.Random(c.size, 3)
+			before, _, _ := store.Calls()
+			m, err := r.SendMessageAndGetResponse(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String(body)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if aws.ToString(m.Body) != body {
+				t.Fatalf("a %d-byte body came back as %d bytes", len(body), len(aws.ToString(m.Body)))
+			}
+			if puts, _, _ := store.Calls(); puts-before != c.puts {
+				t.Errorf("a %d-byte body both ways: %d puts, want %d", c.size, puts-before, c.puts)
+			}
+		}
+		waitEmpty(t, store)
+	})
+}
+
 // TestPayloadStoreBadInput: a body over the maximum, or too large with no
 // store, fails before any call; a store out of reach fails the call
 // with an error naming the bucket; a pointer reply with no store to read

@@ -896,7 +896,11 @@ func (r *Requester) checkRequest(op string, in *sqs.SendMessageInput, compress c
 			n = wire.MessageSize(body, attrs) + added
 		}
 	}
-	if n > sqsapi.MaxMessageSize {
+	limit := sqsapi.MaxMessageSize
+	if compress == compressOrOffload {
+		limit = payload.Limit(r.opts.PayloadStore)
+	}
+	if n > limit {
 		if len(*in.MessageBody) > payload.MaxPayload {
 			return "", nil, nil, false, wire.Invalid(op, "MessageBody", "body of %d bytes exceeds the maximum payload of %d MiB", len(*in.MessageBody), payload.MaxPayload>>20)
 		}

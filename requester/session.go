@@ -241,7 +241,7 @@ func (s *Session) Send(ctx context.Context, msg *Message) error {
 	const added = len(sqsapi.StreamAttribute) + len("String") + 40 +
 		len(sqsapi.VirtualQueueNameAttribute) + len("String") + sqsapi.MaxQueueNameLength
 	var object *payload.Pointer // the body in Options.PayloadStore, if it went there
-	if n := wire.MessageSize(&body, attrs) + added; n > sqsapi.MaxMessageSize {
+	if n := wire.MessageSize(&body, attrs) + added; n > payload.Limit(s.Stream.r.opts.PayloadStore) {
 		store := s.Stream.r.opts.PayloadStore
 		if store == nil {
 			return wire.Invalid(op, "Body", "message of %d bytes%s with the attributes the requester adds exceeds the SQS maximum of %d (set Options.PayloadStore to send it through S3)", n, how, sqsapi.MaxMessageSize)

@@ -189,15 +189,15 @@ func (r *Responder) replyResult(ctx context.Context, request types.Message, targ
 // it travels compressed in TempQueues.Body; the size is checked on what is
 // sent. It makes no call.
 func buildReply(request types.Message, reply *Reply, more map[string]string, compress bool) (string, types.SendMessageBatchRequestEntry, error) {
-	target, entry, _, err := buildLargeReply(request, reply, more, compress, false)
+	target, entry, _, err := buildLargeReply(request, reply, more, compress, 0)
 	return target, entry, err
 }
 
-// buildLargeReply builds a reply as buildReply does; with large, a reply
-// too large for one message even compressed is returned plain, without
-// its carrier, over true: it goes to Options.PayloadStore or in parts
-// (Responder.buildReply).
-func buildLargeReply(request types.Message, reply *Reply, more map[string]string, compress, large bool) (string, types.SendMessageBatchRequestEntry, bool, error) {
+// buildLargeReply builds a reply as buildReply does; with a limit (0:
+// none), a reply larger than limit as it would be sent (payload.Limit) is
+// returned plain, without its carrier, over true: it goes to
+// Options.PayloadStore or in parts (Responder.buildReply).
+func buildLargeReply(request types.Message, reply *Reply, more map[string]string, compress bool, limit int) (string, types.SendMessageBatchRequestEntry, bool, error) {
 	var entry types.SendMessageBatchRequestEntry
 	u, ok := stringAttribute(request, sqsapi.ResponseQueueURLAttribute)
 	if !ok || u == "" {
@@ -251,8 +251,8 @@ func buildLargeReply(request types.Message, reply *Reply, more map[string]string
 		body, _ = payload.Encode(body, attrs, sqsapi.MaxMessageAttributes-len(attrs))
 	}
 	over := false
-	if err := wire.CheckMessageSize(opSendResponse, &body, attrs); err != nil {
-		if !large {
+	if err := wire.CheckMessageSize(opSendResponse, &body, attrs); err != nil || limit > 0 && wire.MessageSize(&body, attrs) > limit {
+		if limit == 0 {
 			return "", entry, false, err
 		}
 		delete(attrs, sqsapi.BodyAttribute)
@@ -283,7 +283,11 @@ func buildLargeReply(request types.Message, reply *Reply, more map[string]string
 func (r *Responder) buildReply(ctx context.Context, request types.Message, reply *Reply, more map[string]string, compress, parts bool) (string, types.SendMessageBatchRequestEntry, []types.SendMessageBatchRequestEntry, error) {
 	store := r.opts.PayloadStore
 	parts = parts && store == nil && more[sqsapi.StreamAttribute] == ""
-	target, entry, over, err := buildLargeReply(request, reply, more, compress, store != nil || parts)
+	limit := 0 // no other way: the reply fits in a message, or fails
+	if store != nil || parts {
+		limit = payload.Limit(store)
+	}
+	target, entry, over, err := buildLargeReply(request, reply, more, compress, limit)
 	if err != nil || !over {
 		return target, entry, nil, err
 	}
@@ -353,10 +357,10 @@ const streamAttrsBudget = len(sqsapi.CorrelationIDAttribute) + len("String") + 2
 // of the stream's, before the message is numbered.
 func (r *Responder) offloadStreamed(ctx context.Context, request types.Message, msg *Reply, more map[string]string, compress bool) (*Reply, *payload.Pointer, error) {
 	store := r.opts.PayloadStore
-	if store == nil || msg == nil || len(msg.Body)+wire.MessageSize(aws.String(""), msg.Attributes)+streamAttrsBudget <= sqsapi.MaxMessageSize {
+	if store == nil || msg == nil || len(msg.Body)+wire.MessageSize(aws.String(""), msg.Attributes)+streamAttrsBudget <= payload.Limit(store) {
 		return msg, nil, nil
 	}
-	_, entry, over, err := buildLargeReply(request, msg, more, compress, true)
+	_, entry, over, err := buildLargeReply(request, msg, more, compress, payload.Limit(store))
 	if err != nil || !over {
 		return msg, nil, err
 	}

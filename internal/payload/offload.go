@@ -129,6 +129,23 @@ func NewKey(deadline time.Time) string {
 	return KeyPrefix + strconv.FormatInt(unix, 10) + "/" + uuid.NewString()
 }
 
+// StoreAbove is the largest message a sender with a PayloadStore sends
+// through SQS itself: a larger one, even compressed, goes through the
+// store. SQS bills each started 64 KiB of a message twice (sent and
+// received), so a message of 8 chunks or more costs more than a PUT and a
+// GET of its object beside a pointer of one chunk (docs/cost.md). AWS's
+// extended clients draw the line lower, at 256 KiB, and never compress.
+const StoreAbove = 448 << 10
+
+// Limit returns the largest message a sender sends through SQS itself:
+// StoreAbove with a store, SQS's maximum without one.
+func Limit(store sqsapi.PayloadStore) int {
+	if store == nil {
+		return sqsapi.MaxMessageSize
+	}
+	return StoreAbove
+}
+
 // Offload puts body in store under a new key for deadline and returns
 // the pointer to send as the message's body, adding SizeAttribute to
 // attrs. It drops the compressed carrier (sqsapi.BodyAttribute) from
