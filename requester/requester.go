@@ -888,17 +888,17 @@ func (r *Requester) checkRequest(op string, in *sqs.SendMessageInput, compress c
 	maps.Copy(attrs, in.MessageAttributes)
 	body = in.MessageBody
 	n := wire.MessageSize(body, attrs) + added
-	if r.opts.CompressRequests && (compress >= compressIfPays || compress == compressIfNeeded && n > sqsapi.MaxMessageSize) {
-		// A body that fits as it is fits compressed: the carrier is
-		// smaller, or not used.
-		if b, ok := payload.Encode(*body, attrs, sqsapi.MaxMessageAttributes-len(attrs)-extra); ok {
-			body = &b
-			n = wire.MessageSize(body, attrs) + added
-		}
-	}
 	limit := sqsapi.MaxMessageSize
 	if compress == compressOrOffload {
 		limit = payload.Limit(r.opts.PayloadStore)
+	}
+	if r.opts.CompressRequests && (compress >= compressIfPays || compress == compressIfNeeded && n > sqsapi.MaxMessageSize) {
+		// A body that fits as it is fits compressed: the carrier is
+		// smaller, or not used.
+		if b, ok := payload.EncodeWithin(*body, attrs, sqsapi.MaxMessageAttributes-len(attrs)-extra, limit); ok {
+			body = &b
+			n = wire.MessageSize(body, attrs) + added
+		}
 	}
 	if n > limit {
 		if len(*in.MessageBody) > payload.MaxPayload {

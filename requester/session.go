@@ -233,7 +233,7 @@ func (s *Session) Send(ctx context.Context, msg *Message) error {
 	if s.Stream.r.opts.CompressRequests {
 		// Room for the carrier beside the stream and routing attributes.
 		var ok bool
-		if body, ok = payload.Encode(body, attrs, sqsapi.MaxMessageAttributes-len(attrs)-2); ok {
+		if body, ok = payload.EncodeWithin(body, attrs, sqsapi.MaxMessageAttributes-len(attrs)-2, payload.Limit(s.Stream.r.opts.PayloadStore)); ok {
 			how = " compressed"
 		}
 	}

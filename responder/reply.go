@@ -1,6 +1,7 @@
 package responder
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -248,7 +249,7 @@ func buildLargeReply(request types.Message, reply *Reply, more map[string]string
 	}
 	body := reply.Body
 	if compress {
-		body, _ = payload.Encode(body, attrs, sqsapi.MaxMessageAttributes-len(attrs))
+		body, _ = payload.EncodeWithin(body, attrs, sqsapi.MaxMessageAttributes-len(attrs), cmp.Or(limit, sqsapi.MaxMessageSize))
 	}
 	over := false
 	if err := wire.CheckMessageSize(opSendResponse, &body, attrs); err != nil || limit > 0 && wire.MessageSize(&body, attrs) > limit {

@@ -133,17 +133,31 @@ func Advertise(attrs map[string]types.MessageAttributeValue, body *string, queue
 // the message has room for one more attribute (room, what the sender
 // counts it may still add, is at least 1), and the carrier (the
 // placeholder, the attribute's name, type and compressed bytes) is at
-// most nine tenths of the body. It then adds sqsapi.BodyAttribute to
-// attrs and returns Placeholder; otherwise it returns body and leaves
-// attrs alone. Whether it compressed is reported too.
+// most nine tenths of the body and fits in one message. It then adds
+// sqsapi.BodyAttribute to attrs and returns Placeholder; otherwise it
+// returns body and leaves attrs alone. Whether it compressed is reported
+// too.
 func Encode(body string, attrs map[string]types.MessageAttributeValue, room int) (string, bool) {
+	return encode(body, attrs, room, sqsapi.MaxMessageSize, false)
+}
+
+// EncodeWithin is Encode for a sender that keeps in SQS only messages of
+// at most limit bytes (Limit): a carrier over limit is worth nothing to
+// it. Below SQS's maximum, limit means the sender has a store for the
+// rest, so a body whose first guessAfter bytes compress too little to
+// come within limit is given up on at that guess, not compressed whole.
+func EncodeWithin(body string, attrs map[string]types.MessageAttributeValue, room, limit int) (string, bool) {
+	return encode(body, attrs, room, min(limit, sqsapi.MaxMessageSize), limit < sqsapi.MaxMessageSize)
+}
+
+func encode(body string, attrs map[string]types.MessageAttributeValue, room, limit int, guess bool) (string, bool) {
 	if room < 1 || len(body) < Threshold || len(body) > MaxInflated {
 		return body, false
 	}
 	// Compression pays up to nine tenths of the body, and what passes
-	// SQS's 1 MiB can never go in one message: past that limit it stops,
-	// so a body that cannot fit costs a few of its MiB of CPU, not all.
-	z, ok := compress(body, min(9*len(body)/10, sqsapi.MaxMessageSize)-carrierBytes)
+	// limit cannot be sent: past that it stops, so a body that cannot fit
+	// costs a few of its MiB of CPU, not all.
+	z, ok := compress(body, min(9*len(body)/10, limit)-carrierBytes, guess)
 	if !ok || 10*(carrierBytes+len(z)) > 9*len(body) {
 		return body, false
 	}
@@ -187,9 +201,14 @@ var writers = sync.Pool{New: func() any {
 // two looks at its output.
 const compressChunk = 64 << 10
 
+// guessAfter is how much of a body compress reads before it guesses, when
+// asked to, whether the whole will come within its limit.
+const guessAfter = 256 << 10
+
 // compress returns the gzip stream of body, or false as soon as the
-// stream passes limit bytes.
-func compress(body string, limit int) ([]byte, bool) {
+// stream passes limit bytes; with guess, also once the first guessAfter
+// bytes of body, compressed, foretell a stream a quarter over limit.
+func compress(body string, limit int, guess bool) ([]byte, bool) {
 	var buf bytes.Buffer
 	buf.Grow(min(len(body)/4, limit) + 64)
 	w := writers.Get().(*gzip.Writer)
@@ -199,9 +218,16 @@ func compress(body string, limit int) ([]byte, bool) {
 	}()
 	w.Reset(&buf)
 	for i := 0; i < len(body); i += compressChunk {
-		_, _ = io.WriteString(w, body[i:min(i+compressChunk, len(body))]) // a bytes.Buffer does not fail
+		end := min(i+compressChunk, len(body))
+		_, _ = io.WriteString(w, body[i:end]) // a bytes.Buffer does not fail
 		if buf.Len() > limit {
 			return nil, false
+		}
+		if guess && end == guessAfter && end < len(body) {
+			_ = w.Flush() // what the writer holds back counts in the guess
+			if 4*int64(buf.Len())*int64(len(body)) > 5*int64(limit)*int64(end) {
+				return nil, false
+			}
 		}
 	}
 	_ = w.Close()

@@ -71,11 +71,48 @@ func TestEncodeStopsPastOneMessage(t *testing.T) {
 	if sent, ok := Encode(body, attrs, 1); ok || sent != body || len(attrs) != 0 {
 		t.Fatalf("Encode compressed a body that cannot fit (ok %v, %d attributes)", ok, len(attrs))
 	}
-	if z, ok := compress(body, 1<<20); ok || z != nil {
+	if z, ok := compress(body, 1<<20, false); ok || z != nil {
 		t.Fatalf("compress past its limit: ok %v, %d bytes", ok, len(z))
 	}
-	if z, ok := compress(body, len(body)); !ok || len(z) <= sqsapi.MaxMessageSize {
+	if z, ok := compress(body, len(body), false); !ok || len(z) <= sqsapi.MaxMessageSize {
 		t.Fatalf("compress within its limit: ok %v, %d bytes; the test body should not fit compressed", ok, len(z))
+	}
+}
+
+// TestEncodeWithinAStoreLimit: a sender with a store keeps in SQS what
+// compresses within StoreAbove, and gives up on the rest.
+func TestEncodeWithinAStoreLimit(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		body       string
+		compressed bool
+	}{
+		{testbody.JSON(1<<20, 1), true},  // about a fifth: in SQS
+		{testbody.JSON(4<<20, 1), false}, // about 900 KiB: to the store
+		{testbody.Random(1<<20, 1), false},
+	} {
+		attrs := map[string]types.MessageAttributeValue{}
+		_, ok := EncodeWithin(c.body, attrs, 1, StoreAbove)
+		if ok != c.compressed {
+			t.Errorf("EncodeWithin(%d bytes, StoreAbove) compressed %v, want %v", len(c.body), ok, c.compressed)
+		}
+		if ok && len(attrs[sqsapi.BodyAttribute].BinaryValue) > StoreAbove {
+			t.Errorf("a %d-byte carrier kept for a %d-byte limit", len(attrs[sqsapi.BodyAttribute].BinaryValue), StoreAbove)
+		}
+	}
+	// Without a store the 4 MiB compress whole: within 1 MiB they fit.
+	if _, ok := Encode(testbody.JSON(4<<20, 1), map[string]types.MessageAttributeValue{}, 1); !ok {
+		t.Error("Encode left 4 MiB of JSON plain, which fits in a message compressed")
+	}
+	// The guess is made on the first 256 KiB, and is only a guess: a
+	// body that starts with noise and goes on with JSON would come within
+	// the limit whole, but is given up on at the guess.
+	mixed := testbody.Random(guessAfter, 2) + testbody.JSON(768<<10, 2)
+	if _, ok := compress(mixed, StoreAbove, false); !ok {
+		t.Fatal("the mixed body does not come within StoreAbove compressed whole")
+	}
+	if _, ok := compress(mixed, StoreAbove, true); ok {
+		t.Error("compress with a guess went on past a first 256 KiB that foretold too much")
 	}
 }
 
