@@ -147,7 +147,7 @@ func (r *Requester) OpenSession(ctx context.Context, in *sqs.SendMessageInput, o
 	case so.IdleTimeout < 100*time.Millisecond:
 		return nil, wire.Invalid(op, "IdleTimeout", "%v is below 100ms", so.IdleTimeout)
 	}
-	in, replyName, after := r.onSend(ctx, in)
+	in, replyName, after := r.onSend(ctx, in, 1)
 	requestID, attrs, body, offload, err := r.checkRequest(op, in, compressOrOffload, sqsapi.StreamAttribute)
 	if err != nil {
 		r.after(after, nil, err)

@@ -77,7 +77,7 @@ type Stream struct {
 // stream returns and ends with.
 func (r *Requester) SendMessageAndStream(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*Stream, error) {
 	const op = "requester.SendMessageAndStream"
-	in, replyName, after := r.onSend(ctx, in)
+	in, replyName, after := r.onSend(ctx, in, 1)
 	requestID, attrs, body, offload, err := r.checkRequest(op, in, compressOrOffload, sqsapi.StreamAttribute)
 	if err != nil {
 		r.after(after, nil, err)

@@ -19,7 +19,7 @@ import (
 // released already and may be running elsewhere).
 func (s *server) answer(ctx context.Context, x *exchange) action {
 	r, req := s.r, x.req
-	if r.opts.Observer != nil {
+	if r.opts.Observer != nil || r.opts.Propagator != nil {
 		req.inner = &innerCtx{}
 	}
 	if x.d.Abandoned() {

@@ -96,9 +96,10 @@ func (r *Responder) wrap(op string, h Handler) (Handler, error) {
 	if h == nil {
 		return nil, wire.Invalid(op, "handler", "nil handler")
 	}
-	if r.opts.Observer != nil {
-		// The Observer's Reply event gets the context the handler ran under, with what the
-		// middleware put in it (a span).
+	if r.opts.Observer != nil || r.opts.Propagator != nil {
+		// The Propagator and the Observer's Reply event get the context
+		// the handler ran under, with what the middleware put in it (a
+		// span).
 		inner := h
 		h = HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
 			if req.inner != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/callback"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -36,13 +37,13 @@ type Request struct {
 	runUntil time.Time    // the handler's, from deadline (handlerDeadline); zero when none
 	stream   *replyStream // set by Serve when the requester takes a stream
 	session  *session     // set by Serve when the requester streams its request too
-	inner    *innerCtx    // with Options.Observer: the handler's context
+	inner    *innerCtx    // with Options.Observer or Propagator: the handler's context
 	accept   bool         // replies travel compressed when that pays: the requester offered it (sqsapi.AcceptAttribute) and the responder compresses
 	parts    bool         // the requester joins a reply sent in parts (sqsapi.AcceptAttribute)
 }
 
 // innerCtx keeps the context the handler ran under, inside all
-// middleware, for Options.Observer's Reply events. A lock, since a middleware may leave
+// middleware, for Options.Propagator and the Observer's Reply events. A lock, since a middleware may leave
 // its inner handler running on a goroutine of its own when it returns.
 type innerCtx struct {
 	mu  sync.Mutex
@@ -124,4 +125,12 @@ type HandlerFunc func(ctx context.Context, req *Request) (*Reply, error)
 // HandleRequest calls f(ctx, req).
 func (f HandlerFunc) HandleRequest(ctx context.Context, req *Request) (*Reply, error) {
 	return f(ctx, req)
+}
+
+// view returns a copy of r for an Observer: its message a deep copy, so
+// that a change to it reaches neither the reply nor the handler, and no
+// stream or session, so that Send and Recv on it fail instead of acting.
+func (r *Request) view() *Request {
+	return &Request{Message: *callback.CopyMessage(&r.Message), QueueURL: r.QueueURL, ID: r.ID, ReceiveCount: r.ReceiveCount,
+		ReceivedAt: r.ReceivedAt, deadline: r.deadline, runUntil: r.runUntil, accept: r.accept, parts: r.parts}
 }

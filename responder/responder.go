@@ -136,11 +136,17 @@ type Options struct {
 	Middleware []func(Handler) Handler
 
 	// Observer, if set, is told what Serve and Process do: Reply before
-	// each reply is checked and sent (it may add message attributes and an
-	// AWSTraceHeader; its done func gets the send's result), Handled after
-	// each handler run, Dropped and Released with their reasons. Events
-	// and reasons: the package doc's "Observing".
+	// each reply is checked and sent (its done func gets the send's
+	// result), Handled after each handler run, Dropped and Released with
+	// their reasons. Events and reasons: the package doc's "Observing".
+	// nil: no events.
 	Observer observe.Observer
+
+	// Propagator, if set, writes into each reply before it is checked and
+	// sent, and before the Observer's Reply event (a trace context:
+	// message attributes within the room left, an AWSTraceHeader system
+	// attribute). nil: replies go as the handler made them.
+	Propagator observe.Propagator
 
 	// SessionQueuePrefix starts the name of the host queue a responder
 	// creates on the first session it opens, for the messages its callers
