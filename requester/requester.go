@@ -46,7 +46,7 @@
 //     its queue and RequestID its TempQueues.RequestId. The done func
 //     it returns, if not nil, is called once when the call ends, with the
 //     reply or the error (bad input, a failed send, a timeout matching
-//     ErrTimeout, ErrClosed); for a stream, when the stream ends, with its
+//     ErrTimeout, sqsapi.ErrClosed); for a stream, when the stream ends, with its
 //     final reply (nil when the handler sent none) or what stopped it. It
 //     may run on the host queue's poller and must not block. Metrics, and
 //     the end of a request's span (module oteltempq), hang on it.
@@ -140,9 +140,6 @@ var (
 	// responder's side); the handler ran past the deadline; the request
 	// went to a dead-letter queue (docs/troubleshooting.md).
 	ErrTimeout = errors.New("requester: timed out waiting for the response")
-	// ErrClosed is returned for requests made after Close, and to requests
-	// pending when Close is called.
-	ErrClosed = sqsapi.ErrClosed
 	// ErrBadResponse is matched by the error of a call whose response
 	// cannot be read: its body travels compressed (docs/wire.md,
 	// "Compression") and does not decompress, or would inflate past 64
@@ -478,7 +475,7 @@ func (c *Call) finish(msg *types.Message, err error) {
 func (c *Call) onReply(m types.Message, err error) {
 	if err != nil {
 		if errors.Is(err, sqsapi.ErrClosed) {
-			c.finish(nil, ErrClosed)
+			c.finish(nil, sqsapi.ErrClosed)
 			return
 		}
 		c.r.failed.Add(1)
@@ -569,7 +566,7 @@ func (r *Requester) sendRequest(ctx context.Context, in *sqs.SendMessageInput, o
 	}
 	r.mu.Lock()
 	if err == nil && r.closed {
-		err = ErrClosed
+		err = sqsapi.ErrClosed
 	}
 	r.mu.Unlock()
 	if err != nil {
@@ -595,8 +592,8 @@ func (r *Requester) sendRequest(ctx context.Context, in *sqs.SendMessageInput, o
 	if r.closed {
 		r.mu.Unlock()
 		call.withdraw()
-		call.finish(nil, ErrClosed)
-		return nil, ErrClosed
+		call.finish(nil, sqsapi.ErrClosed)
+		return nil, sqsapi.ErrClosed
 	}
 	r.pending[call] = struct{}{}
 	select {
@@ -791,16 +788,16 @@ func (r *Requester) expectWith(ctx context.Context, register func(*hostq.Host) e
 	}
 }
 
-// closedErr makes an error caused by closing match ErrClosed.
+// closedErr makes an error caused by closing match sqsapi.ErrClosed.
 func (r *Requester) closedErr(err error) error {
-	if err == nil || errors.Is(err, ErrClosed) {
+	if err == nil || errors.Is(err, sqsapi.ErrClosed) {
 		return err
 	}
 	r.mu.Lock()
 	closed := r.closed
 	r.mu.Unlock()
 	if closed {
-		return fmt.Errorf("%w: %w", ErrClosed, err)
+		return fmt.Errorf("%w: %w", sqsapi.ErrClosed, err)
 	}
 	return err
 }
@@ -962,7 +959,7 @@ func (r *Requester) Stats() Stats {
 	}
 }
 
-// Close fails pending requests with ErrClosed, flushes request sends and
+// Close fails pending requests with sqsapi.ErrClosed, flushes request sends and
 // reply deletes, stops the poller and the reaper, and deletes this
 // process's host queue. It returns when done or when ctx ends (with ctx's
 // error, the rest abandoned), nil when nothing had to be abandoned; it is
@@ -982,7 +979,7 @@ func (r *Requester) Close(ctx context.Context) error {
 		r.mu.Unlock()
 		for _, c := range calls {
 			if c.withdraw() {
-				c.finish(nil, ErrClosed)
+				c.finish(nil, sqsapi.ErrClosed)
 			}
 		}
 		// Their handlers are told to stop: the cancels go out with the

@@ -164,8 +164,8 @@ func (r *Requester) OpenSession(ctx context.Context, in *sqs.SendMessageInput, o
 		closeSend: so.HalfClosed, endSent: so.HalfClosed, idle: so.IdleTimeout}
 	s.sess = sess
 	if !r.track(sess) {
-		r.after(after, nil, ErrClosed)
-		return nil, ErrClosed
+		r.after(after, nil, sqsapi.ErrClosed)
+		return nil, sqsapi.ErrClosed
 	}
 	if err := s.open(ctx, in, attrs, nil, offload); err != nil {
 		r.untrack(sess)
@@ -206,7 +206,7 @@ func (r *Requester) untrack(s *Session) {
 // Errors: an *sqsapi.InvalidInputError for a message SQS would refuse,
 // before any call; ErrSendClosed after CloseSend; io.EOF once the handler
 // returned (Next returns its final reply, as with grpc); the session's
-// error once it ended early (ErrTimeout, ErrClosed, ErrSessionAborted);
+// error once it ended early (ErrTimeout, sqsapi.ErrClosed, ErrSessionAborted);
 // ctx's error when ctx ends first.
 func (s *Session) Send(ctx context.Context, msg *Message) error {
 	const op = "requester.Session.Send"

@@ -236,8 +236,8 @@ func TestStreamStoppedEarlyLeavesNothingBehind(t *testing.T) {
 				break // closes the stream
 			}
 		}
-		if _, err := s.Next(ctx); !errors.Is(err, requester.ErrClosed) {
-			t.Errorf("Next after Close: %v, want ErrClosed", err)
+		if _, err := s.Next(ctx); !errors.Is(err, sqsapi.ErrClosed) {
+			t.Errorf("Next after Close: %v, want sqsapi.ErrClosed", err)
 		}
 		waitHostEmpty(t, e, r, 101)
 		st := r.Stats()

@@ -199,7 +199,7 @@
 //
 // Shutdown(ctx) stops the responder the way http.Server.Shutdown stops a
 // server: no new receive, running handlers may finish until ctx ends, then
-// the rest are cancelled (cause ErrClosed) and their requests made visible
+// the rest are cancelled (cause sqsapi.ErrClosed) and their requests made visible
 // again; replies, deletes and visibility changes are flushed. It returns
 // nil when no handler had to be abandoned and ctx.Err() otherwise.
 // Cancelling Serve's context stops that Serve by the same rules, with

@@ -153,8 +153,8 @@ func TestProcess(t *testing.T) {
 		if err := r.Shutdown(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if err := r.Process(context.Background(), q, m, h); !errors.Is(err, ErrClosed) {
-			t.Errorf("Process after Shutdown = %v, want ErrClosed", err)
+		if err := r.Process(context.Background(), q, m, h); !errors.Is(err, sqsapi.ErrClosed) {
+			t.Errorf("Process after Shutdown = %v, want sqsapi.ErrClosed", err)
 		}
 	})
 }

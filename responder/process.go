@@ -10,6 +10,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/consume"
 	"github.com/tempqueues/tempqueues/internal/wire"
+	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 // ErrInProgress is the cause of a Process error for a request that another
@@ -60,7 +61,7 @@ func (e *RetryError) Unwrap() error { return e.Err }
 // Process neither deletes the request nor changes its visibility, which is
 // the caller's part: nil means the request is done and may be deleted; a
 // *RetryError means it stays for redelivery (and says when it should be
-// visible again). Process returns ErrClosed after Shutdown, and an
+// visible again). Process returns sqsapi.ErrClosed after Shutdown, and an
 // *sqsapi.InvalidInputError for a nil handler or middleware.
 func (r *Responder) Process(ctx context.Context, queueURL string, m types.Message, h Handler) error {
 	h, err := r.wrap("responder.Process", h)
@@ -68,7 +69,7 @@ func (r *Responder) Process(ctx context.Context, queueURL string, m types.Messag
 		return err
 	}
 	if !r.register() {
-		return ErrClosed
+		return sqsapi.ErrClosed
 	}
 	defer r.servers.Done()
 	s := &server{r: r, queueURL: queueURL, h: h, base: context.WithoutCancel(ctx), noSessions: true}

@@ -81,7 +81,7 @@ const opSendResponse = "responder.SendResponseMessage"
 // URL, an empty body, a reserved attribute name, too many attributes or an
 // oversized reply, before any API call; ErrResponseQueueGone when the
 // response queue no longer exists, which is logged and must not be
-// retried; ErrClosed after Shutdown; otherwise the SDK's error,
+// retried; sqsapi.ErrClosed after Shutdown; otherwise the SDK's error,
 // wrapped.
 //
 // Sends go through a coalescer: a lone reply is sent at once with
@@ -184,7 +184,7 @@ func (r *Responder) replyResult(ctx context.Context, request types.Message, targ
 	case err == nil:
 		return nil
 	case errors.Is(err, batch.ErrClosed):
-		return ErrClosed
+		return sqsapi.ErrClosed
 	}
 	var gone *types.QueueDoesNotExist
 	if errors.As(err, &gone) {

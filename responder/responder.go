@@ -356,13 +356,13 @@ func (r *Responder) register() bool {
 
 // Shutdown stops the responder gracefully, as http.Server.Shutdown does:
 // every Serve stops receiving, running handlers may finish until ctx ends,
-// then the rest are cancelled (cause ErrClosed) and their requests released
+// then the rest are cancelled (cause sqsapi.ErrClosed) and their requests released
 // (visible again at once, or as soon as no cancelled long poll can take
 // them); replies, deletes and visibility changes are flushed, and each
 // Serve returns nil. A long poll in flight gets half a second to return
 // (what it returns is released) before it is cancelled, so an idle
 // responder stops within about half a second. Later Serve and
-// SendResponseMessage calls fail with ErrClosed.
+// SendResponseMessage calls fail with sqsapi.ErrClosed.
 //
 // Shutdown returns nil when no handler had to be abandoned, and ctx.Err()
 // when some were. It returns as soon as everything is done, or when ctx

@@ -34,7 +34,7 @@ import (
 // second. Pending deletes and visibility changes are flushed before Serve
 // returns.
 //
-// Serve returns nil after a stop, ErrClosed if the responder was already
+// Serve returns nil after a stop, sqsapi.ErrClosed if the responder was already
 // shut down, and a wrapped *types.QueueDoesNotExist if the request queue
 // does not exist. Other receive errors (throttling, 5xx, network, denied
 // access) are logged and retried with exponential backoff and full jitter.
@@ -47,7 +47,7 @@ func (r *Responder) Serve(ctx context.Context, queueURL string, h Handler) error
 		return err
 	}
 	if !r.register() {
-		return ErrClosed
+		return sqsapi.ErrClosed
 	}
 	defer r.servers.Done()
 

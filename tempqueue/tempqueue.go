@@ -36,9 +36,6 @@ import (
 	"github.com/tempqueues/tempqueues/virtualqueue"
 )
 
-// ErrClosed is returned by CreateQueue after Close. It is sqsapi.ErrClosed.
-var ErrClosed = sqsapi.ErrClosed
-
 // Options configure a Client. Zero values mean the documented defaults.
 type Options struct {
 	// Prefix starts the name of every host queue; default ("")

@@ -98,7 +98,7 @@ func (c *Client) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMess
 		return nil, wire.Invalid(op, "ReceiptHandle", "empty")
 	}
 	if c.isClosed() {
-		return nil, ErrClosed
+		return nil, sqsapi.ErrClosed
 	}
 	c.settle(hostURL, name, time.Now().Add(time.Duration(in.VisibilityTimeout)*time.Second), handle)
 	h := c.lookupHost(hostURL)
@@ -133,7 +133,7 @@ func (c *Client) ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.Chang
 		}
 	}
 	if c.isClosed() {
-		return nil, ErrClosed
+		return nil, sqsapi.ErrClosed
 	}
 	now := time.Now()
 	for _, e := range in.Entries {

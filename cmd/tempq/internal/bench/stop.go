@@ -279,7 +279,7 @@ func stopVirtualQueue(ctx context.Context, e *env, client *sqs.Client, counter *
 		err := c.Close(ctx)
 		select {
 		case werr := <-waiting:
-			if !errors.Is(werr, virtualqueue.ErrClosed) {
+			if !errors.Is(werr, sqsapi.ErrClosed) {
 				err = errors.Join(err, fmt.Errorf("the waiting consumer: %w", werr))
 			}
 			return err
