@@ -199,7 +199,7 @@ func (l *Responder) release(ctx context.Context, recs []events.SQSMessage, urls 
 		byQueue[u] = append(byQueue[u], types.ChangeMessageVisibilityBatchRequestEntry{
 			Id:                aws.String(strconv.Itoa(i)),
 			ReceiptHandle:     aws.String(recs[i].ReceiptHandle),
-			VisibilityTimeout: int32(min(re.Delay, sqsapi.MaxVisibilityTimeout*time.Second).Round(time.Second) / time.Second),
+			VisibilityTimeout: int32(min(re.Delay, maxVisibility).Round(time.Second) / time.Second),
 		})
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
@@ -227,3 +227,7 @@ func (l *Responder) release(ctx context.Context, recs []events.SQSMessage, urls 
 func invalid(op, param, reason string) error {
 	return &sqsapi.InvalidInputError{Op: op, Param: param, Reason: reason}
 }
+
+// maxVisibility is SQS's longest visibility timeout, 12 hours: the
+// longest delay a release can ask for.
+const maxVisibility = 12 * time.Hour

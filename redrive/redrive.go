@@ -82,7 +82,7 @@ const maxReportErrors = 100
 const callTimeout = 30 * time.Second
 
 // maxDelay is SQS's largest DelaySeconds.
-const maxDelay = sqsapi.MaxDelaySeconds * time.Second
+const maxDelay = wire.MaxDelaySeconds * time.Second
 
 // Redriver replays the messages of one dead-letter queue. It is safe for
 // concurrent use; several Redrivers, in one process or many, may share a
@@ -320,7 +320,7 @@ func (r *Redriver) engine(p *pass, drain bool, counters *consume.Counters) consu
 		// Longer than a batch's calls (callTimeout): a batch at hand when
 		// ctx ends is never cut short.
 		DrainTimeout:  2 * callTimeout,
-		MaxVisibility: sqsapi.MaxVisibilityTimeout * time.Second,
+		MaxVisibility: wire.MaxVisibilityTimeout * time.Second,
 		NoSpare:       true,
 		Deletes:       p.dels,
 		Visibility:    p.vis,
@@ -443,7 +443,7 @@ func (p *pass) decide(m types.Message, now time.Time) *plan {
 			pl.action, pl.delay = ActionWait, left
 			// Counted from the receipt just made; leave a minute for the
 			// 12-hour cap since receipt.
-			pl.hop = min(hop, sqsapi.MaxVisibilityTimeout-60)
+			pl.hop = min(hop, wire.MaxVisibilityTimeout-60)
 			return pl
 		}
 		secs := int32(math.Ceil(max(left, 0).Seconds()))

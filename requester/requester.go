@@ -890,7 +890,7 @@ func (r *Requester) checkRequest(op string, in *sqs.SendMessageInput, compress c
 	// and a UUID) and request id, and the routing attribute.
 	const added = len(sqsapi.ResponseQueueURLAttribute) + len("String") + 200 +
 		len(sqsapi.RequestIDAttribute) + len("String") + 36 +
-		len(sqsapi.VirtualQueueNameAttribute) + len("String") + sqsapi.MaxQueueNameLength
+		len(sqsapi.VirtualQueueNameAttribute) + len("String") + wire.MaxQueueNameLength
 	attrs = make(map[string]types.MessageAttributeValue, len(in.MessageAttributes)+5)
 	maps.Copy(attrs, in.MessageAttributes)
 	body = in.MessageBody

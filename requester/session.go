@@ -239,7 +239,7 @@ func (s *Session) Send(ctx context.Context, msg *Message) error {
 	}
 	// The stream and routing attributes, at their longest.
 	const added = len(sqsapi.StreamAttribute) + len("String") + 40 +
-		len(sqsapi.VirtualQueueNameAttribute) + len("String") + sqsapi.MaxQueueNameLength
+		len(sqsapi.VirtualQueueNameAttribute) + len("String") + wire.MaxQueueNameLength
 	var object *payload.Pointer // the body in Options.PayloadStore, if it went there
 	if n := wire.MessageSize(&body, attrs) + added; n > payload.Limit(s.Stream.r.opts.PayloadStore) {
 		store := s.Stream.r.opts.PayloadStore

@@ -359,7 +359,7 @@ func responseTarget(responseURL string) (target, name string, err error) {
 // attributes once built: the correlation id, the routing attribute, the
 // stream position with its credit and the origin, at their longest.
 const streamAttrsBudget = len(sqsapi.CorrelationIDAttribute) + len("String") + 200 +
-	len(sqsapi.VirtualQueueNameAttribute) + len("String") + sqsapi.MaxQueueNameLength +
+	len(sqsapi.VirtualQueueNameAttribute) + len("String") + wire.MaxQueueNameLength +
 	len(sqsapi.StreamAttribute) + len("String") + 64 +
 	len(sqsapi.OriginAttribute) + len("String") + 1024
 

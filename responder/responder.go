@@ -253,7 +253,7 @@ func New(client sqsapi.MessageClient, optFns ...func(*Options)) (*Responder, err
 		dels:          batch.NewDeletes(client, inFlight, batch.DeleteLinger),
 		vis:           batch.NewVisibilities(client, inFlight),
 		recvBO:        backoff.Policy{Base: 100 * time.Millisecond, Cap: 10 * time.Second},
-		maxVisibility: sqsapi.MaxVisibilityTimeout * time.Second,
+		maxVisibility: wire.MaxVisibilityTimeout * time.Second,
 		callBound:     callBound,
 		stopping:      make(chan struct{}),
 		hardStop:      make(chan struct{}),
@@ -290,7 +290,7 @@ func resolveOptions(o *Options) error {
 	switch {
 	case o.VisibilityTimeout == 0:
 		o.VisibilityTimeout = defaultVisibility
-	case o.VisibilityTimeout < time.Second || o.VisibilityTimeout > sqsapi.MaxVisibilityTimeout*time.Second:
+	case o.VisibilityTimeout < time.Second || o.VisibilityTimeout > wire.MaxVisibilityTimeout*time.Second:
 		return wire.Invalid(op, "VisibilityTimeout", "%v is outside 1s to 12h", o.VisibilityTimeout)
 	case o.VisibilityTimeout%time.Second != 0:
 		return wire.Invalid(op, "VisibilityTimeout", "%v is not a whole number of seconds", o.VisibilityTimeout)
@@ -329,7 +329,7 @@ func resolveOptions(o *Options) error {
 		o.StoreTTL = defaultStoreTTL
 	}
 	switch {
-	case o.InProgressDelay < 0 || o.InProgressDelay > sqsapi.MaxVisibilityTimeout*time.Second:
+	case o.InProgressDelay < 0 || o.InProgressDelay > wire.MaxVisibilityTimeout*time.Second:
 		return wire.Invalid(op, "InProgressDelay", "%v is outside 0 to 12h", o.InProgressDelay)
 	case o.InProgressDelay == 0:
 		o.InProgressDelay = o.VisibilityTimeout

@@ -1,7 +1,6 @@
 package sqsapi
 
 import (
-	"strings"
 	"time"
 )
 
@@ -117,31 +116,9 @@ const (
 
 // SQS hard limits that tempqueues checks before making a call.
 const (
-	MaxMessageAttributes = 10           // message attributes per message
-	MaxBatchEntries      = 10           // entries per batch call
-	MaxReceiveMessages   = 10           // MaxNumberOfMessages
-	MaxWaitTimeSeconds   = 20           // WaitTimeSeconds
-	MaxDelaySeconds      = 900          // DelaySeconds
-	MaxVisibilityTimeout = 12 * 60 * 60 // seconds; also the cap since receipt
-	MaxQueueNameLength   = 80           // characters, ".fifo" included
-	MaxMessageSize       = 1 << 20      // bytes of body plus attributes
+	MaxMessageAttributes = 10      // message attributes per message
+	MaxBatchEntries      = 10      // entries per batch call
+	MaxReceiveMessages   = 10      // MaxNumberOfMessages
+	MaxWaitTimeSeconds   = 20      // WaitTimeSeconds
+	MaxMessageSize       = 1 << 20 // bytes of body plus attributes
 )
-
-// ValidQueueName reports whether name follows SQS's queue naming rules: 1 to
-// 80 characters of A-Z, a-z, 0-9, '-' and '_'; a FIFO queue name ends in
-// ".fifo", which counts towards the 80.
-func ValidQueueName(name string) bool {
-	if len(name) > MaxQueueNameLength {
-		return false
-	}
-	name = strings.TrimSuffix(name, ".fifo")
-	if name == "" {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		if c := name[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
-}

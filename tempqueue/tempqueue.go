@@ -171,7 +171,7 @@ func (c *Client) CreateQueue(ctx context.Context, in *sqs.CreateQueueInput, optF
 		retention = r
 		delete(hostAttrs, sqsapi.IdleQueueRetentionPeriodAttribute)
 	}
-	if !sqsapi.ValidQueueName(aws.ToString(in.QueueName)) {
+	if !wire.ValidQueueName(aws.ToString(in.QueueName)) {
 		return nil, wire.Invalid("tempqueue.CreateQueue", "QueueName", "%q must be 1-80 characters of A-Z a-z 0-9 - _", aws.ToString(in.QueueName))
 	}
 	if err := checkFIFO(aws.ToString(in.QueueName), hostAttrs); err != nil {

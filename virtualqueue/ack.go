@@ -90,8 +90,8 @@ func (c *Client) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMess
 	if err != nil {
 		return nil, withOp(err, op)
 	}
-	if in.VisibilityTimeout < 0 || in.VisibilityTimeout > sqsapi.MaxVisibilityTimeout {
-		return nil, wire.Invalid(op, "VisibilityTimeout", "%d is outside 0 to %d", in.VisibilityTimeout, sqsapi.MaxVisibilityTimeout)
+	if in.VisibilityTimeout < 0 || in.VisibilityTimeout > wire.MaxVisibilityTimeout {
+		return nil, wire.Invalid(op, "VisibilityTimeout", "%d is outside 0 to %d", in.VisibilityTimeout, wire.MaxVisibilityTimeout)
 	}
 	handle := aws.ToString(in.ReceiptHandle)
 	if handle == "" {
@@ -128,8 +128,8 @@ func (c *Client) ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.Chang
 		return nil, wire.Invalid(op, "Entries", "%d entries; a batch takes 1 to %d", n, sqsapi.MaxBatchEntries)
 	}
 	for _, e := range in.Entries {
-		if e.VisibilityTimeout < 0 || e.VisibilityTimeout > sqsapi.MaxVisibilityTimeout {
-			return nil, wire.Invalid(op, "VisibilityTimeout", "%d is outside 0 to %d", e.VisibilityTimeout, sqsapi.MaxVisibilityTimeout)
+		if e.VisibilityTimeout < 0 || e.VisibilityTimeout > wire.MaxVisibilityTimeout {
+			return nil, wire.Invalid(op, "VisibilityTimeout", "%d is outside 0 to %d", e.VisibilityTimeout, wire.MaxVisibilityTimeout)
 		}
 	}
 	if c.isClosed() {

@@ -128,8 +128,8 @@ func checkReceive(op string, in *sqs.ReceiveMessageInput) (int, error) {
 	if in.WaitTimeSeconds < 0 || in.WaitTimeSeconds > sqsapi.MaxWaitTimeSeconds {
 		return 0, wire.Invalid(op, "WaitTimeSeconds", "%d is outside 0 to %d", in.WaitTimeSeconds, sqsapi.MaxWaitTimeSeconds)
 	}
-	if in.VisibilityTimeout < 0 || in.VisibilityTimeout > sqsapi.MaxVisibilityTimeout {
-		return 0, wire.Invalid(op, "VisibilityTimeout", "%d is outside 0 to %d", in.VisibilityTimeout, sqsapi.MaxVisibilityTimeout)
+	if in.VisibilityTimeout < 0 || in.VisibilityTimeout > wire.MaxVisibilityTimeout {
+		return 0, wire.Invalid(op, "VisibilityTimeout", "%d is outside 0 to %d", in.VisibilityTimeout, wire.MaxVisibilityTimeout)
 	}
 	return max, nil
 }
