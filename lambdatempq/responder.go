@@ -112,8 +112,8 @@ func (l *Responder) Stats() responder.Stats {
 // are to be retried: those whose handler failed or panicked, whose reply
 // could not be sent, whose Store call failed, or which another consumer
 // holds in the Store. Pass it to the aws-lambda-go runtime's Start. A
-// request released by the responder's retry policy (RetryImmediately,
-// RetryWithBackoff, or InProgressDelay) gets its visibility changed
+// request released by the responder's retry policy (BackoffBase not 0,
+// or InProgressDelay) gets its visibility changed
 // accordingly before the function returns. The error is non-nil only when
 // no record can be handled (an event source ARN that names no queue).
 func (l *Responder) HandleSQSEvent(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {

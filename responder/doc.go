@@ -90,7 +90,7 @@
 //     or "malformed" (its compressed body does not decompress, or would
 //     inflate past 64 MiB: it never could be handled).
 //   - Released, for a request made visible again early; Reason is "failed"
-//     (Retry), "in-progress" (the Store says another consumer holds it) or
+//     (BackoffBase), "in-progress" (the Store says another consumer holds it) or
 //     "stopping" (a stop came first), Duration the delay. Serve tells it
 //     once the release is done; Process, whose caller releases, when it
 //     decides.
@@ -184,7 +184,7 @@
 // deadline and run as before.
 //
 // A failed handler (an error or a recovered panic) leaves its request to
-// be received again (Options.Retry); with a RedrivePolicy on the request
+// be received again (Options.BackoffBase); with a RedrivePolicy on the request
 // queue, a request that keeps failing ends in the dead-letter queue after
 // maxReceiveCount receives.
 //

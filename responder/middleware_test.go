@@ -106,7 +106,7 @@ func TestProcess(t *testing.T) {
 		runs := 0
 		r := newResponder(t, e.client, func(o *Options) {
 			o.Store = NewMemoryStore()
-			o.Retry = RetryWithBackoff
+			o.BackoffBase = time.Second
 			o.BackoffBase, o.BackoffCap = 4*time.Second, 4*time.Second
 			o.Middleware = []func(Handler) Handler{tag("a", &mu, &order)}
 		})

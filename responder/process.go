@@ -22,7 +22,7 @@ var ErrInProgress = errors.New("responder: request in progress elsewhere")
 // redelivery. Err says why (the handler's error, a *PanicError,
 // ErrInProgress, a failed Store or reply send). When Release is true the
 // caller should make the request visible again after Delay
-// (ChangeMessageVisibility), as Serve does under Options.Retry and for
+// (ChangeMessageVisibility), as Serve does under Options.BackoffBase and for
 // requests in progress elsewhere; otherwise the request reappears when its
 // visibility timeout ends.
 type RetryError struct {

@@ -42,9 +42,9 @@ func (r *Reply) clone() *Reply {
 	return &Reply{Body: r.Body, Attributes: maps.Clone(r.Attributes), SystemAttributes: maps.Clone(r.SystemAttributes)}
 }
 
-// IsResponseMessageRequested reports whether msg asks for a reply, that is,
+// responseRequested reports whether msg asks for a reply, that is,
 // carries a ResponseQueueUrl String attribute.
-func IsResponseMessageRequested(msg types.Message) bool {
+func responseRequested(msg types.Message) bool {
 	u, ok := stringAttribute(msg, sqsapi.ResponseQueueURLAttribute)
 	return ok && u != ""
 }

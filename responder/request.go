@@ -30,8 +30,6 @@ type Request struct {
 	ID string
 	// ReceiveCount is SQS's ApproximateReceiveCount: 1 on first delivery.
 	ReceiveCount int
-	// ReceivedAt is when this process received the message.
-	ReceivedAt time.Time
 
 	deadline time.Time    // the caller's (sqsapi.DeadlineAttribute); zero when none
 	runUntil time.Time    // the handler's, from deadline (handlerDeadline); zero when none
@@ -79,7 +77,7 @@ func (r *Request) Attribute(name string) (string, bool) {
 }
 
 // ResponseRequested reports whether the sender waits for a reply.
-func (r *Request) ResponseRequested() bool { return IsResponseMessageRequested(r.Message) }
+func (r *Request) ResponseRequested() bool { return responseRequested(r.Message) }
 
 // CompressedReplies reports whether the replies to the request travel
 // compressed when that pays (docs/wire.md, "Compression"): its requester
@@ -88,9 +86,9 @@ func (r *Request) ResponseRequested() bool { return IsResponseMessageRequested(r
 // as it is (sqsgrpc) checks its compressed size instead.
 func (r *Request) CompressedReplies() bool { return r.accept }
 
-func newRequest(queueURL string, m types.Message, receivedAt time.Time) *Request {
+func newRequest(queueURL string, m types.Message) *Request {
 	n, _ := strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
-	return &Request{Message: m, QueueURL: queueURL, ID: requestID(m), ReceiveCount: max(n, 1), ReceivedAt: receivedAt}
+	return &Request{Message: m, QueueURL: queueURL, ID: requestID(m), ReceiveCount: max(n, 1)}
 }
 
 // requestID is the id a reply correlates with and deduplication keys on.
@@ -114,7 +112,7 @@ func stringAttribute(m types.Message, name string) (string, bool) {
 // return when ctx is cancelled. A nil error with a non-nil Reply answers a
 // request that asked for one; the Reply is ignored for fire-and-forget
 // requests, and a nil Reply sends nothing. An error (or a panic) leaves the
-// request for redelivery according to Options.Retry.
+// request for redelivery according to Options.BackoffBase.
 type Handler interface {
 	HandleRequest(ctx context.Context, req *Request) (*Reply, error)
 }
@@ -132,5 +130,5 @@ func (f HandlerFunc) HandleRequest(ctx context.Context, req *Request) (*Reply, e
 // stream or session, so that Send and Recv on it fail instead of acting.
 func (r *Request) view() *Request {
 	return &Request{Message: *callback.CopyMessage(&r.Message), QueueURL: r.QueueURL, ID: r.ID, ReceiveCount: r.ReceiveCount,
-		ReceivedAt: r.ReceivedAt, deadline: r.deadline, runUntil: r.runUntil, accept: r.accept, parts: r.parts}
+		deadline: r.deadline, runUntil: r.runUntil, accept: r.accept, parts: r.parts}
 }

@@ -19,26 +19,6 @@ import (
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
-// RetryPolicy says when a request whose handler failed becomes visible
-// again. Every redelivery raises the request's receive count, so with a
-// RedrivePolicy on the request queue a request that keeps failing moves to
-// the dead-letter queue after maxReceiveCount deliveries.
-type RetryPolicy int
-
-const (
-	// RetryAfterVisibilityTimeout stops extending the request's visibility
-	// and lets it reappear when its current visibility ends (at most
-	// Options.VisibilityTimeout later). No API call.
-	RetryAfterVisibilityTimeout RetryPolicy = iota
-	// RetryImmediately makes the request visible again at once
-	// (ChangeMessageVisibility to 0).
-	RetryImmediately
-	// RetryWithBackoff makes the request visible again after an exponential
-	// backoff with full jitter on its receive count: a random delay up to
-	// min(BackoffCap, BackoffBase x 2^(receives-1)).
-	RetryWithBackoff
-)
-
 // Options configure a Responder. Zero values mean the documented defaults.
 type Options struct {
 	// Logger receives operational warnings (dropped replies, failures) and
@@ -107,12 +87,17 @@ type Options struct {
 	// Default 30 s.
 	ReplyTimeout time.Duration
 
-	// Retry says when a failed request becomes visible again. Default
-	// RetryAfterVisibilityTimeout.
-	Retry RetryPolicy
-	// BackoffBase and BackoffCap shape RetryWithBackoff. Defaults 1 s and
-	// 15 min.
-	BackoffBase, BackoffCap time.Duration
+	// BackoffBase says when a request whose handler failed becomes
+	// visible again (each redelivery raises its receive count, so with a
+	// RedrivePolicy it moves to the dead-letter queue after
+	// maxReceiveCount): 0 (default) when its visibility ends, at most
+	// VisibilityTimeout later, with no API call; above 0 after a backoff
+	// with full jitter, a random delay up to min(BackoffCap, BackoffBase x
+	// 2^(receives-1)); below 0 at once.
+	BackoffBase time.Duration
+	// BackoffCap bounds the backoff. Default 15 min; at most
+	// VisibilityTimeout's 12-hour limit.
+	BackoffCap time.Duration
 
 	// Store, if set, deduplicates deliveries by request id: a request
 	// answered before is answered again from the stored reply without
@@ -310,14 +295,8 @@ func resolveOptions(o *Options) error {
 	case o.ReplyTimeout == 0:
 		o.ReplyTimeout = defaultReplyTimeout
 	}
-	if o.Retry < RetryAfterVisibilityTimeout || o.Retry > RetryWithBackoff {
-		return wire.Invalid(op, "Retry", "unknown policy %d", o.Retry)
-	}
-	if o.BackoffBase < 0 || o.BackoffCap < 0 {
-		return wire.Invalid(op, "RetryBackoff", "negative")
-	}
-	if o.BackoffBase == 0 {
-		o.BackoffBase = time.Second
+	if o.BackoffCap < 0 {
+		return wire.Invalid(op, "BackoffCap", "negative")
 	}
 	if o.BackoffCap == 0 {
 		o.BackoffCap = 15 * time.Minute

@@ -24,7 +24,7 @@ import (
 // up. While a handler runs, its request's visibility is extended in
 // batched calls. After a successful handler Serve sends the reply, if the
 // request asked for one, and deletes the request; after a failure it
-// leaves the request for redelivery (Options.Retry).
+// leaves the request for redelivery (Options.BackoffBase).
 //
 // Cancelling ctx stops this Serve gracefully, by Shutdown's rules, with
 // Options.DrainTimeout as the grace period: no new receive, running

@@ -240,7 +240,7 @@ func TestHandlerErrorsReachDLQ(t *testing.T) {
 		r := newResponder(t, e.client, func(o *Options) {
 			o.VisibilityTimeout = time.Second
 			o.PollWaitTime = time.Second
-			o.Retry = RetryImmediately
+			o.BackoffBase = -1 // at once
 			o.Observer = &rec
 		})
 		serve(t, r, reqQ, HandlerFunc(func(context.Context, *Request) (*Reply, error) {
@@ -271,7 +271,7 @@ func TestPanicRecoveredAndRetried(t *testing.T) {
 		r := newResponder(t, e.client, func(o *Options) {
 			o.VisibilityTimeout = time.Second
 			o.PollWaitTime = time.Second
-			o.Retry = RetryWithBackoff
+			o.BackoffBase = time.Second
 			o.BackoffBase = 100 * time.Millisecond
 			o.Observer = &rec
 		})
@@ -754,7 +754,7 @@ func TestReleaseNeverOvertakesAnExtension(t *testing.T) {
 		r := newResponder(t, c, func(o *Options) {
 			o.VisibilityTimeout = 4 * time.Second
 			o.PollWaitTime = time.Second
-			o.Retry = RetryImmediately
+			o.BackoffBase = -1 // at once
 		})
 		failedA, stopB := make(chan struct{}), make(chan struct{})
 		var runsA atomic.Int32
