@@ -55,7 +55,8 @@ const (
 	// QueueGone: a queue the library used was found deleted; Queue is its
 	// URL and Err what showed it.
 	QueueGone
-	// Swept: a reaper's sweep ended; Detail is its report.
+	// Swept: a reaper's sweep ended; Duration is how long it took,
+	// Detail its report.
 	Swept
 	// Measured: a backlog monitor measured its queue; Detail is the
 	// figures, Err set if the measure failed.

@@ -85,7 +85,7 @@ func TestDelayBeyond900Seconds(t *testing.T) {
 					next = clk.Now().Add(min(ev.Delay-900*time.Second, 12*time.Hour-time.Minute))
 				}
 			}
-			clk.Set(next.Add(time.Second))
+			clk.Advance(next.Add(time.Second).Sub(clk.Now()))
 		}
 	}
 	events := redriven(t, &rec)

@@ -1005,7 +1005,7 @@ func reaperConfig(opts Options) []func(*reap.Config) {
 	return []func(*reap.Config){func(c *reap.Config) {
 		c.Period, c.Observer = opts.SweepPeriod, opts.Observer
 		c.Detail = func(r reap.Report) any {
-			return reaper.Report{Duration: r.Duration, Listed: r.Listed, Kept: r.Kept, Deleted: r.Deleted, Errors: r.Errors}
+			return reaper.Report{Listed: r.Listed, Kept: r.Kept, Deleted: r.Deleted, Errors: r.Errors}
 		}
 	}}
 }

@@ -111,7 +111,7 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Client, error) {
 		Reaper: []func(*reap.Config){func(rc *reap.Config) {
 			rc.Period, rc.Observer = opts.SweepPeriod, opts.Observer
 			rc.Detail = func(r reap.Report) any {
-				return reaper.Report{Duration: r.Duration, Listed: r.Listed, Kept: r.Kept, Deleted: r.Deleted, Errors: r.Errors}
+				return reaper.Report{Listed: r.Listed, Kept: r.Kept, Deleted: r.Deleted, Errors: r.Errors}
 			}
 		}},
 	})

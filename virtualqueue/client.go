@@ -65,9 +65,8 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Client, error) {
 	}
 	c.hostOpts.SetDefaults()
 	cc, err := core.New("virtualqueue.New", client, core.Options{
-		Logger:              opts.Logger,
-		MaxSends:            c.hostOpts.MaxBatchCalls,
-		DisableSendBatching: opts.DisableSendBatching,
+		Logger:   opts.Logger,
+		MaxSends: c.hostOpts.MaxBatchCalls,
 	})
 	if err != nil {
 		return nil, err
