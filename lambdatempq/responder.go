@@ -206,8 +206,8 @@ func (l *Responder) release(ctx context.Context, recs []events.SQSMessage, urls 
 	defer cancel()
 	for _, u := range order {
 		entries := byQueue[u]
-		for start := 0; start < len(entries); start += sqsapi.MaxBatchEntries {
-			chunk := entries[start:min(len(entries), start+sqsapi.MaxBatchEntries)]
+		for start := 0; start < len(entries); start += maxBatch {
+			chunk := entries[start:min(len(entries), start+maxBatch)]
 			out, err := l.client.ChangeMessageVisibilityBatch(cctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(u), Entries: chunk})
 			if err == nil {
 				// Counted as the responder counts its releases: once made.
@@ -228,6 +228,11 @@ func invalid(op, param, reason string) error {
 	return &sqsapi.InvalidInputError{Op: op, Param: param, Reason: reason}
 }
 
-// maxVisibility is SQS's longest visibility timeout, 12 hours: the
-// longest delay a release can ask for.
-const maxVisibility = 12 * time.Hour
+// SQS's limits this module works within: the longest visibility
+// timeout, 12 hours (the longest delay a release can ask for), the
+// entries of a batch call and the messages of a receive.
+const (
+	maxVisibility = 12 * time.Hour
+	maxBatch      = 10
+	maxReceive    = 10
+)

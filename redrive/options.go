@@ -153,7 +153,7 @@ func buildOptions(dlqURL string, optFns []func(*Options)) (Options, error) {
 		return o, wire.Invalid(op, "RateLimit", "%v is negative", o.RateLimit)
 	case o.VisibilityTimeout < time.Second || o.VisibilityTimeout > wire.MaxVisibilityTimeout*time.Second:
 		return o, wire.Invalid(op, "VisibilityTimeout", "%v is outside [1s, 12h]", o.VisibilityTimeout)
-	case o.PollWaitTime < time.Second || o.PollWaitTime > sqsapi.MaxWaitTimeSeconds*time.Second:
+	case o.PollWaitTime < time.Second || o.PollWaitTime > wire.MaxWaitTimeSeconds*time.Second:
 		return o, wire.Invalid(op, "PollWaitTime", "%v is outside [1s, 20s]", o.PollWaitTime)
 	}
 	return o, nil

@@ -286,9 +286,9 @@ func (r *Redriver) run(ctx context.Context, drain bool) (Report, error) {
 // ends the pass.
 func (r *Redriver) engine(p *pass, drain bool, counters *consume.Counters) consume.Config {
 	o := r.opts
-	size := sqsapi.MaxReceiveMessages
+	size := wire.MaxReceiveMessages
 	if o.RateLimit > 0 {
-		size = int(min(float64(sqsapi.MaxReceiveMessages), max(1, math.Ceil(o.RateLimit))))
+		size = int(min(float64(wire.MaxReceiveMessages), max(1, math.Ceil(o.RateLimit))))
 	}
 	wait := o.PollWaitTime
 	if drain {

@@ -330,7 +330,7 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 		opts.Prefix = sqsapi.DefaultQueuePrefix
 	}
 	if opts.IdleQueueRetention == 0 {
-		opts.IdleQueueRetention = sqsapi.DefaultIdleQueueRetention
+		opts.IdleQueueRetention = wire.DefaultIdleQueueRetention
 	}
 	opts.Logger = deflog.Or(opts.Logger)
 	if opts.Timeout == 0 {

@@ -244,7 +244,7 @@ func New(client sqsapi.MessageClient, optFns ...func(*Options)) (*Responder, err
 		hardStop:      make(chan struct{}),
 	}
 	r.turns.r = r
-	r.turns.limit = (sendsInFlight + 1) * sqsapi.MaxBatchEntries
+	r.turns.limit = (sendsInFlight + 1) * wire.MaxBatchEntries
 	if o.PreferFewerCalls {
 		r.sends.PreferFewerCalls()
 	}
@@ -264,13 +264,13 @@ func resolveOptions(o *Options) error {
 	case o.MaxPollers < 0:
 		return wire.Invalid(op, "MaxPollers", "negative")
 	case o.MaxPollers == 0:
-		o.MaxPollers = min(maxPollersCap, (o.MaxConcurrency+sqsapi.MaxReceiveMessages-1)/sqsapi.MaxReceiveMessages)
+		o.MaxPollers = min(maxPollersCap, (o.MaxConcurrency+wire.MaxReceiveMessages-1)/wire.MaxReceiveMessages)
 	}
 	switch {
 	case o.PollWaitTime == 0:
-		o.PollWaitTime = sqsapi.MaxWaitTimeSeconds * time.Second
-	case o.PollWaitTime < time.Second || o.PollWaitTime > sqsapi.MaxWaitTimeSeconds*time.Second:
-		return wire.Invalid(op, "PollWaitTime", "%v is outside 1s to %ds", o.PollWaitTime, sqsapi.MaxWaitTimeSeconds)
+		o.PollWaitTime = wire.MaxWaitTimeSeconds * time.Second
+	case o.PollWaitTime < time.Second || o.PollWaitTime > wire.MaxWaitTimeSeconds*time.Second:
+		return wire.Invalid(op, "PollWaitTime", "%v is outside 1s to %ds", o.PollWaitTime, wire.MaxWaitTimeSeconds)
 	}
 	switch {
 	case o.VisibilityTimeout == 0:
@@ -316,7 +316,7 @@ func resolveOptions(o *Options) error {
 	if o.SessionQueuePrefix == "" {
 		o.SessionQueuePrefix = sqsapi.DefaultQueuePrefix
 	}
-	if err := hostq.CheckOwner(op, o.SessionQueuePrefix, sqsapi.DefaultIdleQueueRetention); err != nil {
+	if err := hostq.CheckOwner(op, o.SessionQueuePrefix, wire.DefaultIdleQueueRetention); err != nil {
 		return err
 	}
 	return nil

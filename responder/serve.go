@@ -116,7 +116,7 @@ func (s *server) renew(ctx context.Context, d *consume.Delivery, lease string) {
 // then share one call instead of racing each other out (internal/batch's
 // Announce), which the receive at the requester's end also takes in one.
 func (s *server) announceReplies(msgs []types.Message) {
-	var one [sqsapi.MaxReceiveMessages]batch.Count
+	var one [wire.MaxReceiveMessages]batch.Count
 	targets := one[:0]
 	for _, m := range msgs {
 		if u, ok := stringAttribute(m, sqsapi.ResponseQueueURLAttribute); ok {

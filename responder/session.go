@@ -140,7 +140,7 @@ func (r *Responder) sessionCore() (*core.Core, error) {
 		c, err := core.New("responder.Serve", full, core.Options{
 			Logger:          r.log,
 			Prefix:          r.opts.SessionQueuePrefix,
-			Retention:       sqsapi.DefaultIdleQueueRetention,
+			Retention:       wire.DefaultIdleQueueRetention,
 			DisableSweeping: true, // requesters sweep; a responder only heartbeats its own
 			Host: &hostq.Options{
 				Logger:                   r.log,

@@ -26,7 +26,7 @@ var ErrStreamNotRequested = errors.New("responder: the requester takes one reply
 // streamWindow bounds the messages of one stream sent and not yet
 // acknowledged: two batch calls' worth, so that one batch fills while the
 // other is in flight, and a handler faster than SQS waits in Send.
-const streamWindow = 2 * sqsapi.MaxBatchEntries
+const streamWindow = 2 * wire.MaxBatchEntries
 
 // finalMark marks a stream's final reply in its StreamAttribute; endMark
 // the message that ends a stream whose handler returned no final Reply,

@@ -1,9 +1,5 @@
 package sqsapi
 
-import (
-	"time"
-)
-
 // Wire constants shared with AWS's Java Temporary Queue Client
 // (amazon-sqs-java-temporary-queues-client). Go and Java requesters,
 // responders and sweepers interoperate through these exact names.
@@ -37,10 +33,6 @@ const (
 	// DefaultQueuePrefix is the name prefix of requester host queues, and the
 	// prefix the reaper sweeps by default.
 	DefaultQueuePrefix = "__RequesterClientQueues__"
-
-	// DefaultIdleQueueRetention is the default idle retention of temporary
-	// queues.
-	DefaultIdleQueueRetention = 300 * time.Second
 )
 
 // Attributes added by tempqueues on top of the Java wire format. A Java peer
@@ -117,8 +109,5 @@ const (
 // SQS hard limits that tempqueues checks before making a call.
 const (
 	MaxMessageAttributes = 10      // message attributes per message
-	MaxBatchEntries      = 10      // entries per batch call
-	MaxReceiveMessages   = 10      // MaxNumberOfMessages
-	MaxWaitTimeSeconds   = 20      // WaitTimeSeconds
 	MaxMessageSize       = 1 << 20 // bytes of body plus attributes
 )

@@ -45,7 +45,7 @@ type Options struct {
 	Prefix string
 	// IdleQueueRetention is how long a host queue, and a virtual queue made
 	// by CreateQueue, may stay idle before a reaper deletes it; default
-	// sqsapi.DefaultIdleQueueRetention (300s), at least 1s.
+	// (0) 300 s, at least 1 s.
 	IdleQueueRetention time.Duration
 	// HostQueueTags are the user's tags (cost allocation, ownership) for
 	// every host queue, set in its CreateQueue together with the reaper's
@@ -98,7 +98,7 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Client, error) {
 	}
 	opts.Logger = deflog.Or(opts.Logger)
 	if opts.IdleQueueRetention == 0 {
-		opts.IdleQueueRetention = sqsapi.DefaultIdleQueueRetention
+		opts.IdleQueueRetention = wire.DefaultIdleQueueRetention
 	}
 	c := &Client{opts: opts}
 	cc, err := core.New(op, client, core.Options{

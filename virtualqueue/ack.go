@@ -65,8 +65,8 @@ func (c *Client) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBa
 	if err != nil {
 		return nil, withOp(err, op)
 	}
-	if n := len(in.Entries); n == 0 || n > sqsapi.MaxBatchEntries {
-		return nil, wire.Invalid(op, "Entries", "%d entries; a batch takes 1 to %d", n, sqsapi.MaxBatchEntries)
+	if n := len(in.Entries); n == 0 || n > wire.MaxBatchEntries {
+		return nil, wire.Invalid(op, "Entries", "%d entries; a batch takes 1 to %d", n, wire.MaxBatchEntries)
 	}
 	handles := make([]string, len(in.Entries))
 	for i, e := range in.Entries {
@@ -124,8 +124,8 @@ func (c *Client) ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.Chang
 	if err != nil {
 		return nil, withOp(err, op)
 	}
-	if n := len(in.Entries); n == 0 || n > sqsapi.MaxBatchEntries {
-		return nil, wire.Invalid(op, "Entries", "%d entries; a batch takes 1 to %d", n, sqsapi.MaxBatchEntries)
+	if n := len(in.Entries); n == 0 || n > wire.MaxBatchEntries {
+		return nil, wire.Invalid(op, "Entries", "%d entries; a batch takes 1 to %d", n, wire.MaxBatchEntries)
 	}
 	for _, e := range in.Entries {
 		if e.VisibilityTimeout < 0 || e.VisibilityTimeout > wire.MaxVisibilityTimeout {

@@ -110,8 +110,8 @@ func (c *Client) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchI
 	if err != nil {
 		return nil, err
 	}
-	if n := len(in.Entries); n == 0 || n > sqsapi.MaxBatchEntries {
-		return nil, wire.Invalid(op, "Entries", "%d entries; a batch takes 1 to %d", n, sqsapi.MaxBatchEntries)
+	if n := len(in.Entries); n == 0 || n > wire.MaxBatchEntries {
+		return nil, wire.Invalid(op, "Entries", "%d entries; a batch takes 1 to %d", n, wire.MaxBatchEntries)
 	}
 	cp := *in
 	cp.QueueUrl = aws.String(hostURL)

@@ -312,7 +312,7 @@ func (l *lease) receive(ctx context.Context) ([]types.Message, time.Time, error)
 	cctx, cancel := l.callCtx(ctx)
 	out, err := l.client.ReceiveMessage(cctx, &sqs.ReceiveMessageInput{
 		QueueUrl:                    aws.String(l.url),
-		MaxNumberOfMessages:         sqsapi.MaxReceiveMessages,
+		MaxNumberOfMessages:         wire.MaxReceiveMessages,
 		WaitTimeSeconds:             leaseWaitSeconds,
 		VisibilityTimeout:           vis,
 		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameSentTimestamp},

@@ -112,10 +112,18 @@ func StringAttribute(v string) types.MessageAttributeValue {
 // SQS hard limits the library checks before a call, beside sqsapi's: no
 // user or peer needs to name them.
 const (
+	MaxBatchEntries      = 10           // entries per batch call
+	MaxReceiveMessages   = 10           // MaxNumberOfMessages
+	MaxWaitTimeSeconds   = 20           // WaitTimeSeconds
 	MaxDelaySeconds      = 900          // DelaySeconds
 	MaxVisibilityTimeout = 12 * 60 * 60 // seconds; also the cap since receipt
 	MaxQueueNameLength   = 80           // characters, ".fifo" included
 )
+
+// DefaultIdleQueueRetention is the default idle retention of temporary
+// queues, which the Options of the requester, tempqueue and the
+// responder's sessions state.
+const DefaultIdleQueueRetention = 300 * time.Second
 
 // ValidQueueName reports whether name follows SQS's queue naming rules: 1 to
 // 80 characters of A-Z, a-z, 0-9, '-' and '_'; a FIFO queue name ends in

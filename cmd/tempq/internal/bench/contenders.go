@@ -17,7 +17,6 @@ import (
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
-	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 // Attributes of the hand-written contenders' requests and replies.
@@ -329,7 +328,7 @@ func (d *deleter) run() {
 				linger = time.NewTimer(deleteLinger)
 				expiry = linger.C
 			}
-			if len(batch) == sqsapi.MaxBatchEntries {
+			if len(batch) == wire.MaxBatchEntries {
 				flush()
 			}
 		case <-expiry:
@@ -489,7 +488,7 @@ func (s *staticReply) setup(ctx context.Context) error {
 
 // wantPollers is how many reply pollers the waiting callers need; s.mu held.
 func (s *staticReply) wantPollers() int {
-	return min((len(s.waiting)+sqsapi.MaxReceiveMessages-1)/sqsapi.MaxReceiveMessages, replyPollers)
+	return min((len(s.waiting)+wire.MaxReceiveMessages-1)/wire.MaxReceiveMessages, replyPollers)
 }
 
 func (s *staticReply) receive() {
