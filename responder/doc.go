@@ -155,7 +155,7 @@
 // visibility extension or an SQS duplicate. With Options.Store set, a
 // request id that was answered before is answered again from the stored
 // reply without running the handler, and one being handled elsewhere is
-// put back rather than run twice; the built-in MemoryStore covers one
+// put back rather than run twice; the built-in NewMemoryStore covers one
 // process, and a shared store (Redis with a lock) covers a fleet. Without a
 // Store, handlers must be idempotent. A requester may thus receive a reply
 // twice; the tempqueues requester drops the second as an orphan.
