@@ -18,7 +18,7 @@ var library = []string{
 
 // limits are the surface budgets the project holds itself to, each
 // package's count at the last cut. They go down, or up only for a
-// feature that cannot live elsewhere, said here. Issue 37 cut 503 to 471:
+// feature that cannot live elsewhere, said here. Issue 37 cut 506 to 474:
 // -36 (the five re-exports of sqsapi.ErrClosed; SQS's limits and a
 // default that only the library names, from sqsapi; responder's retry
 // enum for BackoffBase alone, MemoryStore's type behind NewMemoryStore,
@@ -28,16 +28,18 @@ var library = []string{
 // reaper.Report.Duration) and +4 for the one hook that changes an
 // outgoing message (observe.Propagator and its Inject, the requester's
 // and the responder's Options.Propagator), which the Observer, now a
-// watcher only, no longer is. The direction of travel is under 400 in
-// all (total).
+// watcher only, no longer is. Before it, issue 34's adapters added
+// sqshttp's TransportOptions and HandlerOptions.PayloadStore and
+// responder's Request.CompressedReplies. The direction of travel is
+// under 400 in all (total).
 var limits = map[string]int{
 	"sqsapi": 51, "observe": 27, "sqsclient": 6, "sqstest": 49, "backlog": 35, "reaper": 45,
-	"virtualqueue": 40, "responder": 91, "responder/storetest": 1, "redrive": 39,
-	"tempqueue": 13, "requester": 62, "sqshttp": 12,
+	"virtualqueue": 40, "responder": 92, "responder/storetest": 1, "redrive": 39,
+	"tempqueue": 13, "requester": 62, "sqshttp": 14,
 }
 
 // total bounds the sum of the limits.
-const total = 471
+const total = 474
 
 // TestSurface reports each library package's non-test lines, exported
 // identifiers and module-local imports (go test -v shows the table), and
