@@ -269,7 +269,7 @@ func TestPoisonRequestReachesDeadLetterQueue(t *testing.T) {
 		serve(t, e.raw, q, func(context.Context, *responder.Request) (*responder.Reply, error) {
 			runs.Add(1)
 			return nil, errors.New("poison")
-		}, func(o *responder.Options) { o.Retry = responder.RetryImmediately })
+		}, func(o *responder.Options) { o.BackoffBase = -1 }) // released at once
 		r := e.requester(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 		defer cancel()

@@ -55,8 +55,8 @@ func (l *Redrive) Redriver() *redrive.Redriver { return l.rd }
 // batch. The function's event source mapping needs ReportBatchItemFailures.
 func (l *Redrive) HandleSQSEvent(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
 	var resp events.SQSEventResponse
-	for start := 0; start < len(ev.Records); start += sqsapi.MaxReceiveMessages {
-		recs := ev.Records[start:min(len(ev.Records), start+sqsapi.MaxReceiveMessages)]
+	for start := 0; start < len(ev.Records); start += maxReceive {
+		recs := ev.Records[start:min(len(ev.Records), start+maxReceive)]
 		msgs := make([]types.Message, len(recs))
 		for i, rec := range recs {
 			msgs[i] = continueReplayCount(Message(rec))

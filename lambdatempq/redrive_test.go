@@ -83,8 +83,8 @@ func TestRedriveMovesABatch(t *testing.T) {
 			action  string
 			attempt int
 		}{
-			"fresh": {redrive.ActionReplay, 1}, "ours-1": {redrive.ActionReplay, 2}, "aws-1": {redrive.ActionReplay, 2},
-			"aws-3": {redrive.ActionPark, 3}, "scheduled": {redrive.ActionWait, 2},
+			"fresh": {"replay", 1}, "ours-1": {"replay", 2}, "aws-1": {"replay", 2},
+			"aws-3": {"park", 3}, "scheduled": {"wait", 2},
 		}
 		if len(events) != len(cases) {
 			t.Fatalf("%d events, want %d", len(events), len(cases))
@@ -96,7 +96,7 @@ func TestRedriveMovesABatch(t *testing.T) {
 			if ev.Kind != observe.Redriven || ev.Reason != w.action || d.Attempt != w.attempt || ev.Err != nil {
 				t.Errorf("%s: %v %s attempt %d err %v, want %s attempt %d", body, ev.Kind, ev.Reason, d.Attempt, ev.Err, w.action, w.attempt)
 			}
-			if ceiling := time.Second << (w.attempt - 1); ev.Reason == redrive.ActionReplay && ev.Duration > min(ceiling, 2*time.Second) {
+			if ceiling := time.Second << (w.attempt - 1); ev.Reason == "replay" && ev.Duration > min(ceiling, 2*time.Second) {
 				t.Errorf("%s: delay %v above the full-jitter ceiling", body, ev.Duration)
 			}
 		}

@@ -112,8 +112,8 @@ func (l *Responder) Stats() responder.Stats {
 // are to be retried: those whose handler failed or panicked, whose reply
 // could not be sent, whose Store call failed, or which another consumer
 // holds in the Store. Pass it to the aws-lambda-go runtime's Start. A
-// request released by the responder's retry policy (RetryImmediately,
-// RetryWithBackoff, or InProgressDelay) gets its visibility changed
+// request released by the responder's retry policy (BackoffBase not 0,
+// or InProgressDelay) gets its visibility changed
 // accordingly before the function returns. The error is non-nil only when
 // no record can be handled (an event source ARN that names no queue).
 func (l *Responder) HandleSQSEvent(ctx context.Context, ev events.SQSEvent) (events.SQSEventResponse, error) {
@@ -199,15 +199,15 @@ func (l *Responder) release(ctx context.Context, recs []events.SQSMessage, urls 
 		byQueue[u] = append(byQueue[u], types.ChangeMessageVisibilityBatchRequestEntry{
 			Id:                aws.String(strconv.Itoa(i)),
 			ReceiptHandle:     aws.String(recs[i].ReceiptHandle),
-			VisibilityTimeout: int32(min(re.Delay, sqsapi.MaxVisibilityTimeout*time.Second).Round(time.Second) / time.Second),
+			VisibilityTimeout: int32(min(re.Delay, maxVisibility).Round(time.Second) / time.Second),
 		})
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	for _, u := range order {
 		entries := byQueue[u]
-		for start := 0; start < len(entries); start += sqsapi.MaxBatchEntries {
-			chunk := entries[start:min(len(entries), start+sqsapi.MaxBatchEntries)]
+		for start := 0; start < len(entries); start += maxBatch {
+			chunk := entries[start:min(len(entries), start+maxBatch)]
 			out, err := l.client.ChangeMessageVisibilityBatch(cctx, &sqs.ChangeMessageVisibilityBatchInput{QueueUrl: aws.String(u), Entries: chunk})
 			if err == nil {
 				// Counted as the responder counts its releases: once made.
@@ -227,3 +227,12 @@ func (l *Responder) release(ctx context.Context, recs []events.SQSMessage, urls 
 func invalid(op, param, reason string) error {
 	return &sqsapi.InvalidInputError{Op: op, Param: param, Reason: reason}
 }
+
+// SQS's limits this module works within: the longest visibility
+// timeout, 12 hours (the longest delay a release can ask for), the
+// entries of a batch call and the messages of a receive.
+const (
+	maxVisibility = 12 * time.Hour
+	maxBatch      = 10
+	maxReceive    = 10
+)

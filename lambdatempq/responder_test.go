@@ -194,7 +194,7 @@ func TestResponderReleasesAndFIFO(t *testing.T) {
 		return nil, nil
 	}), func(o *lambdatempq.Options) {
 		o.QueueURL = qs.url
-		o.Responder = append(o.Responder, func(o *responder.Options) { o.Retry = responder.RetryImmediately })
+		o.Responder = append(o.Responder, func(o *responder.Options) { o.BackoffBase = -1 }) // released at once
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,11 @@
 // the backlog monitor measures. Tracing (module oteltempq) is one
 // Observer; a test's recorder is another; Join runs several.
 //
+// An Observer only watches: its Event carries copies, so nothing it does
+// reaches the wire or the caller. What must change an outgoing message, a
+// trace context above all, is a Propagator, the one hook that writes into
+// requests and replies before they are checked and sent.
+//
 // Stats structs keep the few figures an operator reads; everything finer
 // comes through here.
 package observe
@@ -23,11 +28,10 @@ import (
 type Kind uint8
 
 const (
-	// Send: a requester is about to send a request. Message is the
-	// outgoing request; the Observer may add MessageAttributes, and a
-	// trace header as Message.Attributes["AWSTraceHeader"], which the
-	// sender moves into the message's system attributes. The done func it
-	// returns is called once, with the reply or the call's failure.
+	// Send: a requester is about to send a request. Message is a copy
+	// of the outgoing request (Body and MessageAttributes, the
+	// Propagator's included). The done func the Observer returns is
+	// called once, with the reply or the call's failure.
 	Send Kind = iota + 1
 	// Reply: a responder is about to send a reply or a streamed message.
 	// Message is as for Send; the done func is called once, with a nil
@@ -51,7 +55,8 @@ const (
 	// QueueGone: a queue the library used was found deleted; Queue is its
 	// URL and Err what showed it.
 	QueueGone
-	// Swept: a reaper's sweep ended; Detail is its report.
+	// Swept: a reaper's sweep ended; Duration is how long it took,
+	// Detail its report.
 	Swept
 	// Measured: a backlog monitor measured its queue; Detail is the
 	// figures, Err set if the measure failed.
@@ -73,8 +78,8 @@ type Event struct {
 	Kind Kind
 	// Queue is the URL of the queue concerned.
 	Queue string
-	// Message is the message concerned: the outgoing one for Send and
-	// Reply, the received one otherwise; nil if there is none.
+	// Message is a copy of the message concerned: the outgoing one for
+	// Send and Reply, the received one otherwise; nil if there is none.
 	Message *types.Message
 	// RequestID is the request's correlation id, when there is one.
 	RequestID string
@@ -88,11 +93,28 @@ type Event struct {
 
 // Observer is told what happens. Observe runs on a library goroutine, in
 // the path of the work it describes, so it must not block; a panic in it
-// is recovered and logged. For Send and Reply it may return a func that
+// is recovered and logged. The message of an Event and the reply given to
+// the done func are copies: what it changes of them reaches neither the
+// wire nor the caller. For Send and Reply it may return a func that
 // is called once when the call ends; for other kinds the result is
 // ignored, and nil is the usual answer.
 type Observer interface {
 	Observe(ctx context.Context, e Event) (done func(reply *types.Message, err error))
+}
+
+// Propagator writes into an outgoing message what its receiver reads
+// back, such as a trace context: the one hook that changes a message.
+type Propagator interface {
+	// Inject is called for each request (e.Kind Send) or reply (Reply)
+	// before it is checked and sent, and before the Observer hears of it,
+	// on the sending goroutine, with e as the Observer gets it. It may add
+	// up to room message attributes to attrs (room is what SQS's 10 leave
+	// beside the sender's own) and system attributes to sys, of which SQS
+	// takes only AWSTraceHeader; what it adds is checked with the rest
+	// before any call. It returns the context the Observer's event gets:
+	// ctx, or one made from it (carrying a span that the event's done func
+	// ends). A panic in it is recovered and logged, and ctx kept.
+	Inject(ctx context.Context, e Event, attrs map[string]types.MessageAttributeValue, sys map[string]types.MessageSystemAttributeValue, room int) context.Context
 }
 
 // Func makes an Observer of a function.

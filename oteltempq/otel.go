@@ -107,30 +107,86 @@ func New(optFns ...func(*Options)) (*Instrumentation, error) {
 	return i, nil
 }
 
-// Requester is a requester option: it joins to Options.Observer (after
-// any set before it) an observer of Send events that makes a producer
-// span around each request, from its send to its reply or failure, whose
-// context the request carries in AWSTraceHeader (and traceparent, see
-// Options.TraceParent); and the client request count and duration.
+// Requester is a requester option: it sets Options.Propagator to one
+// that starts a producer span for each request, from its send to its
+// reply or failure, and writes the span's context into the request's
+// AWSTraceHeader (and traceparent, see Options.TraceParent), after any
+// propagator set before it; and it joins to Options.Observer (after any
+// set before it) an observer of Send events that ends the span and
+// records the client request count and duration.
 //
 //	r, err := requester.New(client, inst.Requester)
 func (i *Instrumentation) Requester(o *requester.Options) {
+	o.Propagator = chain(o.Propagator, propagator{i})
 	o.Observer = observe.Join(o.Observer, observe.Func(func(ctx context.Context, e observe.Event) func(*types.Message, error) {
-		if e.Kind != observe.Send || e.Message == nil {
+		if e.Kind != observe.Send {
 			return nil
 		}
-		return i.traceRequest(ctx, e.Queue, e.Message)
+		return i.endRequest(ctx, e.Queue)
 	}))
 }
 
-// traceRequest starts the span of a request about to be checked and sent
-// to queueURL, writes the span's context into it and returns the function
-// that ends the span with the call's result.
-func (i *Instrumentation) traceRequest(ctx context.Context, queueURL string, request *types.Message) func(*types.Message, error) {
+// spanKey keys, in the context the propagator returns, the span it
+// started, which the observer's done func ends.
+type spanKey struct{}
+
+// propagator starts the span of each request and reply, writes its
+// context into the message and returns it in the context, under spanKey,
+// for the observer of the same message.
+type propagator struct{ i *Instrumentation }
+
+func (p propagator) Inject(ctx context.Context, e observe.Event, attrs map[string]types.MessageAttributeValue, sys map[string]types.MessageSystemAttributeValue, room int) context.Context {
+	var span trace.Span
+	switch req, ok := e.Detail.(*responder.Request); {
+	case e.Kind == observe.Send:
+		ctx, span = p.i.startRequest(ctx, e.Queue)
+	case e.Kind == observe.Reply && ok:
+		ctx, span = p.i.startReply(ctx, req)
+	default:
+		return ctx
+	}
+	size := 0
+	if e.Message != nil {
+		size = messageSize(e.Message.Body, attrs)
+	}
+	p.i.inject(ctx, attrs, sys, room, size)
+	return context.WithValue(ctx, spanKey{}, span)
+}
+
+// chained runs two propagators in turn, the second with the room the
+// first left.
+type chained [2]observe.Propagator
+
+func (c chained) Inject(ctx context.Context, e observe.Event, attrs map[string]types.MessageAttributeValue, sys map[string]types.MessageSystemAttributeValue, room int) context.Context {
+	n := len(attrs)
+	if out := c[0].Inject(ctx, e, attrs, sys, room); out != nil {
+		ctx = out
+	}
+	return c[1].Inject(ctx, e, attrs, sys, room-(len(attrs)-n))
+}
+
+// chain returns next after first, or next alone when first is nil.
+func chain(first, next observe.Propagator) observe.Propagator {
+	if first == nil {
+		return next
+	}
+	return chained{first, next}
+}
+
+// startRequest starts the span of a request about to be checked and sent
+// to queueURL.
+func (i *Instrumentation) startRequest(ctx context.Context, queueURL string) (context.Context, trace.Span) {
 	dest := destinationOf(queueURL, false)
-	ctx, span := i.tracer.Start(ctx, "send "+dest.name, trace.WithSpanKind(trace.SpanKindProducer),
+	return i.tracer.Start(ctx, "send "+dest.name, trace.WithSpanKind(trace.SpanKindProducer),
 		trace.WithAttributes(dest.attributes("send", "send")...))
-	i.inject(ctx, request.MessageAttributes, request.Attributes, requestRoom(queueURL, request.MessageAttributes), messageSize(request.Body, request.MessageAttributes))
+}
+
+// endRequest returns the function that ends the span the propagator
+// started in ctx (none if another propagator took its place) with the
+// call's result, and records the client metrics.
+func (i *Instrumentation) endRequest(ctx context.Context, queueURL string) func(*types.Message, error) {
+	dest := destinationOf(queueURL, false)
+	span, _ := ctx.Value(spanKey{}).(trace.Span)
 	start := time.Now()
 	return func(reply *types.Message, err error) {
 		outcome := "ok"
@@ -140,17 +196,19 @@ func (i *Instrumentation) traceRequest(ctx context.Context, queueURL string, req
 		case err != nil:
 			outcome = "error"
 		}
-		if reply != nil {
-			if v, ok := reply.MessageAttributes[sqsapi.CorrelationIDAttribute]; ok {
-				span.SetAttributes(attribute.String("messaging.message.conversation_id", aws.ToString(v.StringValue)))
+		if span != nil {
+			if reply != nil {
+				if v, ok := reply.MessageAttributes[sqsapi.CorrelationIDAttribute]; ok {
+					span.SetAttributes(attribute.String("messaging.message.conversation_id", aws.ToString(v.StringValue)))
+				}
+				i.receipt(span, *reply)
 			}
-			i.receipt(span, *reply)
+			if err != nil {
+				span.RecordError(err)
+				span.SetStatus(codes.Error, outcome)
+			}
+			span.End()
 		}
-		if err != nil {
-			span.RecordError(err)
-			span.SetStatus(codes.Error, outcome)
-		}
-		span.End()
 		attrs := metric.WithAttributes(attribute.String("outcome", outcome), attribute.String("messaging.destination.name", dest.name))
 		i.clientRequests.Add(context.Background(), 1, attrs)
 		i.clientDuration.Record(context.Background(), time.Since(start).Seconds(), attrs)
@@ -189,22 +247,30 @@ func (i *Instrumentation) Observe(r *requester.Requester) (metric.Registration, 
 }
 
 // Responder is a responder option: it puts Middleware first (outermost)
-// in Options.Middleware, and joins to Options.Observer (after any set
-// before it) an observer of Reply events that makes each reply's producer
-// span, from the moment the responder has the reply to the end of its
-// send, and writes the span's context into the reply's AWSTraceHeader
-// (and traceparent, see Options.TraceParent). Streamed messages
-// (Request.Send) get one each.
+// in Options.Middleware; sets Options.Propagator to one that starts each
+// reply's producer span, from the moment the responder has the reply to
+// the end of its send, and writes the span's context into the reply's
+// AWSTraceHeader (and traceparent, see Options.TraceParent), after any
+// propagator set before it; and joins to Options.Observer (after any set
+// before it) an observer of Reply events that ends the span when the send
+// returns. Streamed messages (Request.Send) get one each.
 //
 //	r, err := responder.New(client, inst.Responder)
 func (i *Instrumentation) Responder(o *responder.Options) {
 	o.Middleware = append([]func(responder.Handler) responder.Handler{i.Middleware}, o.Middleware...)
+	o.Propagator = chain(o.Propagator, propagator{i})
 	o.Observer = observe.Join(o.Observer, observe.Func(func(ctx context.Context, e observe.Event) func(*types.Message, error) {
-		req, ok := e.Detail.(*responder.Request)
-		if e.Kind != observe.Reply || !ok || e.Message == nil {
+		span, ok := ctx.Value(spanKey{}).(trace.Span)
+		if e.Kind != observe.Reply || !ok {
 			return nil
 		}
-		return i.traceReply(ctx, req, e.Message)
+		return func(_ *types.Message, err error) {
+			if err != nil {
+				span.RecordError(err)
+				span.SetStatus(codes.Error, "reply not sent")
+			}
+			span.End()
+		}
 	}))
 }
 
@@ -248,12 +314,10 @@ func (i *Instrumentation) Middleware(next responder.Handler) responder.Handler {
 	})
 }
 
-// traceReply starts the span of a reply about to be checked and sent: a
-// child of ctx's span (the handler's consumer span; the request's span
-// when there is none), linked to the request's span; it writes the span's
-// context into the reply and returns the function that ends the span with
-// the send's result.
-func (i *Instrumentation) traceReply(ctx context.Context, req *responder.Request, reply *types.Message) func(*types.Message, error) {
+// startReply starts the span of a reply to req about to be checked and
+// sent: a child of ctx's span (the handler's consumer span; the request's
+// span when there is none), linked to the request's span.
+func (i *Instrumentation) startReply(ctx context.Context, req *responder.Request) (context.Context, trace.Span) {
 	to, _ := req.Attribute(sqsapi.ResponseQueueURLAttribute)
 	dest := destinationOf(to, true) // a reply queue is a requester's own
 	opts := []trace.SpanStartOption{
@@ -269,69 +333,25 @@ func (i *Instrumentation) traceReply(ctx context.Context, req *responder.Request
 			ctx = trace.ContextWithRemoteSpanContext(ctx, request)
 		}
 	}
-	ctx, span := i.tracer.Start(ctx, "send "+dest.name, opts...)
-	i.inject(ctx, reply.MessageAttributes, reply.Attributes, replyRoom(req, reply), messageSize(reply.Body, reply.MessageAttributes))
-	return func(_ *types.Message, err error) {
-		if err != nil {
-			span.RecordError(err)
-			span.SetStatus(codes.Error, "reply not sent")
-		}
-		span.End()
-	}
-}
-
-// replyRoom is how many message attributes a reply has left after those
-// the responder adds: the correlation id, the routing name for a virtual
-// queue, a stream's sequence number and an origin when the request asks
-// for them.
-func replyRoom(req *responder.Request, reply *types.Message) int {
-	room := sqsapi.MaxMessageAttributes - len(reply.MessageAttributes) - 1
-	if to, _ := req.Attribute(sqsapi.ResponseQueueURLAttribute); strings.Contains(to, "#") {
-		room--
-	}
-	for _, name := range []string{sqsapi.StreamAttribute, sqsapi.OriginAttribute} {
-		if _, ok := req.Message.MessageAttributes[name]; ok {
-			room--
-		}
-	}
-	return room
-}
-
-// requestRoom is how many message attributes a request to queueURL has
-// left after those the requester adds: ResponseQueueUrl, TempQueues.Stream
-// (a Send event does not tell a stream's request from a call's, so room
-// for it is always kept), TempQueues.RequestId unless the caller set it,
-// and the routing name for a virtual queue.
-func requestRoom(queueURL string, attrs map[string]types.MessageAttributeValue) int {
-	room := sqsapi.MaxMessageAttributes - len(attrs) - 2
-	if _, ok := attrs[sqsapi.RequestIDAttribute]; !ok {
-		room--
-	}
-	if strings.Contains(queueURL, "#") {
-		room--
-	}
-	return room
+	return i.tracer.Start(ctx, "send "+dest.name, opts...)
 }
 
 // ownAttributeBytes is room kept in a message's size for the attributes
-// the requester or responder adds after their Send or Reply events (reply queue
+// the requester or responder adds after their propagator ran (reply queue
 // URL, request id, routing name, stream number): well under 1 KiB.
 const ownAttributeBytes = 1024
 
-// inject writes ctx's span context: AWSTraceHeader into sys (when not
-// nil; a message's system attributes as its receiver sees them), which
-// counts against no limit, and traceparent into attrs when
-// enabled and room allows it: room more attributes, and size (the
-// message's bytes so far) leaving space for it under SQS's maximum.
-func (i *Instrumentation) inject(ctx context.Context, attrs map[string]types.MessageAttributeValue, sys map[string]string, room, size int) {
+// inject writes ctx's span context: AWSTraceHeader into sys, which
+// counts against no limit, and traceparent into attrs when enabled and
+// room allows it: room more attributes, and size (the message's bytes so
+// far) leaving space for it under SQS's maximum.
+func (i *Instrumentation) inject(ctx context.Context, attrs map[string]types.MessageAttributeValue, sys map[string]types.MessageSystemAttributeValue, room, size int) {
 	sc := trace.SpanContextFromContext(ctx)
 	if !sc.IsValid() {
 		return
 	}
-	if sys != nil {
-		sys[TraceHeaderAttribute] = formatXRay(sc)
-	}
-	if i.traceParent && room > 0 && attrs != nil {
+	sys[TraceHeaderAttribute] = types.MessageSystemAttributeValue{DataType: aws.String("String"), StringValue: aws.String(formatXRay(sc))}
+	if i.traceParent && room > 0 {
 		carrier := propagation.MapCarrier{}
 		i.tc.Inject(ctx, carrier)
 		tp := carrier.Get(TraceParentAttribute)

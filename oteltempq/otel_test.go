@@ -328,33 +328,30 @@ func TestRoundTripIsOneTrace(t *testing.T) {
 	})
 }
 
-// A request whose attributes or size leave no room for traceparent goes
-// out without it, and with its AWSTraceHeader, which counts against no
-// limit: never an error for tracing. Room is kept for the requester's
-// three attributes (a stream's request has three) and, in the size, for
-// their bytes.
+// A request whose room (what the requester leaves of SQS's 10
+// attributes) or size leaves no place for traceparent goes out without
+// it, and with its AWSTraceHeader, which counts against no limit: never
+// an error for tracing. The size keeps room for the bytes of the
+// requester's own attributes.
 func TestTraceParentOnlyWhenThereIsRoom(t *testing.T) {
 	inst, _, _ := setup(t, true)
 	var o requester.Options
 	inst.Requester(&o)
 	for _, tc := range []struct {
-		own, body int
-		want      bool
-	}{{6, 1, true}, {7, 1, false}, {0, sqsapi.MaxMessageSize - 2048, true}, {0, sqsapi.MaxMessageSize - 1024, false}} {
-		m := &types.Message{Body: aws.String(strings.Repeat("x", tc.body)), MessageAttributes: map[string]types.MessageAttributeValue{}, Attributes: map[string]string{}}
-		for i := range tc.own {
-			m.MessageAttributes[fmt.Sprint("a", i)] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String("v")}
+		room, body int
+		want       bool
+	}{{1, 1, true}, {0, 1, false}, {7, sqsapi.MaxMessageSize - 2048, true}, {7, sqsapi.MaxMessageSize - 1024, false}} {
+		body := aws.String(strings.Repeat("x", tc.body))
+		attrs := map[string]types.MessageAttributeValue{}
+		sys := map[string]types.MessageSystemAttributeValue{}
+		e := observe.Event{Kind: observe.Send, Queue: "https://sqs.eu-west-1.amazonaws.com/1/q", Message: &types.Message{Body: body}}
+		ctx := o.Propagator.Inject(context.Background(), e, attrs, sys, tc.room)
+		o.Observer.Observe(ctx, e)(nil, nil)
+		if _, ok := attrs[oteltempq.TraceParentAttribute]; ok != tc.want {
+			t.Errorf("room %d, body of %d bytes: traceparent %v, want %v", tc.room, tc.body, ok, tc.want)
 		}
-		done := o.Observer.Observe(context.Background(), observe.Event{Kind: observe.Send, Queue: "https://sqs.eu-west-1.amazonaws.com/1/q", Message: m})
-		done(nil, nil)
-		if _, ok := m.MessageAttributes[oteltempq.TraceParentAttribute]; ok != tc.want {
-			t.Errorf("%d own attributes, body of %d bytes: traceparent %v, want %v", tc.own, tc.body, ok, tc.want)
-		}
-		if len(m.MessageAttributes)+3 > sqsapi.MaxMessageAttributes {
-			t.Errorf("%d own attributes: %d with the requester's three", tc.own, len(m.MessageAttributes)+3)
-		}
-		if _, ok := m.Attributes[oteltempq.TraceHeaderAttribute]; !ok {
-			t.Errorf("%d own attributes, body of %d bytes: no AWSTraceHeader", tc.own, tc.body)
+		if _, ok := sys[oteltempq.TraceHeaderAttribute]; !ok {
+			t.Errorf("room %d, body of %d bytes: no AWSTraceHeader", tc.room, tc.body)
 		}
 	}
 }

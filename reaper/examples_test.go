@@ -38,7 +38,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	if err := r.Add(hostQueueURL, sqsapi.DefaultIdleQueueRetention); err != nil {
+	if err := r.Add(hostQueueURL, 5*time.Minute); err != nil {
 		fmt.Println(err)
 		return
 	}

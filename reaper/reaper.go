@@ -10,9 +10,6 @@ import (
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
-// ErrClosed is returned by Add after Close; it is sqsapi.ErrClosed.
-var ErrClosed = sqsapi.ErrClosed
-
 // SweeperOptions configure a Sweeper, and the sweeps of a Reaper
 // (Options embeds them). Zero values mean the documented defaults.
 type SweeperOptions struct {
@@ -108,7 +105,7 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Reaper, error) {
 // then the heartbeat tag is refreshed every third of the retention. Adding
 // a registered queue again with the same retention does nothing. A sweep
 // by this process never inspects the queues it owns. Add makes no call
-// itself; it returns ErrClosed after Close.
+// itself; it returns sqsapi.ErrClosed after Close.
 func (r *Reaper) Add(queueURL string, retention time.Duration) error {
 	return r.r.Add(queueURL, retention)
 }
@@ -117,7 +114,7 @@ func (r *Reaper) Add(queueURL string, retention time.Duration) error {
 // no call; the tags stay until the queue is deleted.
 func (r *Reaper) Remove(queueURL string) { r.r.Remove(queueURL) }
 
-// Close stops heartbeats and sweeps: Add returns ErrClosed from then on,
+// Close stops heartbeats and sweeps: Add returns sqsapi.ErrClosed from then on,
 // and a lease poll, a heartbeat or a sweep in progress is cancelled (sweeps
 // are idempotent: the next sweeper finishes the job). A Reaper owes nothing
 // to flush, so Close only waits for its goroutines, which takes moments,

@@ -103,8 +103,6 @@ func (s *Sweeper) Queues(ctx context.Context) ([]QueueStatus, error) {
 // deleted, the subject of an error, or was skipped or vanished during the
 // sweep.
 type Report struct {
-	// Duration is how long the sweep took.
-	Duration time.Duration
 	// Listed is the number of queues ListQueues returned for the prefix.
 	Listed int
 	// Kept is the number of queues inspected and left in place: not
@@ -121,7 +119,7 @@ type Report struct {
 }
 
 func report(r reap.Report) Report {
-	return Report{Duration: r.Duration, Listed: r.Listed, Kept: r.Kept, Deleted: r.Deleted, Errors: r.Errors}
+	return Report{Listed: r.Listed, Kept: r.Kept, Deleted: r.Deleted, Errors: r.Errors}
 }
 
 // Verdict is the idle rule's verdict on a queue.

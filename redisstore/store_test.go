@@ -18,7 +18,7 @@ import (
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
-// The Store keeps the contract MemoryStore keeps: the same checks pass.
+// The Store keeps the contract NewMemoryStore's keeps: the same checks pass.
 func TestConformance(t *testing.T) {
 	srv := startRedis(t)
 	rdb := srv.client(t)

@@ -154,7 +154,7 @@ func TestDecideLongDelays(t *testing.T) {
 	p := &pass{r: r, target: r.opts.Target}
 	m := types.Message{MessageId: aws.String("m1"), Body: aws.String("b")}
 	pl := p.decide(m, now)
-	if pl.action != ActionSchedule || pl.detail.To != r.dlq || pl.entry.DelaySeconds != 900 || !pl.detail.Due.Equal(now.Add(20*time.Hour)) {
+	if pl.action != actionSchedule || pl.detail.To != r.dlq || pl.entry.DelaySeconds != 900 || !pl.detail.Due.Equal(now.Add(20*time.Hour)) {
 		t.Fatalf("first decision %+v, delay %d", pl, pl.entry.DelaySeconds)
 	}
 	copyMsg := types.Message{MessageId: aws.String("m2"), Body: m.Body, MessageAttributes: pl.entry.MessageAttributes}
@@ -162,7 +162,7 @@ func TestDecideLongDelays(t *testing.T) {
 	waits := 0
 	for {
 		pl := p.decide(copyMsg, at)
-		if pl.action == ActionReplay {
+		if pl.action == actionReplay {
 			if pl.entry.DelaySeconds < 0 || pl.entry.DelaySeconds > 900 || at.Add(time.Duration(pl.entry.DelaySeconds)*time.Second).Before(now.Add(20*time.Hour)) {
 				t.Fatalf("replay at %v with delay %d misses the due time", at.Sub(now), pl.entry.DelaySeconds)
 			}
@@ -171,7 +171,7 @@ func TestDecideLongDelays(t *testing.T) {
 			}
 			break
 		}
-		if pl.action != ActionWait || pl.hop <= 0 || pl.hop > 43200 {
+		if pl.action != actionWait || pl.hop <= 0 || pl.hop > 43200 {
 			t.Fatalf("at %v: %+v hop %d", at.Sub(now), pl, pl.hop)
 		}
 		waits++

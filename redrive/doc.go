@@ -39,13 +39,13 @@
 // steps that never make a call SQS rejects: the message is sent back to
 // the dead-letter queue as a copy whose attribute holds the replay number
 // and the due time ("3@1767225600000"), delayed by min(900 s, d-900 s),
-// and the original deleted (ActionSchedule). Whoever receives the copy
+// and the original deleted ("schedule"). Whoever receives the copy
 // before it is due hides it again with ChangeMessageVisibility until 900 s
-// before the due time, at most 12 hours per hop (ActionWait); from then on
+// before the due time, at most 12 hours per hop ("wait"); from then on
 // it is sent to the target with the remaining delay. The state lives in
 // the message, so a Redriver that restarts, or another process, carries
-// on where the last one stopped. BackoffCap may be up to MaxBackoffCap
-// (24 h); keep it below the dead-letter queue's retention period.
+// on where the last one stopped. BackoffCap may be up to 24 hours; keep
+// it below the dead-letter queue's retention period.
 //
 // # The attribute budget
 //
@@ -66,6 +66,18 @@
 // of each message (an observe.Redriven event, its Detail a Detail), and
 // Drain and Run return a Report with the counts. Options.RateLimit bounds
 // the messages handled per second.
+//
+// The actions, each an event's Reason:
+//
+//   - "replay": sent to the target with DelaySeconds, then deleted from
+//     the dead-letter queue.
+//   - "schedule": the replay delay exceeds 900 s, so a copy carrying the
+//     due time was sent back to the dead-letter queue and the original
+//     deleted.
+//   - "wait": a scheduled copy received before its due time was hidden
+//     again (a visibility hop).
+//   - "park": sent unchanged to the parking queue, then deleted from the
+//     dead-letter queue; Detail.Cause says why.
 //
 // # Stopping
 //

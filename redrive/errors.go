@@ -25,8 +25,6 @@ var (
 	// target with Options.Target.
 	ErrNoSource        = errors.New("redrive: the dead-letter queue has no source queue")
 	ErrAmbiguousSource = errors.New("redrive: the dead-letter queue has several source queues")
-	// ErrDryRunOnlyDrain is returned by Run with Options.DryRun set.
-	ErrDryRunOnlyDrain = errors.New("redrive: a dry run only drains: use Drain")
 )
 
 // actionError is the failure of one action on one message. The message

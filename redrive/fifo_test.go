@@ -136,7 +136,7 @@ func TestFIFOReplay(t *testing.T) {
 		for i := range 2 {
 			before := len(redriven(t, &rec))
 			done, err := rd.Process(ctx, msgs)
-			if events := redriven(t, &rec)[before:]; err != nil || len(done) != 1 || !done[0] || len(events) != 1 || events[0].Action != redrive.ActionReplay {
+			if events := redriven(t, &rec)[before:]; err != nil || len(done) != 1 || !done[0] || len(events) != 1 || events[0].Action != "replay" {
 				t.Fatalf("Process %d = %v, %v; events %+v", i, done, err, events)
 			}
 		}
@@ -179,10 +179,10 @@ func TestFIFODelay(t *testing.T) {
 			before := len(redriven(t, &rec))
 			done, err := rd.Process(ctx, msgs)
 			events := redriven(t, &rec)[before:]
-			if err != nil || len(done) != 1 || done[0] != (want != redrive.ActionWait) || len(events) != 1 || events[0].Err != nil || events[0].Action != want {
+			if err != nil || len(done) != 1 || done[0] != (want != "wait") || len(events) != 1 || events[0].Err != nil || events[0].Action != want {
 				t.Fatalf("%s: Process = %v, %v, events %+v; want %s", step, done, err, events, want)
 			}
-			if want == redrive.ActionWait {
+			if want == "wait" {
 				// Make it visible again for the next step rather than wait
 				// out the hop.
 				if _, err := client.ChangeMessageVisibility(ctx, &sqs.ChangeMessageVisibilityInput{QueueUrl: aws.String(dlq), ReceiptHandle: msgs[0].ReceiptHandle}); err != nil {
@@ -192,10 +192,10 @@ func TestFIFODelay(t *testing.T) {
 		}
 
 		sendFIFO(t, client, dlq, "job", "orders-7", "first")
-		process("fresh", redrive.ActionSchedule)
-		process("copy, not due", redrive.ActionWait)
+		process("fresh", "schedule")
+		process("copy, not due", "wait")
 		now = now.Add(11 * time.Second)
-		process("copy, due", redrive.ActionReplay)
+		process("copy, due", "replay")
 
 		got := receiveFIFO(t, client, target, true)
 		if len(got) != 1 || attrValue(got[0], sqsapi.RedriveAttemptAttribute) != "1" ||

@@ -78,14 +78,14 @@ func TestDelayBeyond900Seconds(t *testing.T) {
 			events := redriven(t, &rec)
 			for _, ev := range events[len(events)-rep.Received:] {
 				switch ev.Action {
-				case redrive.ActionSchedule:
+				case "schedule":
 					next = clk.Now().Add(min(900*time.Second, ev.Delay-900*time.Second))
-				case redrive.ActionWait:
+				case "wait":
 					// Hidden until 900 s before due, 12 h (less a minute) at most.
 					next = clk.Now().Add(min(ev.Delay-900*time.Second, 12*time.Hour-time.Minute))
 				}
 			}
-			clk.Set(next.Add(time.Second))
+			clk.Advance(next.Add(time.Second).Sub(clk.Now()))
 		}
 	}
 	events := redriven(t, &rec)

@@ -24,10 +24,10 @@ type Client interface {
 
 var _ Client = (*sqs.Client)(nil)
 
-// MaxBackoffCap is the largest accepted Options.BackoffCap. A replay
+// maxBackoffCap is the largest accepted Options.BackoffCap. A replay
 // delayed beyond SQS's 900 s waits on the dead-letter queue, so keep
 // BackoffCap well below the dead-letter queue's MessageRetentionPeriod too.
-const MaxBackoffCap = 24 * time.Hour
+const maxBackoffCap = 24 * time.Hour
 
 // The defaults of Options.
 const (
@@ -60,7 +60,7 @@ type Options struct {
 	// [0, min(BackoffCap, BackoffBase x 2^(n-1))] (exponential backoff with
 	// full jitter). Defaults 1 s and 15 min (or BackoffBase if larger);
 	// BackoffCap may exceed SQS's 900 s limit on DelaySeconds, up to
-	// MaxBackoffCap (see the package documentation for how). SQS delays
+	// 24 hours (see the package documentation for how). SQS delays
 	// whole seconds: up to 900 s the delay is drawn uniformly from the whole
 	// seconds 0 to floor(min(BackoffCap, BackoffBase x 2^(n-1))).
 	BackoffBase, BackoffCap time.Duration
@@ -89,8 +89,8 @@ type Options struct {
 	// nil means slog.Default(), as docs/architecture.md#conventions says.
 	Logger *slog.Logger
 	// Observer, if set, is told of each message handled, in order: an
-	// observe.Redriven event whose Reason is the action (ActionReplay,
-	// ActionSchedule, ActionWait or ActionPark; in a dry run, the action
+	// observe.Redriven event whose Reason is the action ("replay",
+	// "schedule", "wait" or "park"; in a dry run, the action
 	// that would be taken), Queue the dead-letter queue, Message the dead
 	// letter, RequestID its TempQueues.RequestId, Duration the delay (the
 	// DelaySeconds of a replay, the whole delay of a scheduled replay, the
@@ -145,15 +145,15 @@ func buildOptions(dlqURL string, optFns []func(*Options)) (Options, error) {
 		return o, wire.Invalid(op, "Target", "%q: a FIFO queue's dead-letter queue is FIFO, and a standard queue's standard", o.Target)
 	case isFIFO(o.ParkingQueue) && !isFIFO(dlqURL):
 		return o, wire.Invalid(op, "ParkingQueue", "%q is FIFO: a standard dead-letter queue's messages have no message group", o.ParkingQueue)
-	case o.BackoffBase < 0 || o.BackoffCap < o.BackoffBase || o.BackoffCap > MaxBackoffCap:
-		return o, wire.Invalid(op, "BackoffBase/BackoffCap", "want 0 < BackoffBase <= BackoffCap <= %v, got %v and %v", MaxBackoffCap, o.BackoffBase, o.BackoffCap)
+	case o.BackoffBase < 0 || o.BackoffCap < o.BackoffBase || o.BackoffCap > maxBackoffCap:
+		return o, wire.Invalid(op, "BackoffBase/BackoffCap", "want 0 < BackoffBase <= BackoffCap <= %v, got %v and %v", maxBackoffCap, o.BackoffBase, o.BackoffCap)
 	case o.MaxAttempts < 0:
 		return o, wire.Invalid(op, "MaxAttempts", "%d is negative", o.MaxAttempts)
 	case o.RateLimit < 0:
 		return o, wire.Invalid(op, "RateLimit", "%v is negative", o.RateLimit)
-	case o.VisibilityTimeout < time.Second || o.VisibilityTimeout > sqsapi.MaxVisibilityTimeout*time.Second:
+	case o.VisibilityTimeout < time.Second || o.VisibilityTimeout > wire.MaxVisibilityTimeout*time.Second:
 		return o, wire.Invalid(op, "VisibilityTimeout", "%v is outside [1s, 12h]", o.VisibilityTimeout)
-	case o.PollWaitTime < time.Second || o.PollWaitTime > sqsapi.MaxWaitTimeSeconds*time.Second:
+	case o.PollWaitTime < time.Second || o.PollWaitTime > wire.MaxWaitTimeSeconds*time.Second:
 		return o, wire.Invalid(op, "PollWaitTime", "%v is outside [1s, 20s]", o.PollWaitTime)
 	}
 	return o, nil

@@ -22,7 +22,7 @@ import (
 // dead-letter queue, so that a caller that deletes what it was given (a
 // Lambda event source mapping) may delete it: its action happened (a
 // replay whose own delete failed included), and it is not a scheduled
-// copy hidden until due (ActionWait). A message not done must stay: its
+// copy hidden until due ("wait"). A message not done must stay: its
 // action failed, or it waits. The error is non-nil when the target cannot
 // be found or every later message would fail the same way (a missing
 // queue, denied access). DryRun is refused (an *sqsapi.InvalidInputError):

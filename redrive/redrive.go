@@ -27,21 +27,12 @@ import (
 )
 
 // The actions, the Reason of the observe.Redriven event of each message
-// handled.
+// handled, as the package doc describes them.
 const (
-	// ActionReplay: sent to the target with DelaySeconds, then deleted
-	// from the dead-letter queue.
-	ActionReplay = "replay"
-	// ActionSchedule: the replay delay exceeds 900 s, so a copy carrying
-	// the due time was sent back to the dead-letter queue (delayed, and
-	// re-hidden when received early) and the original deleted.
-	ActionSchedule = "schedule"
-	// ActionWait: a scheduled copy received before its due time was hidden
-	// again with ChangeMessageVisibility (a visibility hop).
-	ActionWait = "wait"
-	// ActionPark: sent unchanged to the parking queue, then deleted from
-	// the dead-letter queue. Detail.Cause says why.
-	ActionPark = "park"
+	actionReplay   = "replay"
+	actionSchedule = "schedule"
+	actionWait     = "wait"
+	actionPark     = "park"
 )
 
 // Detail is the Detail of a Redriven event: what redrive alone knows of
@@ -82,7 +73,7 @@ const maxReportErrors = 100
 const callTimeout = 30 * time.Second
 
 // maxDelay is SQS's largest DelaySeconds.
-const maxDelay = sqsapi.MaxDelaySeconds * time.Second
+const maxDelay = wire.MaxDelaySeconds * time.Second
 
 // Redriver replays the messages of one dead-letter queue. It is safe for
 // concurrent use; several Redrivers, in one process or many, may share a
@@ -212,7 +203,7 @@ func (r *Redriver) Drain(ctx context.Context) (Report, error) {
 // fix; throttling and server errors are retried with backoff.
 func (r *Redriver) Run(ctx context.Context) (Report, error) {
 	if r.opts.DryRun {
-		return Report{}, ErrDryRunOnlyDrain
+		return Report{}, wire.Invalid("redrive.Run", "Options.DryRun", "a dry run only drains: use Drain")
 	}
 	return r.run(ctx, false)
 }
@@ -295,9 +286,9 @@ func (r *Redriver) run(ctx context.Context, drain bool) (Report, error) {
 // ends the pass.
 func (r *Redriver) engine(p *pass, drain bool, counters *consume.Counters) consume.Config {
 	o := r.opts
-	size := sqsapi.MaxReceiveMessages
+	size := wire.MaxReceiveMessages
 	if o.RateLimit > 0 {
-		size = int(min(float64(sqsapi.MaxReceiveMessages), max(1, math.Ceil(o.RateLimit))))
+		size = int(min(float64(wire.MaxReceiveMessages), max(1, math.Ceil(o.RateLimit))))
 	}
 	wait := o.PollWaitTime
 	if drain {
@@ -320,7 +311,7 @@ func (r *Redriver) engine(p *pass, drain bool, counters *consume.Counters) consu
 		// Longer than a batch's calls (callTimeout): a batch at hand when
 		// ctx ends is never cut short.
 		DrainTimeout:  2 * callTimeout,
-		MaxVisibility: sqsapi.MaxVisibilityTimeout * time.Second,
+		MaxVisibility: wire.MaxVisibilityTimeout * time.Second,
 		NoSpare:       true,
 		Deletes:       p.dels,
 		Visibility:    p.vis,
@@ -405,7 +396,7 @@ type plan struct {
 	delay     time.Duration // as the Observer's Event.Duration
 	detail    Detail
 	entry     types.SendMessageBatchRequestEntry // for sends to detail.To
-	hop       int32                              // for ActionWait: visibility seconds
+	hop       int32                              // for actionWait: visibility seconds
 	err       error                              // set when the action failed
 	delErr    error                              // set when the delete after the send failed
 }
@@ -422,7 +413,7 @@ func (p *pass) decide(m types.Message, now time.Time) *plan {
 		}
 	}
 	park := func(cause error) *plan {
-		pl.action, pl.detail.To, pl.detail.Cause = ActionPark, o.ParkingQueue, cause
+		pl.action, pl.detail.To, pl.detail.Cause = actionPark, o.ParkingQueue, cause
 		return pl // sent unchanged
 	}
 	a, ok := parseAttempt(m)
@@ -440,14 +431,14 @@ func (p *pass) decide(m types.Message, now time.Time) *plan {
 		}
 		if left > onTarget {
 			hop := int32(math.Ceil((left - onTarget).Seconds()))
-			pl.action, pl.delay = ActionWait, left
+			pl.action, pl.delay = actionWait, left
 			// Counted from the receipt just made; leave a minute for the
 			// 12-hour cap since receipt.
-			pl.hop = min(hop, sqsapi.MaxVisibilityTimeout-60)
+			pl.hop = min(hop, wire.MaxVisibilityTimeout-60)
 			return pl
 		}
 		secs := int32(math.Ceil(max(left, 0).Seconds()))
-		pl.action, pl.detail.To, pl.delay = ActionReplay, p.target, time.Duration(secs)*time.Second
+		pl.action, pl.detail.To, pl.delay = actionReplay, p.target, time.Duration(secs)*time.Second
 		pl.entry.MessageAttributes = withAttempt(m.MessageAttributes, attempt{n: a.n})
 		pl.entry.DelaySeconds = secs
 		return pl
@@ -458,7 +449,7 @@ func (p *pass) decide(m types.Message, now time.Time) *plan {
 	next := attempt{n: a.n + 1}
 	pl.detail.Attempt = next.n
 	// Room for the attribute, checked with its longest (scheduled) form.
-	longest := withAttempt(m.MessageAttributes, attempt{n: next.n, due: now.Add(MaxBackoffCap)})
+	longest := withAttempt(m.MessageAttributes, attempt{n: next.n, due: now.Add(maxBackoffCap)})
 	if others := len(longest) - 1; others >= sqsapi.MaxMessageAttributes || wire.MessageSize(m.Body, longest) > sqsapi.MaxMessageSize {
 		pl.detail.Attempt = a.n
 		return park(fmt.Errorf("%w: message %s has %d other attributes, and %d bytes with it", ErrNoRoom, pl.id, others, wire.MessageSize(m.Body, longest)))
@@ -467,7 +458,7 @@ func (p *pass) decide(m types.Message, now time.Time) *plan {
 	if d <= maxDelay {
 		secs := wholeSeconds(d, p.r.policy.Ceiling(a.n))
 		if !fifo || secs == 0 {
-			pl.action, pl.detail.To, pl.delay = ActionReplay, p.target, time.Duration(secs)*time.Second
+			pl.action, pl.detail.To, pl.delay = actionReplay, p.target, time.Duration(secs)*time.Second
 			pl.entry.MessageAttributes = withAttempt(m.MessageAttributes, next)
 			pl.entry.DelaySeconds = secs
 			return pl
@@ -476,7 +467,7 @@ func (p *pass) decide(m types.Message, now time.Time) *plan {
 		d = time.Duration(secs) * time.Second
 	}
 	next.due = now.Add(d)
-	pl.action, pl.detail.To, pl.delay, pl.detail.Due = ActionSchedule, p.r.dlq, d, next.due
+	pl.action, pl.detail.To, pl.delay, pl.detail.Due = actionSchedule, p.r.dlq, d, next.due
 	pl.entry.MessageAttributes = withAttempt(m.MessageAttributes, next)
 	if !fifo {
 		pl.entry.DelaySeconds = int32(min(maxDelay, d-maxDelay) / time.Second)
@@ -553,7 +544,7 @@ func (p *pass) execute(ctx context.Context, plans []*plan) {
 	byQueue := make(map[string][]*plan)
 	var hops []*plan
 	for _, pl := range plans {
-		if pl.action == ActionWait {
+		if pl.action == actionWait {
 			hops = append(hops, pl)
 			continue
 		}
@@ -627,13 +618,13 @@ func (p *pass) account(ctx context.Context, pl *plan) bool {
 			slog.String("message_id", pl.id), slog.Any("err", pl.err))
 	default:
 		switch pl.action {
-		case ActionReplay:
+		case actionReplay:
 			rep.Replayed++
-		case ActionSchedule:
+		case actionSchedule:
 			rep.Scheduled++
-		case ActionWait:
+		case actionWait:
 			rep.Waiting++
-		case ActionPark:
+		case actionPark:
 			rep.Parked++
 		}
 		if pl.delErr != nil {
@@ -649,7 +640,7 @@ func (p *pass) account(ctx context.Context, pl *plan) bool {
 		callback.Observe(ctx, o.Logger, o.Observer, observe.Event{Kind: observe.Redriven, Queue: p.r.dlq, Message: &m,
 			RequestID: pl.requestID, Reason: pl.action, Duration: pl.delay, Err: err, Detail: pl.detail})
 	}
-	return pl.action != ActionWait && pl.err == nil
+	return pl.action != actionWait && pl.err == nil
 }
 
 // isFatal reports a failure that every following message would meet too:

@@ -48,7 +48,7 @@ func TestPoisonRequestReplayedThenParked(t *testing.T) {
 			deliveries []delivery
 		)
 		resp, err := responder.New(client, func(o *responder.Options) {
-			o.Retry = responder.RetryImmediately
+			o.BackoffBase = -1 // at once
 			o.PollWaitTime = time.Second
 			o.DrainTimeout = time.Second
 		})
@@ -204,7 +204,7 @@ func TestDryRunChangesNothing(t *testing.T) {
 		if c := counts(t, client, parking); c != [3]int{} {
 			t.Errorf("parking counts %v", c)
 		}
-		if _, err := rd.Run(context.Background()); !errors.Is(err, redrive.ErrDryRunOnlyDrain) {
+		if _, err := rd.Run(context.Background()); !errors.Is(err, sqsapi.ErrInvalidInput) {
 			t.Errorf("Run in a dry run = %v", err)
 		}
 	})
@@ -247,7 +247,7 @@ func TestAttributeBudget(t *testing.T) {
 		}
 		var reasons []error
 		for _, ev := range redriven(t, &rec) {
-			if ev.Action == redrive.ActionPark {
+			if ev.Action == "park" {
 				reasons = append(reasons, ev.Reason)
 			}
 		}

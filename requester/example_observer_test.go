@@ -15,8 +15,20 @@ import (
 	"github.com/tempqueues/tempqueues/sqstest"
 )
 
-// The Observer sees each request before it is sent, may add attributes
-// to it, and sees its end: the place for tracing, metrics and auth tokens.
+// callerTag is a Propagator: it names the caller on each request, when
+// the request has room for one more attribute.
+type callerTag string
+
+func (c callerTag) Inject(ctx context.Context, _ observe.Event, attrs map[string]types.MessageAttributeValue, _ map[string]types.MessageSystemAttributeValue, room int) context.Context {
+	if room > 0 {
+		attrs["caller"] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(string(c))}
+	}
+	return ctx
+}
+
+// The Propagator writes into each request before it is sent (the place
+// for trace contexts and auth tokens); the Observer sees the request and
+// its end (the place for metrics).
 func ExampleOptions_observer() {
 	ctx := context.Background()
 	srv := sqstest.NewServer()
@@ -33,11 +45,11 @@ func ExampleOptions_observer() {
 	}()
 
 	req, err := requester.New(client, func(o *requester.Options) {
+		o.Propagator = callerTag("billing")
 		o.Observer = observe.Func(func(ctx context.Context, e observe.Event) func(*types.Message, error) {
 			if e.Kind != observe.Send {
 				return nil
 			}
-			e.Message.MessageAttributes["caller"] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String("billing")}
 			return func(reply *types.Message, err error) {
 				fmt.Println("call ended, error:", err)
 			}

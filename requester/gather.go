@@ -170,7 +170,7 @@ func (r *Requester) PublishGather(ctx context.Context, p Publisher, in *sqs.Send
 		return nil, err
 	}
 	if r.isClosed() {
-		return nil, ErrClosed
+		return nil, sqsapi.ErrClosed
 	}
 	g := &gathering{r: r, want: want, seen: make(map[string]bool), wake: make(chan struct{}, 1)}
 	replyName := uuid.NewString()

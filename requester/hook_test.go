@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -25,28 +26,65 @@ type result struct {
 	err  error
 }
 
-func TestObserverAddsAttributesAndSeesEachResult(t *testing.T) {
+// propagatorFunc makes an observe.Propagator of a function.
+type propagatorFunc func(ctx context.Context, e observe.Event, attrs map[string]types.MessageAttributeValue, sys map[string]types.MessageSystemAttributeValue, room int) context.Context
+
+func (f propagatorFunc) Inject(ctx context.Context, e observe.Event, attrs map[string]types.MessageAttributeValue, sys map[string]types.MessageSystemAttributeValue, room int) context.Context {
+	return f(ctx, e, attrs, sys, room)
+}
+
+type hookKey struct{}
+
+// The Propagator's attributes go on the wire and the context it returns
+// reaches the Observer; an Observer that changes all it is given changes
+// nothing sent and nothing the caller gets.
+func TestPropagatorWritesObserverOnlyWatches(t *testing.T) {
 	t.Parallel()
 	sqstestenv.Each(t, func(t *testing.T, b *sqstestenv.Backend) {
 		e := newEnv(t, b)
 		var mu sync.Mutex
 		var results []result
+		var rooms []int
 		r := e.requester(t, func(o *requester.Options) {
-			o.Observer = observe.Func(func(ctx context.Context, ev observe.Event) func(*types.Message, error) {
+			o.Propagator = propagatorFunc(func(ctx context.Context, ev observe.Event, attrs map[string]types.MessageAttributeValue, sys map[string]types.MessageSystemAttributeValue, room int) context.Context {
 				if ev.Kind != observe.Send || ev.Queue != e.queue || ev.RequestID == "" {
-					t.Errorf("observed %+v, want a Send to %s with a request id", ev, e.queue)
+					t.Errorf("propagator got %+v, want a Send to %s with a request id", ev, e.queue)
 				}
 				if aws.ToString(ev.Message.Body) == "panic" {
 					panic("hook")
 				}
-				ev.Message.MessageAttributes["hooked"] = wire.StringAttribute("yes")
-				ev.Message.Attributes["AWSTraceHeader"] = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
+				mu.Lock()
+				rooms = append(rooms, room)
+				mu.Unlock()
+				attrs["hooked"] = wire.StringAttribute("yes")
+				sys["AWSTraceHeader"] = types.MessageSystemAttributeValue{DataType: aws.String("String"),
+					StringValue: aws.String("Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1")}
+				return context.WithValue(ctx, hookKey{}, "propagated")
+			})
+			o.Observer = observe.Func(func(ctx context.Context, ev observe.Event) func(*types.Message, error) {
+				if ev.Kind != observe.Send {
+					return nil
+				}
+				body := aws.ToString(ev.Message.Body)
+				if body != "panic" && (ctx.Value(hookKey{}) != "propagated" || aws.ToString(ev.Message.MessageAttributes["hooked"].StringValue) != "yes") {
+					t.Errorf("observer of %q: context value %v, attributes %v: not the propagator's", body, ctx.Value(hookKey{}), ev.Message.MessageAttributes)
+				}
+				// Change everything: none of it may reach the wire.
+				*ev.Message.Body = "changed"
+				ev.Message.MessageAttributes["observer"] = wire.StringAttribute("yes")
+				for k, v := range ev.Message.MessageAttributes {
+					if v.StringValue != nil {
+						*v.StringValue = "changed"
+					}
+					ev.Message.MessageAttributes[k] = v
+				}
 				return func(m *types.Message, err error) {
 					mu.Lock()
 					defer mu.Unlock()
 					res := result{err: err}
 					if m != nil {
 						res.body = aws.ToString(m.Body)
+						*m.Body = "changed"
 					}
 					results = append(results, res)
 				}
@@ -71,6 +109,9 @@ func TestObserverAddsAttributesAndSeesEachResult(t *testing.T) {
 				for _, m := range out.Messages {
 					host, name, _ := wire.ParseVirtualQueueURL(aws.ToString(m.MessageAttributes[sqsapi.ResponseQueueURLAttribute].StringValue))
 					body := fmt.Sprintf("%s %s %s", aws.ToString(m.Body), aws.ToString(m.MessageAttributes["hooked"].StringValue), prefix(m.Attributes["AWSTraceHeader"], 5))
+					if _, ok := m.MessageAttributes["observer"]; ok {
+						body += " observer"
+					}
 					_, _ = e.raw.SendMessage(ctx, &sqs.SendMessageInput{
 						QueueUrl: aws.String(host), MessageBody: aws.String(body),
 						MessageAttributes: map[string]types.MessageAttributeValue{sqsapi.VirtualQueueNameAttribute: wire.StringAttribute(name)},
@@ -92,15 +133,16 @@ func TestObserverAddsAttributesAndSeesEachResult(t *testing.T) {
 			want = "ping yes " // fauxqs drops the AWSTraceHeader system attribute
 		}
 		if got := aws.ToString(m.Body); got != want {
-			t.Errorf("reply %q: the hook's attributes did not reach the responder", got)
+			t.Errorf("reply %q: the propagator's attributes did not reach the responder, or the observer's did", got)
 		}
 		if in.MessageAttributes != nil || in.MessageSystemAttributes != nil {
 			t.Errorf("the caller's input was changed: %v %v", in.MessageAttributes, in.MessageSystemAttributes)
 		}
 
-		// The hook's attributes count against the limit: with 8 of the
-		// caller's, the 9th (the hook's) leaves no room for the two the
-		// requester adds. Rejected before any call.
+		// The propagator's attributes count against the limit: with 8 of
+		// the caller's, the 9th (the propagator's, which ignores its room
+		// of 0) leaves no room for the two the requester adds. Rejected
+		// before any call.
 		before := e.counter.Snapshot()["SendMessage"] + e.counter.Snapshot()["SendMessageBatch"]
 		full := map[string]types.MessageAttributeValue{}
 		for i := range 8 {
@@ -113,15 +155,19 @@ func TestObserverAddsAttributesAndSeesEachResult(t *testing.T) {
 		if after := e.counter.Snapshot()["SendMessage"] + e.counter.Snapshot()["SendMessageBatch"]; after != before {
 			t.Errorf("a rejected request made %d send calls", after-before)
 		}
-		// A panicking hook is recovered; the request goes out without it.
+		// A panicking propagator is recovered; the request goes out
+		// without its attributes.
 		if m, err := r.SendMessageAndGetResponse(cctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("panic")}); err != nil || aws.ToString(m.Body) != "panic  " {
 			t.Errorf("after a panicking hook: %v %v", m, err)
 		}
 
 		mu.Lock()
 		defer mu.Unlock()
-		if len(results) != 2 || results[0].body != want || results[0].err != nil || !errors.Is(results[1].err, sqsapi.ErrInvalidInput) {
-			t.Errorf("done functions saw %+v, want the reply then the invalid input", results)
+		if len(results) != 3 || results[0].body != want || results[0].err != nil || !errors.Is(results[1].err, sqsapi.ErrInvalidInput) || results[2].body != "panic  " {
+			t.Errorf("done functions saw %+v, want the reply, the invalid input, the reply", results)
+		}
+		if !slices.Equal(rooms, []int{8, 0}) {
+			t.Errorf("the propagator's rooms %v, want [8 0]: 10 less ResponseQueueUrl and TempQueues.RequestId, then 8 of the caller's", rooms)
 		}
 	})
 }

@@ -41,24 +41,29 @@
 // Options.Observer is told (package observe):
 //
 //   - Send, for each request before it is checked and sent, on the
-//     caller's goroutine: Message is the outgoing request (Body,
-//     MessageAttributes, and as Attributes its string system attributes),
-//     Queue its queue and RequestID its TempQueues.RequestId. The Observer
-//     may add message attributes (a traceparent), and a trace header as
-//     Message.Attributes["AWSTraceHeader"], which goes out as the
-//     AWSTraceHeader system attribute; what it adds counts against SQS's
-//     limits, checked after it returns and before any call. The done func
+//     caller's goroutine: Message is a copy of the outgoing request (Body
+//     and MessageAttributes, with what Options.Propagator added), Queue
+//     its queue and RequestID its TempQueues.RequestId. The done func
 //     it returns, if not nil, is called once when the call ends, with the
 //     reply or the error (bad input, a failed send, a timeout matching
-//     ErrTimeout, ErrClosed); for a stream, when the stream ends, with its
+//     ErrTimeout, sqsapi.ErrClosed); for a stream, when the stream ends, with its
 //     final reply (nil when the handler sent none) or what stopped it. It
-//     may run on the host queue's poller and must not block. Tracing and
-//     metrics (module oteltempq) hang on it.
+//     may run on the host queue's poller and must not block. Metrics, and
+//     the end of a request's span (module oteltempq), hang on it.
 //   - Dropped, Reason "late-reply", for each reply that came after its
 //     caller gave up, or twice, and was deleted unread.
 //   - QueueGone, when the host queue was found deleted, and Swept after a
 //     sweep this process ran (Detail is its reaper.Report), from the
 //     requester's reaper.
+//
+// Options.Propagator writes into each request before the Send event, with
+// room for as many message attributes as SQS's 10 leave beside the
+// requester's own (ResponseQueueUrl, TempQueues.RequestId unless the
+// caller set it, the routing name of a virtual queue, a stream's
+// TempQueues.Stream), and may add an AWSTraceHeader system attribute;
+// what it adds is checked with the rest before any call. The context it
+// returns is the one the Send event gets: oteltempq starts a request's
+// span there.
 //
 // # Compression
 //
@@ -135,9 +140,6 @@ var (
 	// responder's side); the handler ran past the deadline; the request
 	// went to a dead-letter queue (docs/troubleshooting.md).
 	ErrTimeout = errors.New("requester: timed out waiting for the response")
-	// ErrClosed is returned for requests made after Close, and to requests
-	// pending when Close is called.
-	ErrClosed = sqsapi.ErrClosed
 	// ErrBadResponse is matched by the error of a call whose response
 	// cannot be read: its body travels compressed (docs/wire.md,
 	// "Compression") and does not decompress, or would inflate past 64
@@ -255,12 +257,16 @@ type Options struct {
 	// slog.Default(), as docs/architecture.md#conventions says.
 	Logger *slog.Logger
 	// Observer, if set, is told of each request before it is checked and
-	// sent (a Send event, on the caller's goroutine: it may add message
-	// attributes and an AWSTraceHeader; its done func gets the reply or the
-	// failure), of each late reply (Dropped), and of what the requester's
-	// reaper finds (QueueGone, Swept). Events and what each carries: the
-	// package doc's "Observing".
+	// sent (a Send event, on the caller's goroutine; its done func gets the
+	// reply or the failure), of each late reply (Dropped), and of what the
+	// requester's reaper finds (QueueGone, Swept). Events and what each
+	// carries: the package doc's "Observing". nil: no events.
 	Observer observe.Observer
+	// Propagator, if set, writes into each request before it is checked
+	// and sent, and before the Observer's Send event (a trace context:
+	// message attributes within the room left, an AWSTraceHeader system
+	// attribute). nil: requests go as the caller made them.
+	Propagator observe.Propagator
 }
 
 // replyVisibility is the visibility the host poller gives replies it
@@ -324,7 +330,7 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Requester, error) {
 		opts.Prefix = sqsapi.DefaultQueuePrefix
 	}
 	if opts.IdleQueueRetention == 0 {
-		opts.IdleQueueRetention = sqsapi.DefaultIdleQueueRetention
+		opts.IdleQueueRetention = wire.DefaultIdleQueueRetention
 	}
 	opts.Logger = deflog.Or(opts.Logger)
 	if opts.Timeout == 0 {
@@ -469,7 +475,7 @@ func (c *Call) finish(msg *types.Message, err error) {
 func (c *Call) onReply(m types.Message, err error) {
 	if err != nil {
 		if errors.Is(err, sqsapi.ErrClosed) {
-			c.finish(nil, ErrClosed)
+			c.finish(nil, sqsapi.ErrClosed)
 			return
 		}
 		c.r.failed.Add(1)
@@ -547,7 +553,7 @@ func (r *Requester) SendMessageAndGetResponseAsync(ctx context.Context, in *sqs.
 // its context with a callback, and without it the caller must (waitCtx).
 func (r *Requester) sendRequest(ctx context.Context, in *sqs.SendMessageInput, optFns []func(*sqs.Options), watch bool) (*Call, error) {
 	const op = "requester.SendMessageAndGetResponse"
-	in, replyName, after := r.onSend(ctx, in)
+	in, replyName, after := r.onSend(ctx, in, 0)
 	requestID, attrs, body, offload, err := r.checkRequest(op, in, compressOrOffload)
 	if err == nil {
 		for i, fn := range optFns {
@@ -560,7 +566,7 @@ func (r *Requester) sendRequest(ctx context.Context, in *sqs.SendMessageInput, o
 	}
 	r.mu.Lock()
 	if err == nil && r.closed {
-		err = ErrClosed
+		err = sqsapi.ErrClosed
 	}
 	r.mu.Unlock()
 	if err != nil {
@@ -586,8 +592,8 @@ func (r *Requester) sendRequest(ctx context.Context, in *sqs.SendMessageInput, o
 	if r.closed {
 		r.mu.Unlock()
 		call.withdraw()
-		call.finish(nil, ErrClosed)
-		return nil, ErrClosed
+		call.finish(nil, sqsapi.ErrClosed)
+		return nil, sqsapi.ErrClosed
 	}
 	r.pending[call] = struct{}{}
 	select {
@@ -660,45 +666,46 @@ func (r *Requester) sendRequest(ctx context.Context, in *sqs.SendMessageInput, o
 	return call, nil
 }
 
-// onSend names a new request's reply queue and tells Options.Observer of
-// the request, as a copy of in whose attribute maps (never nil) it may add
-// to; it returns the copy, the reply queue's name (also the request id
-// when the caller set none) and the observer's done func (nil without an
-// observer).
-func (r *Requester) onSend(ctx context.Context, in *sqs.SendMessageInput) (*sqs.SendMessageInput, string, func(*types.Message, error)) {
+// onSend names a new request's reply queue, runs Options.Propagator on a
+// copy of in whose attribute maps (never nil) it may add to, and tells
+// Options.Observer of the request under the context the propagator
+// returned. own is how many attributes the requester adds besides the
+// reply route (a stream's TempQueues.Stream). It returns the copy (in
+// itself without a propagator), the reply queue's name (also the request
+// id when the caller set none) and the observer's done func (nil without
+// an observer).
+func (r *Requester) onSend(ctx context.Context, in *sqs.SendMessageInput, own int) (*sqs.SendMessageInput, string, func(*types.Message, error)) {
 	replyName := uuid.NewString()
-	obs := r.opts.Observer
-	if obs == nil || in == nil {
+	obs, prop := r.opts.Observer, r.opts.Propagator
+	if obs == nil && prop == nil || in == nil {
 		return in, replyName, nil
 	}
+	queueURL := aws.ToString(in.QueueUrl)
 	requestID := replyName
-	if v, ok := in.MessageAttributes[sqsapi.RequestIDAttribute]; ok && aws.ToString(v.StringValue) != "" {
-		requestID = *v.StringValue
+	room := sqsapi.MaxMessageAttributes - len(in.MessageAttributes) - 1 - own // ResponseQueueUrl, own
+	if v, ok := in.MessageAttributes[sqsapi.RequestIDAttribute]; ok {
+		requestID = aws.ToString(v.StringValue)
+	} else {
+		room--
 	}
-	cp := *in
-	cp.MessageAttributes = make(map[string]types.MessageAttributeValue, len(in.MessageAttributes)+1)
-	maps.Copy(cp.MessageAttributes, in.MessageAttributes)
-	m := &types.Message{Body: in.MessageBody, MessageAttributes: cp.MessageAttributes, Attributes: make(map[string]string, len(in.MessageSystemAttributes)+1)}
-	for k, v := range in.MessageSystemAttributes {
-		if v.StringValue != nil {
-			m.Attributes[k] = *v.StringValue
-		}
+	if wire.IsVirtualQueueURL(queueURL) {
+		room-- // the routing attribute
 	}
-	done := callback.Observe(ctx, r.log, obs, observe.Event{Kind: observe.Send, Queue: aws.ToString(in.QueueUrl), Message: m, RequestID: requestID})
-	// The message's Attributes are its system attributes, as a receiver
-	// sees them: what the observer added there is checked with the rest
-	// (SQS takes only AWSTraceHeader).
-	cp.MessageAttributes = m.MessageAttributes
-	cp.MessageSystemAttributes = make(map[string]types.MessageSystemAttributeValue, len(m.Attributes))
-	for k, v := range in.MessageSystemAttributes {
-		if v.StringValue == nil {
-			cp.MessageSystemAttributes[k] = v
-		}
+	e := observe.Event{Kind: observe.Send, Queue: queueURL, RequestID: requestID,
+		Message: &types.Message{Body: in.MessageBody, MessageAttributes: in.MessageAttributes}}
+	if prop != nil {
+		cp := *in
+		cp.MessageAttributes = make(map[string]types.MessageAttributeValue, len(in.MessageAttributes)+1)
+		maps.Copy(cp.MessageAttributes, in.MessageAttributes)
+		cp.MessageSystemAttributes = make(map[string]types.MessageSystemAttributeValue, len(in.MessageSystemAttributes)+1)
+		maps.Copy(cp.MessageSystemAttributes, in.MessageSystemAttributes)
+		ctx = callback.Inject(ctx, r.log, prop, e, cp.MessageAttributes, cp.MessageSystemAttributes, room)
+		in, e.Message.MessageAttributes = &cp, cp.MessageAttributes
 	}
-	for k, v := range m.Attributes {
-		cp.MessageSystemAttributes[k] = types.MessageSystemAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+	if obs == nil {
+		return in, replyName, nil
 	}
-	return &cp, replyName, done
+	return in, replyName, callback.Observe(ctx, r.log, obs, e)
 }
 
 // asLateReplies tells obs of what the host queue settles for nobody, its
@@ -781,16 +788,16 @@ func (r *Requester) expectWith(ctx context.Context, register func(*hostq.Host) e
 	}
 }
 
-// closedErr makes an error caused by closing match ErrClosed.
+// closedErr makes an error caused by closing match sqsapi.ErrClosed.
 func (r *Requester) closedErr(err error) error {
-	if err == nil || errors.Is(err, ErrClosed) {
+	if err == nil || errors.Is(err, sqsapi.ErrClosed) {
 		return err
 	}
 	r.mu.Lock()
 	closed := r.closed
 	r.mu.Unlock()
 	if closed {
-		return fmt.Errorf("%w: %w", ErrClosed, err)
+		return fmt.Errorf("%w: %w", sqsapi.ErrClosed, err)
 	}
 	return err
 }
@@ -883,7 +890,7 @@ func (r *Requester) checkRequest(op string, in *sqs.SendMessageInput, compress c
 	// and a UUID) and request id, and the routing attribute.
 	const added = len(sqsapi.ResponseQueueURLAttribute) + len("String") + 200 +
 		len(sqsapi.RequestIDAttribute) + len("String") + 36 +
-		len(sqsapi.VirtualQueueNameAttribute) + len("String") + sqsapi.MaxQueueNameLength
+		len(sqsapi.VirtualQueueNameAttribute) + len("String") + wire.MaxQueueNameLength
 	attrs = make(map[string]types.MessageAttributeValue, len(in.MessageAttributes)+5)
 	maps.Copy(attrs, in.MessageAttributes)
 	body = in.MessageBody
@@ -952,7 +959,7 @@ func (r *Requester) Stats() Stats {
 	}
 }
 
-// Close fails pending requests with ErrClosed, flushes request sends and
+// Close fails pending requests with sqsapi.ErrClosed, flushes request sends and
 // reply deletes, stops the poller and the reaper, and deletes this
 // process's host queue. It returns when done or when ctx ends (with ctx's
 // error, the rest abandoned), nil when nothing had to be abandoned; it is
@@ -972,7 +979,7 @@ func (r *Requester) Close(ctx context.Context) error {
 		r.mu.Unlock()
 		for _, c := range calls {
 			if c.withdraw() {
-				c.finish(nil, ErrClosed)
+				c.finish(nil, sqsapi.ErrClosed)
 			}
 		}
 		// Their handlers are told to stop: the cancels go out with the
@@ -998,7 +1005,7 @@ func reaperConfig(opts Options) []func(*reap.Config) {
 	return []func(*reap.Config){func(c *reap.Config) {
 		c.Period, c.Observer = opts.SweepPeriod, opts.Observer
 		c.Detail = func(r reap.Report) any {
-			return reaper.Report{Duration: r.Duration, Listed: r.Listed, Kept: r.Kept, Deleted: r.Deleted, Errors: r.Errors}
+			return reaper.Report{Listed: r.Listed, Kept: r.Kept, Deleted: r.Deleted, Errors: r.Errors}
 		}
 	}}
 }

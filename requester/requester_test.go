@@ -423,13 +423,13 @@ func TestCloseFailsPendingAndDeletesHostQueue(t *testing.T) {
 		if err := r.Close(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := call.Wait(context.Background()); !errors.Is(err, requester.ErrClosed) {
-			t.Fatalf("pending call got %v, want ErrClosed", err)
+		if _, err := call.Wait(context.Background()); !errors.Is(err, sqsapi.ErrClosed) {
+			t.Fatalf("pending call got %v, want sqsapi.ErrClosed", err)
 		}
 		if got := list(); len(got) != 0 {
 			t.Fatalf("host queues left after Close: %v", got)
 		}
-		if _, err := r.SendMessageAndGetResponse(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("x")}); !errors.Is(err, requester.ErrClosed) {
+		if _, err := r.SendMessageAndGetResponse(context.Background(), &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("x")}); !errors.Is(err, sqsapi.ErrClosed) {
 			t.Fatalf("after Close: %v", err)
 		}
 		leakcheck.Check(t)

@@ -147,7 +147,7 @@ func (r *Requester) OpenSession(ctx context.Context, in *sqs.SendMessageInput, o
 	case so.IdleTimeout < 100*time.Millisecond:
 		return nil, wire.Invalid(op, "IdleTimeout", "%v is below 100ms", so.IdleTimeout)
 	}
-	in, replyName, after := r.onSend(ctx, in)
+	in, replyName, after := r.onSend(ctx, in, 1)
 	requestID, attrs, body, offload, err := r.checkRequest(op, in, compressOrOffload, sqsapi.StreamAttribute)
 	if err != nil {
 		r.after(after, nil, err)
@@ -164,8 +164,8 @@ func (r *Requester) OpenSession(ctx context.Context, in *sqs.SendMessageInput, o
 		closeSend: so.HalfClosed, endSent: so.HalfClosed, idle: so.IdleTimeout}
 	s.sess = sess
 	if !r.track(sess) {
-		r.after(after, nil, ErrClosed)
-		return nil, ErrClosed
+		r.after(after, nil, sqsapi.ErrClosed)
+		return nil, sqsapi.ErrClosed
 	}
 	if err := s.open(ctx, in, attrs, nil, offload); err != nil {
 		r.untrack(sess)
@@ -206,7 +206,7 @@ func (r *Requester) untrack(s *Session) {
 // Errors: an *sqsapi.InvalidInputError for a message SQS would refuse,
 // before any call; ErrSendClosed after CloseSend; io.EOF once the handler
 // returned (Next returns its final reply, as with grpc); the session's
-// error once it ended early (ErrTimeout, ErrClosed, ErrSessionAborted);
+// error once it ended early (ErrTimeout, sqsapi.ErrClosed, ErrSessionAborted);
 // ctx's error when ctx ends first.
 func (s *Session) Send(ctx context.Context, msg *Message) error {
 	const op = "requester.Session.Send"
@@ -239,7 +239,7 @@ func (s *Session) Send(ctx context.Context, msg *Message) error {
 	}
 	// The stream and routing attributes, at their longest.
 	const added = len(sqsapi.StreamAttribute) + len("String") + 40 +
-		len(sqsapi.VirtualQueueNameAttribute) + len("String") + sqsapi.MaxQueueNameLength
+		len(sqsapi.VirtualQueueNameAttribute) + len("String") + wire.MaxQueueNameLength
 	var object *payload.Pointer // the body in Options.PayloadStore, if it went there
 	if n := wire.MessageSize(&body, attrs) + added; n > payload.Limit(s.Stream.r.opts.PayloadStore) {
 		store := s.Stream.r.opts.PayloadStore

@@ -430,11 +430,11 @@ func TestSessionCallerGoneCancelsTheHandler(t *testing.T) {
 		end      func(s *requester.Session, cancel context.CancelFunc, r *requester.Requester)
 		wantNext error // from Next afterwards
 	}{
-		{"Close", 30 * time.Second, func(s *requester.Session, _ context.CancelFunc, _ *requester.Requester) { s.Close() }, requester.ErrClosed},
+		{"Close", 30 * time.Second, func(s *requester.Session, _ context.CancelFunc, _ *requester.Requester) { s.Close() }, sqsapi.ErrClosed},
 		{"cancel", 30 * time.Second, func(_ *requester.Session, cancel context.CancelFunc, _ *requester.Requester) { cancel() }, context.Canceled},
 		{"requester-Close", 30 * time.Second, func(_ *requester.Session, _ context.CancelFunc, r *requester.Requester) {
 			_ = r.Close(context.Background())
-		}, requester.ErrClosed},
+		}, sqsapi.ErrClosed},
 		{"deadline", 3 * time.Second, nil, requester.ErrTimeout},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -609,8 +609,8 @@ func TestSessionResponderShutdownAbortsTheCaller(t *testing.T) {
 			t.Errorf("Shutdown took %v with a grace of %v", took, grace)
 		}
 		end := waitFor(t, h.ended, time.Second, "end of the handler's run")
-		if !errors.Is(end.cause, responder.ErrClosed) {
-			t.Errorf("the handler's context ended with cause %v, want ErrClosed", end.cause)
+		if !errors.Is(end.cause, sqsapi.ErrClosed) {
+			t.Errorf("the handler's context ended with cause %v, want sqsapi.ErrClosed", end.cause)
 		}
 		nctx, ncancel := context.WithTimeout(ctx, 5*time.Second)
 		defer ncancel()

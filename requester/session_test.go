@@ -312,8 +312,8 @@ func TestSessionCloseCancelsTheHandler(t *testing.T) {
 		if st := resp.Stats(); st.Failed != 0 {
 			t.Errorf("Stats.Failed %d, want 0: a cancelled request is no failure", st.Failed)
 		}
-		if _, err := s.Next(ctx); !errors.Is(err, requester.ErrClosed) {
-			t.Errorf("Next after Close: %v, want ErrClosed", err)
+		if _, err := s.Next(ctx); !errors.Is(err, sqsapi.ErrClosed) {
+			t.Errorf("Next after Close: %v, want sqsapi.ErrClosed", err)
 		}
 	})
 }

@@ -77,7 +77,7 @@ type Stream struct {
 // stream returns and ends with.
 func (r *Requester) SendMessageAndStream(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*Stream, error) {
 	const op = "requester.SendMessageAndStream"
-	in, replyName, after := r.onSend(ctx, in)
+	in, replyName, after := r.onSend(ctx, in, 1)
 	requestID, attrs, body, offload, err := r.checkRequest(op, in, compressOrOffload, sqsapi.StreamAttribute)
 	if err != nil {
 		r.after(after, nil, err)
@@ -108,7 +108,7 @@ func (s *Stream) open(ctx context.Context, in *sqs.SendMessageInput, attrs map[s
 		}
 	}
 	if r.isClosed() {
-		return ErrClosed
+		return sqsapi.ErrClosed
 	}
 	var err error
 	if s.host, err = r.expectWith(ctx, func(h *hostq.Host) error { return h.ExpectMany(s.replyName, s.onReply) }); err != nil {
@@ -205,7 +205,7 @@ func (s *Stream) RequestID() string { return s.requestID }
 
 // Next returns the stream's next message in order, waiting for it; io.EOF
 // after the final reply; the stream's error once it stopped early
-// (ErrTimeout at its deadline, ErrClosed after Close or the requester's
+// (ErrTimeout at its deadline, sqsapi.ErrClosed after Close or the requester's
 // Close). When ctx ends first, Next returns ctx's error and the stream goes
 // on.
 func (s *Stream) Next(ctx context.Context) (*types.Message, error) {
@@ -314,10 +314,10 @@ func (s *Stream) All(ctx context.Context) iter.Seq2[*types.Message, error] {
 	}
 }
 
-// Close stops the stream: Next returns ErrClosed from now on, unless the
+// Close stops the stream: Next returns sqsapi.ErrClosed from now on, unless the
 // stream had ended, and replies still on their way are deleted and counted
 // as late replies. It is idempotent.
-func (s *Stream) Close() { s.stop(ErrClosed) }
+func (s *Stream) Close() { s.stop(sqsapi.ErrClosed) }
 
 // onContextDone stops the stream when its context ends first.
 func (s *Stream) onContextDone() {

@@ -236,8 +236,8 @@ func TestStreamStoppedEarlyLeavesNothingBehind(t *testing.T) {
 				break // closes the stream
 			}
 		}
-		if _, err := s.Next(ctx); !errors.Is(err, requester.ErrClosed) {
-			t.Errorf("Next after Close: %v, want ErrClosed", err)
+		if _, err := s.Next(ctx); !errors.Is(err, sqsapi.ErrClosed) {
+			t.Errorf("Next after Close: %v, want sqsapi.ErrClosed", err)
 		}
 		waitHostEmpty(t, e, r, 101)
 		st := r.Stats()
@@ -398,8 +398,9 @@ func TestStreamInputChecks(t *testing.T) {
 	}
 }
 
-// Options.Observer sees a stream's request (what it adds reaches the
-// handler) and its done function is called once, with the final reply;
+// Options.Propagator writes into a stream's request (what it adds reaches
+// the handler), and the Observer's done function is called once, with the
+// final reply;
 // a stream to a FIFO request queue gets its deduplication id from the
 // request id, as a call does.
 func TestStreamObserver(t *testing.T) {
@@ -417,7 +418,7 @@ func TestStreamObserver(t *testing.T) {
 		inner := streamHandler(3, 0)
 		serve(t, e.raw, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
 			if v, _ := req.Attribute("hooked"); v != "yes" {
-				return nil, fmt.Errorf("request without the attribute the Observer added")
+				return nil, fmt.Errorf("request without the attribute the Propagator added")
 			}
 			return inner(ctx, req)
 		}, *fifo.QueueUrl)
@@ -427,8 +428,14 @@ func TestStreamObserver(t *testing.T) {
 		}
 		dones := make(chan done, 4)
 		r := e.requester(t, func(o *requester.Options) {
+			o.Propagator = propagatorFunc(func(ctx context.Context, _ observe.Event, attrs map[string]types.MessageAttributeValue, _ map[string]types.MessageSystemAttributeValue, room int) context.Context {
+				if room != 7 {
+					t.Errorf("a stream's request with none of the caller's attributes has room for %d, want 7", room)
+				}
+				attrs["hooked"] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String("yes")}
+				return ctx
+			})
 			o.Observer = observe.Func(func(_ context.Context, ev observe.Event) func(*types.Message, error) {
-				ev.Message.MessageAttributes["hooked"] = types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String("yes")}
 				return func(m *types.Message, err error) {
 					var body string
 					if m != nil {

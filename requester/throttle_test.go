@@ -30,7 +30,7 @@ func TestThrottledSendIsRetriedUntilTheDeadline(t *testing.T) {
 	e.rawResponder(t, ctx, 0)
 
 	before := b.Server.Calls()
-	b.Server.InjectFault(sqstest.Throttle("SendMessageBatch").Times(4))
+	b.Server.InjectFault(sqstest.Fail("SendMessageBatch", "RequestThrottled").Times(4))
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	m, err := r.SendMessageAndGetResponse(cctx, &sqs.SendMessageInput{QueueUrl: aws.String(e.queue), MessageBody: aws.String("burst")})
@@ -41,7 +41,7 @@ func TestThrottledSendIsRetriedUntilTheDeadline(t *testing.T) {
 		t.Fatalf("%d SendMessageBatch calls, want 4 throttled and 1 through", n)
 	}
 
-	remove := b.Server.InjectFault(sqstest.Throttle("SendMessageBatch"))
+	remove := b.Server.InjectFault(sqstest.Fail("SendMessageBatch", "RequestThrottled"))
 	defer remove()
 	const wait = 700 * time.Millisecond
 	cctx, cancel = context.WithTimeout(ctx, wait)
@@ -72,7 +72,7 @@ func TestThrottledUnbatchedSendIsRetried(t *testing.T) {
 	defer stop()
 	e.rawResponder(t, ctx, 0)
 
-	b.Server.InjectFault(sqstest.Throttle("SendMessage").Times(3))
+	b.Server.InjectFault(sqstest.Fail("SendMessage", "RequestThrottled").Times(3))
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	alone := func(*sqs.Options) {}

@@ -19,7 +19,7 @@ import (
 // released already and may be running elsewhere).
 func (s *server) answer(ctx context.Context, x *exchange) action {
 	r, req := s.r, x.req
-	if r.opts.Observer != nil {
+	if r.opts.Observer != nil || r.opts.Propagator != nil {
 		req.inner = &innerCtx{}
 	}
 	if x.d.Abandoned() {
@@ -53,7 +53,7 @@ func (s *server) answer(ctx context.Context, x *exchange) action {
 	} else if o := originOf(req); o != "" {
 		more = map[string]string{sqsapi.OriginAttribute: o}
 	}
-	if bound && err != nil && errors.Is(context.Cause(ctx), ErrClosed) && req.session.callerGone() == nil {
+	if bound && err != nil && errors.Is(context.Cause(ctx), sqsapi.ErrClosed) && req.session.callerGone() == nil {
 		// Stopped by Shutdown: the caller's messages cannot be handed to
 		// another responder, so the caller is told now, and the request
 		// is deleted.

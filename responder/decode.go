@@ -25,7 +25,7 @@ func decode(ctx context.Context, x *exchange, next step) action {
 	m, p, pointed, err := payload.Fetch(x.cctx, x.s.r.opts.PayloadStore, x.req.Message)
 	if err != nil {
 		// No store, a store out of reach, or an object gone: the request
-		// fails, is retried as Options.Retry says, and its queue's redrive
+		// fails, is retried as Options.BackoffBase says, and its queue's redrive
 		// policy dead-letters it if it keeps failing.
 		x.log.Error("responder: the request's payload cannot be read from its store", slog.Any("error", err))
 		return fail(fmt.Errorf("responder: request %s: %w", x.req.ID, err))

@@ -52,9 +52,10 @@
 // Options.Middleware wraps the handler (logging, metrics, authorization,
 // tracing: the oteltempq module's middleware), the first function outermost;
 // Options.Observer is told what the responder does (package observe): it
-// sees each reply before its checks and after its send (the oteltempq module's
-// reply spans) and may add an AWSTraceHeader, and hears of each handler
-// run, dropped request and release.
+// sees each reply before its checks and after its send, and hears of each
+// handler run, dropped request and release; Options.Propagator writes
+// into each reply before it goes (the oteltempq module's reply spans hang
+// on the pair).
 // Process handles one request received by other means (a Lambda SQS event:
 // the lambdatempq module) exactly as Serve handles one, and leaves the delete
 // or release to its caller.
@@ -65,14 +66,13 @@
 //
 //   - Reply, before each reply is checked and sent (the handler's final
 //     Reply, each message a handler sends with Request.Send, a reply
-//     replayed from the Store). Message is the outgoing reply: the Observer
-//     may add MessageAttributes, and an AWSTraceHeader as
-//     Message.Attributes["AWSTraceHeader"], which becomes the reply's
-//     system attribute; what it adds counts against SQS's limits, checked
-//     after it returns and before any call. Queue is the response queue's
-//     URL, Detail the *Request. ctx carries the values of the context the
-//     handler (inside all Middleware) ran under, or for a streamed message
-//     the one given to Send, without their cancellation. The Observer may
+//     replayed from the Store). Message is a copy of the outgoing reply
+//     (Body and MessageAttributes, with what Options.Propagator added).
+//     Queue is the response queue's URL, Detail a copy of the *Request
+//     (Send and Recv on it fail). ctx is the one the Propagator returned,
+//     else the context the handler (inside all Middleware) ran under, or
+//     for a streamed message the one given to Send, without their
+//     cancellation. The Observer may
 //     return a done func: it is called once when the send ends, perhaps on
 //     a batch call's goroutine, always with a nil reply (a send returns no
 //     message; the outgoing one was Event.Message) and err nil if the
@@ -90,13 +90,21 @@
 //     or "malformed" (its compressed body does not decompress, or would
 //     inflate past 64 MiB: it never could be handled).
 //   - Released, for a request made visible again early; Reason is "failed"
-//     (Retry), "in-progress" (the Store says another consumer holds it) or
+//     (BackoffBase), "in-progress" (the Store says another consumer holds it) or
 //     "stopping" (a stop came first), Duration the delay. Serve tells it
 //     once the release is done; Process, whose caller releases, when it
 //     decides.
 //
 // For kinds other than Reply, the func the Observer returns is never
 // called: return nil.
+//
+// Options.Propagator writes into each reply the Reply event tells of,
+// before that event, under the context the event would get otherwise. It
+// has room for as many message attributes as SQS's 10 leave beside the
+// reply's own and the responder's (the correlation id, the routing name
+// of a virtual queue, a stream's sequence number and origin) and may add
+// an AWSTraceHeader system attribute; what it adds is checked with the
+// rest before any call, and a failed check reaches the Observer's done.
 //
 // # Compression
 //
@@ -147,7 +155,7 @@
 // visibility extension or an SQS duplicate. With Options.Store set, a
 // request id that was answered before is answered again from the stored
 // reply without running the handler, and one being handled elsewhere is
-// put back rather than run twice; the built-in MemoryStore covers one
+// put back rather than run twice; the built-in NewMemoryStore covers one
 // process, and a shared store (Redis with a lock) covers a fleet. Without a
 // Store, handlers must be idempotent. A requester may thus receive a reply
 // twice; the tempqueues requester drops the second as an orphan.
@@ -176,7 +184,7 @@
 // deadline and run as before.
 //
 // A failed handler (an error or a recovered panic) leaves its request to
-// be received again (Options.Retry); with a RedrivePolicy on the request
+// be received again (Options.BackoffBase); with a RedrivePolicy on the request
 // queue, a request that keeps failing ends in the dead-letter queue after
 // maxReceiveCount receives.
 //
@@ -191,7 +199,7 @@
 //
 // Shutdown(ctx) stops the responder the way http.Server.Shutdown stops a
 // server: no new receive, running handlers may finish until ctx ends, then
-// the rest are cancelled (cause ErrClosed) and their requests made visible
+// the rest are cancelled (cause sqsapi.ErrClosed) and their requests made visible
 // again; replies, deletes and visibility changes are flushed. It returns
 // nil when no handler had to be abandoned and ctx.Err() otherwise.
 // Cancelling Serve's context stops that Serve by the same rules, with

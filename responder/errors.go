@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	"github.com/tempqueues/tempqueues/internal/consume"
-	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 var (
@@ -25,11 +24,6 @@ var (
 	// replies may not go to (Options.AllowReplyTo): the reply is not sent,
 	// and Serve deletes the request without running its handler.
 	ErrReplyRefused = errors.New("responder: reply refused: the response queue is not allowed by Options.AllowReplyTo")
-
-	// ErrClosed is returned by Serve and SendResponseMessage after Shutdown,
-	// and is the cause of a handler context cancelled because the responder
-	// stopped before the handler finished (see context.Cause).
-	ErrClosed = sqsapi.ErrClosed
 
 	// ErrVisibilityLimit is the cause (context.Cause) of a handler context
 	// cancelled because its request reached SQS's cap on total visibility

@@ -14,10 +14,19 @@ import (
 	"github.com/tempqueues/tempqueues/sqstest"
 )
 
-// The Observer sees each reply before its checks and after its send: here
-// it puts a trace header on the reply, which the requester receives with
-// it, and notes the send's result and the handler's run. The oteltempq
-// module's reply spans hang on it.
+// traceHeader is a Propagator: it puts an X-Ray trace header on each
+// reply, as a system attribute.
+type traceHeader string
+
+func (h traceHeader) Inject(ctx context.Context, _ observe.Event, _ map[string]types.MessageAttributeValue, sys map[string]types.MessageSystemAttributeValue, _ int) context.Context {
+	sys["AWSTraceHeader"] = types.MessageSystemAttributeValue{DataType: aws.String("String"), StringValue: aws.String(string(h))}
+	return ctx
+}
+
+// The Propagator writes into each reply before its checks: here a trace
+// header, which the requester receives with it. The Observer sees the
+// reply and its send's result, and the handler's run. The oteltempq
+// module's reply spans hang on the pair.
 func ExampleOptions_observer() {
 	ctx := context.Background()
 	srv := sqstest.NewServer()
@@ -28,13 +37,13 @@ func ExampleOptions_observer() {
 
 	r, err := responder.New(client, func(o *responder.Options) {
 		o.AllowReplyTo = []string{"replies"} // a plain reply queue, not a requester's
+		o.Propagator = traceHeader("Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1")
 		o.Observer = observe.Func(func(ctx context.Context, e observe.Event) func(*types.Message, error) {
 			switch e.Kind {
 			case observe.Handled:
 				fmt.Println("handled", *e.Message.Body, "error:", e.Err)
 			case observe.Reply:
 				req := e.Detail.(*responder.Request)
-				e.Message.Attributes["AWSTraceHeader"] = "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1"
 				return func(_ *types.Message, err error) { fmt.Println("reply to", req.Body(), "sent:", err == nil) }
 			}
 			return nil

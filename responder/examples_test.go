@@ -102,11 +102,9 @@ func ExampleResponder_SendResponseMessage() {
 		log.Fatal(err)
 	}
 	for _, m := range out.Messages {
-		if responder.IsResponseMessageRequested(m) {
-			err := r.SendResponseMessage(ctx, *q.QueueUrl, m, &responder.Reply{Body: "done: " + aws.ToString(m.Body)})
-			if err != nil && !errors.Is(err, responder.ErrResponseQueueGone) && !errors.Is(err, responder.ErrReplyRefused) {
-				continue // not answered: leave the request for redelivery
-			}
+		err := r.SendResponseMessage(ctx, *q.QueueUrl, m, &responder.Reply{Body: "done: " + aws.ToString(m.Body)})
+		if err != nil && !errors.Is(err, responder.ErrNoResponseRequested) && !errors.Is(err, responder.ErrResponseQueueGone) && !errors.Is(err, responder.ErrReplyRefused) {
+			continue // not answered: leave the request for redelivery
 		}
 		if _, err := client.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: q.QueueUrl, ReceiptHandle: m.ReceiptHandle}); err != nil {
 			log.Fatal(err)
@@ -121,8 +119,8 @@ func ExampleResponder_SendResponseMessage() {
 	// Output: done: job 7
 }
 
-// A failed handler leaves its request for redelivery: with
-// RetryImmediately it comes back at once (RetryWithBackoff waits 1 s, 2 s,
+// A failed handler leaves its request for redelivery: with a negative
+// BackoffBase it comes back at once (a BackoffBase of 1 s waits 1 s, 2 s,
 // 4 s...), until the queue's RedrivePolicy moves it to the dead-letter
 // queue. The Store answers a redelivered request that was answered before
 // without running the handler again.
@@ -137,8 +135,8 @@ func ExampleOptions() {
 	}
 	r, err := responder.New(client, func(o *responder.Options) {
 		o.VisibilityTimeout = 10 * time.Second // extension step; crash recovery time
-		o.Retry = responder.RetryImmediately
-		o.Store = responder.NewMemoryStore() // or a shared store for a fleet
+		o.BackoffBase = -1                     // at once
+		o.Store = responder.NewMemoryStore()   // or a shared store for a fleet
 	})
 	if err != nil {
 		log.Fatal(err)

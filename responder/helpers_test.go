@@ -60,7 +60,7 @@ func (e *env) queue(base string, attrs map[string]string) string {
 func (e *env) replyQueue(base string, attrs map[string]string) string {
 	e.t.Helper()
 	name := sqstestenv.QueueName(e.t, base)
-	if n := sqsapi.MaxQueueNameLength - len(sqsapi.DefaultQueuePrefix); len(name) > n {
+	if n := wire.MaxQueueNameLength - len(sqsapi.DefaultQueuePrefix); len(name) > n {
 		name = name[len(name)-n:] // keeps the random suffix (and a .fifo)
 	}
 	return e.create(sqsapi.DefaultQueuePrefix+name, attrs)

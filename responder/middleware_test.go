@@ -106,7 +106,7 @@ func TestProcess(t *testing.T) {
 		runs := 0
 		r := newResponder(t, e.client, func(o *Options) {
 			o.Store = NewMemoryStore()
-			o.Retry = RetryWithBackoff
+			o.BackoffBase = time.Second
 			o.BackoffBase, o.BackoffCap = 4*time.Second, 4*time.Second
 			o.Middleware = []func(Handler) Handler{tag("a", &mu, &order)}
 		})
@@ -153,8 +153,8 @@ func TestProcess(t *testing.T) {
 		if err := r.Shutdown(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if err := r.Process(context.Background(), q, m, h); !errors.Is(err, ErrClosed) {
-			t.Errorf("Process after Shutdown = %v, want ErrClosed", err)
+		if err := r.Process(context.Background(), q, m, h); !errors.Is(err, sqsapi.ErrClosed) {
+			t.Errorf("Process after Shutdown = %v, want sqsapi.ErrClosed", err)
 		}
 	})
 }

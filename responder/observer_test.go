@@ -3,6 +3,7 @@ package responder
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"sync"
 	"testing"
@@ -56,22 +57,53 @@ type hookRecord struct {
 	bodies []string
 	values []any   // ctx's ctxKey value per call
 	errs   []error // done's argument per call, in the order done ran
+
+	propagated []bool // whether the observer's ctx was the propagator's
+	rooms      []int  // the propagator's room per call
 }
 
-func (h *hookRecord) hook(sys map[string]types.MessageSystemAttributeValue) observe.Observer {
+// propagator adds sys to each reply's system attributes and notes the
+// room it was given.
+func (h *hookRecord) propagator(sys map[string]types.MessageSystemAttributeValue) observe.Propagator {
+	return propagatorFunc(func(ctx context.Context, e observe.Event, _ map[string]types.MessageAttributeValue, out map[string]types.MessageSystemAttributeValue, room int) context.Context {
+		if e.Kind != observe.Reply {
+			panic("a propagator called for " + e.Kind.String())
+		}
+		h.mu.Lock()
+		h.rooms = append(h.rooms, room)
+		h.mu.Unlock()
+		maps.Copy(out, sys)
+		return context.WithValue(ctx, propagatedKey{}, true)
+	})
+}
+
+// observer records the Reply events it is told of, and changes all it is
+// given: the message, the request and the attributes, none of which may
+// reach the wire.
+func (h *hookRecord) observer() observe.Observer {
 	return observe.Func(func(ctx context.Context, e observe.Event) func(*types.Message, error) {
 		if e.Kind != observe.Reply {
 			return nil
 		}
-		if _, ok := e.Detail.(*Request); !ok {
+		req, ok := e.Detail.(*Request)
+		if !ok {
 			panic("a Reply event without its request")
 		}
 		h.mu.Lock()
 		h.bodies = append(h.bodies, aws.ToString(e.Message.Body))
 		h.values = append(h.values, ctx.Value(ctxKey{}))
+		h.propagated = append(h.propagated, ctx.Value(propagatedKey{}) == true)
 		h.mu.Unlock()
-		for k, v := range sys {
-			e.Message.Attributes[k] = aws.ToString(v.StringValue)
+		*e.Message.Body = "changed"
+		if e.Message.MessageAttributes != nil { // nil when the reply has none
+			e.Message.MessageAttributes["observer"] = wire.StringAttribute("yes")
+		}
+		for k, v := range req.Message.MessageAttributes {
+			*v.StringValue = "changed"
+			req.Message.MessageAttributes[k] = v
+		}
+		if err := req.Send(ctx, &Reply{Body: "from the observer"}); err == nil {
+			panic("an observer sent on its request's copy")
 		}
 		return func(_ *types.Message, err error) {
 			h.mu.Lock()
@@ -81,10 +113,20 @@ func (h *hookRecord) hook(sys map[string]types.MessageSystemAttributeValue) obse
 	})
 }
 
-// The hook sees each reply Serve sends, final and streamed, under the
-// handler's context, before its check; what it adds goes on the wire, and
-// its done function gets each send's result. A stream's end mark is no
-// reply of the handler's: the hook does not see it.
+// propagatorFunc makes an observe.Propagator of a function.
+type propagatorFunc func(ctx context.Context, e observe.Event, attrs map[string]types.MessageAttributeValue, sys map[string]types.MessageSystemAttributeValue, room int) context.Context
+
+func (f propagatorFunc) Inject(ctx context.Context, e observe.Event, attrs map[string]types.MessageAttributeValue, sys map[string]types.MessageSystemAttributeValue, room int) context.Context {
+	return f(ctx, e, attrs, sys, room)
+}
+
+type propagatedKey struct{}
+
+// The propagator and the observer see each reply Serve sends, final and
+// streamed, under the handler's context, before its check; what the
+// propagator adds goes on the wire, what the observer changes does not,
+// and its done function gets each send's result. A stream's end mark is
+// no reply of the handler's: neither hook sees it.
 func TestObserverReplyInServe(t *testing.T) {
 	e := newEnv(t, sqstestenv.SQSTest(t))
 	q := e.queue("onreply", nil)
@@ -97,7 +139,8 @@ func TestObserverReplyInServe(t *testing.T) {
 				return next.HandleRequest(context.WithValue(ctx, ctxKey{}, "mw"), req)
 			})
 		}}
-		o.Observer = rec.hook(traceHeaderOf(testTraceHeader))
+		o.Propagator = rec.propagator(traceHeaderOf(testTraceHeader))
+		o.Observer = rec.observer()
 	})
 	serve(t, r, q, HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
 		if err := req.Send(ctx, &Reply{Body: req.Body() + "-s0"}); err != nil {
@@ -133,6 +176,9 @@ func TestObserverReplyInServe(t *testing.T) {
 	}
 	var traced []string
 	for _, m := range got {
+		if _, ok := m.MessageAttributes["observer"]; ok || aws.ToString(m.Body) == "changed" {
+			t.Errorf("reply %q carries the observer's changes: %v", aws.ToString(m.Body), m.MessageAttributes)
+		}
 		if m.Attributes["AWSTraceHeader"] == testTraceHeader {
 			traced = append(traced, aws.ToString(m.Body))
 		}
@@ -154,24 +200,30 @@ func TestObserverReplyInServe(t *testing.T) {
 		t.Errorf("hook saw %v, want %v", rec.bodies, want)
 	}
 	for i, v := range rec.values {
-		if v != "mw" {
-			t.Errorf("hook call %d: context value %v, want the middleware's", i, v)
+		if v != "mw" || !rec.propagated[i] {
+			t.Errorf("hook call %d: context value %v, propagated %v; want the middleware's, through the propagator", i, v, rec.propagated[i])
 		}
+	}
+	// 10 less the correlation id, a stream's sequence number (the request
+	// asks for a stream); the reply queue is no virtual queue.
+	if !slices.Equal(rec.rooms, []int{8, 8, 8}) {
+		t.Errorf("propagator's rooms %v, want [8 8 8]", rec.rooms)
 	}
 	if len(rec.errs) != 3 || rec.errs[0] != nil || rec.errs[1] != nil || rec.errs[2] != nil {
 		t.Errorf("done got %v, want three nil", rec.errs)
 	}
 }
 
-// What the hook adds is checked before any call: a bad system attribute
-// fails the request, and done gets the error.
+// What the propagator adds is checked before any call: a bad system
+// attribute fails the request, and the observer's done gets the error.
 func TestObserverReplyCheckedBeforeSend(t *testing.T) {
 	e := newEnv(t, sqstestenv.SQSTest(t))
 	q := e.queue("onreply-bad", nil)
 	replies := e.replyQueue("onreply-bad-replies", nil)
 	var rec hookRecord
 	r := newResponder(t, e.client, func(o *Options) {
-		o.Observer = rec.hook(map[string]types.MessageSystemAttributeValue{"SenderId": {DataType: aws.String("String"), StringValue: aws.String("x")}})
+		o.Propagator = rec.propagator(map[string]types.MessageSystemAttributeValue{"SenderId": {DataType: aws.String("String"), StringValue: aws.String("x")}})
+		o.Observer = rec.observer()
 	})
 	m := msgWith(map[string]string{sqsapi.ResponseQueueURLAttribute: replies})
 	err := r.Process(context.Background(), q, m, HandlerFunc(func(context.Context, *Request) (*Reply, error) {
@@ -197,7 +249,7 @@ func TestObserverReplyWithoutHandler(t *testing.T) {
 	replies := e.replyQueue("onreply-mw-replies", nil)
 	var rec hookRecord
 	r := newResponder(t, e.client, func(o *Options) {
-		o.Observer = rec.hook(nil)
+		o.Observer = rec.observer()
 		o.Middleware = []func(Handler) Handler{func(Handler) Handler {
 			return HandlerFunc(func(context.Context, *Request) (*Reply, error) { return &Reply{Body: "cached"}, nil })
 		}}

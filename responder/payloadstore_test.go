@@ -100,7 +100,7 @@ func TestMissingPayloadDeadLettered(t *testing.T) {
 				}
 				o.VisibilityTimeout = time.Second
 				o.PollWaitTime = time.Second
-				o.Retry = RetryImmediately
+				o.BackoffBase = -1 // at once
 			})
 			serve(t, r, q, HandlerFunc(func(context.Context, *Request) (*Reply, error) {
 				t.Error("the handler ran for a request whose payload is missing")

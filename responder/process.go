@@ -10,6 +10,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/consume"
 	"github.com/tempqueues/tempqueues/internal/wire"
+	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 // ErrInProgress is the cause of a Process error for a request that another
@@ -21,7 +22,7 @@ var ErrInProgress = errors.New("responder: request in progress elsewhere")
 // redelivery. Err says why (the handler's error, a *PanicError,
 // ErrInProgress, a failed Store or reply send). When Release is true the
 // caller should make the request visible again after Delay
-// (ChangeMessageVisibility), as Serve does under Options.Retry and for
+// (ChangeMessageVisibility), as Serve does under Options.BackoffBase and for
 // requests in progress elsewhere; otherwise the request reappears when its
 // visibility timeout ends.
 type RetryError struct {
@@ -60,7 +61,7 @@ func (e *RetryError) Unwrap() error { return e.Err }
 // Process neither deletes the request nor changes its visibility, which is
 // the caller's part: nil means the request is done and may be deleted; a
 // *RetryError means it stays for redelivery (and says when it should be
-// visible again). Process returns ErrClosed after Shutdown, and an
+// visible again). Process returns sqsapi.ErrClosed after Shutdown, and an
 // *sqsapi.InvalidInputError for a nil handler or middleware.
 func (r *Responder) Process(ctx context.Context, queueURL string, m types.Message, h Handler) error {
 	h, err := r.wrap("responder.Process", h)
@@ -68,7 +69,7 @@ func (r *Responder) Process(ctx context.Context, queueURL string, m types.Messag
 		return err
 	}
 	if !r.register() {
-		return ErrClosed
+		return sqsapi.ErrClosed
 	}
 	defer r.servers.Done()
 	s := &server{r: r, queueURL: queueURL, h: h, base: context.WithoutCancel(ctx), noSessions: true}
@@ -96,9 +97,10 @@ func (r *Responder) wrap(op string, h Handler) (Handler, error) {
 	if h == nil {
 		return nil, wire.Invalid(op, "handler", "nil handler")
 	}
-	if r.opts.Observer != nil {
-		// The Observer's Reply event gets the context the handler ran under, with what the
-		// middleware put in it (a span).
+	if r.opts.Observer != nil || r.opts.Propagator != nil {
+		// The Propagator and the Observer's Reply event get the context
+		// the handler ran under, with what the middleware put in it (a
+		// span).
 		inner := h
 		h = HandlerFunc(func(ctx context.Context, req *Request) (*Reply, error) {
 			if req.inner != nil {

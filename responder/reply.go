@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/batch"
+	"github.com/tempqueues/tempqueues/internal/callback"
 	"github.com/tempqueues/tempqueues/internal/payload"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/observe"
@@ -30,7 +31,7 @@ type Reply struct {
 	// takes one, AWSTraceHeader (a non-empty String, checked before any
 	// call), which counts neither against the 10 attributes nor against
 	// the size: tracing puts the reply's span context there
-	// (Options.Observer).
+	// (Options.Propagator).
 	SystemAttributes map[string]types.MessageSystemAttributeValue
 }
 
@@ -42,9 +43,9 @@ func (r *Reply) clone() *Reply {
 	return &Reply{Body: r.Body, Attributes: maps.Clone(r.Attributes), SystemAttributes: maps.Clone(r.SystemAttributes)}
 }
 
-// IsResponseMessageRequested reports whether msg asks for a reply, that is,
+// responseRequested reports whether msg asks for a reply, that is,
 // carries a ResponseQueueUrl String attribute.
-func IsResponseMessageRequested(msg types.Message) bool {
+func responseRequested(msg types.Message) bool {
 	u, ok := stringAttribute(msg, sqsapi.ResponseQueueURLAttribute)
 	return ok && u != ""
 }
@@ -81,7 +82,7 @@ const opSendResponse = "responder.SendResponseMessage"
 // URL, an empty body, a reserved attribute name, too many attributes or an
 // oversized reply, before any API call; ErrResponseQueueGone when the
 // response queue no longer exists, which is logged and must not be
-// retried; ErrClosed after Shutdown; otherwise the SDK's error,
+// retried; sqsapi.ErrClosed after Shutdown; otherwise the SDK's error,
 // wrapped.
 //
 // Sends go through a coalescer: a lone reply is sent at once with
@@ -126,38 +127,53 @@ func (r *Responder) send(ctx context.Context, request types.Message, target stri
 	return r.replyResult(ctx, request, target, err)
 }
 
-// onReply tells Options.Observer of reply, about to be sent to the
-// request's response queue, as a copy whose attributes (never nil) it may
-// add to, and returns the copy and a function that reports the send's
-// result (a no-op without an observer). ctx loses its cancellation: the
-// observer's work outlives the handler.
+// onReply runs Options.Propagator on a copy of reply, about to be sent to
+// the request's response queue, whose attribute maps (never nil) it may
+// add to, and tells Options.Observer of the reply under the context the
+// propagator returned. It returns the copy (reply itself without a
+// propagator) and a function that reports the send's result (a no-op
+// without an observer). ctx loses its cancellation: the hooks' work
+// outlives the handler.
 func (r *Responder) onReply(ctx context.Context, req *Request, reply *Reply) (*Reply, func(error)) {
-	if r.opts.Observer == nil || reply == nil {
+	obs, prop := r.opts.Observer, r.opts.Propagator
+	if obs == nil && prop == nil || reply == nil {
 		return reply, noDone
 	}
-	cp := &Reply{Body: reply.Body, Attributes: make(map[string]types.MessageAttributeValue, len(reply.Attributes)+1)}
-	maps.Copy(cp.Attributes, reply.Attributes)
-	m := &types.Message{Body: &cp.Body, MessageAttributes: cp.Attributes, Attributes: make(map[string]string, len(reply.SystemAttributes)+1)}
-	for k, v := range reply.SystemAttributes {
-		if v.StringValue != nil {
-			m.Attributes[k] = *v.StringValue
-		}
-	}
+	ctx = context.WithoutCancel(ctx)
 	to, _ := req.Attribute(sqsapi.ResponseQueueURLAttribute)
-	done := r.tell(context.WithoutCancel(ctx), observe.Event{Kind: observe.Reply, Queue: to, Message: m, RequestID: req.ID, Detail: req})
-	// Message.Attributes, as the receiver sees them, are the reply's
-	// system attributes: what the observer added there is checked with
-	// the rest (SQS takes only AWSTraceHeader).
-	cp.SystemAttributes = make(map[string]types.MessageSystemAttributeValue, len(m.Attributes))
-	for k, v := range reply.SystemAttributes {
-		if v.StringValue == nil {
-			cp.SystemAttributes[k] = v
+	e := observe.Event{Kind: observe.Reply, Queue: to, RequestID: req.ID, Detail: req.view(),
+		Message: &types.Message{Body: &reply.Body, MessageAttributes: reply.Attributes}}
+	if prop != nil {
+		cp := &Reply{Body: reply.Body, Attributes: make(map[string]types.MessageAttributeValue, len(reply.Attributes)+1),
+			SystemAttributes: make(map[string]types.MessageSystemAttributeValue, len(reply.SystemAttributes)+1)}
+		maps.Copy(cp.Attributes, reply.Attributes)
+		maps.Copy(cp.SystemAttributes, reply.SystemAttributes)
+		ctx = callback.Inject(ctx, r.log, prop, e, cp.Attributes, cp.SystemAttributes, replyRoom(req, to, reply))
+		reply = cp
+		e.Message = &types.Message{Body: &cp.Body, MessageAttributes: cp.Attributes}
+	}
+	if obs == nil {
+		return reply, noDone
+	}
+	done := callback.Observe(ctx, r.log, obs, e)
+	return reply, func(err error) { done(nil, err) }
+}
+
+// replyRoom is how many message attributes a reply to req, bound for
+// the response queue to, has left after those the responder adds: the
+// correlation id, the routing name for a virtual queue, and a stream's
+// sequence number and an origin when the request asks for them.
+func replyRoom(req *Request, to string, reply *Reply) int {
+	room := sqsapi.MaxMessageAttributes - len(reply.Attributes) - 1
+	if wire.IsVirtualQueueURL(to) {
+		room--
+	}
+	for _, name := range []string{sqsapi.StreamAttribute, sqsapi.OriginAttribute} {
+		if _, ok := req.Message.MessageAttributes[name]; ok {
+			room--
 		}
 	}
-	for k, v := range m.Attributes {
-		cp.SystemAttributes[k] = types.MessageSystemAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
-	}
-	return cp, func(err error) { done(nil, err) }
+	return room
 }
 
 func noDone(error) {}
@@ -169,7 +185,7 @@ func (r *Responder) replyResult(ctx context.Context, request types.Message, targ
 	case err == nil:
 		return nil
 	case errors.Is(err, batch.ErrClosed):
-		return ErrClosed
+		return sqsapi.ErrClosed
 	}
 	var gone *types.QueueDoesNotExist
 	if errors.As(err, &gone) {
@@ -344,7 +360,7 @@ func responseTarget(responseURL string) (target, name string, err error) {
 // attributes once built: the correlation id, the routing attribute, the
 // stream position with its credit and the origin, at their longest.
 const streamAttrsBudget = len(sqsapi.CorrelationIDAttribute) + len("String") + 200 +
-	len(sqsapi.VirtualQueueNameAttribute) + len("String") + sqsapi.MaxQueueNameLength +
+	len(sqsapi.VirtualQueueNameAttribute) + len("String") + wire.MaxQueueNameLength +
 	len(sqsapi.StreamAttribute) + len("String") + 64 +
 	len(sqsapi.OriginAttribute) + len("String") + 1024
 

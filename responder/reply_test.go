@@ -33,14 +33,14 @@ func nAttrs(n int) map[string]types.MessageAttributeValue {
 	return a
 }
 
-func TestIsResponseMessageRequested(t *testing.T) {
-	if IsResponseMessageRequested(msgWith(nil)) {
+func TestResponseRequested(t *testing.T) {
+	if responseRequested(msgWith(nil)) {
 		t.Error("no attribute: want false")
 	}
-	if IsResponseMessageRequested(msgWith(map[string]string{sqsapi.ResponseQueueURLAttribute: ""})) {
+	if responseRequested(msgWith(map[string]string{sqsapi.ResponseQueueURLAttribute: ""})) {
 		t.Error("empty attribute: want false")
 	}
-	if !IsResponseMessageRequested(msgWith(map[string]string{sqsapi.ResponseQueueURLAttribute: "http://h/1/q#v"})) {
+	if !responseRequested(msgWith(map[string]string{sqsapi.ResponseQueueURLAttribute: "http://h/1/q#v"})) {
 		t.Error("attribute set: want true")
 	}
 }

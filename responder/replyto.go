@@ -29,7 +29,7 @@ func newReplyPolicy(op string, allow []string) (replyPolicy, error) {
 	var p replyPolicy
 	for _, e := range allow {
 		if !strings.Contains(e, "://") {
-			if e == "" || !sqsapi.ValidQueueName(e) && !sqsapi.ValidQueueName(e+"x") {
+			if e == "" || !wire.ValidQueueName(e) && !wire.ValidQueueName(e+"x") {
 				return p, wire.Invalid(op, "AllowReplyTo", "%q is neither a queue URL prefix (scheme://host/...) nor a queue name prefix (A-Z a-z 0-9 - _)", e)
 			}
 			p.names = append(p.names, e)
@@ -115,7 +115,7 @@ func parseQueueLocation(s string) (queueLocation, bool) {
 	}
 	host, path, _ := strings.Cut(rest, "/")
 	account, name, _ := strings.Cut(path, "/")
-	if !validHost(host) || !sqsapi.ValidQueueName(account) || !sqsapi.ValidQueueName(name) {
+	if !validHost(host) || !wire.ValidQueueName(account) || !wire.ValidQueueName(name) {
 		return queueLocation{}, false
 	}
 	l.host, l.account, l.name = canonicalHost(l.scheme, strings.ToLower(host)), account, name

@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/callback"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -29,20 +30,18 @@ type Request struct {
 	ID string
 	// ReceiveCount is SQS's ApproximateReceiveCount: 1 on first delivery.
 	ReceiveCount int
-	// ReceivedAt is when this process received the message.
-	ReceivedAt time.Time
 
 	deadline time.Time    // the caller's (sqsapi.DeadlineAttribute); zero when none
 	runUntil time.Time    // the handler's, from deadline (handlerDeadline); zero when none
 	stream   *replyStream // set by Serve when the requester takes a stream
 	session  *session     // set by Serve when the requester streams its request too
-	inner    *innerCtx    // with Options.Observer: the handler's context
+	inner    *innerCtx    // with Options.Observer or Propagator: the handler's context
 	accept   bool         // replies travel compressed when that pays: the requester offered it (sqsapi.AcceptAttribute) and the responder compresses
 	parts    bool         // the requester joins a reply sent in parts (sqsapi.AcceptAttribute)
 }
 
 // innerCtx keeps the context the handler ran under, inside all
-// middleware, for Options.Observer's Reply events. A lock, since a middleware may leave
+// middleware, for Options.Propagator and the Observer's Reply events. A lock, since a middleware may leave
 // its inner handler running on a goroutine of its own when it returns.
 type innerCtx struct {
 	mu  sync.Mutex
@@ -78,7 +77,7 @@ func (r *Request) Attribute(name string) (string, bool) {
 }
 
 // ResponseRequested reports whether the sender waits for a reply.
-func (r *Request) ResponseRequested() bool { return IsResponseMessageRequested(r.Message) }
+func (r *Request) ResponseRequested() bool { return responseRequested(r.Message) }
 
 // CompressedReplies reports whether the replies to the request travel
 // compressed when that pays (docs/wire.md, "Compression"): its requester
@@ -87,9 +86,9 @@ func (r *Request) ResponseRequested() bool { return IsResponseMessageRequested(r
 // as it is (sqsgrpc) checks its compressed size instead.
 func (r *Request) CompressedReplies() bool { return r.accept }
 
-func newRequest(queueURL string, m types.Message, receivedAt time.Time) *Request {
+func newRequest(queueURL string, m types.Message) *Request {
 	n, _ := strconv.Atoi(m.Attributes[string(types.MessageSystemAttributeNameApproximateReceiveCount)])
-	return &Request{Message: m, QueueURL: queueURL, ID: requestID(m), ReceiveCount: max(n, 1), ReceivedAt: receivedAt}
+	return &Request{Message: m, QueueURL: queueURL, ID: requestID(m), ReceiveCount: max(n, 1)}
 }
 
 // requestID is the id a reply correlates with and deduplication keys on.
@@ -113,7 +112,7 @@ func stringAttribute(m types.Message, name string) (string, bool) {
 // return when ctx is cancelled. A nil error with a non-nil Reply answers a
 // request that asked for one; the Reply is ignored for fire-and-forget
 // requests, and a nil Reply sends nothing. An error (or a panic) leaves the
-// request for redelivery according to Options.Retry.
+// request for redelivery according to Options.BackoffBase.
 type Handler interface {
 	HandleRequest(ctx context.Context, req *Request) (*Reply, error)
 }
@@ -124,4 +123,12 @@ type HandlerFunc func(ctx context.Context, req *Request) (*Reply, error)
 // HandleRequest calls f(ctx, req).
 func (f HandlerFunc) HandleRequest(ctx context.Context, req *Request) (*Reply, error) {
 	return f(ctx, req)
+}
+
+// view returns a copy of r for an Observer: its message a deep copy, so
+// that a change to it reaches neither the reply nor the handler, and no
+// stream or session, so that Send and Recv on it fail instead of acting.
+func (r *Request) view() *Request {
+	return &Request{Message: *callback.CopyMessage(&r.Message), QueueURL: r.QueueURL, ID: r.ID, ReceiveCount: r.ReceiveCount,
+		deadline: r.deadline, runUntil: r.runUntil, accept: r.accept, parts: r.parts}
 }

@@ -19,26 +19,6 @@ import (
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
-// RetryPolicy says when a request whose handler failed becomes visible
-// again. Every redelivery raises the request's receive count, so with a
-// RedrivePolicy on the request queue a request that keeps failing moves to
-// the dead-letter queue after maxReceiveCount deliveries.
-type RetryPolicy int
-
-const (
-	// RetryAfterVisibilityTimeout stops extending the request's visibility
-	// and lets it reappear when its current visibility ends (at most
-	// Options.VisibilityTimeout later). No API call.
-	RetryAfterVisibilityTimeout RetryPolicy = iota
-	// RetryImmediately makes the request visible again at once
-	// (ChangeMessageVisibility to 0).
-	RetryImmediately
-	// RetryWithBackoff makes the request visible again after an exponential
-	// backoff with full jitter on its receive count: a random delay up to
-	// min(BackoffCap, BackoffBase x 2^(receives-1)).
-	RetryWithBackoff
-)
-
 // Options configure a Responder. Zero values mean the documented defaults.
 type Options struct {
 	// Logger receives operational warnings (dropped replies, failures) and
@@ -107,12 +87,17 @@ type Options struct {
 	// Default 30 s.
 	ReplyTimeout time.Duration
 
-	// Retry says when a failed request becomes visible again. Default
-	// RetryAfterVisibilityTimeout.
-	Retry RetryPolicy
-	// BackoffBase and BackoffCap shape RetryWithBackoff. Defaults 1 s and
-	// 15 min.
-	BackoffBase, BackoffCap time.Duration
+	// BackoffBase says when a request whose handler failed becomes
+	// visible again (each redelivery raises its receive count, so with a
+	// RedrivePolicy it moves to the dead-letter queue after
+	// maxReceiveCount): 0 (default) when its visibility ends, at most
+	// VisibilityTimeout later, with no API call; above 0 after a backoff
+	// with full jitter, a random delay up to min(BackoffCap, BackoffBase x
+	// 2^(receives-1)); below 0 at once.
+	BackoffBase time.Duration
+	// BackoffCap bounds the backoff. Default 15 min; at most
+	// VisibilityTimeout's 12-hour limit.
+	BackoffCap time.Duration
 
 	// Store, if set, deduplicates deliveries by request id: a request
 	// answered before is answered again from the stored reply without
@@ -136,11 +121,17 @@ type Options struct {
 	Middleware []func(Handler) Handler
 
 	// Observer, if set, is told what Serve and Process do: Reply before
-	// each reply is checked and sent (it may add message attributes and an
-	// AWSTraceHeader; its done func gets the send's result), Handled after
-	// each handler run, Dropped and Released with their reasons. Events
-	// and reasons: the package doc's "Observing".
+	// each reply is checked and sent (its done func gets the send's
+	// result), Handled after each handler run, Dropped and Released with
+	// their reasons. Events and reasons: the package doc's "Observing".
+	// nil: no events.
 	Observer observe.Observer
+
+	// Propagator, if set, writes into each reply before it is checked and
+	// sent, and before the Observer's Reply event (a trace context:
+	// message attributes within the room left, an AWSTraceHeader system
+	// attribute). nil: replies go as the handler made them.
+	Propagator observe.Propagator
 
 	// SessionQueuePrefix starts the name of the host queue a responder
 	// creates on the first session it opens, for the messages its callers
@@ -247,13 +238,13 @@ func New(client sqsapi.MessageClient, optFns ...func(*Options)) (*Responder, err
 		dels:          batch.NewDeletes(client, inFlight, batch.DeleteLinger),
 		vis:           batch.NewVisibilities(client, inFlight),
 		recvBO:        backoff.Policy{Base: 100 * time.Millisecond, Cap: 10 * time.Second},
-		maxVisibility: sqsapi.MaxVisibilityTimeout * time.Second,
+		maxVisibility: wire.MaxVisibilityTimeout * time.Second,
 		callBound:     callBound,
 		stopping:      make(chan struct{}),
 		hardStop:      make(chan struct{}),
 	}
 	r.turns.r = r
-	r.turns.limit = (sendsInFlight + 1) * sqsapi.MaxBatchEntries
+	r.turns.limit = (sendsInFlight + 1) * wire.MaxBatchEntries
 	if o.PreferFewerCalls {
 		r.sends.PreferFewerCalls()
 	}
@@ -273,18 +264,18 @@ func resolveOptions(o *Options) error {
 	case o.MaxPollers < 0:
 		return wire.Invalid(op, "MaxPollers", "negative")
 	case o.MaxPollers == 0:
-		o.MaxPollers = min(maxPollersCap, (o.MaxConcurrency+sqsapi.MaxReceiveMessages-1)/sqsapi.MaxReceiveMessages)
+		o.MaxPollers = min(maxPollersCap, (o.MaxConcurrency+wire.MaxReceiveMessages-1)/wire.MaxReceiveMessages)
 	}
 	switch {
 	case o.PollWaitTime == 0:
-		o.PollWaitTime = sqsapi.MaxWaitTimeSeconds * time.Second
-	case o.PollWaitTime < time.Second || o.PollWaitTime > sqsapi.MaxWaitTimeSeconds*time.Second:
-		return wire.Invalid(op, "PollWaitTime", "%v is outside 1s to %ds", o.PollWaitTime, sqsapi.MaxWaitTimeSeconds)
+		o.PollWaitTime = wire.MaxWaitTimeSeconds * time.Second
+	case o.PollWaitTime < time.Second || o.PollWaitTime > wire.MaxWaitTimeSeconds*time.Second:
+		return wire.Invalid(op, "PollWaitTime", "%v is outside 1s to %ds", o.PollWaitTime, wire.MaxWaitTimeSeconds)
 	}
 	switch {
 	case o.VisibilityTimeout == 0:
 		o.VisibilityTimeout = defaultVisibility
-	case o.VisibilityTimeout < time.Second || o.VisibilityTimeout > sqsapi.MaxVisibilityTimeout*time.Second:
+	case o.VisibilityTimeout < time.Second || o.VisibilityTimeout > wire.MaxVisibilityTimeout*time.Second:
 		return wire.Invalid(op, "VisibilityTimeout", "%v is outside 1s to 12h", o.VisibilityTimeout)
 	case o.VisibilityTimeout%time.Second != 0:
 		return wire.Invalid(op, "VisibilityTimeout", "%v is not a whole number of seconds", o.VisibilityTimeout)
@@ -304,14 +295,8 @@ func resolveOptions(o *Options) error {
 	case o.ReplyTimeout == 0:
 		o.ReplyTimeout = defaultReplyTimeout
 	}
-	if o.Retry < RetryAfterVisibilityTimeout || o.Retry > RetryWithBackoff {
-		return wire.Invalid(op, "Retry", "unknown policy %d", o.Retry)
-	}
-	if o.BackoffBase < 0 || o.BackoffCap < 0 {
-		return wire.Invalid(op, "RetryBackoff", "negative")
-	}
-	if o.BackoffBase == 0 {
-		o.BackoffBase = time.Second
+	if o.BackoffCap < 0 {
+		return wire.Invalid(op, "BackoffCap", "negative")
 	}
 	if o.BackoffCap == 0 {
 		o.BackoffCap = 15 * time.Minute
@@ -323,7 +308,7 @@ func resolveOptions(o *Options) error {
 		o.StoreTTL = defaultStoreTTL
 	}
 	switch {
-	case o.InProgressDelay < 0 || o.InProgressDelay > sqsapi.MaxVisibilityTimeout*time.Second:
+	case o.InProgressDelay < 0 || o.InProgressDelay > wire.MaxVisibilityTimeout*time.Second:
 		return wire.Invalid(op, "InProgressDelay", "%v is outside 0 to 12h", o.InProgressDelay)
 	case o.InProgressDelay == 0:
 		o.InProgressDelay = o.VisibilityTimeout
@@ -331,7 +316,7 @@ func resolveOptions(o *Options) error {
 	if o.SessionQueuePrefix == "" {
 		o.SessionQueuePrefix = sqsapi.DefaultQueuePrefix
 	}
-	if err := hostq.CheckOwner(op, o.SessionQueuePrefix, sqsapi.DefaultIdleQueueRetention); err != nil {
+	if err := hostq.CheckOwner(op, o.SessionQueuePrefix, wire.DefaultIdleQueueRetention); err != nil {
 		return err
 	}
 	return nil
@@ -350,13 +335,13 @@ func (r *Responder) register() bool {
 
 // Shutdown stops the responder gracefully, as http.Server.Shutdown does:
 // every Serve stops receiving, running handlers may finish until ctx ends,
-// then the rest are cancelled (cause ErrClosed) and their requests released
+// then the rest are cancelled (cause sqsapi.ErrClosed) and their requests released
 // (visible again at once, or as soon as no cancelled long poll can take
 // them); replies, deletes and visibility changes are flushed, and each
 // Serve returns nil. A long poll in flight gets half a second to return
 // (what it returns is released) before it is cancelled, so an idle
 // responder stops within about half a second. Later Serve and
-// SendResponseMessage calls fail with ErrClosed.
+// SendResponseMessage calls fail with sqsapi.ErrClosed.
 //
 // Shutdown returns nil when no handler had to be abandoned, and ctx.Err()
 // when some were. It returns as soon as everything is done, or when ctx

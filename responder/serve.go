@@ -24,7 +24,7 @@ import (
 // up. While a handler runs, its request's visibility is extended in
 // batched calls. After a successful handler Serve sends the reply, if the
 // request asked for one, and deletes the request; after a failure it
-// leaves the request for redelivery (Options.Retry).
+// leaves the request for redelivery (Options.BackoffBase).
 //
 // Cancelling ctx stops this Serve gracefully, by Shutdown's rules, with
 // Options.DrainTimeout as the grace period: no new receive, running
@@ -34,7 +34,7 @@ import (
 // second. Pending deletes and visibility changes are flushed before Serve
 // returns.
 //
-// Serve returns nil after a stop, ErrClosed if the responder was already
+// Serve returns nil after a stop, sqsapi.ErrClosed if the responder was already
 // shut down, and a wrapped *types.QueueDoesNotExist if the request queue
 // does not exist. Other receive errors (throttling, 5xx, network, denied
 // access) are logged and retried with exponential backoff and full jitter.
@@ -47,7 +47,7 @@ func (r *Responder) Serve(ctx context.Context, queueURL string, h Handler) error
 		return err
 	}
 	if !r.register() {
-		return ErrClosed
+		return sqsapi.ErrClosed
 	}
 	defer r.servers.Done()
 
@@ -116,7 +116,7 @@ func (s *server) renew(ctx context.Context, d *consume.Delivery, lease string) {
 // then share one call instead of racing each other out (internal/batch's
 // Announce), which the receive at the requester's end also takes in one.
 func (s *server) announceReplies(msgs []types.Message) {
-	var one [sqsapi.MaxReceiveMessages]batch.Count
+	var one [wire.MaxReceiveMessages]batch.Count
 	targets := one[:0]
 	for _, m := range msgs {
 		if u, ok := stringAttribute(m, sqsapi.ResponseQueueURLAttribute); ok {

@@ -240,7 +240,7 @@ func TestHandlerErrorsReachDLQ(t *testing.T) {
 		r := newResponder(t, e.client, func(o *Options) {
 			o.VisibilityTimeout = time.Second
 			o.PollWaitTime = time.Second
-			o.Retry = RetryImmediately
+			o.BackoffBase = -1 // at once
 			o.Observer = &rec
 		})
 		serve(t, r, reqQ, HandlerFunc(func(context.Context, *Request) (*Reply, error) {
@@ -271,7 +271,7 @@ func TestPanicRecoveredAndRetried(t *testing.T) {
 		r := newResponder(t, e.client, func(o *Options) {
 			o.VisibilityTimeout = time.Second
 			o.PollWaitTime = time.Second
-			o.Retry = RetryWithBackoff
+			o.BackoffBase = time.Second
 			o.BackoffBase = 100 * time.Millisecond
 			o.Observer = &rec
 		})
@@ -537,11 +537,11 @@ func TestGracefulShutdownLosesNothing(t *testing.T) {
 		if err := r.Shutdown(ctx); err != nil {
 			t.Errorf("second Shutdown: %v", err)
 		}
-		if err := r.Serve(ctx, reqQ, echo); !errors.Is(err, ErrClosed) {
-			t.Errorf("Serve after Shutdown = %v, want ErrClosed", err)
+		if err := r.Serve(ctx, reqQ, echo); !errors.Is(err, sqsapi.ErrClosed) {
+			t.Errorf("Serve after Shutdown = %v, want sqsapi.ErrClosed", err)
 		}
-		if err := r.SendResponseMessage(ctx, reqQ, msgWith(map[string]string{sqsapi.ResponseQueueURLAttribute: host + "#x"}), &Reply{Body: "x"}); !errors.Is(err, ErrClosed) {
-			t.Errorf("SendResponseMessage after Shutdown = %v, want ErrClosed", err)
+		if err := r.SendResponseMessage(ctx, reqQ, msgWith(map[string]string{sqsapi.ResponseQueueURLAttribute: host + "#x"}), &Reply{Body: "x"}); !errors.Is(err, sqsapi.ErrClosed) {
+			t.Errorf("SendResponseMessage after Shutdown = %v, want sqsapi.ErrClosed", err)
 		}
 		s := r.Stats()
 		if started.Load() != finished.Load() || int64(finished.Load()) != r.stats.Deleted.Load() || int64(replied(&rec)) != r.stats.Deleted.Load() || s.InFlight != 0 || s.Pollers != 0 {
@@ -596,8 +596,8 @@ func TestShutdownDeadlineReleasesUnfinished(t *testing.T) {
 		if err := <-errc; err != nil {
 			t.Errorf("Serve = %v", err)
 		}
-		if c := <-causes; !errors.Is(c, ErrClosed) {
-			t.Errorf("handler cancelled with %v, want ErrClosed", c)
+		if c := <-causes; !errors.Is(c, sqsapi.ErrClosed) {
+			t.Errorf("handler cancelled with %v, want sqsapi.ErrClosed", c)
 		}
 		// Released with visibility 0: visible again at once, not after 30s.
 		out, err := e.client.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: &reqQ, WaitTimeSeconds: 2})
@@ -754,7 +754,7 @@ func TestReleaseNeverOvertakesAnExtension(t *testing.T) {
 		r := newResponder(t, c, func(o *Options) {
 			o.VisibilityTimeout = 4 * time.Second
 			o.PollWaitTime = time.Second
-			o.Retry = RetryImmediately
+			o.BackoffBase = -1 // at once
 		})
 		failedA, stopB := make(chan struct{}), make(chan struct{})
 		var runsA atomic.Int32

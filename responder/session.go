@@ -140,7 +140,7 @@ func (r *Responder) sessionCore() (*core.Core, error) {
 		c, err := core.New("responder.Serve", full, core.Options{
 			Logger:          r.log,
 			Prefix:          r.opts.SessionQueuePrefix,
-			Retention:       sqsapi.DefaultIdleQueueRetention,
+			Retention:       wire.DefaultIdleQueueRetention,
 			DisableSweeping: true, // requesters sweep; a responder only heartbeats its own
 			Host: &hostq.Options{
 				Logger:                   r.log,
@@ -164,7 +164,7 @@ func (r *Responder) closeSessions(ctx context.Context) error {
 	ss := &r.sessions
 	ss.mu.Lock()
 	c := ss.core
-	ss.err = ErrClosed
+	ss.err = sqsapi.ErrClosed
 	ss.mu.Unlock()
 	if c == nil {
 		return nil
@@ -246,7 +246,7 @@ func (s *server) newSession(x *exchange) error {
 // open opens the session, once: a virtual queue on the responder's
 // session host, named to the caller in an open message. Callers that come
 // while it is under way wait for it (or for ctx); all get its outcome. It
-// fails with ErrClosed once the handler returned.
+// fails with sqsapi.ErrClosed once the handler returned.
 func (sess *session) open(ctx context.Context) error {
 	sess.mu.Lock()
 	if sess.opening != nil {
@@ -263,7 +263,7 @@ func (sess *session) open(ctx context.Context) error {
 	}
 	if sess.settled {
 		sess.mu.Unlock()
-		return ErrClosed
+		return sqsapi.ErrClosed
 	}
 	sess.opening = make(chan struct{})
 	if sess.timer != nil {
@@ -535,7 +535,7 @@ func (sess *session) callerGone() error {
 func (sess *session) recv(ctx context.Context) (*types.Message, error) {
 	if err := sess.open(ctx); err != nil {
 		switch {
-		case errors.Is(err, ErrClosed):
+		case errors.Is(err, sqsapi.ErrClosed):
 			return nil, fmt.Errorf("responder: Recv after the handler returned: %w", err)
 		case errors.Is(err, ErrSessionsUnsupported):
 			sess.mu.Lock()
@@ -591,7 +591,7 @@ func (sess *session) recv(ctx context.Context) (*types.Message, error) {
 			return nil, fmt.Errorf("responder: opening the session: %w", err)
 		case sess.closed:
 			sess.mu.Unlock()
-			return nil, fmt.Errorf("responder: Recv after the handler returned: %w", ErrClosed)
+			return nil, fmt.Errorf("responder: Recv after the handler returned: %w", sqsapi.ErrClosed)
 		}
 		changed := sess.changed
 		sess.mu.Unlock()

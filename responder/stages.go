@@ -15,7 +15,7 @@ import (
 // Each is a function in a file of its own; it may settle the request
 // itself or pass it on, and sees what the stages inside it decided:
 //
-//	retry    (retry.go)     a failure becomes Options.Retry's release or wait
+//	retry    (retry.go)     a failure becomes Options.BackoffBase's release or wait
 //	decode   (decode.go)    a compressed body is inflated; one that cannot be is deleted
 //	expire   (deadline.go)  a request whose caller gave up is deleted unhandled
 //	route    (route.go)     a reply to a queue not allowed is refused; one that can never be sent fails
@@ -79,7 +79,7 @@ const (
 	actNone    = int(consume.Leave)   // nothing: abandoned, or left to its visibility timeout
 	actDelete  = int(consume.Delete)  // done: delete it
 	actRelease = int(consume.Release) // make it visible after delay
-	actFail    = actRelease + 1       // failed: the retry stage applies Options.Retry
+	actFail    = actRelease + 1       // failed: the retry stage applies Options.BackoffBase
 )
 
 // fail is the action of a request that failed for err.
@@ -87,7 +87,7 @@ func fail(err error) action { return action{kind: actFail, err: err} }
 
 // process takes d's request through the stages.
 func (s *server) process(ctx context.Context, d *consume.Delivery) action {
-	r, req := s.r, newRequest(s.queueURL, d.Message, d.ReceivedAt)
+	r, req := s.r, newRequest(s.queueURL, d.Message)
 	log := r.log
 	if log.Enabled(context.Background(), slog.LevelError) {
 		// Only a logger that logs something needs the request's attributes:
@@ -95,7 +95,7 @@ func (s *server) process(ctx context.Context, d *consume.Delivery) action {
 		log = log.With(slog.String("queue_url", s.queueURL), slog.String("message_id", aws.ToString(req.Message.MessageId)),
 			slog.String("request_id", req.ID), slog.Int("receive_count", req.ReceiveCount))
 	}
-	x := &exchange{s: s, d: d, req: req, log: log, requested: IsResponseMessageRequested(req.Message), sent: noDone}
+	x := &exchange{s: s, d: d, req: req, log: log, requested: responseRequested(req.Message), sent: noDone}
 	x.cctx, x.endCalls = s.callCtx()
 	defer func() { x.endCalls() }() // the one answer made, if it did
 	return s.steps(ctx, x)

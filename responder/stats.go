@@ -22,13 +22,13 @@ type Stats struct {
 	// Failed counts requests that failed in the responder's hands: the
 	// handler returned an error or panicked, or the reply can never be
 	// sent (it breaks SQS's limits, or names a malformed queue URL). Each
-	// goes the way of Options.Retry.
+	// goes the way of Options.BackoffBase.
 	Failed int64
 	// Dropped counts requests deleted without their handler run or their
 	// reply sent: expired, refused, the reply queue gone, or a duplicate
 	// answered from the Store (Options.Observer says which).
 	Dropped  int64
-	Released int64 // requests made visible again early (Retry, in progress elsewhere, a stop)
+	Released int64 // requests made visible again early (BackoffBase, in progress elsewhere, a stop)
 	// Errors counts SQS and Store calls that failed: receives, deletes,
 	// visibility extensions, reply sends, Store calls. Each is logged.
 	Errors int64

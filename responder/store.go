@@ -75,15 +75,11 @@ type Store interface {
 	Release(ctx context.Context, key, token string) error
 }
 
-// MemoryStore is an in-process Store: it deduplicates the redeliveries that
-// reach the same process only. It owns no goroutine: each call first drops a
-// bounded number of expired entries (oldest expiry first, from a heap), so
-// no call ever pauses to scan the whole store. It holds every answer for its
-// TTL (Options.StoreTTL, default 1 h): at 1,000 requests a second that is
-// 3.6 million entries, each with its reply; for such volumes, or to
-// deduplicate across processes, use a shared Store such as redisstore. The
-// zero value is ready to use.
-type MemoryStore struct {
+// memoryStore is the Store NewMemoryStore returns. It owns no goroutine:
+// each call first drops a bounded number of expired entries (oldest
+// expiry first, from a heap), so no call pauses to scan the whole store.
+// The zero value is ready to use.
+type memoryStore struct {
 	mu      sync.Mutex
 	entries map[string]*memEntry
 	expiry  expiryHeap       // one record per write; stale records are skipped
@@ -120,14 +116,19 @@ func (h *expiryHeap) Pop() any {
 	return r
 }
 
-// NewMemoryStore returns an empty MemoryStore.
-func NewMemoryStore() *MemoryStore { return new(MemoryStore) }
+// NewMemoryStore returns an empty in-process Store: it deduplicates the
+// redeliveries that reach the same process only. It holds every answer
+// for its TTL (Options.StoreTTL, default 1 h): at 1,000 requests a second
+// that is 3.6 million entries, each with its reply; for such volumes, or
+// to deduplicate across processes, use a shared Store such as
+// redisstore. It is safe for concurrent use.
+func NewMemoryStore() Store { return new(memoryStore) }
 
 // memSweepMax bounds the expired records a call removes: a call adds at most
 // one record, so the store keeps up while no call pauses for long.
 const memSweepMax = 64
 
-func (s *MemoryStore) clock() time.Time {
+func (s *memoryStore) clock() time.Time {
 	if s.now != nil {
 		return s.now()
 	}
@@ -136,7 +137,7 @@ func (s *MemoryStore) clock() time.Time {
 
 // lockedNow returns the time after dropping up to memSweepMax expired
 // records and the entries they still stand for.
-func (s *MemoryStore) lockedNow() time.Time {
+func (s *memoryStore) lockedNow() time.Time {
 	now := s.clock()
 	if s.entries == nil {
 		s.entries = make(map[string]*memEntry)
@@ -151,13 +152,13 @@ func (s *MemoryStore) lockedNow() time.Time {
 }
 
 // lockedPut stores e under key and records when it expires.
-func (s *MemoryStore) lockedPut(key string, e *memEntry) {
+func (s *memoryStore) lockedPut(key string, e *memEntry) {
 	s.entries[key] = e
 	heap.Push(&s.expiry, expiryRecord{at: e.expires, key: key, e: e})
 }
 
 // Begin implements Store.
-func (s *MemoryStore) Begin(_ context.Context, key, token string, lease time.Duration) (Entry, error) {
+func (s *memoryStore) Begin(_ context.Context, key, token string, lease time.Duration) (Entry, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.lockedNow()
@@ -174,7 +175,7 @@ func (s *MemoryStore) Begin(_ context.Context, key, token string, lease time.Dur
 }
 
 // Renew implements Store.
-func (s *MemoryStore) Renew(_ context.Context, key, token string, lease time.Duration) error {
+func (s *memoryStore) Renew(_ context.Context, key, token string, lease time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.lockedNow()
@@ -188,7 +189,7 @@ func (s *MemoryStore) Renew(_ context.Context, key, token string, lease time.Dur
 }
 
 // Complete implements Store.
-func (s *MemoryStore) Complete(_ context.Context, key, _ string, reply *Reply, ttl time.Duration) error {
+func (s *memoryStore) Complete(_ context.Context, key, _ string, reply *Reply, ttl time.Duration) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.lockedNow()
@@ -197,7 +198,7 @@ func (s *MemoryStore) Complete(_ context.Context, key, _ string, reply *Reply, t
 }
 
 // Release implements Store.
-func (s *MemoryStore) Release(_ context.Context, key, token string) error {
+func (s *memoryStore) Release(_ context.Context, key, token string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.lockedNow()
@@ -207,9 +208,9 @@ func (s *MemoryStore) Release(_ context.Context, key, token string) error {
 	return nil
 }
 
-// Len returns the number of entries held, expired ones not yet swept
+// len returns the number of entries held, expired ones not yet swept
 // included.
-func (s *MemoryStore) Len() int {
+func (s *memoryStore) len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.entries)

@@ -13,7 +13,7 @@ import (
 func TestMemoryStoreLifecycle(t *testing.T) {
 	ctx := context.Background()
 	now := time.Unix(1000, 0)
-	var s MemoryStore // the zero value is ready
+	var s memoryStore // the zero value is ready
 	s.now = func() time.Time { return now }
 
 	if e, err := s.Begin(ctx, "k", "a", 10*time.Second); err != nil || e.Status != Acquired {
@@ -77,7 +77,7 @@ func TestMemoryStoreLifecycle(t *testing.T) {
 	}
 	now = now.Add(time.Hour)
 	_ = s.Release(ctx, "other", "z")
-	if n := s.Len(); n != 0 {
+	if n := s.len(); n != 0 {
 		t.Fatalf("%d entries after everything expired", n)
 	}
 	if Done.String() != "done" || Status(9).String() != "unknown" {
@@ -93,7 +93,7 @@ func TestOptionsValidation(t *testing.T) {
 		func(o *Options) { o.PollWaitTime = time.Millisecond },
 		func(o *Options) { o.VisibilityTimeout = 1500 * time.Millisecond },
 		func(o *Options) { o.VisibilityTimeout = 13 * time.Hour },
-		func(o *Options) { o.Retry = 7 },
+		func(o *Options) { o.BackoffCap = -1 },
 		func(o *Options) { o.InProgressDelay = 13 * time.Hour },
 		func(o *Options) { o.DrainTimeout = -1 },
 	}
@@ -120,7 +120,6 @@ func TestOptionsValidation(t *testing.T) {
 
 func TestRetryBackoffDelay(t *testing.T) {
 	r, err := New(&faultClient{}, func(o *Options) {
-		o.Retry = RetryWithBackoff
 		o.BackoffBase = time.Second
 		o.BackoffCap = 8 * time.Second
 	})
@@ -140,9 +139,13 @@ func TestRetryBackoffDelay(t *testing.T) {
 			}
 		}
 	}
-	r.opts.Retry = RetryAfterVisibilityTimeout
+	r.opts.BackoffBase = 0
 	if a := failAt(1); a.kind != actNone {
-		t.Errorf("RetryAfterVisibilityTimeout: %+v", a)
+		t.Errorf("BackoffBase 0, left to the visibility timeout: %+v", a)
+	}
+	r.opts.BackoffBase = -1
+	if a := failAt(3); a.kind != actRelease || a.delay != 0 {
+		t.Errorf("BackoffBase below 0, released at once: %+v", a)
 	}
 }
 
@@ -153,7 +156,7 @@ func TestRetryBackoffDelay(t *testing.T) {
 func TestMemoryStoreSweepIsIncremental(t *testing.T) {
 	ctx := context.Background()
 	now := time.Unix(1_000_000, 0)
-	var s MemoryStore
+	var s memoryStore
 	s.now = func() time.Time { return now }
 	const n = 1000
 	for i := range n {
@@ -174,13 +177,13 @@ func TestMemoryStoreSweepIsIncremental(t *testing.T) {
 	}
 	// The call popped memSweepMax records, oldest first: the lease's first
 	// (stale: it was renewed) and memSweepMax-1 answers.
-	if got, want := s.Len(), n+2-(memSweepMax-1); got != want {
+	if got, want := s.len(), n+2-(memSweepMax-1); got != want {
 		t.Fatalf("%d entries after one call, want %d: one call handles at most %d expiry records", got, want, memSweepMax)
 	}
 	for range n / memSweepMax {
 		_ = s.Release(ctx, "nothing", "x")
 	}
-	if got := s.Len(); got != 2 {
+	if got := s.len(); got != 2 {
 		t.Fatalf("%d entries left, want the renewed lease and the probe", got)
 	}
 	if err := s.Renew(ctx, "lease", "owner", time.Minute); err != nil {
@@ -194,7 +197,7 @@ func TestMemoryStoreSweepIsIncremental(t *testing.T) {
 func BenchmarkMemoryStore(b *testing.B) {
 	ctx := context.Background()
 	now := time.Unix(1_000_000, 0)
-	var s MemoryStore
+	var s memoryStore
 	s.now = func() time.Time { return now }
 	reply := &Reply{Body: "answer"}
 	for i := range 1_000_000 {

@@ -26,7 +26,7 @@ var ErrStreamNotRequested = errors.New("responder: the requester takes one reply
 // streamWindow bounds the messages of one stream sent and not yet
 // acknowledged: two batch calls' worth, so that one batch fills while the
 // other is in flight, and a handler faster than SQS waits in Send.
-const streamWindow = 2 * sqsapi.MaxBatchEntries
+const streamWindow = 2 * wire.MaxBatchEntries
 
 // finalMark marks a stream's final reply in its StreamAttribute; endMark
 // the message that ends a stream whose handler returned no final Reply,
@@ -169,7 +169,7 @@ func (t *streamTurns) done() {
 // ErrNoResponseRequested when it takes none; an *sqsapi.InvalidInputError
 // for a message that breaks SQS's limits (a streamed message carries at
 // most 7 attributes of its own); ErrResponseQueueGone once the requester is
-// gone; ErrClosed after the handler returned.
+// gone; sqsapi.ErrClosed after the handler returned.
 func (r *Request) Send(ctx context.Context, msg *Reply) error {
 	if r.stream == nil {
 		if !r.ResponseRequested() {
@@ -345,7 +345,7 @@ func (s *replyStream) submit(m streamMessage) {
 func (s *replyStream) stateErrLocked() error {
 	switch {
 	case s.ended:
-		return fmt.Errorf("responder: Send after the handler returned: %w", ErrClosed)
+		return fmt.Errorf("responder: Send after the handler returned: %w", sqsapi.ErrClosed)
 	case s.err != nil:
 		return s.err
 	}

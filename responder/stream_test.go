@@ -56,7 +56,7 @@ func TestSendWithoutAStream(t *testing.T) {
 	if reply, final := s.end(&Reply{Body: "done"}); final[sqsapi.StreamAttribute] != "0;final" || reply.Body != "done" {
 		t.Errorf("end of an empty stream with a final reply: %v, %v", reply, final)
 	}
-	if err := s.send(ctx, &Reply{Body: "late"}); !errors.Is(err, ErrClosed) {
+	if err := s.send(ctx, &Reply{Body: "late"}); !errors.Is(err, sqsapi.ErrClosed) {
 		t.Errorf("Send after the handler returned: %v", err)
 	}
 }

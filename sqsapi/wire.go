@@ -1,10 +1,5 @@
 package sqsapi
 
-import (
-	"strings"
-	"time"
-)
-
 // Wire constants shared with AWS's Java Temporary Queue Client
 // (amazon-sqs-java-temporary-queues-client). Go and Java requesters,
 // responders and sweepers interoperate through these exact names.
@@ -38,10 +33,6 @@ const (
 	// DefaultQueuePrefix is the name prefix of requester host queues, and the
 	// prefix the reaper sweeps by default.
 	DefaultQueuePrefix = "__RequesterClientQueues__"
-
-	// DefaultIdleQueueRetention is the default idle retention of temporary
-	// queues.
-	DefaultIdleQueueRetention = 300 * time.Second
 )
 
 // Attributes added by tempqueues on top of the Java wire format. A Java peer
@@ -117,31 +108,6 @@ const (
 
 // SQS hard limits that tempqueues checks before making a call.
 const (
-	MaxMessageAttributes = 10           // message attributes per message
-	MaxBatchEntries      = 10           // entries per batch call
-	MaxReceiveMessages   = 10           // MaxNumberOfMessages
-	MaxWaitTimeSeconds   = 20           // WaitTimeSeconds
-	MaxDelaySeconds      = 900          // DelaySeconds
-	MaxVisibilityTimeout = 12 * 60 * 60 // seconds; also the cap since receipt
-	MaxQueueNameLength   = 80           // characters, ".fifo" included
-	MaxMessageSize       = 1 << 20      // bytes of body plus attributes
+	MaxMessageAttributes = 10      // message attributes per message
+	MaxMessageSize       = 1 << 20 // bytes of body plus attributes
 )
-
-// ValidQueueName reports whether name follows SQS's queue naming rules: 1 to
-// 80 characters of A-Z, a-z, 0-9, '-' and '_'; a FIFO queue name ends in
-// ".fifo", which counts towards the 80.
-func ValidQueueName(name string) bool {
-	if len(name) > MaxQueueNameLength {
-		return false
-	}
-	name = strings.TrimSuffix(name, ".fifo")
-	if name == "" {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		if c := name[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
-			return false
-		}
-	}
-	return true
-}

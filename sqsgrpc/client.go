@@ -92,7 +92,7 @@ func NewClientConn(r *requester.Requester, queueURL string, optFns ...func(*Clie
 // Errors are status errors (status.FromError, status.Code): the handler's
 // status with its details, or for a failure of the transport one that also
 // wraps the requester's error (errors.Is(err, requester.ErrTimeout) with
-// codes.DeadlineExceeded, requester.ErrClosed with codes.Unavailable, an
+// codes.DeadlineExceeded, sqsapi.ErrClosed with codes.Unavailable, an
 // *sqsapi.InvalidInputError with codes.InvalidArgument or, for a message
 // too large as it is sent, compressed with the requester's
 // CompressRequests when that pays, codes.ResourceExhausted).

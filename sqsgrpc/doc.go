@@ -44,7 +44,7 @@
 //
 // Errors are status errors. A failure of the transport maps to a code and
 // wraps the library's error: errors.Is(err, requester.ErrTimeout) holds
-// for codes.DeadlineExceeded, requester.ErrClosed for codes.Unavailable,
+// for codes.DeadlineExceeded, sqsapi.ErrClosed for codes.Unavailable,
 // and sqsapi.ErrInvalidInput for bad input refused before any call
 // (codes.InvalidArgument, or codes.ResourceExhausted for a message too
 // large for SQS).

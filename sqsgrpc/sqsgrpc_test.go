@@ -478,14 +478,14 @@ func TestTransportErrorsWrapTheLibrarysErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = testpb.NewTestServiceClient(e.cc).EmptyCall(ctx, &testpb.Empty{})
-		if status.Code(err) != codes.Unavailable || !errors.Is(err, requester.ErrClosed) {
+		if status.Code(err) != codes.Unavailable || !errors.Is(err, sqsapi.ErrClosed) {
 			t.Fatalf("closed requester: %v", err)
 		}
 		w, err := healthpb.NewHealthClient(e.cc).Watch(ctx, &healthpb.HealthCheckRequest{})
 		if err == nil {
 			_, err = w.Recv()
 		}
-		if status.Code(err) != codes.Unavailable || !errors.Is(err, requester.ErrClosed) {
+		if status.Code(err) != codes.Unavailable || !errors.Is(err, sqsapi.ErrClosed) {
 			t.Fatalf("stream on a closed requester: %v", err)
 		}
 	})

@@ -444,7 +444,7 @@ func TestErrorsWrapTheLibrarysErrors(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = e.client().Get("http://x/")
-		if !errors.Is(err, requester.ErrClosed) {
+		if !errors.Is(err, sqsapi.ErrClosed) {
 			t.Fatalf("closed requester: err = %v", err)
 		}
 	})

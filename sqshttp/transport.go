@@ -115,7 +115,7 @@ const defaultTimeout = 30 * time.Second
 // *sqsapi.InvalidInputError for bad input, before any call (a nil
 // requester, an empty queue URL, an invalid header), also matching
 // ErrTooLarge when the request's head does not fit in one message;
-// requester.ErrTimeout; requester.ErrClosed; requester.ErrSessionAborted
+// requester.ErrTimeout; sqsapi.ErrClosed; requester.ErrSessionAborted
 // when the handler failed (a panic) after its session opened (Handler);
 // the SDK's error when the queue cannot be reached; ErrBadResponse when
 // the reply is no sqshttp response; the request body's own error when
@@ -419,7 +419,7 @@ func (b *streamBody) Read(p []byte) (int, error) {
 		}
 		m, err := b.s.Next(context.Background()) // the stream ends with its context
 		if err != nil {
-			if errors.Is(err, requester.ErrClosed) && b.closed {
+			if errors.Is(err, sqsapi.ErrClosed) && b.closed {
 				err = errBodyClosed
 			}
 			b.err = err

@@ -104,12 +104,6 @@ func (c *Clock) Advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// Set moves the clock to t, running due timers as Advance does. A t before
-// the current time is ignored.
-func (c *Clock) Set(t time.Time) {
-	c.Advance(t.Sub(c.Now()))
-}
-
 // pending returns the number of scheduled timers.
 func (c *Clock) pending() int {
 	c.mu.Lock()

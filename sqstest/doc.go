@@ -84,9 +84,9 @@
 //     messages react to Advance. Server.Parked tells a test when its
 //     receives are parked. With a Clock a long poll ends only when the
 //     clock passes its wait time, a message arrives or its client gives up.
-//   - Server.InjectFault: fail calls of an operation with throttling
-//     (Throttle) or any error code (Fail: "InternalFailure" is a 500,
-//     "ServiceUnavailable" a 503), or add latency (Latency), for every call
+//   - Server.InjectFault: fail calls of an operation with any error code
+//     (Fail: "RequestThrottled" is SQS's throttling, "InternalFailure" a
+//     500, "ServiceUnavailable" a 503), or add latency (Latency), for every call
 //     or, with Fault.Times, the next n; Latency with a 99th percentile above
 //     its median draws each call's wait from a lognormal distribution.
 //   - Server.Calls: requests received per operation, failed ones included,

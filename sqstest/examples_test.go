@@ -88,14 +88,14 @@ func ExampleServer_InjectFault() {
 	ctx := context.Background()
 	q, _ := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("busy")})
 
-	srv.InjectFault(sqstest.Throttle("SendMessage").Times(2))
+	srv.InjectFault(sqstest.Fail("SendMessage", "RequestThrottled").Times(2))
 
 	_, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("m")})
 	fmt.Println("error:", err)
 	fmt.Println("SendMessage calls:", srv.Calls()["SendMessage"])
 
 	// Without retries the throttling error surfaces, typed.
-	srv.InjectFault(sqstest.Throttle("SendMessage"))
+	srv.InjectFault(sqstest.Fail("SendMessage", "RequestThrottled"))
 	noRetry := srv.Client(func(o *sqs.Options) { o.RetryMaxAttempts = 1 })
 	_, err = noRetry.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("m")})
 	var throttled *types.RequestThrottled

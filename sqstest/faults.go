@@ -24,7 +24,7 @@ const (
 
 // Fault is a failure or slowdown the server applies to the calls of one
 // operation, or of every operation, before it runs them. Build one with
-// Throttle, Fail or Latency, limit it to the next calls with Times, and
+// Fail or Latency, limit it to the next calls with Times, and
 // install it with Server.InjectFault. The zero Fault changes nothing.
 type Fault struct {
 	op      string        // "" matches every operation
@@ -34,15 +34,11 @@ type Fault struct {
 	count   int           // calls it applies to; 0 means until removed
 }
 
-// Throttle returns a fault that fails calls of op ("" for every
-// operation) with SQS's throttling error, RequestThrottled: the SDK's
-// *types.RequestThrottled, which it retries with its throttling backoff.
-func Throttle(op string) Fault { return Fault{op: op, code: codeThrottled} }
-
 // Fail returns a fault that fails calls of op ("" for every operation)
 // with the error code instead of running them: an SQS error shape name
 // ("QueueDoesNotExist", ...), which the SDK returns typed, or any other
-// code, which it reports as a generic API error. "InternalFailure" is an
+// code, which it reports as a generic API error. "RequestThrottled" is
+// SQS's throttling, which the SDK retries with its throttling backoff. "InternalFailure" is an
 // HTTP 500 and "ServiceUnavailable" a 503, which the SDK retries as
 // transient; every other code is a 400.
 func Fail(op, code string) Fault { return Fault{op: op, code: code} }

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqstest/internal/api"
 	"github.com/tempqueues/tempqueues/sqstest/internal/journal"
 )
@@ -130,7 +130,7 @@ func (s *Server) createQueue(base string, in *api.CreateQueueInput) (*api.QueueU
 	if name == "" {
 		return nil, api.MissingParameter("QueueName")
 	}
-	if !sqsapi.ValidQueueName(name) {
+	if !wire.ValidQueueName(name) {
 		return nil, api.InvalidParameter("Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length")
 	}
 	fifo := strings.HasSuffix(name, ".fifo")

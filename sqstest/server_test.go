@@ -177,7 +177,7 @@ func TestFaultThrottle(t *testing.T) {
 	srv := sqstest.Start(t)
 	c := srv.Client(func(o *sqs.Options) { o.RetryMaxAttempts = 1 })
 	url := newQueue(t, c, "q", nil)
-	remove := srv.InjectFault(sqstest.Throttle("SendMessage"))
+	remove := srv.InjectFault(sqstest.Fail("SendMessage", "RequestThrottled"))
 	_, err := c.SendMessage(context.Background(), &sqs.SendMessageInput{QueueUrl: &url, MessageBody: aws.String("m")})
 	var thr *types.RequestThrottled
 	if !errors.As(err, &thr) {
@@ -243,7 +243,7 @@ func TestFaultTimesAndShapes(t *testing.T) {
 	c := srv.Client(func(o *sqs.Options) { o.RetryMaxAttempts = 1 })
 	ctx := context.Background()
 	srv.InjectFault(sqstest.Fault{}) // changes nothing, and hides no later fault
-	srv.InjectFault(sqstest.Throttle("ListQueues").Times(1))
+	srv.InjectFault(sqstest.Fail("ListQueues", "RequestThrottled").Times(1))
 	var thr *types.RequestThrottled
 	if _, err := c.ListQueues(ctx, &sqs.ListQueuesInput{}); !errors.As(err, &thr) {
 		t.Fatalf("first ListQueues: err = %v, want throttled", err)

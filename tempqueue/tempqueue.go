@@ -36,9 +36,6 @@ import (
 	"github.com/tempqueues/tempqueues/virtualqueue"
 )
 
-// ErrClosed is returned by CreateQueue after Close. It is sqsapi.ErrClosed.
-var ErrClosed = sqsapi.ErrClosed
-
 // Options configure a Client. Zero values mean the documented defaults.
 type Options struct {
 	// Prefix starts the name of every host queue; default ("")
@@ -48,7 +45,7 @@ type Options struct {
 	Prefix string
 	// IdleQueueRetention is how long a host queue, and a virtual queue made
 	// by CreateQueue, may stay idle before a reaper deletes it; default
-	// sqsapi.DefaultIdleQueueRetention (300s), at least 1s.
+	// (0) 300 s, at least 1 s.
 	IdleQueueRetention time.Duration
 	// HostQueueTags are the user's tags (cost allocation, ownership) for
 	// every host queue, set in its CreateQueue together with the reaper's
@@ -101,7 +98,7 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Client, error) {
 	}
 	opts.Logger = deflog.Or(opts.Logger)
 	if opts.IdleQueueRetention == 0 {
-		opts.IdleQueueRetention = sqsapi.DefaultIdleQueueRetention
+		opts.IdleQueueRetention = wire.DefaultIdleQueueRetention
 	}
 	c := &Client{opts: opts}
 	cc, err := core.New(op, client, core.Options{
@@ -114,7 +111,7 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Client, error) {
 		Reaper: []func(*reap.Config){func(rc *reap.Config) {
 			rc.Period, rc.Observer = opts.SweepPeriod, opts.Observer
 			rc.Detail = func(r reap.Report) any {
-				return reaper.Report{Duration: r.Duration, Listed: r.Listed, Kept: r.Kept, Deleted: r.Deleted, Errors: r.Errors}
+				return reaper.Report{Listed: r.Listed, Kept: r.Kept, Deleted: r.Deleted, Errors: r.Errors}
 			}
 		}},
 	})
@@ -174,7 +171,7 @@ func (c *Client) CreateQueue(ctx context.Context, in *sqs.CreateQueueInput, optF
 		retention = r
 		delete(hostAttrs, sqsapi.IdleQueueRetentionPeriodAttribute)
 	}
-	if !sqsapi.ValidQueueName(aws.ToString(in.QueueName)) {
+	if !wire.ValidQueueName(aws.ToString(in.QueueName)) {
 		return nil, wire.Invalid("tempqueue.CreateQueue", "QueueName", "%q must be 1-80 characters of A-Z a-z 0-9 - _", aws.ToString(in.QueueName))
 	}
 	if err := checkFIFO(aws.ToString(in.QueueName), hostAttrs); err != nil {

@@ -113,7 +113,7 @@ func TestDropInTemporaryQueues(t *testing.T) {
 		if left := listHosts(t, raw, p); len(left) != 0 {
 			t.Fatalf("host queues left after Close: %v", left)
 		}
-		if _, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("late")}); !errors.Is(err, tempqueue.ErrClosed) {
+		if _, err := c.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("late")}); !errors.Is(err, sqsapi.ErrClosed) {
 			t.Fatalf("CreateQueue after Close = %v", err)
 		}
 		leakcheck.Check(t)

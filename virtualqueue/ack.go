@@ -65,8 +65,8 @@ func (c *Client) DeleteMessageBatch(ctx context.Context, in *sqs.DeleteMessageBa
 	if err != nil {
 		return nil, withOp(err, op)
 	}
-	if n := len(in.Entries); n == 0 || n > sqsapi.MaxBatchEntries {
-		return nil, wire.Invalid(op, "Entries", "%d entries; a batch takes 1 to %d", n, sqsapi.MaxBatchEntries)
+	if n := len(in.Entries); n == 0 || n > wire.MaxBatchEntries {
+		return nil, wire.Invalid(op, "Entries", "%d entries; a batch takes 1 to %d", n, wire.MaxBatchEntries)
 	}
 	handles := make([]string, len(in.Entries))
 	for i, e := range in.Entries {
@@ -90,15 +90,15 @@ func (c *Client) ChangeMessageVisibility(ctx context.Context, in *sqs.ChangeMess
 	if err != nil {
 		return nil, withOp(err, op)
 	}
-	if in.VisibilityTimeout < 0 || in.VisibilityTimeout > sqsapi.MaxVisibilityTimeout {
-		return nil, wire.Invalid(op, "VisibilityTimeout", "%d is outside 0 to %d", in.VisibilityTimeout, sqsapi.MaxVisibilityTimeout)
+	if in.VisibilityTimeout < 0 || in.VisibilityTimeout > wire.MaxVisibilityTimeout {
+		return nil, wire.Invalid(op, "VisibilityTimeout", "%d is outside 0 to %d", in.VisibilityTimeout, wire.MaxVisibilityTimeout)
 	}
 	handle := aws.ToString(in.ReceiptHandle)
 	if handle == "" {
 		return nil, wire.Invalid(op, "ReceiptHandle", "empty")
 	}
 	if c.isClosed() {
-		return nil, ErrClosed
+		return nil, sqsapi.ErrClosed
 	}
 	c.settle(hostURL, name, time.Now().Add(time.Duration(in.VisibilityTimeout)*time.Second), handle)
 	h := c.lookupHost(hostURL)
@@ -124,16 +124,16 @@ func (c *Client) ChangeMessageVisibilityBatch(ctx context.Context, in *sqs.Chang
 	if err != nil {
 		return nil, withOp(err, op)
 	}
-	if n := len(in.Entries); n == 0 || n > sqsapi.MaxBatchEntries {
-		return nil, wire.Invalid(op, "Entries", "%d entries; a batch takes 1 to %d", n, sqsapi.MaxBatchEntries)
+	if n := len(in.Entries); n == 0 || n > wire.MaxBatchEntries {
+		return nil, wire.Invalid(op, "Entries", "%d entries; a batch takes 1 to %d", n, wire.MaxBatchEntries)
 	}
 	for _, e := range in.Entries {
-		if e.VisibilityTimeout < 0 || e.VisibilityTimeout > sqsapi.MaxVisibilityTimeout {
-			return nil, wire.Invalid(op, "VisibilityTimeout", "%d is outside 0 to %d", e.VisibilityTimeout, sqsapi.MaxVisibilityTimeout)
+		if e.VisibilityTimeout < 0 || e.VisibilityTimeout > wire.MaxVisibilityTimeout {
+			return nil, wire.Invalid(op, "VisibilityTimeout", "%d is outside 0 to %d", e.VisibilityTimeout, wire.MaxVisibilityTimeout)
 		}
 	}
 	if c.isClosed() {
-		return nil, ErrClosed
+		return nil, sqsapi.ErrClosed
 	}
 	now := time.Now()
 	for _, e := range in.Entries {

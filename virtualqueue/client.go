@@ -65,9 +65,8 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Client, error) {
 	}
 	c.hostOpts.SetDefaults()
 	cc, err := core.New("virtualqueue.New", client, core.Options{
-		Logger:              opts.Logger,
-		MaxSends:            c.hostOpts.MaxBatchCalls,
-		DisableSendBatching: opts.DisableSendBatching,
+		Logger:   opts.Logger,
+		MaxSends: c.hostOpts.MaxBatchCalls,
 	})
 	if err != nil {
 		return nil, err
@@ -115,7 +114,7 @@ func (c *Client) Stats() Stats {
 	return Stats{Calls: c.core.Calls(), Orphaned: n.Orphaned.Load(), VirtualQueues: n.Queues.Load()}
 }
 
-// Close stops the host pollers, wakes waiting receivers with ErrClosed,
+// Close stops the host pollers, wakes waiting receivers with sqsapi.ErrClosed,
 // releases every buffered message (ChangeMessageVisibilityBatch) and flushes
 // pending sends, deletes and visibility changes. Released messages become
 // visible at once, or, when Close cancelled a long poll, as soon as that
@@ -126,7 +125,7 @@ func (c *Client) Stats() Stats {
 // first (the unflushed calls abandoned), nil when nothing was abandoned.
 // Close is idempotent; the wrapped client stays usable. Calls on real queue
 // URLs still pass through after Close; calls on virtual URLs fail with
-// ErrClosed, except DeleteMessage, which still deletes.
+// sqsapi.ErrClosed, except DeleteMessage, which still deletes.
 func (c *Client) Close(ctx context.Context) error {
 	return c.closer.Do(ctx, func() error {
 		hosts := c.hosts.Close()
@@ -170,7 +169,7 @@ func (c *Client) lookup(op, queueURL string) (*hostq.Queue, error) {
 		return nil, withOp(err, op)
 	}
 	if c.isClosed() {
-		return nil, ErrClosed
+		return nil, sqsapi.ErrClosed
 	}
 	if h := c.lookupHost(hostURL); h != nil {
 		if q := h.Queue(name); q != nil {

@@ -81,13 +81,6 @@ type Options struct {
 	// receive retried by the SDK).
 	ReceiveVisibilityTimeout time.Duration
 
-	// DisableSendBatching sends each SendMessage to a virtual queue with its
-	// own SendMessage call instead of coalescing concurrent sends to one host
-	// into SendMessageBatch calls. Such a send is retried as a batched one
-	// is: after throttling, and after a transient failure until ctx's
-	// deadline.
-	DisableSendBatching bool
-
 	// MaxVirtualQueues bounds the virtual queues of the client; 0 means no
 	// limit.
 	MaxVirtualQueues int

@@ -13,7 +13,6 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/hostq"
 	"github.com/tempqueues/tempqueues/internal/wire"
-	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 // ReceiveMessage passes through, or on a virtual URL returns messages routed
@@ -122,14 +121,14 @@ func checkReceive(op string, in *sqs.ReceiveMessageInput) (int, error) {
 	if max == 0 {
 		max = 1
 	}
-	if max < 1 || max > sqsapi.MaxReceiveMessages {
-		return 0, wire.Invalid(op, "MaxNumberOfMessages", "%d is outside 1 to %d", in.MaxNumberOfMessages, sqsapi.MaxReceiveMessages)
+	if max < 1 || max > wire.MaxReceiveMessages {
+		return 0, wire.Invalid(op, "MaxNumberOfMessages", "%d is outside 1 to %d", in.MaxNumberOfMessages, wire.MaxReceiveMessages)
 	}
-	if in.WaitTimeSeconds < 0 || in.WaitTimeSeconds > sqsapi.MaxWaitTimeSeconds {
-		return 0, wire.Invalid(op, "WaitTimeSeconds", "%d is outside 0 to %d", in.WaitTimeSeconds, sqsapi.MaxWaitTimeSeconds)
+	if in.WaitTimeSeconds < 0 || in.WaitTimeSeconds > wire.MaxWaitTimeSeconds {
+		return 0, wire.Invalid(op, "WaitTimeSeconds", "%d is outside 0 to %d", in.WaitTimeSeconds, wire.MaxWaitTimeSeconds)
 	}
-	if in.VisibilityTimeout < 0 || in.VisibilityTimeout > sqsapi.MaxVisibilityTimeout {
-		return 0, wire.Invalid(op, "VisibilityTimeout", "%d is outside 0 to %d", in.VisibilityTimeout, sqsapi.MaxVisibilityTimeout)
+	if in.VisibilityTimeout < 0 || in.VisibilityTimeout > wire.MaxVisibilityTimeout {
+		return 0, wire.Invalid(op, "VisibilityTimeout", "%d is outside 0 to %d", in.VisibilityTimeout, wire.MaxVisibilityTimeout)
 	}
 	return max, nil
 }

@@ -69,8 +69,10 @@ func (c *Client) fifoIDs(ctx context.Context, op, hostURL, name string, group, d
 // exist in this client (it may live in another process). On a FIFO host
 // the virtual queue is the message's group, and its deduplication id is
 // scoped to the virtual queue (see the package documentation). Unless
-// Options.DisableSendBatching is set or optFns are given, concurrent sends to
-// one host share SendMessageBatch calls; a lone send goes out at once.
+// optFns are given, concurrent sends to one host share SendMessageBatch
+// calls; a lone send goes out at once. A send with optFns goes alone in a
+// SendMessage call, retried as a batched one is: after throttling, and
+// after a transient failure until ctx's deadline.
 func (c *Client) SendMessage(ctx context.Context, in *sqs.SendMessageInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
 	if in == nil || !wire.IsVirtualQueueURL(queueURLOf(in.QueueUrl)) {
 		return c.sqs.SendMessage(ctx, in, optFns...)
@@ -108,8 +110,8 @@ func (c *Client) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchI
 	if err != nil {
 		return nil, err
 	}
-	if n := len(in.Entries); n == 0 || n > sqsapi.MaxBatchEntries {
-		return nil, wire.Invalid(op, "Entries", "%d entries; a batch takes 1 to %d", n, sqsapi.MaxBatchEntries)
+	if n := len(in.Entries); n == 0 || n > wire.MaxBatchEntries {
+		return nil, wire.Invalid(op, "Entries", "%d entries; a batch takes 1 to %d", n, wire.MaxBatchEntries)
 	}
 	cp := *in
 	cp.QueueUrl = aws.String(hostURL)

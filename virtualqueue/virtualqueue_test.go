@@ -452,8 +452,8 @@ func TestCloseWakesReceiversAndStopsEverything(t *testing.T) {
 			t.Fatal(err)
 		}
 		for i := 0; i < 2; i++ {
-			if err := <-errc; !errors.Is(err, virtualqueue.ErrClosed) {
-				t.Fatalf("waiting receiver got %v, want ErrClosed", err)
+			if err := <-errc; !errors.Is(err, sqsapi.ErrClosed) {
+				t.Fatalf("waiting receiver got %v, want sqsapi.ErrClosed", err)
 			}
 		}
 		if d := time.Since(start); d > 3*time.Second {
@@ -462,7 +462,7 @@ func TestCloseWakesReceiversAndStopsEverything(t *testing.T) {
 		if err := c.Close(context.Background()); err != nil {
 			t.Fatalf("second Close: %v", err)
 		}
-		if _, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(u)}); !errors.Is(err, virtualqueue.ErrClosed) {
+		if _, err := c.ReceiveMessage(context.Background(), &sqs.ReceiveMessageInput{QueueUrl: aws.String(u)}); !errors.Is(err, sqsapi.ErrClosed) {
 			t.Fatalf("receive after Close = %v", err)
 		}
 		leakcheck.Check(t)

@@ -19,7 +19,6 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/testkit/sqsenv"
 	"github.com/tempqueues/tempqueues/internal/wire"
-	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 // send and receive: plain messages, no reply expected (call and serve-echo
@@ -186,8 +185,8 @@ type received struct {
 func runReceive(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := newFlags("receive", "--queue NAME|URL [--max 1] [--wait 0s] [--visibility 30s] [--delete] [--json]", stdout)
 	queue := fs.String("queue", "", "queue to receive from, by name or URL (required)")
-	maxN := fs.Int("max", 1, fmt.Sprintf("receive at most this many messages, 1 to %d", sqsapi.MaxReceiveMessages))
-	wait := fs.Duration("wait", 0, fmt.Sprintf("wait up to this long for a message, 0s to %ds in whole seconds (a long poll; on SQS, a short poll of 0s may miss messages)", sqsapi.MaxWaitTimeSeconds))
+	maxN := fs.Int("max", 1, fmt.Sprintf("receive at most this many messages, 1 to %d", wire.MaxReceiveMessages))
+	wait := fs.Duration("wait", 0, fmt.Sprintf("wait up to this long for a message, 0s to %ds in whole seconds (a long poll; on SQS, a short poll of 0s may miss messages)", wire.MaxWaitTimeSeconds))
 	visibility := fs.Duration("visibility", 0, "keep the received messages hidden from other receivers this long, 1s to 12h in whole seconds (default: the queue's visibility timeout)")
 	del := fs.Bool("delete", false, "delete the messages once printed")
 	asJSON := fs.Bool("json", false, "print a JSON array of {id, body, attributes, receipt_handle, receive_count, group_id}; [] when none came")
@@ -198,10 +197,10 @@ func runReceive(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := checkQueueArg("queue", *queue); err != nil {
 		return err
 	}
-	if *maxN < 1 || *maxN > sqsapi.MaxReceiveMessages {
-		return usageError("--max %d: want 1 to %d", *maxN, sqsapi.MaxReceiveMessages)
+	if *maxN < 1 || *maxN > wire.MaxReceiveMessages {
+		return usageError("--max %d: want 1 to %d", *maxN, wire.MaxReceiveMessages)
 	}
-	waitSeconds, err := wholeSeconds("wait", *wait, 0, sqsapi.MaxWaitTimeSeconds*time.Second)
+	waitSeconds, err := wholeSeconds("wait", *wait, 0, wire.MaxWaitTimeSeconds*time.Second)
 	if err != nil {
 		return err
 	}

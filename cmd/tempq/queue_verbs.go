@@ -13,7 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
-	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/internal/wire"
 )
 
 // The queue verbs: create-queue, delete-queue, purge-queue and
@@ -25,8 +25,8 @@ import (
 const (
 	minRetention = time.Minute
 	maxRetention = 14 * 24 * time.Hour
-	maxDelay     = sqsapi.MaxDelaySeconds * time.Second
-	maxHidden    = sqsapi.MaxVisibilityTimeout * time.Second
+	maxDelay     = wire.MaxDelaySeconds * time.Second
+	maxHidden    = wire.MaxVisibilityTimeout * time.Second
 )
 
 // wholeSeconds returns d in seconds when it is a whole number of seconds
@@ -192,8 +192,8 @@ func runListQueues(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err := parseNoArgs(fs, args); err != nil {
 		return err
 	}
-	if len(*prefix) > sqsapi.MaxQueueNameLength || strings.Trim(*prefix, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.") != "" {
-		return usageError("--prefix %q: a queue name prefix has up to %d characters of A-Z a-z 0-9 - _ .", *prefix, sqsapi.MaxQueueNameLength)
+	if len(*prefix) > wire.MaxQueueNameLength || strings.Trim(*prefix, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.") != "" {
+		return usageError("--prefix %q: a queue name prefix has up to %d characters of A-Z a-z 0-9 - _ .", *prefix, wire.MaxQueueNameLength)
 	}
 	env, err := openSQS(ctx, server, stderr)
 	if err != nil {

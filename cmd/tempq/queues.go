@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tempqueues/tempqueues/internal/heartbeat"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/reaper"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -152,7 +153,7 @@ func fleetFigures(qs []reaper.QueueStatus, now time.Time) fleet {
 	f.Tagging.Quota = heartbeat.TaggingQuota
 	need := heartbeat.Need(f.Temporary, sweepPeriod)
 	need = (need + time.Minute - 1).Truncate(time.Minute) // whole minutes, rounded up
-	f.RecommendedRetentionSeconds = int64(max(need, sqsapi.DefaultIdleQueueRetention) / time.Second)
+	f.RecommendedRetentionSeconds = int64(max(need, wire.DefaultIdleQueueRetention) / time.Second)
 	return f
 }
 

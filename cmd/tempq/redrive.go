@@ -141,7 +141,7 @@ type tally struct {
 
 func (t *tally) add(e observe.Event) {
 	d, _ := e.Detail.(redrive.Detail)
-	if e.Reason == redrive.ActionPark && errors.Is(d.Cause, redrive.ErrNoRoom) {
+	if e.Reason == "park" && errors.Is(d.Cause, redrive.ErrNoRoom) {
 		t.noRoom++
 	}
 	if e.Err != nil {
@@ -163,7 +163,7 @@ func printEvent(w io.Writer, e observe.Event, dryRun, asJSON bool) error {
 		if d.To != "" {
 			v["queue"] = d.To
 		}
-		if e.Reason != redrive.ActionPark {
+		if e.Reason != "park" {
 			v["delay_seconds"] = e.Duration.Seconds()
 		}
 		if !d.Due.IsZero() {
@@ -179,13 +179,13 @@ func printEvent(w io.Writer, e observe.Event, dryRun, asJSON bool) error {
 	}
 	var detail string
 	switch e.Reason {
-	case redrive.ActionReplay:
+	case "replay":
 		detail = fmt.Sprintf("attempt %d, delay %v -> %s", d.Attempt, e.Duration, queueNameOf(d.To))
-	case redrive.ActionSchedule:
+	case "schedule":
 		detail = fmt.Sprintf("attempt %d, delay %v: waits on the dead-letter queue until %s", d.Attempt, e.Duration, d.Due.Format(time.RFC3339))
-	case redrive.ActionWait:
+	case "wait":
 		detail = fmt.Sprintf("attempt %d due %s, %v left", d.Attempt, d.Due.Format(time.RFC3339), e.Duration.Round(time.Second))
-	case redrive.ActionPark:
+	case "park":
 		detail = fmt.Sprintf("after %d replays -> %s: %v", d.Attempt, queueNameOf(d.To), d.Cause)
 	}
 	prefix := ""

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -44,7 +45,7 @@ func runServeEcho(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	defer env.Close()
 	queueURL, err := resolveQueue(ctx, env.Client, "queue", *queue)
-	if errors.Is(err, errNoQueue) && sqsapi.ValidQueueName(*queue) {
+	if errors.Is(err, errNoQueue) && wire.ValidQueueName(*queue) {
 		// A name of a missing queue: create it, FIFO when the name says so.
 		in := &sqs.CreateQueueInput{QueueName: queue}
 		if strings.HasSuffix(*queue, ".fifo") {

@@ -22,7 +22,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/testkit/sqsenv"
-	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/internal/wire"
 )
 
 // serverHelp ends the usage of every command that talks to SQS.
@@ -190,8 +190,8 @@ func checkQueueArg(flagName, q string) error {
 		}
 		return nil
 	}
-	if !sqsapi.ValidQueueName(q) {
-		return usageError("--%s %q is neither a queue URL nor a valid queue name (1 to %d characters of A-Z a-z 0-9 - _, and .fifo at the end of a FIFO queue's)", flagName, q, sqsapi.MaxQueueNameLength)
+	if !wire.ValidQueueName(q) {
+		return usageError("--%s %q is neither a queue URL nor a valid queue name (1 to %d characters of A-Z a-z 0-9 - _, and .fifo at the end of a FIFO queue's)", flagName, q, wire.MaxQueueNameLength)
 	}
 	return nil
 }

@@ -30,7 +30,9 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *retire && *dryRun {
 		return usageError("--retire deletes; it cannot be a --dry-run")
 	}
+	start := time.Now()
 	rep, err := s.Sweep(ctx)
+	took := time.Since(start)
 	if err != nil {
 		return err
 	}
@@ -46,7 +48,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		if err := writeJSON(stdout, map[string]any{
 			"dry_run": *dryRun, "listed": rep.Listed, "kept": rep.Kept, "deleted": nonNil(rep.Deleted),
-			"skipped": skipped(rep), "errors": errs, "duration_seconds": rep.Duration.Seconds(),
+			"skipped": skipped(rep), "errors": errs, "duration_seconds": took.Seconds(),
 		}); err != nil {
 			return err
 		}
@@ -61,7 +63,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		// `tempq queues` shows why each kept queue is kept. The four
 		// counts add up to the queues listed.
 		fmt.Fprintf(stdout, "%s listed: %s %d, kept %d, skipped %d (sweeper queues, or gone meanwhile), %s, in %v\n",
-			plural(rep.Listed, "queue"), verb, len(rep.Deleted), rep.Kept, skipped(rep), plural(len(rep.Errors), "error"), rep.Duration.Round(time.Millisecond))
+			plural(rep.Listed, "queue"), verb, len(rep.Deleted), rep.Kept, skipped(rep), plural(len(rep.Errors), "error"), took.Round(time.Millisecond))
 		for _, e := range rep.Errors {
 			fmt.Fprintln(stderr, e)
 		}

@@ -121,7 +121,7 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 	// dead-letters the request on its third receive.
 	var poisonSeen atomic.Int32
 	svc, err := responder.New(client, func(o *responder.Options) {
-		o.Retry = responder.RetryImmediately
+		o.BackoffBase = -1 // at once
 		o.Store = responder.NewMemoryStore()
 	})
 	if err != nil {
@@ -154,7 +154,7 @@ func run(ctx context.Context, args []string, out io.Writer) (err error) {
 		o.Observer = observe.Func(func(_ context.Context, ev observe.Event) func(*types.Message, error) {
 			d := ev.Detail.(redrive.Detail) // a Redriven event: the only kind redrive tells
 			switch ev.Reason {
-			case redrive.ActionPark:
+			case "park":
 				logf("redrive: parked request %s after %d replays: %v", ev.RequestID, d.Attempt, d.Cause)
 			default:
 				logf("redrive: %s request %s, attempt %d, delay %v (at most %v)", ev.Reason, ev.RequestID, d.Attempt, ev.Duration, min(30*time.Second, *base<<(d.Attempt-1)))

@@ -31,6 +31,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/backoff"
 	"github.com/tempqueues/tempqueues/internal/callbound"
 	"github.com/tempqueues/tempqueues/internal/clock"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/internal/workers"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -174,8 +175,8 @@ type item[E, R any] struct {
 
 // New returns a Coalescer that performs batch calls with fn.
 func New[E, R any](fn Func[E, R], opts Options[E]) *Coalescer[E, R] {
-	if opts.MaxEntries <= 0 || opts.MaxEntries > sqsapi.MaxBatchEntries {
-		opts.MaxEntries = sqsapi.MaxBatchEntries
+	if opts.MaxEntries <= 0 || opts.MaxEntries > wire.MaxBatchEntries {
+		opts.MaxEntries = wire.MaxBatchEntries
 	}
 	if opts.MaxInFlight <= 0 {
 		opts.MaxInFlight = 2

@@ -31,7 +31,7 @@ func TestOneLayerRetries(t *testing.T) {
 		}
 		q := aws.ToString(out.QueueUrl)
 
-		remove := b.Server.InjectFault(sqstest.Throttle("DeleteMessageBatch"))
+		remove := b.Server.InjectFault(sqstest.Fail("DeleteMessageBatch", "RequestThrottled"))
 		dels := batch.NewDeletes(client, 2, 0)
 		got := make(chan error, 1)
 		dels.Submit(q, "handle", func(_ struct{}, err error) { got <- err })

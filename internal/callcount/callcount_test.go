@@ -136,7 +136,7 @@ func testBilled(t *testing.T, b *sqstestenv.Backend) {
 	// Every attempt is billed: a send throttled once is two calls of four
 	// requests each.
 	if b.Server != nil {
-		b.Server.InjectFault(sqstest.Throttle("SendMessage").Times(1))
+		b.Server.InjectFault(sqstest.Fail("SendMessage", "RequestThrottled").Times(1))
 		step("SendMessage of 200 KiB, retried once", "SendMessage", 2, 8, func() error {
 			_, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: url, MessageBody: aws.String(big)})
 			return err

@@ -8,7 +8,7 @@ import (
 
 	"github.com/tempqueues/tempqueues/internal/awserr"
 	"github.com/tempqueues/tempqueues/internal/poll"
-	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/internal/wire"
 )
 
 func (c *consumer) addPoller() {
@@ -78,7 +78,7 @@ func (p poller) Want() int {
 	}
 	need := 1
 	if c.batch != nil {
-		need = min(sqsapi.MaxReceiveMessages, cap(c.slots))
+		need = min(wire.MaxReceiveMessages, cap(c.slots))
 		c.gather <- struct{}{}
 	}
 	n, stopped := 0, false
@@ -99,7 +99,7 @@ func (p poller) Want() int {
 		return 0
 	}
 more:
-	for n < sqsapi.MaxReceiveMessages {
+	for n < wire.MaxReceiveMessages {
 		select {
 		case c.slots <- struct{}{}:
 			n++

@@ -58,8 +58,6 @@ type Options struct {
 
 	// MaxSends bounds the send calls in flight per queue; default 4.
 	MaxSends int
-	// DisableSendBatching sends each message with its own SendMessage.
-	DisableSendBatching bool
 	// PreferFewerCalls makes sends wait for company more readily.
 	PreferFewerCalls bool
 }
@@ -88,7 +86,7 @@ func New(op string, client sqsapi.Client, o Options) (*Core, error) {
 	}
 	client = httpbody.Ensure(client)
 	c := &Core{client: hostq.CountCalls(client, o.Calls), calls: o.Calls}
-	c.Sender = newSender(c.client, o.MaxSends, o.DisableSendBatching, o.PreferFewerCalls)
+	c.Sender = newSender(c.client, o.MaxSends, o.PreferFewerCalls)
 	if o.Prefix == "" {
 		return c, nil
 	}

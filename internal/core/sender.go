@@ -18,21 +18,20 @@ const defaultMaxSends = 4
 // Sender is the one send path of the clients. Concurrent sends to a queue
 // share SendMessageBatch calls, by the policy of internal/batch (when a
 // burst gathers, when a send waits for the call in flight); a lone send
-// goes out at once. A send that cannot be batched (batching disabled, SDK
-// options given, or the Sender closed) goes alone through SendMessage,
+// goes out at once. A send that cannot be batched (SDK options given, or
+// the Sender closed) goes alone through SendMessage,
 // retried as a batched entry is.
 type Sender struct {
 	client  sqsapi.Client
 	sends   *batch.Sends
-	alone   bool // Options.DisableSendBatching
 	stopped atomic.Bool
 }
 
-func newSender(client sqsapi.Client, maxInFlight int, alone, fewer bool) *Sender {
+func newSender(client sqsapi.Client, maxInFlight int, fewer bool) *Sender {
 	if maxInFlight <= 0 {
 		maxInFlight = defaultMaxSends
 	}
-	s := &Sender{client: client, sends: batch.NewSends(client, maxInFlight), alone: alone}
+	s := &Sender{client: client, sends: batch.NewSends(client, maxInFlight)}
 	if fewer {
 		s.sends.PreferFewerCalls()
 	}
@@ -44,7 +43,7 @@ func newSender(client sqsapi.Client, maxInFlight int, alone, fewer bool) *Sender
 // error names op and queueURL, not the call that failed (often a
 // SendMessageBatch the caller never made), and wraps the SDK's error.
 func (s *Sender) Send(ctx context.Context, op, queueURL string, in *sqs.SendMessageInput, optFns []func(*sqs.Options)) (*sqs.SendMessageOutput, error) {
-	lone := s.alone || s.stopped.Load()
+	lone := s.stopped.Load()
 	out, err := batch.SendMessage(ctx, s.sends, s.client, in, optFns, lone)
 	if err != nil {
 		return nil, awserr.ForSend(op, queueURL, err)

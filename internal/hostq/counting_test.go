@@ -35,7 +35,7 @@ func TestCountCallsCountsWhatSQSBills(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.Server.InjectFault(sqstest.Throttle("SendMessage").Times(2))
+	b.Server.InjectFault(sqstest.Fail("SendMessage", "RequestThrottled").Times(2))
 	if _, err := counted.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: aws.String("m")}); err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/wire"
-	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 // ErrTooManyQueues is returned by CreateQueue past its maxQueues.
@@ -107,7 +106,7 @@ func (h *Host) expectedLocked(name string) bool {
 // streamDemand is the demand of a multi-message expectation: a stream
 // can fill a receive by itself, so each justifies a poller of its own (up
 // to MaxPollers), where single replies share one per 10.
-const streamDemand = sqsapi.MaxReceiveMessages
+const streamDemand = wire.MaxReceiveMessages
 
 // stream is a multi-message expectation. It is a pointer so that the
 // router can tell a registration from a later one under the same name.

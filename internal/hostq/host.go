@@ -199,7 +199,7 @@ func (h *Host) wantPollersLocked() int {
 	if len(h.streams) > 0 {
 		limit += h.boost
 	}
-	want := min((h.demand+sqsapi.MaxReceiveMessages-1)/sqsapi.MaxReceiveMessages, limit)
+	want := min((h.demand+wire.MaxReceiveMessages-1)/wire.MaxReceiveMessages, limit)
 	var lat time.Duration
 	if h.deletes != nil {
 		lat = h.deletes.Latency()
@@ -250,7 +250,7 @@ func (h *Host) noteReceiveLocked(asked, got int, took time.Duration) {
 	switch {
 	case len(h.streams) == 0:
 		h.boost = 0
-	case got >= asked && asked == sqsapi.MaxReceiveMessages:
+	case got >= asked && asked == wire.MaxReceiveMessages:
 		if took < boostRoundTrip {
 			return
 		}
@@ -314,7 +314,7 @@ func (p *poller) Want() int {
 	}
 	h.kick = false
 	p.start = h.opts.Clock.Now()
-	return sqsapi.MaxReceiveMessages
+	return wire.MaxReceiveMessages
 }
 
 // Handle routes what a receive brought, or deals with its failure: a

@@ -35,7 +35,7 @@ var hostAttributes = []string{
 
 // maxPrefix keeps "<prefix><uuid>-<n>" within 80 characters for up to 999
 // host queues per owner.
-const maxPrefix = sqsapi.MaxQueueNameLength - 36 - 4
+const maxPrefix = wire.MaxQueueNameLength - 36 - 4
 
 // Heartbeats keeps owned host queues alive for the fleet's sweepers. A
 // *reap.Reaper is one; internal/core creates it (telling Owner.Gone of a
@@ -72,7 +72,7 @@ type OwnerOptions struct {
 
 // CheckOwner validates the options that shape host queue names and tags.
 func CheckOwner(op, prefix string, retention time.Duration) error {
-	if prefix == "" || len(prefix) > maxPrefix || !sqsapi.ValidQueueName(prefix) || strings.HasSuffix(prefix, ".fifo") {
+	if prefix == "" || len(prefix) > maxPrefix || !wire.ValidQueueName(prefix) || strings.HasSuffix(prefix, ".fifo") {
 		return wire.Invalid(op, "Prefix", "%q must be 1 to %d characters of A-Z a-z 0-9 - _ (host queue names add a UUID and a counter and must stay within 80)", prefix, maxPrefix)
 	}
 	if retention < wire.MinIdleQueueRetention || retention%time.Second != 0 {

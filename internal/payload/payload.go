@@ -119,7 +119,7 @@ func Advertise(attrs map[string]types.MessageAttributeValue, body *string, queue
 	n, size := len(attrs)+1, wire.MessageSize(body, attrs)+len(sqsapi.AcceptAttribute)+len("String")+len(offer)
 	if wire.IsVirtualQueueURL(queueURL) {
 		n++
-		size += len(sqsapi.VirtualQueueNameAttribute) + len("String") + sqsapi.MaxQueueNameLength
+		size += len(sqsapi.VirtualQueueNameAttribute) + len("String") + wire.MaxQueueNameLength
 	}
 	if n > sqsapi.MaxMessageAttributes || size > sqsapi.MaxMessageSize {
 		return false

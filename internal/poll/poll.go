@@ -35,7 +35,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/backoff"
 	"github.com/tempqueues/tempqueues/internal/callbound"
 	"github.com/tempqueues/tempqueues/internal/clock"
-	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/internal/wire"
 )
 
 // StopGrace is how long a graceful stop lets a long poll in flight run
@@ -203,7 +203,7 @@ func (l *Loop) Run(c Consumer) {
 			c.Handle(Result{Asked: n, At: l.cfg.Clock.Now(), Stopped: true})
 			return
 		}
-		in.MaxNumberOfMessages = int32(min(n, sqsapi.MaxReceiveMessages))
+		in.MaxNumberOfMessages = int32(min(n, wire.MaxReceiveMessages))
 		end := l.cfg.Clock.Now().Add(l.wait)
 		out, err := l.cfg.Client.ReceiveMessage(bound.start(l.wait+callbound.Timeout), &in)
 		bound.stop()

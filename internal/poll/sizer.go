@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/internal/wire"
 )
 
 // Sizer sizes a queue's pollers by Little's law. A receive that brought
@@ -40,7 +40,7 @@ type Sizer struct {
 
 // sparseBelow: receives that bring fewer messages than this on average
 // mean sparse traffic, where a spare parked poller pays.
-const sparseBelow = sqsapi.MaxReceiveMessages / 2
+const sparseBelow = wire.MaxReceiveMessages / 2
 
 // burstAbove: receives that bring more messages than this on average
 // bring bursts; below it, messages come one by one, and a spare poller
@@ -84,7 +84,7 @@ func (s *Sizer) Want(now time.Time, lat time.Duration) int {
 		return 1
 	}
 	gap = max(gap, now.Sub(last))
-	want := int(math.Ceil(float64(lat) * msgs / (sqsapi.MaxReceiveMessages * float64(gap))))
+	want := int(math.Ceil(float64(lat) * msgs / (wire.MaxReceiveMessages * float64(gap))))
 	// Lone messages merge only when the next tends to come while the
 	// poller is away: with fewer (a caller or two a round trip) there is
 	// nothing to merge, and the spare only spares the wait.

@@ -178,13 +178,13 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 		firstDone atomic.Int64
 		upAt      atomic.Int64
 	)
-	onSweep := func(rep reaper.Report) {
+	onSweep := func(rep reaper.Report, took time.Duration) {
 		sweeps.Add(1)
 		now := time.Now()
 		if *fleetN > 0 {
 			t.Logf("sweep at %v: listed %d, kept %d, deleted %d, errors %d, took %v",
 				now.Sub(start).Round(time.Second), rep.Listed, rep.Kept,
-				len(rep.Deleted), len(rep.Errors), rep.Duration.Round(time.Second))
+				len(rep.Deleted), len(rep.Errors), took.Round(time.Second))
 		}
 		mu.Lock()
 		for _, u := range rep.Deleted {
@@ -205,7 +205,7 @@ func runFleet(t *testing.T, cfg fleetConfig) fleetResult {
 			o.SweepPeriod = cfg.Period
 			o.Observer = observe.Func(func(_ context.Context, e observe.Event) func(*types.Message, error) {
 				if e.Kind == observe.Swept {
-					onSweep(e.Detail.(reaper.Report))
+					onSweep(e.Detail.(reaper.Report), e.Duration)
 				}
 				return nil
 			})

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -97,7 +98,7 @@ func TestVisibilityRounding(t *testing.T) {
 	for _, c := range []struct {
 		d    time.Duration
 		want int32
-	}{{0, 1}, {time.Millisecond, 1}, {time.Second, 1}, {time.Second + 1, 2}, {13 * time.Hour, sqsapi.MaxVisibilityTimeout}} {
+	}{{0, 1}, {time.Millisecond, 1}, {time.Second, 1}, {time.Second + 1, 2}, {13 * time.Hour, wire.MaxVisibilityTimeout}} {
 		if got := visibility(c.d); got != c.want {
 			t.Errorf("visibility(%v) = %d, want %d", c.d, got, c.want)
 		}

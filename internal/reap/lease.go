@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
@@ -173,7 +174,7 @@ func (l *lease) hideUntil(now time.Time) time.Time {
 // long poll of that window's first poller absorbs.
 func visibility(d time.Duration) int32 {
 	s := (d + time.Second - 1) / time.Second
-	return int32(min(max(s, 1), sqsapi.MaxVisibilityTimeout))
+	return int32(min(max(s, 1), wire.MaxVisibilityTimeout))
 }
 
 func (l *lease) log() *slog.Logger { return l.opts.Logger }
@@ -311,7 +312,7 @@ func (l *lease) receive(ctx context.Context) ([]types.Message, time.Time, error)
 	cctx, cancel := l.callCtx(ctx)
 	out, err := l.client.ReceiveMessage(cctx, &sqs.ReceiveMessageInput{
 		QueueUrl:                    aws.String(l.url),
-		MaxNumberOfMessages:         sqsapi.MaxReceiveMessages,
+		MaxNumberOfMessages:         wire.MaxReceiveMessages,
 		WaitTimeSeconds:             leaseWaitSeconds,
 		VisibilityTimeout:           vis,
 		MessageSystemAttributeNames: []types.MessageSystemAttributeName{types.MessageSystemAttributeNameSentTimestamp},

@@ -72,8 +72,8 @@ func buildOptions(op string, optFns []func(*Config)) (Config, error) {
 	if o.Period == 0 {
 		o.Period = defaultPeriod
 	}
-	if len(o.Prefix)+len(coordinationSuffix) > sqsapi.MaxQueueNameLength || !sqsapi.ValidQueueName(o.Prefix+coordinationSuffix) {
-		return o, wire.Invalid(op, "Prefix", "%q must be letters, digits, '-' or '_', at most %d characters", o.Prefix, sqsapi.MaxQueueNameLength-len(coordinationSuffix))
+	if len(o.Prefix)+len(coordinationSuffix) > wire.MaxQueueNameLength || !wire.ValidQueueName(o.Prefix+coordinationSuffix) {
+		return o, wire.Invalid(op, "Prefix", "%q must be letters, digits, '-' or '_', at most %d characters", o.Prefix, wire.MaxQueueNameLength-len(coordinationSuffix))
 	}
 	if o.Period < minPeriod || o.Period > maxPeriod {
 		return o, wire.Invalid(op, "Period", "%v is outside [%v, %v]", o.Period, minPeriod, maxPeriod)

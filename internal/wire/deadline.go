@@ -30,7 +30,7 @@ func StampDeadline(attrs map[string]types.MessageAttributeValue, body *string, q
 	n, size := len(attrs)+1, MessageSize(body, attrs)+deadlineBytes
 	if IsVirtualQueueURL(queueURL) {
 		n++
-		size += len(sqsapi.VirtualQueueNameAttribute) + len("String") + sqsapi.MaxQueueNameLength
+		size += len(sqsapi.VirtualQueueNameAttribute) + len("String") + MaxQueueNameLength
 	}
 	if deadline.IsZero() || n > sqsapi.MaxMessageAttributes || size > sqsapi.MaxMessageSize {
 		return false

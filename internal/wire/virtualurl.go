@@ -2,8 +2,6 @@ package wire
 
 import (
 	"strings"
-
-	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 // IsVirtualQueueURL reports whether u is a virtual queue URL, that is, has a
@@ -26,7 +24,7 @@ func ParseVirtualQueueURL(u string) (hostURL, name string, err error) {
 		return "", "", Invalid("", "QueueUrl", "%q is not a virtual queue URL (no '#')", u)
 	case !validHostURL(hostURL):
 		return "", "", Invalid("", "QueueUrl", "virtual queue URL %q has no valid host queue URL before '#'", u)
-	case !sqsapi.ValidQueueName(name) || strings.HasSuffix(name, ".fifo") && !strings.HasSuffix(hostURL, ".fifo"):
+	case !ValidQueueName(name) || strings.HasSuffix(name, ".fifo") && !strings.HasSuffix(hostURL, ".fifo"):
 		return "", "", Invalid("", "QueueUrl", "virtual queue URL %q: name after '#' must be 1-80 characters of A-Z a-z 0-9 - _ (and may end in .fifo on a FIFO host)", u)
 	}
 	return hostURL, name, nil

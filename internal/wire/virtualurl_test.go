@@ -66,7 +66,7 @@ func FuzzParseVirtualQueueURL(f *testing.F) {
 		if VirtualQueueURL(h, n) != s {
 			t.Fatalf("round trip of %q gave %q", s, VirtualQueueURL(h, n))
 		}
-		if !sqsapi.ValidQueueName(n) || len(n) == 0 || len(n) > sqsapi.MaxQueueNameLength {
+		if !ValidQueueName(n) || len(n) == 0 || len(n) > MaxQueueNameLength {
 			t.Fatalf("invalid name %q accepted", n)
 		}
 	})

@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/sqsapi"
+	"strings"
 )
 
 const (
@@ -97,8 +98,8 @@ func CheckMessageSize(op string, body *string, attrs map[string]types.MessageAtt
 // CheckDelaySeconds rejects a per-message DelaySeconds outside SQS's 0 to
 // 900.
 func CheckDelaySeconds(op string, d int32) error {
-	if d < 0 || d > sqsapi.MaxDelaySeconds {
-		return Invalid(op, "DelaySeconds", "%d is outside 0 to %d", d, sqsapi.MaxDelaySeconds)
+	if d < 0 || d > MaxDelaySeconds {
+		return Invalid(op, "DelaySeconds", "%d is outside 0 to %d", d, MaxDelaySeconds)
 	}
 	return nil
 }
@@ -106,4 +107,39 @@ func CheckDelaySeconds(op string, d int32) error {
 // StringAttribute is a message attribute of DataType String.
 func StringAttribute(v string) types.MessageAttributeValue {
 	return types.MessageAttributeValue{DataType: aws.String("String"), StringValue: aws.String(v)}
+}
+
+// SQS hard limits the library checks before a call, beside sqsapi's: no
+// user or peer needs to name them.
+const (
+	MaxBatchEntries      = 10           // entries per batch call
+	MaxReceiveMessages   = 10           // MaxNumberOfMessages
+	MaxWaitTimeSeconds   = 20           // WaitTimeSeconds
+	MaxDelaySeconds      = 900          // DelaySeconds
+	MaxVisibilityTimeout = 12 * 60 * 60 // seconds; also the cap since receipt
+	MaxQueueNameLength   = 80           // characters, ".fifo" included
+)
+
+// DefaultIdleQueueRetention is the default idle retention of temporary
+// queues, which the Options of the requester, tempqueue and the
+// responder's sessions state.
+const DefaultIdleQueueRetention = 300 * time.Second
+
+// ValidQueueName reports whether name follows SQS's queue naming rules: 1 to
+// 80 characters of A-Z, a-z, 0-9, '-' and '_'; a FIFO queue name ends in
+// ".fifo", which counts towards the 80.
+func ValidQueueName(name string) bool {
+	if len(name) > MaxQueueNameLength {
+		return false
+	}
+	name = strings.TrimSuffix(name, ".fifo")
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
 }

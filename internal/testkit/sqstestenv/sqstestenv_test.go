@@ -10,7 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
 	"github.com/tempqueues/tempqueues/internal/testkit/sqstestenv"
-	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/internal/wire"
 )
 
 func TestFauxqsRoundTripAndCounter(t *testing.T) {
@@ -18,7 +18,7 @@ func TestFauxqsRoundTripAndCounter(t *testing.T) {
 	client, counter := b.Client(t)
 	ctx := context.Background()
 	name := sqstestenv.QueueName(t, "q")
-	if !sqsapi.ValidQueueName(name) {
+	if !wire.ValidQueueName(name) {
 		t.Fatalf("QueueName gave invalid name %q", name)
 	}
 	out, err := client.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(name)})

@@ -329,7 +329,7 @@ func (d *deleter) run() {
 				linger = time.NewTimer(deleteLinger)
 				expiry = linger.C
 			}
-			if len(batch) == sqsapi.MaxBatchEntries {
+			if len(batch) == wire.MaxBatchEntries {
 				flush()
 			}
 		case <-expiry:
@@ -489,7 +489,7 @@ func (s *staticReply) setup(ctx context.Context) error {
 
 // wantPollers is how many reply pollers the waiting callers need; s.mu held.
 func (s *staticReply) wantPollers() int {
-	return min((len(s.waiting)+sqsapi.MaxReceiveMessages-1)/sqsapi.MaxReceiveMessages, replyPollers)
+	return min((len(s.waiting)+wire.MaxReceiveMessages-1)/wire.MaxReceiveMessages, replyPollers)
 }
 
 func (s *staticReply) receive() {

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/tempqueues/tempqueues/internal/callcount"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -34,9 +35,9 @@ func measureIdle(ctx context.Context, e *env) (*IdleResult, error) {
 		return nil, fmt.Errorf("idle scale %d above %d", k, MaxIdleScale)
 	}
 	scaled := func(d time.Duration) time.Duration { return (d / time.Duration(k)).Truncate(time.Second) }
-	retention := scaled(sqsapi.DefaultIdleQueueRetention)
+	retention := scaled(wire.DefaultIdleQueueRetention)
 	period := max(scaled(5*time.Minute), 2*time.Second) // reaper's default period, and its minimum
-	wait := scaled(sqsapi.MaxWaitTimeSeconds * time.Second)
+	wait := scaled(wire.MaxWaitTimeSeconds * time.Second)
 
 	reqCounter, respCounter := new(callcount.Counter), new(callcount.Counter)
 	reqClient, respClient := e.cfg.NewClient(reqCounter), e.cfg.NewClient(respCounter)

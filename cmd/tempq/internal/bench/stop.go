@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 
 	"github.com/tempqueues/tempqueues/internal/callcount"
+	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/requester"
 	"github.com/tempqueues/tempqueues/responder"
 	"github.com/tempqueues/tempqueues/sqsapi"
@@ -265,7 +266,7 @@ func stopVirtualQueue(ctx context.Context, e *env, client *sqs.Client, counter *
 	waiting := make(chan error, 1)
 	go func() {
 		for {
-			out, err := c.ReceiveMessage(context.WithoutCancel(ctx), &sqs.ReceiveMessageInput{QueueUrl: out.QueueUrl, WaitTimeSeconds: sqsapi.MaxWaitTimeSeconds})
+			out, err := c.ReceiveMessage(context.WithoutCancel(ctx), &sqs.ReceiveMessageInput{QueueUrl: out.QueueUrl, WaitTimeSeconds: wire.MaxWaitTimeSeconds})
 			if err == nil && len(out.Messages) > 0 {
 				err = fmt.Errorf("the waiting consumer received %d unexpected messages", len(out.Messages))
 			}
@@ -279,7 +280,7 @@ func stopVirtualQueue(ctx context.Context, e *env, client *sqs.Client, counter *
 		err := c.Close(ctx)
 		select {
 		case werr := <-waiting:
-			if !errors.Is(werr, virtualqueue.ErrClosed) {
+			if !errors.Is(werr, sqsapi.ErrClosed) {
 				err = errors.Join(err, fmt.Errorf("the waiting consumer: %w", werr))
 			}
 			return err

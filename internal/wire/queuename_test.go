@@ -1,10 +1,8 @@
-package sqsapi_test
+package wire
 
 import (
 	"strings"
 	"testing"
-
-	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
 func TestValidQueueName(t *testing.T) {
@@ -21,7 +19,7 @@ func TestValidQueueName(t *testing.T) {
 		strings.Repeat("q", 81):           false,
 		strings.Repeat("q", 76) + ".fifo": false,
 	} {
-		if got := sqsapi.ValidQueueName(name); got != want {
+		if got := ValidQueueName(name); got != want {
 			t.Errorf("ValidQueueName(%q) = %v, want %v", name, got, want)
 		}
 	}
