@@ -225,8 +225,9 @@ type Options struct {
 	// pays. Off by default: only responders that know compression read
 	// them (the package doc's "Compression").
 	CompressRequests bool
-	// PayloadStore, if set, carries the bodies too large for one message
-	// even compressed, up to 64 MiB, in the format of AWS's SQS extended
+	// PayloadStore, if set, carries the bodies over 448 KiB even
+	// compressed (where S3 costs less than SQS, docs/cost.md), up to
+	// 64 MiB, in the format of AWS's SQS extended
 	// clients (docs/wire.md, "Payloads in S3"): a request's body goes to
 	// the store and its message carries a pointer, which the responder
 	// reads (and deletes once it has replied); a reply that points to the

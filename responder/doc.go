@@ -125,9 +125,10 @@
 //
 // # Large replies
 //
-// A reply too large for one message even compressed goes through
-// Options.PayloadStore when it is set. Without one, a reply to a request
-// that offers to join parts (parts in TempQueues.Accept: a tempqueues
+// A reply over 448 KiB even compressed goes through Options.PayloadStore
+// when it is set (docs/cost.md says why there). Without one, a reply too
+// large for one message even compressed, to a request that offers to join
+// parts (parts in TempQueues.Accept: a tempqueues
 // requester's call waiting for one reply) travels in parts of up to
 // 1 MiB, up to 64 MiB (docs/limits.md), each compressed on its own when
 // that pays; the parts stop when the caller's deadline passes, and the

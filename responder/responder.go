@@ -45,8 +45,9 @@ type Options struct {
 	// latency and the pace of the requests and takes whichever is faster;
 	// docs/cost.md says what this changes.
 	PreferFewerCalls bool
-	// PayloadStore, if set, carries the bodies too large for one message
-	// even compressed, up to 64 MiB, in the format of AWS's SQS extended
+	// PayloadStore, if set, carries the bodies over 448 KiB even
+	// compressed (where S3 costs less than SQS, docs/cost.md), up to
+	// 64 MiB, in the format of AWS's SQS extended
 	// clients (docs/wire.md, "Payloads in S3"): a reply's body goes to the
 	// store and the reply carries a pointer, which the requester reads and
 	// deletes; a request that points to the store, from a requester or an

@@ -6,7 +6,7 @@
 // encode what they send with Encode and decode what they receive with
 // Decode, so that their users see only plain bodies.
 //
-// A body too large for one message even compressed goes through an
+// A body over Limit even compressed goes through an
 // sqsapi.PayloadStore (offload.go; docs/wire.md, "Payloads in S3"):
 // Offload puts it there and returns the pointer the message carries, in
 // the format of AWS's SQS extended clients, and Fetch reads a pointer
