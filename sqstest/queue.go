@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqstest/internal/api"
 	"github.com/tempqueues/tempqueues/sqstest/internal/journal"
 )
@@ -125,12 +124,30 @@ func (s *Server) queueByARN(arn string) *queue {
 	return nil
 }
 
+// validQueueName applies SQS's queue naming rule as the server does: 1 to
+// 80 characters of A-Z, a-z, 0-9, '-' and '_', a FIFO queue's ".fifo"
+// counted in the 80. (The clients' copy, internal/wire's, sits a layer
+// above this package; TestQueueNameRuleAgreesWithTheClients holds the two
+// together.)
+func validQueueName(name string) bool {
+	base := strings.TrimSuffix(name, ".fifo")
+	if len(name) > 80 || base == "" {
+		return false
+	}
+	for _, c := range []byte(base) {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
 func (s *Server) createQueue(base string, in *api.CreateQueueInput) (*api.QueueURLOutput, error) {
 	name := in.QueueName
 	if name == "" {
 		return nil, api.MissingParameter("QueueName")
 	}
-	if !wire.ValidQueueName(name) {
+	if !validQueueName(name) {
 		return nil, api.InvalidParameter("Can only include alphanumeric characters, hyphens, or underscores. 1 to 80 in length")
 	}
 	fifo := strings.HasSuffix(name, ".fifo")
