@@ -31,7 +31,10 @@ func Example() {
 	}
 	hostQueueURL := aws.ToString(q.QueueUrl)
 
-	r, err := reaper.New(client, func(o *reaper.Options) {
+	// The first heartbeat is immediate, and asynchronous: the example
+	// watches for its TagQueue call.
+	watched := tagWatch{Client: client, tagged: make(chan struct{}, 1)}
+	r, err := reaper.New(watched, func(o *reaper.Options) {
 		o.DisableSweeping = true // this example shows heartbeats only
 	})
 	if err != nil {
@@ -42,16 +45,13 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	tags := map[string]string{}
-	for tags[sqsapi.HeartbeatTag] == "" { // the first heartbeat is immediate
-		time.Sleep(10 * time.Millisecond) // and asynchronous: poll for its tag
-		out, err := client.ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: aws.String(hostQueueURL)})
-		if err != nil {
-			fmt.Println(err)
-			return
-		}
-		tags = out.Tags
+	<-watched.tagged
+	out, err := client.ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: aws.String(hostQueueURL)})
+	if err != nil {
+		fmt.Println(err)
+		return
 	}
+	tags := out.Tags
 	r.Remove(hostQueueURL) // before deleting the queue
 	if err := r.Close(ctx); err != nil {
 		fmt.Println(err)
@@ -59,6 +59,21 @@ func Example() {
 	fmt.Println(sqsapi.RetentionTag, "=", tags[sqsapi.RetentionTag])
 	// Output:
 	// __IdleQueueRetentionPeriodSeconds = 300
+}
+
+// tagWatch is a client that says when a TagQueue call has returned.
+type tagWatch struct {
+	sqsapi.Client
+	tagged chan struct{}
+}
+
+func (w tagWatch) TagQueue(ctx context.Context, in *sqs.TagQueueInput, optFns ...func(*sqs.Options)) (*sqs.TagQueueOutput, error) {
+	out, err := w.Client.TagQueue(ctx, in, optFns...)
+	select {
+	case w.tagged <- struct{}{}:
+	default:
+	}
+	return out, err
 }
 
 // A one-off sweep, as an operator's command would run it.

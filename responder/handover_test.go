@@ -95,7 +95,7 @@ func TestHandover(t *testing.T) {
 		for range handovers {
 			time.Sleep(between) // real: see the test's comment
 			next, nextErr := start()
-			time.Sleep(50 * time.Millisecond) // real: B's first poll is on its way to the server
+			testtime.Eventually(t, 5*time.Second, "B's first poll", func() bool { return next.Stats().Pollers > 0 })
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			if err := cur.Shutdown(ctx); err != nil {
 				t.Errorf("Shutdown: %v", err)

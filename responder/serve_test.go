@@ -22,6 +22,7 @@ import (
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/observe"
 	"github.com/tempqueues/tempqueues/sqsapi"
+	"github.com/tempqueues/tempqueues/sqstest"
 )
 
 // waitFor is testtime.Eventually with the patience of the responder's
@@ -113,10 +114,14 @@ func TestPlainResponseQueueAndFireAndForget(t *testing.T) {
 	})
 }
 
+// TestManyConcurrentRequests answers 300 requests with 32 handlers at
+// once. It runs in a bubble, where every call takes 10 ms of the bubble's
+// clock: the send-batching policy coalesces by the latency it measures,
+// and in a bubble calls otherwise take none.
 func TestManyConcurrentRequests(t *testing.T) {
 	t.Parallel()
-	sqstestenv.Each(t, func(t *testing.T, be *sqstestenv.Backend) {
-		t.Parallel()
+	inBubble(t, func(t *testing.T, be *sqstestenv.Backend) {
+		be.Server.InjectFault(sqstest.Latency("", 10*time.Millisecond, 0))
 		e := newEnv(t, be)
 		host := e.replyQueue("host", nil)
 		reqQ := e.queue("req", nil)
@@ -129,9 +134,7 @@ func TestManyConcurrentRequests(t *testing.T) {
 			if p := r.Stats().Pollers; p > maxPollers.Load() {
 				maxPollers.Store(p) // racy max, good enough for a lower bound
 			}
-			// Real work time: the send-batching policy measures real call
-			// latency, and coalesces nothing where calls take none (a bubble).
-			time.Sleep(5 * time.Millisecond)
+			testtime.Pause(5 * time.Millisecond) // the handler's work
 			return echo(ctx, req)
 		}))
 		got := e.replies(host, n, 30*time.Second)

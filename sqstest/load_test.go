@@ -75,9 +75,9 @@ func (x *target) load(pollers, messages int) {
 			x.t.Fatalf("only %d of %d messages delivered", n, messages)
 		}
 	}
-	// A duplicate would arrive within moments of the last message (real
-	// time: the receivers run on a real server, fauxqs, too).
-	time.Sleep(100 * time.Millisecond)
+	// A duplicate would be in a receive that returned by now: once every
+	// poller is parked again, all that was received has been counted.
+	x.waitParked(pollers)
 	cancel()
 	wg.Wait()
 	mu.Lock()
