@@ -250,9 +250,7 @@ func (g *gathering) onReply(m types.Message, err error) bool {
 		// poller, and its object deleted, read or not.
 		g.r.background(func() {
 			out, p, _, ferr := payload.Fetch(g.ctx, g.r.opts.PayloadStore, m)
-			if g.r.opts.PayloadStore != nil {
-				g.r.dropObject(&p)
-			}
+			defer g.r.dropObject(&p) // after the reply is gathered
 			if ferr != nil {
 				g.mu.Lock()
 				g.bad = append(g.bad, ferr)

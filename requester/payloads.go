@@ -27,15 +27,14 @@ func (c *Call) fetchReply(m types.Message) {
 		ctx = context.Background()
 	}
 	out, p, _, err := payload.Fetch(ctx, c.r.opts.PayloadStore, m)
+	// The object goes after the caller has its reply: its delete (an S3
+	// round trip) stays off the call's latency.
+	defer c.r.dropObject(&p)
 	if err != nil {
 		c.r.failed.Add(1)
 		c.finish(nil, badResponse(c.requestID, err))
-		if c.r.opts.PayloadStore != nil {
-			c.r.dropObject(&p)
-		}
 		return
 	}
-	c.r.dropObject(&p)
 	c.decoded(out)
 }
 
