@@ -13,9 +13,13 @@ import (
 // provides one on Amazon S3. Its methods are safe for concurrent use.
 type PayloadStore interface {
 	// Put stores body under key and returns the bucket it went to. Its
-	// error names the bucket.
+	// error names the bucket. As io.Writer's Write, Put must not modify
+	// body, even for a moment, nor keep it after it returns: the library
+	// passes a body's bytes without copying them.
 	Put(ctx context.Context, key string, body []byte) (bucket string, err error)
-	// Get returns the body stored in bucket under key. An object that
+	// Get returns the body stored in bucket under key. The slice is the
+	// caller's, and the store must never change it afterwards: the
+	// library reads it as the body without copying it. An object that
 	// does not exist is an error matching ErrPayloadNotFound; any other
 	// error names the bucket.
 	Get(ctx context.Context, bucket, key string) ([]byte, error)

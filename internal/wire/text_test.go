@@ -2,6 +2,7 @@ package wire
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -113,5 +114,24 @@ func BenchmarkCheckText(b *testing.B) {
 		if err := CheckText("op", "MessageBody", s); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestCheckTextFindsEveryPosition puts a character SQS refuses at every
+// byte of a body long enough for the 32- and 8-byte strides, and their
+// tails: each is found, at its byte.
+func TestCheckTextFindsEveryPosition(t *testing.T) {
+	base := strings.Repeat("0123456789abcdef", 5) // 80 bytes
+	for _, bad := range []string{"\x00", "\x1f", "\xff", "\ufffe"} {
+		for i := 0; i+len(bad) <= len(base); i++ {
+			s := base[:i] + bad + base[i+len(bad):]
+			want := fmt.Sprintf("byte %d", i)
+			if p := textProblem(s); !strings.Contains(p, want) {
+				t.Fatalf("%+q at %d: %q, want a problem at %s", bad, i, p, want)
+			}
+		}
+	}
+	if p := textProblem(base + "\t\r\n~ "); p != "" {
+		t.Fatalf("printable text refused: %s", p)
 	}
 }
