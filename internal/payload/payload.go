@@ -26,6 +26,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/callcount"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -205,9 +206,23 @@ const compressChunk = 64 << 10
 // asked to, whether the whole will come within its limit.
 const guessAfter = 256 << 10
 
+// sampleAfter is how much of a longer body compress reads before it
+// judges from the output so far whether the rest is worth compressing.
+const sampleAfter = 16 << 10
+
+// poorRatio: a sample whose output is over this share of its input is
+// data already compressed, encrypted or random, in base64, which gzip
+// shrinks by a quarter at most and compresses at its slowest.
+const poorRatio = 0.7
+
 // compress returns the gzip stream of body, or false as soon as the
 // stream passes limit bytes; with guess, also once the first guessAfter
-// bytes of body, compressed, foretell a stream a quarter over limit.
+// bytes of body, compressed, foretell a stream a quarter over limit. It
+// also gives up after the first sampleAfter bytes of data that compresses
+// poorly when the whole would still take as many billed 64 KiB chunks as
+// the body: such a body (64 KiB of random bytes in base64, 66 KB
+// compressed) cost CPU on both sides and saved nothing a lone message
+// bills.
 func compress(body string, limit int, guess bool) ([]byte, bool) {
 	var buf bytes.Buffer
 	buf.Grow(min(len(body)/4, limit) + 64)
@@ -217,11 +232,24 @@ func compress(body string, limit int, guess bool) ([]byte, bool) {
 		writers.Put(w)
 	}()
 	w.Reset(&buf)
-	for i := 0; i < len(body); i += compressChunk {
-		end := min(i+compressChunk, len(body))
+	for i := 0; i < len(body); {
+		// Pieces end at multiples of compressChunk, the first at
+		// sampleAfter when there is more.
+		end := min(i-i%compressChunk+compressChunk, len(body))
+		if i == 0 && len(body) > sampleAfter {
+			end = sampleAfter
+		}
 		_, _ = io.WriteString(w, body[i:end]) // a bytes.Buffer does not fail
+		i = end
 		if buf.Len() > limit {
 			return nil, false
+		}
+		if end == sampleAfter && end < len(body) {
+			_ = w.Flush() // what the writer holds back counts
+			ratio := float64(buf.Len()) / sampleAfter
+			if ratio > poorRatio && chunks(int(ratio*float64(len(body)))+carrierBytes) >= chunks(len(body)) {
+				return nil, false
+			}
 		}
 		if guess && end == guessAfter && end < len(body) {
 			_ = w.Flush() // what the writer holds back counts in the guess
@@ -233,6 +261,9 @@ func compress(body string, limit int, guess bool) ([]byte, bool) {
 	_ = w.Close()
 	return buf.Bytes(), buf.Len() <= limit
 }
+
+// chunks is the number of 64 KiB chunks SQS bills for n bytes.
+func chunks(n int) int { return (n + callcount.ChunkBytes - 1) / callcount.ChunkBytes }
 
 // Decode returns m as its sender meant it: a message that carries its
 // body in sqsapi.BodyAttribute gets that body, inflated, as its Body,

@@ -146,7 +146,8 @@ func TestRoundTrip(t *testing.T) {
 }
 
 // TestEncodeOnlyWhenItPays: a body below the threshold, one that
-// shrinks by less than a tenth, or a message without room for the
+// shrinks by less than a tenth, base64 of random bytes that would take
+// as many billed chunks compressed, or a message without room for the
 // carrier stay as they are.
 func TestEncodeOnlyWhenItPays(t *testing.T) {
 	t.Parallel()
@@ -159,7 +160,10 @@ func TestEncodeOnlyWhenItPays(t *testing.T) {
 		{"below the threshold", testbody.JSON(Threshold-1, 1), 1, false},
 		{"at the threshold", testbody.JSON(Threshold, 1), 1, true},
 		{"no room", testbody.JSON(64<<10, 1), 0, false},
-		{"base64 shrinks by a fifth", testbody.Random(64<<10, 1), 1, true},
+		{"base64 shrinks by a fifth: a chunk less", testbody.Random(72<<10, 1), 1, true},
+		{"base64 shrinks by a fifth: as many chunks", testbody.Random(64<<10, 1), 1, false},
+		{"base64 shrinks by a fifth: as many chunks of several", testbody.Random(87384, 1), 1, false},
+		{"base64 of 256 KiB: a chunk less", testbody.Random(349528, 1), 1, true},
 		{"noise shrinks by too little", noise(64 << 10), 1, false},
 		{"past MaxInflated", strings.Repeat("a", MaxInflated+1), 1, false},
 	}
