@@ -1005,8 +1005,8 @@ func (r *Requester) Close(ctx context.Context) error {
 func reaperConfig(opts Options) []func(*reap.Config) {
 	return []func(*reap.Config){func(c *reap.Config) {
 		c.Period, c.Observer = opts.SweepPeriod, opts.Observer
-		c.Detail = func(r reap.Report) any {
-			return reaper.Report{Listed: r.Listed, Kept: r.Kept, Deleted: r.Deleted, Errors: r.Errors}
+		c.Detail = func(t reap.Tally) any {
+			return reaper.Report{Listed: t.Listed, Kept: t.Kept(), Deleted: t.Deleted, Errors: t.Errors}
 		}
 	}}
 }
