@@ -65,7 +65,7 @@ func config(o Options) func(*reap.Config) {
 	return func(c *reap.Config) {
 		c.Prefix, c.Period, c.DryRun, c.Logger = o.Prefix, o.Period, o.DryRun, o.Logger
 		c.DisableSweeping, c.Observer = o.DisableSweeping, o.Observer
-		c.Detail = func(r reap.Report) any { return report(r) }
+		c.Detail = func(t reap.Tally) any { return report(t) }
 	}
 }
 
@@ -127,15 +127,11 @@ func (r *Reaper) Remove(queueURL string) { r.r.Remove(queueURL) }
 // after their retention and a sweeper deletes them.
 func (r *Reaper) Close(ctx context.Context) error { return r.r.Close(ctx) }
 
-// Stats are counters of a Reaper.
+// Stats are counters of a Reaper. Its sweeps are told to
+// Options.Observer, one Swept event each.
 type Stats struct {
 	HeartbeatErrors int64 // failed TagQueue calls, each retried after a backoff
-	Sweeps          int64 // sweeps this process ran under the lease
-	QueuesDeleted   int64 // queues those sweeps deleted
 }
 
 // Stats returns the Reaper's counters.
-func (r *Reaper) Stats() Stats {
-	s := r.r.Stats()
-	return Stats{HeartbeatErrors: s.HeartbeatErrors, Sweeps: s.Sweeps, QueuesDeleted: s.QueuesDeleted}
-}
+func (r *Reaper) Stats() Stats { return Stats{HeartbeatErrors: r.r.Stats().HeartbeatErrors} }

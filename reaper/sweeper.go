@@ -60,8 +60,8 @@ func NewSweeper(client sqsapi.Client, optFns ...func(*SweeperOptions)) (*Sweeper
 // returns an error only when listing failed or ctx ended, together with the
 // report of what was done so far.
 func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
-	r, err := s.s.Sweep(ctx)
-	return report(r), err
+	t, err := s.s.Sweep(ctx)
+	return report(t), err
 }
 
 // Queues lists the queues with the prefix (every page) and applies the idle
@@ -69,15 +69,16 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 // reading queue attributes. It costs one ListQueues per 1,000 queues and one
 // ListQueueTags per queue that is not reserved, read at most 10 a second
 // (a third of the account's tagging quota, as sweeps do). The result is sorted by
-// name; a queue deleted meanwhile is left out.
+// name (by URL, which differs only in the name); a queue deleted meanwhile is
+// left out.
 func (s *Sweeper) Queues(ctx context.Context) ([]QueueStatus, error) {
 	var (
 		mu  sync.Mutex
 		out []QueueStatus
 	)
 	now := s.s.Now()
-	err := s.s.List(ctx, func(url, name string, hostQueue, reserved bool, tags map[string]string, err error) {
-		q := QueueStatus{QueueURL: url, Name: name, RequesterHostQueue: hostQueue}
+	err := s.s.List(ctx, func(url string, hostQueue, reserved bool, tags map[string]string, err error) {
+		q := QueueStatus{QueueURL: url, RequesterHostQueue: hostQueue}
 		switch {
 		case reserved:
 			q.Verdict = VerdictReserved
@@ -95,7 +96,8 @@ func (s *Sweeper) Queues(ctx context.Context) ([]QueueStatus, error) {
 	if err != nil {
 		return nil, err
 	}
-	slices.SortFunc(out, func(a, b QueueStatus) int { return strings.Compare(a.Name, b.Name) })
+	// The URLs of one account's queues differ only in the name.
+	slices.SortFunc(out, func(a, b QueueStatus) int { return strings.Compare(a.QueueURL, b.QueueURL) })
 	return out, nil
 }
 
@@ -118,8 +120,9 @@ type Report struct {
 	Errors []error
 }
 
-func report(r reap.Report) Report {
-	return Report{Listed: r.Listed, Kept: r.Kept, Deleted: r.Deleted, Errors: r.Errors}
+// report sums a sweep's tally into what users read.
+func report(t reap.Tally) Report {
+	return Report{Listed: t.Listed, Kept: t.Kept(), Deleted: t.Deleted, Errors: t.Errors}
 }
 
 // Verdict is the idle rule's verdict on a queue.
@@ -148,9 +151,8 @@ const (
 
 // QueueStatus is one queue as the idle rule sees it.
 type QueueStatus struct {
-	// QueueURL and Name identify the queue.
+	// QueueURL identifies the queue; its last path segment is the name.
 	QueueURL string
-	Name     string
 	// RequesterHostQueue reports the name form <prefix><uuid>-<n>: such a
 	// queue is deleted when idle even if it holds messages; any other idle
 	// queue only when empty.

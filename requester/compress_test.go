@@ -89,7 +89,7 @@ func chunks(n int) int { return (n + 64<<10 - 1) / (64 << 10) }
 // plain bytes compressed, billed as fewer chunks than plain.
 func checkCarried(t *testing.T, what string, m types.Message, plain int) {
 	t.Helper()
-	v, ok := m.MessageAttributes[sqsapi.BodyAttribute]
+	v, ok := m.MessageAttributes[payload.BodyAttribute]
 	if !ok || aws.ToString(v.DataType) != "Binary.gzip" || aws.ToString(m.Body) != payload.Placeholder {
 		t.Fatalf("%s on the wire: body %.40q, attributes %v: not compressed", what, aws.ToString(m.Body), keys(m.MessageAttributes))
 	}
@@ -106,7 +106,7 @@ func checkPlain(t *testing.T, what string, m *types.Message, body string) {
 	if got := aws.ToString(m.Body); got != body {
 		t.Fatalf("%s: body of %d bytes %.40q, want %d bytes %.40q", what, len(got), got, len(body), body)
 	}
-	for _, a := range []string{sqsapi.BodyAttribute, sqsapi.AcceptAttribute} {
+	for _, a := range []string{payload.BodyAttribute, payload.AcceptAttribute} {
 		if _, ok := m.MessageAttributes[a]; ok {
 			t.Errorf("%s carries %s", what, a)
 		}
@@ -131,8 +131,8 @@ func TestCompressedReplies(t *testing.T) {
 		e := newEnv(t, b)
 		big := testbody.JSON(200<<10, 1)
 		serve(t, e.raw, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
-			if _, ok := req.Message.MessageAttributes[sqsapi.AcceptAttribute]; ok {
-				t.Errorf("the handler sees %s", sqsapi.AcceptAttribute)
+			if _, ok := req.Message.MessageAttributes[payload.AcceptAttribute]; ok {
+				t.Errorf("the handler sees %s", payload.AcceptAttribute)
 			}
 			if req.Body() == "stream" {
 				for i := range 2 {
@@ -248,7 +248,7 @@ func TestCompressionDisabled(t *testing.T) {
 			}
 		}
 		for _, m := range tap.receives() {
-			if _, ok := m.MessageAttributes[sqsapi.BodyAttribute]; ok || aws.ToString(m.Body) != big {
+			if _, ok := m.MessageAttributes[payload.BodyAttribute]; ok || aws.ToString(m.Body) != big {
 				t.Errorf("%s: the reply travelled compressed", c.name)
 			}
 		}
@@ -289,8 +289,8 @@ func TestCompressRequests(t *testing.T) {
 		e := newEnv(t, b)
 		big, huge := testbody.JSON(200<<10, 3), testbody.JSON(3<<20, 4)
 		serve(t, e.raw, func(ctx context.Context, req *responder.Request) (*responder.Reply, error) {
-			if _, ok := req.Message.MessageAttributes[sqsapi.BodyAttribute]; ok {
-				t.Errorf("the handler sees %s", sqsapi.BodyAttribute)
+			if _, ok := req.Message.MessageAttributes[payload.BodyAttribute]; ok {
+				t.Errorf("the handler sees %s", payload.BodyAttribute)
 			}
 			switch req.Body() {
 			case big, huge:
@@ -338,7 +338,7 @@ func TestCompressRequests(t *testing.T) {
 		sess.Close()
 		carried := 0
 		for _, s := range tap.sends() {
-			if _, ok := s.MessageAttributes[sqsapi.BodyAttribute]; ok {
+			if _, ok := s.MessageAttributes[payload.BodyAttribute]; ok {
 				checkCarried(t, "the session's message", types.Message{Body: s.MessageBody, MessageAttributes: s.MessageAttributes}, len(big))
 				carried++
 			}
@@ -384,11 +384,11 @@ func (e *env) rawReplier(t *testing.T, ctx context.Context, reply func(types.Mes
 var bomb = sync.OnceValue(func() []byte {
 	attrs := map[string]types.MessageAttributeValue{}
 	payload.Encode(strings.Repeat("a", payload.MaxInflated), attrs, 1)
-	z := attrs[sqsapi.BodyAttribute].BinaryValue
+	z := attrs[payload.BodyAttribute].BinaryValue
 	// One more byte: a second gzip member, which Decode reads on.
 	extra := map[string]types.MessageAttributeValue{}
 	payload.Encode(strings.Repeat("b", payload.Threshold), extra, 1)
-	return append(z[:len(z):len(z)], extra[sqsapi.BodyAttribute].BinaryValue...)
+	return append(z[:len(z):len(z)], extra[payload.BodyAttribute].BinaryValue...)
 })
 
 // TestUnreadableRepliesFail: a compressed reply that does not decompress,
@@ -408,7 +408,7 @@ func TestUnreadableRepliesFail(t *testing.T) {
 			}
 			return payload.Placeholder, map[string]types.MessageAttributeValue{
 				sqsapi.CorrelationIDAttribute: m.MessageAttributes[sqsapi.RequestIDAttribute],
-				sqsapi.BodyAttribute:          {DataType: aws.String(payload.DataType), BinaryValue: z},
+				payload.BodyAttribute:         {DataType: aws.String(payload.DataType), BinaryValue: z},
 			}
 		})
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -438,9 +438,9 @@ type corrupting struct{ sqsapi.Client }
 
 func (c corrupting) SendMessageBatch(ctx context.Context, in *sqs.SendMessageBatchInput, optFns ...func(*sqs.Options)) (*sqs.SendMessageBatchOutput, error) {
 	for i, e := range in.Entries {
-		if v, ok := e.MessageAttributes[sqsapi.BodyAttribute]; ok {
+		if v, ok := e.MessageAttributes[payload.BodyAttribute]; ok {
 			v.BinaryValue = []byte("damaged")
-			in.Entries[i].MessageAttributes[sqsapi.BodyAttribute] = v
+			in.Entries[i].MessageAttributes[payload.BodyAttribute] = v
 		}
 	}
 	return c.Client.SendMessageBatch(ctx, in, optFns...)

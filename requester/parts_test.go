@@ -52,7 +52,7 @@ func TestReplyInParts(t *testing.T) {
 		if v := m.MessageAttributes["kind"]; aws.ToString(v.StringValue) != "report" {
 			t.Errorf("the reply's attribute: %v", v)
 		}
-		for _, k := range []string{sqsapi.StreamAttribute, sqsapi.BodyAttribute} {
+		for _, k := range []string{sqsapi.StreamAttribute, payload.BodyAttribute} {
 			if _, ok := m.MessageAttributes[k]; ok {
 				t.Errorf("the caller sees %s", k)
 			}
@@ -61,14 +61,14 @@ func TestReplyInParts(t *testing.T) {
 		if len(sent) != 1 {
 			t.Fatalf("%d requests sent, want 1", len(sent))
 		}
-		offer.Store(aws.ToString(sent[0].MessageAttributes[sqsapi.AcceptAttribute].StringValue))
+		offer.Store(aws.ToString(sent[0].MessageAttributes[payload.AcceptAttribute].StringValue))
 		if got := offer.Load(); got != "gzip,parts" {
 			t.Errorf("the request's offer is %q, want gzip,parts", got)
 		}
 		parts := tap.receives()
 		var wire int
 		for _, p := range parts {
-			wire += len(p.MessageAttributes[sqsapi.BodyAttribute].BinaryValue) + len(aws.ToString(p.Body))
+			wire += len(p.MessageAttributes[payload.BodyAttribute].BinaryValue) + len(aws.ToString(p.Body))
 		}
 		if len(parts) < 2 {
 			t.Fatalf("%d messages received, want the reply's parts", len(parts))

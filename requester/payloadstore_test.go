@@ -36,8 +36,8 @@ func checkPointer(t *testing.T, what string, body *string, attrs map[string]type
 	if aws.ToString(v.DataType) != "Number" || aws.ToString(v.StringValue) != strconv.Itoa(size) {
 		t.Errorf("%s: %s = %s %q, want Number %d", what, payload.SizeAttribute, aws.ToString(v.DataType), aws.ToString(v.StringValue), size)
 	}
-	if _, ok := attrs[sqsapi.BodyAttribute]; ok {
-		t.Errorf("%s carries %s beside the pointer", what, sqsapi.BodyAttribute)
+	if _, ok := attrs[payload.BodyAttribute]; ok {
+		t.Errorf("%s carries %s beside the pointer", what, payload.BodyAttribute)
 	}
 }
 

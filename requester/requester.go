@@ -862,7 +862,7 @@ func (r *Requester) checkRequest(op string, in *sqs.SendMessageInput, compress c
 	if aws.ToString(in.MessageBody) == "" {
 		return "", nil, nil, false, wire.Invalid(op, "MessageBody", "empty (SQS requires a body)")
 	}
-	for _, name := range append([]string{sqsapi.ResponseQueueURLAttribute, sqsapi.DeadlineAttribute, sqsapi.AcceptAttribute, sqsapi.BodyAttribute}, own...) {
+	for _, name := range append([]string{sqsapi.ResponseQueueURLAttribute, sqsapi.DeadlineAttribute, payload.AcceptAttribute, payload.BodyAttribute}, own...) {
 		if _, ok := in.MessageAttributes[name]; ok {
 			return "", nil, nil, false, wire.Invalid(op, "MessageAttributes", "%s is set by the requester", name)
 		}
@@ -913,7 +913,7 @@ func (r *Requester) checkRequest(op string, in *sqs.SendMessageInput, compress c
 			return "", nil, nil, false, wire.Invalid(op, "MessageBody", "body of %d bytes exceeds the maximum payload of %d MiB", len(*in.MessageBody), payload.MaxPayload>>20)
 		}
 		if compress == compressOrOffload && r.opts.PayloadStore != nil {
-			delete(attrs, sqsapi.BodyAttribute)
+			delete(attrs, payload.BodyAttribute)
 			if len(attrs)+extra+1 > sqsapi.MaxMessageAttributes {
 				return "", nil, nil, false, wire.Invalid(op, "MessageAttributes", "no place left among SQS's %d attributes for %s, which a body sent through Options.PayloadStore needs", sqsapi.MaxMessageAttributes, payload.SizeAttribute)
 			}
@@ -923,7 +923,7 @@ func (r *Requester) checkRequest(op string, in *sqs.SendMessageInput, compress c
 			return requestID, attrs, in.MessageBody, true, nil
 		}
 		how, hint := "", ""
-		if _, ok := attrs[sqsapi.BodyAttribute]; ok {
+		if _, ok := attrs[payload.BodyAttribute]; ok {
 			how = " compressed"
 		}
 		if compress == compressOrOffload {
@@ -1005,8 +1005,8 @@ func (r *Requester) Close(ctx context.Context) error {
 func reaperConfig(opts Options) []func(*reap.Config) {
 	return []func(*reap.Config){func(c *reap.Config) {
 		c.Period, c.Observer = opts.SweepPeriod, opts.Observer
-		c.Detail = func(r reap.Report) any {
-			return reaper.Report{Listed: r.Listed, Kept: r.Kept, Deleted: r.Deleted, Errors: r.Errors}
+		c.Detail = func(t reap.Tally) any {
+			return reaper.Report{Listed: t.Listed, Kept: t.Kept(), Deleted: t.Deleted, Errors: t.Errors}
 		}
 	}}
 }

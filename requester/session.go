@@ -216,7 +216,7 @@ func (s *Session) Send(ctx context.Context, msg *Message) error {
 	if msg.Body == "" {
 		return wire.Invalid(op, "Body", "empty (SQS requires a body)")
 	}
-	for _, name := range []string{sqsapi.StreamAttribute, sqsapi.SessionAttribute, sqsapi.VirtualQueueNameAttribute, sqsapi.AcceptAttribute, sqsapi.BodyAttribute} {
+	for _, name := range []string{sqsapi.StreamAttribute, sqsapi.SessionAttribute, sqsapi.VirtualQueueNameAttribute, payload.AcceptAttribute, payload.BodyAttribute} {
 		if _, ok := msg.Attributes[name]; ok {
 			return wire.Invalid(op, "Attributes", "%s is set by the requester", name)
 		}
@@ -249,7 +249,7 @@ func (s *Session) Send(ctx context.Context, msg *Message) error {
 		if len(msg.Body) > payload.MaxPayload {
 			return wire.Invalid(op, "Body", "body of %d bytes exceeds the maximum payload of %d MiB", len(msg.Body), payload.MaxPayload>>20)
 		}
-		delete(attrs, sqsapi.BodyAttribute)
+		delete(attrs, payload.BodyAttribute)
 		if len(attrs)+3 > sqsapi.MaxMessageAttributes {
 			return wire.Invalid(op, "Attributes", "no place left among SQS's %d attributes for %s, which a message sent through Options.PayloadStore needs", sqsapi.MaxMessageAttributes, payload.SizeAttribute)
 		}

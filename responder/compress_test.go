@@ -38,7 +38,7 @@ func (e *env) sendRaw(queueURL, body, replyURL string, attrs map[string]types.Me
 	}
 }
 
-var offer = map[string]types.MessageAttributeValue{sqsapi.AcceptAttribute: wire.StringAttribute("gzip")}
+var offer = map[string]types.MessageAttributeValue{payload.AcceptAttribute: wire.StringAttribute("gzip")}
 
 // TestCompressionOnTheWire: a request that offers gzip gets a large reply
 // compressed in TempQueues.Body, a Java requester's (no offer) gets it
@@ -68,7 +68,7 @@ func TestCompressionOnTheWire(t *testing.T) {
 		if len(got) != 1 || aws.ToString(got[0].Body) != big || attr(got[0], sqsapi.VirtualQueueNameAttribute) != "java" {
 			t.Fatalf("the reply to a Java requester: %d messages", len(got))
 		}
-		if _, ok := got[0].MessageAttributes[sqsapi.BodyAttribute]; ok {
+		if _, ok := got[0].MessageAttributes[payload.BodyAttribute]; ok {
 			t.Fatal("the reply to a Java requester travelled compressed")
 		}
 
@@ -102,7 +102,7 @@ func TestCompressionOnTheWire(t *testing.T) {
 			t.Fatalf("the handler ran %d times", len(seen))
 		}
 		for _, m := range seen {
-			for _, a := range []string{sqsapi.BodyAttribute, sqsapi.AcceptAttribute} {
+			for _, a := range []string{payload.BodyAttribute, payload.AcceptAttribute} {
 				if _, ok := m.MessageAttributes[a]; ok {
 					t.Errorf("the handler sees %s", a)
 				}
@@ -138,12 +138,12 @@ func TestUnreadableRequestsAreDropped(t *testing.T) {
 		payload.Encode(strings.Repeat("a", payload.MaxInflated), bomb, 1)
 		more := map[string]types.MessageAttributeValue{}
 		payload.Encode(strings.Repeat("b", payload.Threshold), more, 1)
-		z := bomb[sqsapi.BodyAttribute].BinaryValue
-		bomb[sqsapi.BodyAttribute] = types.MessageAttributeValue{DataType: aws.String(payload.DataType),
-			BinaryValue: append(z[:len(z):len(z)], more[sqsapi.BodyAttribute].BinaryValue...)}
+		z := bomb[payload.BodyAttribute].BinaryValue
+		bomb[payload.BodyAttribute] = types.MessageAttributeValue{DataType: aws.String(payload.DataType),
+			BinaryValue: append(z[:len(z):len(z)], more[payload.BodyAttribute].BinaryValue...)}
 		for name, attrs := range map[string]map[string]types.MessageAttributeValue{
-			"not gzip":      {sqsapi.BodyAttribute: {DataType: aws.String(payload.DataType), BinaryValue: []byte("not gzip")}},
-			"another codec": {sqsapi.BodyAttribute: {DataType: aws.String("Binary.zstd"), BinaryValue: []byte{1, 2, 3}}},
+			"not gzip":      {payload.BodyAttribute: {DataType: aws.String(payload.DataType), BinaryValue: []byte("not gzip")}},
+			"another codec": {payload.BodyAttribute: {DataType: aws.String("Binary.zstd"), BinaryValue: []byte{1, 2, 3}}},
 			"a zip bomb":    bomb,
 		} {
 			e.sendRaw(reqQ, payload.Placeholder, host+"#"+strings.ReplaceAll(name, " ", "-"), attrs)

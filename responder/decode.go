@@ -39,7 +39,7 @@ func decode(ctx context.Context, x *exchange, next step) action {
 	m, accept, err := payload.Decode(x.req.Message)
 	if err != nil {
 		x.s.r.dropped(ctx, x, reasonMalformed)
-		v := x.req.Message.MessageAttributes[sqsapi.BodyAttribute]
+		v := x.req.Message.MessageAttributes[payload.BodyAttribute]
 		x.log.Warn("responder: request deleted unhandled: its compressed body cannot be read",
 			slog.Any("error", err), slog.String("data_type", aws.ToString(v.DataType)), slog.Int("compressed_bytes", len(v.BinaryValue)))
 		return action{kind: actDelete}

@@ -46,7 +46,7 @@ func dedupe(ctx context.Context, x *exchange, next step) action {
 		return action{kind: actDelete}
 	case InProgress:
 		x.log.Debug("responder: request in progress elsewhere; put back", slog.Duration("delay", r.opts.InProgressDelay))
-		return action{kind: actRelease, delay: r.opts.InProgressDelay, reason: reasonBusy, err: ErrInProgress}
+		return action{kind: actRelease, delay: r.opts.InProgressDelay, reason: reasonBusy, err: errInProgress}
 	}
 	x.d.SetLease(token)
 	act := next(ctx, x)

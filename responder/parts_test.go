@@ -63,7 +63,7 @@ func TestRepliesInParts(t *testing.T) {
 	request := func(offer string) types.Message {
 		return types.Message{MessageId: aws.String("m-1"), Body: aws.String("q"), MessageAttributes: map[string]types.MessageAttributeValue{
 			sqsapi.ResponseQueueURLAttribute: wire.StringAttribute(host + "#v"),
-			sqsapi.AcceptAttribute:           wire.StringAttribute(offer),
+			payload.AcceptAttribute:          wire.StringAttribute(offer),
 		}}
 	}
 	body := testbody.Random(3<<20, 11)
@@ -79,7 +79,7 @@ func TestRepliesInParts(t *testing.T) {
 		}
 		compressed := 0
 		for _, m := range msgs {
-			if _, ok := m.MessageAttributes[sqsapi.BodyAttribute]; ok {
+			if _, ok := m.MessageAttributes[payload.BodyAttribute]; ok {
 				compressed++
 			}
 		}

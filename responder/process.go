@@ -13,18 +13,20 @@ import (
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
-// ErrInProgress is the cause of a Process error for a request that another
+// errInProgress is the cause of a Process error for a request that another
 // consumer holds in the idempotency Store: it is put back for
-// Options.InProgressDelay rather than run twice.
-var ErrInProgress = errors.New("responder: request in progress elsewhere")
+// Options.InProgressDelay rather than run twice. The RetryError says so
+// (Release, Delay); the cause only explains it in logs.
+var errInProgress = errors.New("responder: request in progress elsewhere")
 
 // RetryError is the error Process returns for a request it leaves for
-// redelivery. Err says why (the handler's error, a *PanicError,
-// ErrInProgress, a failed Store or reply send). When Release is true the
-// caller should make the request visible again after Delay
-// (ChangeMessageVisibility), as Serve does under Options.BackoffBase and for
-// requests in progress elsewhere; otherwise the request reappears when its
-// visibility timeout ends.
+// redelivery. Err says why (the handler's error, a *PanicError, another
+// consumer holding the request in the Store, a failed Store or reply
+// send). When Release is true the caller should make the request visible
+// again after Delay (ChangeMessageVisibility), as Serve does under
+// Options.BackoffBase and, after Options.InProgressDelay, for requests in
+// progress elsewhere; otherwise the request reappears when its visibility
+// timeout ends.
 type RetryError struct {
 	Err     error
 	Release bool

@@ -227,7 +227,7 @@ func buildLargeReply(request types.Message, reply *Reply, more map[string]string
 		// SQS rejects empty bodies; saying so here names the culprit.
 		return "", entry, false, wire.Invalid(opSendResponse, "Body", "reply body is empty (SQS requires at least one character)")
 	}
-	for _, name := range []string{sqsapi.VirtualQueueNameAttribute, sqsapi.CorrelationIDAttribute, sqsapi.BodyAttribute, sqsapi.AcceptAttribute} {
+	for _, name := range []string{sqsapi.VirtualQueueNameAttribute, sqsapi.CorrelationIDAttribute, payload.BodyAttribute, payload.AcceptAttribute} {
 		if _, taken := reply.Attributes[name]; taken {
 			return "", entry, false, wire.Invalid(opSendResponse, "MessageAttributes", "attribute %q is set by the responder", name)
 		}
@@ -272,7 +272,7 @@ func buildLargeReply(request types.Message, reply *Reply, more map[string]string
 		if limit == 0 {
 			return "", entry, false, err
 		}
-		delete(attrs, sqsapi.BodyAttribute)
+		delete(attrs, payload.BodyAttribute)
 		body, over = reply.Body, true
 	}
 	entry.MessageBody = &body

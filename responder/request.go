@@ -36,8 +36,8 @@ type Request struct {
 	stream   *replyStream // set by Serve when the requester takes a stream
 	session  *session     // set by Serve when the requester streams its request too
 	inner    *innerCtx    // with Options.Observer or Propagator: the handler's context
-	accept   bool         // replies travel compressed when that pays: the requester offered it (sqsapi.AcceptAttribute) and the responder compresses
-	parts    bool         // the requester joins a reply sent in parts (sqsapi.AcceptAttribute)
+	accept   bool         // replies travel compressed when that pays: the requester offered it (payload.AcceptAttribute) and the responder compresses
+	parts    bool         // the requester joins a reply sent in parts (payload.AcceptAttribute)
 }
 
 // innerCtx keeps the context the handler ran under, inside all

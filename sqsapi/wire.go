@@ -87,23 +87,6 @@ const (
 	// say where the request reached it; on the reply it holds the URL of
 	// the request queue the responder received the request from.
 	OriginAttribute = "TempQueues.Origin"
-
-	// AcceptAttribute is the String message attribute on a request that
-	// lists what its requester reads in replies, comma-separated: "gzip",
-	// the one codec, and on a call "parts", a reply too large for one
-	// message in parts. The requester adds it when the message has room
-	// (as DeadlineAttribute); a responder compresses the replies to a
-	// request that offers gzip, when that pays, and sends any other
-	// request's replies as they are (docs/wire.md, "Compression",
-	// "Replies in parts").
-	AcceptAttribute = "TempQueues.Accept"
-
-	// BodyAttribute is the message attribute that carries a compressed
-	// body: DataType "Binary.gzip", its value the gzip stream of the body,
-	// while the message's own body is a short placeholder (SQS requires
-	// one). SQS counts a Binary value's raw bytes, so the body travels at
-	// its compressed size, without base64's third more.
-	BodyAttribute = "TempQueues.Body"
 )
 
 // SQS hard limits that tempqueues checks before making a call.

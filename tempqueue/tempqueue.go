@@ -110,8 +110,8 @@ func New(client sqsapi.Client, optFns ...func(*Options)) (*Client, error) {
 		OnGone:          c.hostGone,
 		Reaper: []func(*reap.Config){func(rc *reap.Config) {
 			rc.Period, rc.Observer = opts.SweepPeriod, opts.Observer
-			rc.Detail = func(r reap.Report) any {
-				return reaper.Report{Listed: r.Listed, Kept: r.Kept, Deleted: r.Deleted, Errors: r.Errors}
+			rc.Detail = func(t reap.Tally) any {
+				return reaper.Report{Listed: t.Listed, Kept: t.Kept(), Deleted: t.Deleted, Errors: t.Errors}
 			}
 		}},
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"path"
 	"slices"
 	"text/tabwriter"
 	"time"
@@ -39,7 +40,7 @@ func runQueues(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *asJSON {
 		for _, q := range qs {
 			v := map[string]any{
-				"queue_url": q.QueueURL, "name": q.Name, "verdict": q.Verdict,
+				"queue_url": q.QueueURL, "name": path.Base(q.QueueURL), "verdict": q.Verdict,
 				"requester_host_queue": q.RequesterHostQueue, "retention_seconds": int64(q.Retention / time.Second),
 			}
 			if !q.Heartbeat.IsZero() {
@@ -78,7 +79,7 @@ func runQueues(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		case q.Err != nil:
 			verdict += ": " + q.Err.Error()
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", q.Name, age, retention, verdict)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", path.Base(q.QueueURL), age, retention, verdict)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -135,7 +136,7 @@ func retireLease(ctx context.Context, s *reaper.Sweeper, client *sqs.Client, pre
 	name := reaper.LeaseQueueName(prefix)
 	left := 0
 	for _, q := range qs {
-		if q.Verdict != reaper.VerdictNotTemporary && q.Name != name {
+		if q.Verdict != reaper.VerdictNotTemporary && path.Base(q.QueueURL) != name {
 			left++
 		}
 	}

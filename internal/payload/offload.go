@@ -149,7 +149,7 @@ func Limit(store sqsapi.PayloadStore) int {
 
 // Offload puts body in store under a new key for deadline and returns
 // the pointer to send as the message's body, adding SizeAttribute to
-// attrs. It drops the compressed carrier (sqsapi.BodyAttribute) from
+// attrs. It drops the compressed carrier (BodyAttribute) from
 // attrs: the object holds the plain body, which every extended client
 // reads. A body over MaxPayload is an error matching ErrTooLarge with no
 // call made; with a nil store, an error matching sqsapi.ErrNoPayloadStore.
@@ -165,7 +165,7 @@ func Offload(ctx context.Context, store sqsapi.PayloadStore, body string, attrs 
 	if err != nil {
 		return Pointer{}, fmt.Errorf("putting the payload in its store: %w", err)
 	}
-	delete(attrs, sqsapi.BodyAttribute)
+	delete(attrs, BodyAttribute)
 	attrs[SizeAttribute] = types.MessageAttributeValue{DataType: aws.String("Number"), StringValue: aws.String(strconv.Itoa(len(body)))}
 	return Pointer{Bucket: bucket, Key: key}, nil
 }

@@ -90,7 +90,7 @@ func TestNotPointers(t *testing.T) {
 func TestPointerAsExtendedClientsParseIt(t *testing.T) {
 	t.Parallel()
 	store := memstore.New("tq-bucket")
-	attrs := map[string]types.MessageAttributeValue{sqsapi.BodyAttribute: {DataType: aws.String(DataType), BinaryValue: []byte{1}}}
+	attrs := map[string]types.MessageAttributeValue{BodyAttribute: {DataType: aws.String(DataType), BinaryValue: []byte{1}}}
 	deadline := time.Unix(1_900_000_000, 0)
 	p, err := Offload(context.Background(), store, "héllo", attrs, deadline)
 	if err != nil {
@@ -113,7 +113,7 @@ func TestPointerAsExtendedClientsParseIt(t *testing.T) {
 	if aws.ToString(v.DataType) != "Number" || aws.ToString(v.StringValue) != "6" {
 		t.Errorf("%s = %s %q, want Number 6 (bytes)", SizeAttribute, aws.ToString(v.DataType), aws.ToString(v.StringValue))
 	}
-	if _, ok := attrs[sqsapi.BodyAttribute]; ok {
+	if _, ok := attrs[BodyAttribute]; ok {
 		t.Error("the compressed carrier stays beside the pointer")
 	}
 	h := p.ReceiptHandle("AQEBsqs+handle==")

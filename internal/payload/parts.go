@@ -14,7 +14,7 @@ import (
 // body, numbered as a reply stream's, which the requester joins back
 // (docs/wire.md, "Replies in parts").
 const (
-	// PartsToken is the value in sqsapi.AcceptAttribute's list by which a
+	// PartsToken is the value in AcceptAttribute's list by which a
 	// requester says that it joins a reply sent in parts.
 	PartsToken = "parts"
 	// MaxJoined is the largest reply that travels in parts, the figure of
@@ -31,7 +31,7 @@ const (
 )
 
 // AcceptsParts reports whether a request's attributes offer to join a
-// reply sent in parts: sqsapi.AcceptAttribute lists PartsToken.
+// reply sent in parts: AcceptAttribute lists PartsToken.
 func AcceptsParts(attrs map[string]types.MessageAttributeValue) bool {
 	return offers(attrs, PartsToken)
 }

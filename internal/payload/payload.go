@@ -1,7 +1,7 @@
 // Package payload is the codec of compressed message bodies, negotiated
 // per request (docs/wire.md, "Compression"): a requester advertises the
-// codecs it reads in sqsapi.AcceptAttribute, and a body worth compressing
-// travels gzipped in the Binary attribute sqsapi.BodyAttribute, the
+// codecs it reads in AcceptAttribute, and a body worth compressing
+// travels gzipped in the Binary attribute BodyAttribute, the
 // message's own body a fixed placeholder. The requester and the responder
 // encode what they send with Encode and decode what they receive with
 // Decode, so that their users see only plain bodies.
@@ -31,11 +31,33 @@ import (
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
 
+// The attributes of compression, ours on the wire (docs/wire.md,
+// "Compression"). The library adds and strips them; a handler never sees
+// them.
+const (
+	// AcceptAttribute is the String message attribute on a request that
+	// lists what its requester reads in replies, comma-separated: "gzip",
+	// the one codec, and on a call "parts", a reply too large for one
+	// message in parts. The requester adds it when the message has room
+	// (as sqsapi.DeadlineAttribute); a responder compresses the replies to
+	// a request that offers gzip, when that pays, and sends any other
+	// request's replies as they are (docs/wire.md, "Compression",
+	// "Replies in parts").
+	AcceptAttribute = "TempQueues.Accept"
+
+	// BodyAttribute is the message attribute that carries a compressed
+	// body: DataType "Binary.gzip", its value the gzip stream of the body,
+	// while the message's own body is a short placeholder (SQS requires
+	// one). SQS counts a Binary value's raw bytes, so the body travels at
+	// its compressed size, without base64's third more.
+	BodyAttribute = "TempQueues.Body"
+)
+
 const (
 	// Codec is the one codec: the value a requester advertises in
-	// sqsapi.AcceptAttribute, and the label of the carrier's DataType.
+	// AcceptAttribute, and the label of the carrier's DataType.
 	Codec = "gzip"
-	// DataType is the DataType of sqsapi.BodyAttribute: SQS takes a
+	// DataType is the DataType of BodyAttribute: SQS takes a
 	// custom label after "Binary.", and counts the value's raw bytes.
 	DataType = "Binary." + Codec
 	// Placeholder is the body of a message whose body travels compressed.
@@ -62,7 +84,7 @@ const (
 
 // carrierBytes is what the carrier adds to a message besides the
 // compressed bytes: the placeholder body, the attribute's name and type.
-const carrierBytes = len(Placeholder) + len(sqsapi.BodyAttribute) + len(DataType)
+const carrierBytes = len(Placeholder) + len(BodyAttribute) + len(DataType)
 
 var (
 	// ErrCorrupt is matched by the error of a message whose carrier does
@@ -76,13 +98,13 @@ var (
 )
 
 // Accepts reports whether a request's attributes advertise the codec:
-// sqsapi.AcceptAttribute lists it among its comma-separated values.
+// AcceptAttribute lists it among its comma-separated values.
 func Accepts(attrs map[string]types.MessageAttributeValue) bool { return offers(attrs, Codec) }
 
-// offers reports whether sqsapi.AcceptAttribute lists token among its
+// offers reports whether AcceptAttribute lists token among its
 // comma-separated values.
 func offers(attrs map[string]types.MessageAttributeValue, token string) bool {
-	v, ok := attrs[sqsapi.AcceptAttribute]
+	v, ok := attrs[AcceptAttribute]
 	if !ok || v.StringValue == nil {
 		return false
 	}
@@ -94,7 +116,7 @@ func offers(attrs map[string]types.MessageAttributeValue, token string) bool {
 	return false
 }
 
-// Offer returns the value of sqsapi.AcceptAttribute that offers what is
+// Offer returns the value of AcceptAttribute that offers what is
 // set, or "" for nothing: Codec for compressed replies, PartsToken for a
 // reply in parts.
 func Offer(compressed, parts bool) string {
@@ -109,7 +131,7 @@ func Offer(compressed, parts bool) string {
 	return ""
 }
 
-// Advertise adds sqsapi.AcceptAttribute with the value offer (Offer's) to
+// Advertise adds AcceptAttribute with the value offer (Offer's) to
 // the attributes of a request with body to queueURL when the message has
 // room for it, counting the routing attribute a send to a virtual queue
 // adds later, as wire.StampDeadline does. It reports whether it did.
@@ -117,7 +139,7 @@ func Advertise(attrs map[string]types.MessageAttributeValue, body *string, queue
 	if offer == "" {
 		return false
 	}
-	n, size := len(attrs)+1, wire.MessageSize(body, attrs)+len(sqsapi.AcceptAttribute)+len("String")+len(offer)
+	n, size := len(attrs)+1, wire.MessageSize(body, attrs)+len(AcceptAttribute)+len("String")+len(offer)
 	if wire.IsVirtualQueueURL(queueURL) {
 		n++
 		size += len(sqsapi.VirtualQueueNameAttribute) + len("String") + wire.MaxQueueNameLength
@@ -125,7 +147,7 @@ func Advertise(attrs map[string]types.MessageAttributeValue, body *string, queue
 	if n > sqsapi.MaxMessageAttributes || size > sqsapi.MaxMessageSize {
 		return false
 	}
-	attrs[sqsapi.AcceptAttribute] = wire.StringAttribute(offer)
+	attrs[AcceptAttribute] = wire.StringAttribute(offer)
 	return true
 }
 
@@ -135,7 +157,7 @@ func Advertise(attrs map[string]types.MessageAttributeValue, body *string, queue
 // counts it may still add, is at least 1), and the carrier (the
 // placeholder, the attribute's name, type and compressed bytes) is at
 // most nine tenths of the body and fits in one message. It then adds
-// sqsapi.BodyAttribute to attrs and returns Placeholder; otherwise it
+// BodyAttribute to attrs and returns Placeholder; otherwise it
 // returns body and leaves attrs alone. Whether it compressed is reported
 // too.
 func Encode(body string, attrs map[string]types.MessageAttributeValue, room int) (string, bool) {
@@ -162,7 +184,7 @@ func encode(body string, attrs map[string]types.MessageAttributeValue, room, lim
 	if !ok || 10*(carrierBytes+len(z)) > 9*len(body) {
 		return body, false
 	}
-	attrs[sqsapi.BodyAttribute] = types.MessageAttributeValue{DataType: aws.String(DataType), BinaryValue: z}
+	attrs[BodyAttribute] = types.MessageAttributeValue{DataType: aws.String(DataType), BinaryValue: z}
 	return Placeholder, true
 }
 
@@ -266,16 +288,16 @@ func compress(body string, limit int, guess bool) ([]byte, bool) {
 func chunks(n int) int { return (n + callcount.ChunkBytes - 1) / callcount.ChunkBytes }
 
 // Decode returns m as its sender meant it: a message that carries its
-// body in sqsapi.BodyAttribute gets that body, inflated, as its Body,
-// and loses the attribute; any message loses sqsapi.AcceptAttribute, its
+// body in BodyAttribute gets that body, inflated, as its Body,
+// and loses the attribute; any message loses AcceptAttribute, its
 // requester's offer, reported as accept. MD5OfBody is left as SQS gave it:
 // the placeholder's. m's attribute map is not changed (the result has a
 // copy when it differs). A carrier that does not decode is an error
 // matching ErrCorrupt, one that inflates past MaxInflated one matching
 // ErrTooLarge.
 func Decode(m types.Message) (out types.Message, accept bool, err error) {
-	carrier, compressed := m.MessageAttributes[sqsapi.BodyAttribute]
-	_, offered := m.MessageAttributes[sqsapi.AcceptAttribute]
+	carrier, compressed := m.MessageAttributes[BodyAttribute]
+	_, offered := m.MessageAttributes[AcceptAttribute]
 	if !compressed && !offered {
 		return m, false, nil
 	}
@@ -289,7 +311,7 @@ func Decode(m types.Message) (out types.Message, accept bool, err error) {
 	}
 	attrs := make(map[string]types.MessageAttributeValue, len(m.MessageAttributes))
 	for k, v := range m.MessageAttributes {
-		if k != sqsapi.BodyAttribute && k != sqsapi.AcceptAttribute {
+		if k != BodyAttribute && k != AcceptAttribute {
 			attrs[k] = v
 		}
 	}
@@ -299,10 +321,10 @@ func Decode(m types.Message) (out types.Message, accept bool, err error) {
 
 var readers sync.Pool // *gzip.Reader
 
-// decodeCarrier inflates the value of sqsapi.BodyAttribute.
+// decodeCarrier inflates the value of BodyAttribute.
 func decodeCarrier(v types.MessageAttributeValue) (string, error) {
 	if dt := aws.ToString(v.DataType); dt != DataType {
-		return "", fmt.Errorf("%w: %s has DataType %q, not %q", ErrCorrupt, sqsapi.BodyAttribute, dt, DataType)
+		return "", fmt.Errorf("%w: %s has DataType %q, not %q", ErrCorrupt, BodyAttribute, dt, DataType)
 	}
 	src := bytes.NewReader(v.BinaryValue)
 	zr, _ := readers.Get().(*gzip.Reader)

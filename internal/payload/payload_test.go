@@ -56,7 +56,7 @@ func gzipped(s string) []byte {
 
 func carrier(z []byte) types.Message {
 	return types.Message{Body: aws.String(Placeholder), MessageAttributes: map[string]types.MessageAttributeValue{
-		sqsapi.BodyAttribute: {DataType: aws.String(DataType), BinaryValue: z},
+		BodyAttribute: {DataType: aws.String(DataType), BinaryValue: z},
 	}}
 }
 
@@ -96,8 +96,8 @@ func TestEncodeWithinAStoreLimit(t *testing.T) {
 		if ok != c.compressed {
 			t.Errorf("EncodeWithin(%d bytes, StoreAbove) compressed %v, want %v", len(c.body), ok, c.compressed)
 		}
-		if ok && len(attrs[sqsapi.BodyAttribute].BinaryValue) > StoreAbove {
-			t.Errorf("a %d-byte carrier kept for a %d-byte limit", len(attrs[sqsapi.BodyAttribute].BinaryValue), StoreAbove)
+		if ok && len(attrs[BodyAttribute].BinaryValue) > StoreAbove {
+			t.Errorf("a %d-byte carrier kept for a %d-byte limit", len(attrs[BodyAttribute].BinaryValue), StoreAbove)
 		}
 	}
 	// Without a store the 4 MiB compress whole: within 1 MiB they fit.
@@ -133,13 +133,13 @@ func TestRoundTrip(t *testing.T) {
 		if aws.ToString(got.Body) != body || accept {
 			t.Errorf("Decode: body of %d bytes (want %d), accept %v", len(aws.ToString(got.Body)), len(body), accept)
 		}
-		if _, ok := got.MessageAttributes[sqsapi.BodyAttribute]; ok {
+		if _, ok := got.MessageAttributes[BodyAttribute]; ok {
 			t.Error("Decode left the carrier attribute")
 		}
 		if _, ok := got.MessageAttributes["user"]; !ok {
 			t.Error("Decode dropped the user's attribute")
 		}
-		if _, ok := m.MessageAttributes[sqsapi.BodyAttribute]; !ok {
+		if _, ok := m.MessageAttributes[BodyAttribute]; !ok {
 			t.Error("Decode changed the received message's attributes")
 		}
 	}
@@ -170,7 +170,7 @@ func TestEncodeOnlyWhenItPays(t *testing.T) {
 	for _, c := range cases {
 		attrs := map[string]types.MessageAttributeValue{}
 		body, ok := Encode(c.body, attrs, c.room)
-		_, carried := attrs[sqsapi.BodyAttribute]
+		_, carried := attrs[BodyAttribute]
 		if ok != c.want || carried != c.want || (body == c.body) == c.want {
 			t.Errorf("%s: Encode compressed %v (carrier %v), want %v", c.name, ok, carried, c.want)
 		}
@@ -197,11 +197,11 @@ func TestAccept(t *testing.T) {
 	if err != nil || !accept {
 		t.Fatalf("Decode: accept %v, err %v", accept, err)
 	}
-	if _, ok := got.MessageAttributes[sqsapi.AcceptAttribute]; ok || len(got.MessageAttributes) != 1 {
+	if _, ok := got.MessageAttributes[AcceptAttribute]; ok || len(got.MessageAttributes) != 1 {
 		t.Errorf("Decode left %v", got.MessageAttributes)
 	}
 	for v, want := range map[string]bool{"gzip": true, "zstd, gzip": true, "zstd": false, "gzip2": false, "": false} {
-		if got := Accepts(map[string]types.MessageAttributeValue{sqsapi.AcceptAttribute: wire.StringAttribute(v)}); got != want {
+		if got := Accepts(map[string]types.MessageAttributeValue{AcceptAttribute: wire.StringAttribute(v)}); got != want {
 			t.Errorf("Accepts(%q) = %v, want %v", v, got, want)
 		}
 	}
@@ -238,10 +238,10 @@ func TestDecodeRefuses(t *testing.T) {
 		{"not SQS text", carrier(gzipped("nul \x00 inside")), ErrCorrupt},
 		{"invalid UTF-8", carrier(gzipped("\xff\xfe")), ErrCorrupt},
 		{"another codec", types.Message{Body: aws.String(Placeholder), MessageAttributes: map[string]types.MessageAttributeValue{
-			sqsapi.BodyAttribute: {DataType: aws.String("Binary.zstd"), BinaryValue: json},
+			BodyAttribute: {DataType: aws.String("Binary.zstd"), BinaryValue: json},
 		}}, ErrCorrupt},
 		{"a String carrier", types.Message{Body: aws.String(Placeholder), MessageAttributes: map[string]types.MessageAttributeValue{
-			sqsapi.BodyAttribute: wire.StringAttribute("x"),
+			BodyAttribute: wire.StringAttribute("x"),
 		}}, ErrCorrupt},
 	}
 	for _, c := range cases {
@@ -265,8 +265,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte("plain"), "Binary")
 	f.Fuzz(func(t *testing.T, z []byte, dataType string) {
 		m := types.Message{Body: aws.String(Placeholder), MessageAttributes: map[string]types.MessageAttributeValue{
-			sqsapi.BodyAttribute:   {DataType: aws.String(dataType), BinaryValue: z},
-			sqsapi.AcceptAttribute: wire.StringAttribute(Codec),
+			BodyAttribute:   {DataType: aws.String(dataType), BinaryValue: z},
+			AcceptAttribute: wire.StringAttribute(Codec),
 		}}
 		got, _, err := Decode(m)
 		if err != nil {

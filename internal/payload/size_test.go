@@ -37,11 +37,11 @@ func TestServersCountTheCarrierAsSQSDoes(t *testing.T) {
 		t.Cleanup(func() { _, _ = client.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl}) })
 		message := func(size int) (*string, map[string]types.MessageAttributeValue) {
 			body := aws.String(Placeholder)
-			z := make([]byte, size-len(Placeholder)-len(sqsapi.BodyAttribute)-len(DataType))
+			z := make([]byte, size-len(Placeholder)-len(BodyAttribute)-len(DataType))
 			for i := range z {
 				z[i] = byte(i * 7)
 			}
-			attrs := map[string]types.MessageAttributeValue{sqsapi.BodyAttribute: {DataType: aws.String(DataType), BinaryValue: z}}
+			attrs := map[string]types.MessageAttributeValue{BodyAttribute: {DataType: aws.String(DataType), BinaryValue: z}}
 			if n := wire.MessageSize(body, attrs); n != size {
 				t.Fatalf("wire.MessageSize = %d, want %d", n, size)
 			}
@@ -51,7 +51,7 @@ func TestServersCountTheCarrierAsSQSDoes(t *testing.T) {
 		if _, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: body, MessageAttributes: attrs}); err != nil {
 			t.Fatalf("a message of exactly %d bytes: %v", limit, err)
 		}
-		sent := len(attrs[sqsapi.BodyAttribute].BinaryValue)
+		sent := len(attrs[BodyAttribute].BinaryValue)
 		body, attrs = message(sqsapi.MaxMessageSize + 1)
 		if _, err := client.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: q.QueueUrl, MessageBody: body, MessageAttributes: attrs}); err == nil {
 			t.Fatalf("a message of %d bytes was taken", sqsapi.MaxMessageSize+1)
@@ -60,7 +60,7 @@ func TestServersCountTheCarrierAsSQSDoes(t *testing.T) {
 		if err != nil || len(out.Messages) != 1 {
 			t.Fatalf("receive: %v, %d messages", err, len(out.Messages))
 		}
-		got := out.Messages[0].MessageAttributes[sqsapi.BodyAttribute]
+		got := out.Messages[0].MessageAttributes[BodyAttribute]
 		if aws.ToString(got.DataType) != DataType || len(got.BinaryValue) != sent {
 			t.Errorf("received the carrier as %q of %d bytes", aws.ToString(got.DataType), len(got.BinaryValue))
 		}

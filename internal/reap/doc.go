@@ -8,6 +8,7 @@
 // The types users read (reaper.Options, QueueStatus, Verdict, Report) are
 // defined and documented in the face; Config holds the settings they give
 // and what the library and the tests set beside them (a clock), List and
-// Idle give the face what reaper.Sweeper.Queues reports, and Report is the
-// record a sweep keeps, whose exported counts the face copies.
+// Idle give the face what reaper.Sweeper.Queues reports, and a sweep's
+// Tally counts its queues by outcome, which the faces sum into a
+// reaper.Report.
 package reap

@@ -21,13 +21,3 @@ func LeaseCountsOf(r *Reaper) LeaseCounts {
 	}
 	return LeaseCounts{Checks: l.checks.Load(), Won: l.won.Load(), Created: l.created.Load(), Duplicates: l.duplicates.Load()}
 }
-
-// Detail is the part of a Report that is not exported.
-type Detail struct{ Skipped, Candidates, NotTemporary, Live, Future, NotEmpty, Vanished, Grace, Deferred, Calls int }
-
-// DetailOf returns rep's unexported counts.
-func DetailOf(rep Report) Detail {
-	d := rep.detail
-	return Detail{Skipped: d.skipped, Candidates: d.candidates, NotTemporary: d.notTemporary, Live: d.live,
-		Future: d.future, NotEmpty: d.notEmpty, Vanished: d.vanished, Grace: d.grace, Deferred: d.deferred, Calls: d.calls}
-}

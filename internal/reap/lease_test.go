@@ -76,7 +76,7 @@ func (f *fleet) start(optFns ...func(*reap.Config)) *member {
 		o.Observer = observe.Func(func(_ context.Context, e observe.Event) func(*types.Message, error) {
 			if e.Kind == observe.Swept {
 				f.mu.Lock()
-				f.sweeps = append(f.sweeps, sweepRecord{id: id, at: time.Now().Add(-e.Detail.(reap.Report).Duration)})
+				f.sweeps = append(f.sweeps, sweepRecord{id: id, at: time.Now().Add(-e.Detail.(reap.Tally).Duration)})
 				f.mu.Unlock()
 			}
 			return nil

@@ -47,9 +47,9 @@ type Config struct {
 	DryRun          bool
 	Logger          *slog.Logger
 	Observer        observe.Observer
-	// Detail, if set, makes the Detail of Swept events of a Report (the
-	// face's own report type); without it the Detail is the Report.
-	Detail func(Report) any
+	// Detail, if set, makes the Detail of Swept events of a Tally (the
+	// face's reaper.Report); without it the Detail is the Tally.
+	Detail func(Tally) any
 	// Clock is the time of heartbeats, of the idle rule and of the lease
 	// windows, and the lease's randomness; the zero Clock is the real one.
 	Clock clock.Clock

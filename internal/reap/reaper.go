@@ -275,7 +275,7 @@ func (r *Reaper) leaseLoop(ctx context.Context) {
 // invisibility if the sweep runs into the next window.
 func (r *Reaper) sweepHolding(ctx context.Context, receipt string, until time.Time) {
 	type result struct {
-		rep Report
+		rep Tally
 		err error
 	}
 	done := make(chan result, 1)
@@ -300,7 +300,7 @@ func (r *Reaper) sweepHolding(ctx context.Context, receipt string, until time.Ti
 			if res.err != nil {
 				r.opts.Logger.Warn("reaper: sweep failed", slog.Any("err", res.err))
 			} else {
-				r.fleet.observe(res.rep.detail.fleet)
+				r.fleet.observe(res.rep.fleet)
 			}
 			if r.opts.Observer != nil {
 				var detail any = res.rep

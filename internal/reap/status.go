@@ -64,14 +64,14 @@ func Idle(tags map[string]string, now time.Time) (verdict string, retention time
 }
 
 // List lists the queues with the prefix (every page) and calls fn for
-// each, from several goroutines at once: its URL and name, whether its
+// each, from several goroutines at once: its URL, whether its
 // name is a requester host queue's, whether it is reserved (the lease
 // queue or a Java sweeper queue, whose tags are not read), and its tags,
 // or why they could not be read. It deletes nothing and reads no queue
 // attributes; tags are read at most 10 a second (a third of the account's
 // tagging quota, as sweeps do). A queue deleted meanwhile is left out.
 // reaper.Sweeper.Queues applies Idle to what it lists, at Now.
-func (s *Sweeper) List(ctx context.Context, fn func(url, name string, hostQueue, reserved bool, tags map[string]string, err error)) error {
+func (s *Sweeper) List(ctx context.Context, fn func(url string, hostQueue, reserved bool, tags map[string]string, err error)) error {
 	var calls atomic.Int64
 	urls, err := s.list(ctx, &calls)
 	if err != nil {
@@ -83,7 +83,7 @@ func (s *Sweeper) List(ctx context.Context, fn func(url, name string, hostQueue,
 		name := queueName(u)
 		host := s.isHostQueue(name)
 		if s.reserved(name) {
-			fn(u, name, host, true, nil, nil)
+			fn(u, host, true, nil, nil)
 			continue
 		}
 		g.Go(func() error {
@@ -91,9 +91,9 @@ func (s *Sweeper) List(ctx context.Context, fn func(url, name string, hostQueue,
 			switch {
 			case awserr.IsQueueDoesNotExist(err):
 			case err != nil:
-				fn(u, name, host, false, nil, queueError(u, "ListQueueTags", err))
+				fn(u, host, false, nil, queueError(u, "ListQueueTags", err))
 			default:
-				fn(u, name, host, false, tags, nil)
+				fn(u, host, false, tags, nil)
 			}
 			return nil
 		})

@@ -3,6 +3,7 @@ package reap_test
 import (
 	"context"
 	"errors"
+	"path"
 	"sync"
 	"testing"
 	"time"
@@ -43,8 +44,8 @@ func TestQueuesAndDryRun(t *testing.T) {
 		}
 		var mu sync.Mutex
 		qs := map[string]listed{}
-		err = s.List(ctx, func(url, name string, host, reserved bool, tags map[string]string, err error) {
-			q := listed{name: name, host: host, reserved: reserved, err: err}
+		err = s.List(ctx, func(url string, host, reserved bool, tags map[string]string, err error) {
+			q := listed{name: path.Base(url), host: host, reserved: reserved, err: err}
 			if !reserved && err == nil {
 				q.verdict, q.retention, q.heartbeat, q.err = reap.Idle(tags, s.Now())
 			}

@@ -209,31 +209,37 @@ func (s *Sweeper) isHostQueue(name string) bool {
 	return s.hostRE.MatchString(name)
 }
 
-// Report is the record of one sweep: the counts reaper.Report documents
-// and gives users, and the detail the log and the tests read.
-type Report struct {
-	Duration time.Duration
-	Listed   int
-	Kept     int
-	Deleted  []string
-	Errors   []error
+// Tally is the record of one sweep, by outcome: the log prints it whole,
+// and each face sums it into the reaper.Report its users read.
+type Tally struct {
+	Listed   int           // queues ListQueues returned for the prefix
+	Deleted  []string      // queues deleted (with DryRun, that would have been)
+	Errors   []error       // one per queue that could not be inspected or deleted
+	Outcomes Outcomes      // what became of the other queues
+	Calls    int           // API calls, retries included
+	Duration time.Duration // from the first call to the last
 
-	detail detail // for the log and the tests
+	fleet int // queues listed, less the lease and Java sweeper queues
 }
 
-// detail is the rest of what a sweep counts.
-type detail struct {
-	skipped      int // the coordination queue, Java sweeper queues, own queues
-	candidates   int // queues whose tags were read
-	notTemporary int // no RetentionTag
-	live         int // heartbeat younger than the retention
-	future       int // heartbeat in the future: clock skew, kept
-	notEmpty     int // idle, not a requester host queue, holds messages
-	vanished     int // deleted by someone else during the sweep
-	grace        int // idle by the rule, kept: tagging was throttled since its heartbeat
-	deferred     int // left for the next periods' sweeps (budget)
-	calls        int // API calls, retries included
-	fleet        int // queues listed, less the lease and Java sweeper queues
+// Outcomes count the queues a sweep neither deleted nor failed on, by why.
+type Outcomes struct {
+	Skipped      int // the coordination queue, Java sweeper queues, own queues
+	Candidates   int // queues whose tags were read
+	NotTemporary int // no RetentionTag
+	Live         int // heartbeat younger than the retention
+	Future       int // heartbeat in the future: clock skew, kept
+	NotEmpty     int // idle, not a requester host queue, holds messages
+	Vanished     int // deleted by someone else during the sweep
+	Grace        int // idle by the rule, kept: tagging was throttled since its heartbeat
+	Deferred     int // left for the next periods' sweeps (budget)
+}
+
+// Kept is the number of queues inspected, or left for later, and kept in
+// place: what reaper.Report.Kept says.
+func (t Tally) Kept() int {
+	o := t.Outcomes
+	return o.NotTemporary + o.Live + o.Future + o.NotEmpty + o.Grace + o.Deferred
 }
 
 // queueError is the error of one queue in a sweep.
@@ -265,12 +271,12 @@ const (
 // GetQueueAttributes per idle queue that is not a requester host queue, and
 // one DeleteQueue per deleted queue.
 //
-// Per-queue failures go to Report.Errors and do not stop the sweep; Sweep
+// Per-queue failures go to Tally.Errors and do not stop the sweep; Sweep
 // returns an error only when listing failed or ctx ended, together with the
-// report of what was done so far.
-func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
+// tally of what was done so far.
+func (s *Sweeper) Sweep(ctx context.Context) (Tally, error) {
 	start := s.opts.Clock.Now()
-	var rep Report
+	var rep Tally
 	var calls atomic.Int64
 	s.reads.Store(0)
 	s.readThrottles.Store(0)
@@ -278,29 +284,29 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	urls, err := s.list(ctx, &calls)
 	rep.Listed = len(urls)
 	if err != nil {
-		rep.detail.calls = int(calls.Load())
+		rep.Calls = int(calls.Load())
 		rep.Duration = s.opts.Clock.Since(start)
 		return rep, fmt.Errorf("reaper: sweep: ListQueues: %w", err)
 	}
 
 	var mu sync.Mutex // guards rep below
-	d := &rep.detail
+	d := &rep.Outcomes
 	var cands []string
-	d.fleet = len(urls)
+	rep.fleet = len(urls)
 	for _, u := range urls {
 		name := queueName(u)
 		reserved := s.reserved(name)
 		if reserved {
-			d.fleet--
+			rep.fleet--
 		}
 		if reserved || (s.skip != nil && s.skip(name)) {
-			d.skipped++
+			d.Skipped++
 			continue
 		}
 		cands = append(cands, u)
 	}
 	picked := s.slice(cands, start)
-	d.deferred = len(cands) - len(picked)
+	d.Deferred = len(cands) - len(picked)
 	if s.budgeted {
 		// A sweep cut short by its period's end leaves the rest of its share
 		// to the share's next turn: in listing (name) order that would
@@ -321,11 +327,11 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	g.SetLimit(sweepConcurrency)
 	for i, u := range picked {
 		if s.budgeted && s.opts.Clock.Now().After(deadline) {
-			d.deferred += len(picked) - i
+			d.Deferred += len(picked) - i
 			break
 		}
 		name := queueName(u)
-		d.candidates++
+		d.Candidates++
 		g.Go(func() error {
 			out, retention, qerr := s.inspect(gctx, u, name, &calls)
 			mu.Lock()
@@ -335,19 +341,19 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 			}
 			switch out {
 			case outNotTemporary:
-				d.notTemporary++
+				d.NotTemporary++
 			case outLive:
-				d.live++
+				d.Live++
 			case outGrace:
-				d.grace++
+				d.Grace++
 			case outFuture:
-				d.future++
+				d.Future++
 			case outNotEmpty:
-				d.notEmpty++
+				d.NotEmpty++
 			case outDeleted:
 				rep.Deleted = append(rep.Deleted, u)
 			case outVanished:
-				d.vanished++
+				d.Vanished++
 			case outError:
 				rep.Errors = append(rep.Errors, qerr)
 			}
@@ -355,8 +361,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 		})
 	}
 	_ = g.Wait()
-	rep.Kept = d.notTemporary + d.live + d.future + d.notEmpty + d.grace + d.deferred
-	d.calls = int(calls.Load())
+	rep.Calls = int(calls.Load())
 	rep.Duration = s.opts.Clock.Since(start)
 	if err := ctx.Err(); err != nil {
 		return rep, fmt.Errorf("reaper: sweep interrupted: %w", err)
@@ -364,12 +369,12 @@ func (s *Sweeper) Sweep(ctx context.Context) (Report, error) {
 	s.checkCapacity(demand, len(picked), len(cands))
 	s.opts.Logger.Info("reaper: swept",
 		slog.String("prefix", s.opts.Prefix), slog.Bool("dry_run", s.opts.DryRun),
-		slog.Int("listed", rep.Listed), slog.Int("skipped", d.skipped), slog.Int("candidates", d.candidates),
-		slog.Int("kept", rep.Kept), slog.Int("live", d.live), slog.Int("not_temporary", d.notTemporary),
-		slog.Int("not_empty", d.notEmpty), slog.Int("future_heartbeat", d.future),
-		slog.Int("deleted", len(rep.Deleted)), slog.Int("vanished", d.vanished), slog.Int("errors", len(rep.Errors)),
-		slog.Int("grace", d.grace), slog.Int("deferred", d.deferred),
-		slog.Int("calls", d.calls), slog.Duration("took", rep.Duration))
+		slog.Int("listed", rep.Listed), slog.Int("skipped", d.Skipped), slog.Int("candidates", d.Candidates),
+		slog.Int("kept", rep.Kept()), slog.Int("live", d.Live), slog.Int("not_temporary", d.NotTemporary),
+		slog.Int("not_empty", d.NotEmpty), slog.Int("future_heartbeat", d.Future),
+		slog.Int("deleted", len(rep.Deleted)), slog.Int("vanished", d.Vanished), slog.Int("errors", len(rep.Errors)),
+		slog.Int("grace", d.Grace), slog.Int("deferred", d.Deferred),
+		slog.Int("calls", rep.Calls), slog.Duration("took", rep.Duration))
 	return rep, nil
 }
 

@@ -61,8 +61,8 @@ func TestSweepSurvivesFaults(t *testing.T) {
 	if len(rep.Deleted) != 2 || m.has(q[2]) || m.has(q[4]) {
 		t.Errorf("deleted %v, want q2 (after 2 throttles) and q4", rep.Deleted)
 	}
-	if d := reap.DetailOf(rep); d.Vanished != 1 || rep.Kept != 0 {
-		t.Errorf("vanished %d, kept %d; want 1, 0", d.Vanished, rep.Kept)
+	if d := rep.Outcomes; d.Vanished != 1 || rep.Kept() != 0 {
+		t.Errorf("vanished %d, kept %d; want 1, 0", d.Vanished, rep.Kept())
 	}
 	if len(rep.Errors) != 2 {
 		t.Fatalf("errors %v, want 2", rep.Errors)
@@ -114,7 +114,7 @@ func testSweepPagesOnMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Listed != 2500 || rep.Kept != 2500 || m.calls["ListQueues"] != 3 {
-		t.Errorf("listed %d, kept %d, ListQueues %d; want 2500, 2500, 3", rep.Listed, rep.Kept, m.calls["ListQueues"])
+	if rep.Listed != 2500 || rep.Kept() != 2500 || m.calls["ListQueues"] != 3 {
+		t.Errorf("listed %d, kept %d, ListQueues %d; want 2500, 2500, 3", rep.Listed, rep.Kept(), m.calls["ListQueues"])
 	}
 }

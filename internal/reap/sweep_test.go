@@ -90,11 +90,11 @@ func TestSweepIdleRule(t *testing.T) {
 			t.Fatal(err)
 		}
 
-		d := reap.DetailOf(rep)
-		if rep.Listed != 15 || rep.Kept != 8 {
-			t.Errorf("listed %d, kept %d; want 15, 8", rep.Listed, rep.Kept)
+		d := rep.Outcomes
+		if rep.Listed != 15 || rep.Kept() != 8 {
+			t.Errorf("listed %d, kept %d; want 15, 8", rep.Listed, rep.Kept())
 		}
-		if want := (reap.Detail{Skipped: 3, Candidates: 12, NotTemporary: 2, Live: 2, Future: 1, NotEmpty: 3, Calls: d.Calls}); d != want {
+		if want := (reap.Outcomes{Skipped: 3, Candidates: 12, NotTemporary: 2, Live: 2, Future: 1, NotEmpty: 3}); d != want {
 			t.Errorf("detail = %+v\nwant     %+v", d, want)
 		}
 		if len(rep.Deleted) != 3 {
@@ -114,8 +114,8 @@ func TestSweepIdleRule(t *testing.T) {
 				t.Errorf("%s calls = %d, want %d (all: %v)", op, got, n, counter.Snapshot())
 			}
 		}
-		if d.Calls != int(counter.Total()) {
-			t.Errorf("calls counted %d, counter total %d", d.Calls, counter.Total())
+		if rep.Calls != int(counter.Total()) {
+			t.Errorf("calls counted %d, counter total %d", rep.Calls, counter.Total())
 		}
 		for _, q := range qs {
 			if got := !exists(t, client, q.url); got != q.wantGone {
@@ -129,7 +129,7 @@ func TestSweepIdleRule(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d := reap.DetailOf(rep); len(rep.Deleted) != 3 || d.Future != 0 || d.NotEmpty != 3 {
+		if d := rep.Outcomes; len(rep.Deleted) != 3 || d.Future != 0 || d.NotEmpty != 3 {
 			t.Errorf("second sweep: %+v, want the 3 remaining host queues deleted", rep)
 		}
 	})
@@ -270,7 +270,7 @@ func TestSweepPagesBeyond1000(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d := reap.DetailOf(rep); rep.Listed != n || d.Candidates != n {
+		if d := rep.Outcomes; rep.Listed != n || d.Candidates != n {
 			t.Fatalf("listed %d, candidates %d, want %d", rep.Listed, d.Candidates, n)
 		}
 		wantDeleted := 0
@@ -279,8 +279,8 @@ func TestSweepPagesBeyond1000(t *testing.T) {
 				wantDeleted++
 			}
 		}
-		if live := reap.DetailOf(rep).Live; len(rep.Deleted) != wantDeleted || live != n-wantDeleted || rep.Kept != live || len(rep.Errors) != 0 {
-			t.Fatalf("report: deleted %d (want %d), live %d, kept %d, errors %v", len(rep.Deleted), wantDeleted, live, rep.Kept, rep.Errors)
+		if live := rep.Outcomes.Live; len(rep.Deleted) != wantDeleted || live != n-wantDeleted || rep.Kept() != live || len(rep.Errors) != 0 {
+			t.Fatalf("report: deleted %d (want %d), live %d, kept %d, errors %v", len(rep.Deleted), wantDeleted, live, rep.Kept(), rep.Errors)
 		}
 		if got := counter.Get("ListQueues"); got != 2 {
 			t.Errorf("ListQueues calls = %d, want 2 pages", got)

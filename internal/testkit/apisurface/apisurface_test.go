@@ -28,18 +28,22 @@ var library = []string{
 // reaper.Report.Duration) and +4 for the one hook that changes an
 // outgoing message (observe.Propagator and its Inject, the requester's
 // and the responder's Options.Propagator), which the Observer, now a
-// watcher only, no longer is. Before it, issue 34's adapters added
-// sqshttp's TransportOptions and HandlerOptions.PayloadStore and
-// responder's Request.CompressedReplies. The direction of travel is
-// under 400 in all (total).
+// watcher only, no longer is. A second pass cut 6 more, to 468:
+// responder.ErrInProgress (a RetryError says what to do), sqsapi's Accept
+// and Body attributes (the library adds and strips them; docs/wire.md
+// names them), reaper's QueueStatus.Name (QueueURL's last segment) and
+// Stats.Sweeps and QueuesDeleted (each sweep is a Swept event). Before
+// it, issue 34's adapters added sqshttp's TransportOptions and
+// HandlerOptions.PayloadStore and responder's Request.CompressedReplies.
+// The direction of travel is under 400 in all (total).
 var limits = map[string]int{
-	"sqsapi": 51, "observe": 27, "sqsclient": 6, "sqstest": 49, "backlog": 35, "reaper": 45,
-	"virtualqueue": 40, "responder": 92, "responder/storetest": 1, "redrive": 39,
+	"sqsapi": 49, "observe": 27, "sqsclient": 6, "sqstest": 49, "backlog": 35, "reaper": 42,
+	"virtualqueue": 40, "responder": 91, "responder/storetest": 1, "redrive": 39,
 	"tempqueue": 13, "requester": 62, "sqshttp": 14,
 }
 
 // total bounds the sum of the limits.
-const total = 474
+const total = 468
 
 // TestSurface reports each library package's non-test lines, exported
 // identifiers and module-local imports (go test -v shows the table), and

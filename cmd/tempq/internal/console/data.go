@@ -7,6 +7,7 @@ import (
 	"errors"
 	"maps"
 	"net/url"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -294,6 +295,7 @@ type temporary struct {
 
 type temporaryQueue struct {
 	reaper.QueueStatus
+	Name  string        // the queue's, the last segment of its URL
 	Owner string        // the owner's name prefix: <prefix><uuid>
 	Age   time.Duration // of the heartbeat
 	Share float64       // age / retention, for the bar
@@ -310,7 +312,8 @@ func (c *Console) temporaries(ctx context.Context) (*temporary, error) {
 	period := cmp.Or(c.opts.SweepPeriod, 5*time.Minute)
 	t := &temporary{Prefix: c.opts.Prefix, Lease: lease{Name: reaper.LeaseQueueName(c.opts.Prefix), Period: period, NextSweep: reaper.NextSweepWindow(now, period)}}
 	for _, q := range qs {
-		if q.Name == t.Lease.Name {
+		name := path.Base(q.QueueURL)
+		if name == t.Lease.Name {
 			t.Lease.Exists = true
 			if err := c.readLease(ctx, q.QueueURL, &t.Lease); err != nil {
 				return nil, err
@@ -319,9 +322,9 @@ func (c *Console) temporaries(ctx context.Context) (*temporary, error) {
 		if q.Verdict == reaper.VerdictReserved {
 			continue
 		}
-		tq := temporaryQueue{QueueStatus: q}
+		tq := temporaryQueue{QueueStatus: q, Name: name}
 		if q.RequesterHostQueue {
-			tq.Owner = q.Name[:strings.LastIndexByte(q.Name, '-')]
+			tq.Owner = name[:strings.LastIndexByte(name, '-')]
 		}
 		if !q.Heartbeat.IsZero() {
 			tq.Age = now.Sub(q.Heartbeat)
