@@ -90,12 +90,12 @@ func TestGatherUntil(t *testing.T) {
 		{"announced company all came: at once, bursty or not", lat, &bursty, announcement{n: 0, until: t0.Add(ms(1)), made: true}, last, first},
 		{"announcement expired: at once", lat, &lone, announcement{n: 2, until: t0.Add(ms(0.05)), made: true}, last, first},
 	} {
-		if got := gatherUntil(tc.now, first, last, tc.lat, tc.a, &tc.e); !got.Equal(tc.want) {
+		if got := gatherUntil(tc.now, first, last, tc.lat, tc.a, &tc.e, true); !got.Equal(tc.want) {
 			t.Errorf("%s: gatherUntil = +%v, want +%v", tc.name, got.Sub(t0), tc.want.Sub(t0))
 		}
 	}
 	// A long burst stops gathering an eighth of a call after its first.
-	if got := gatherUntil(t0.Add(ms(2)), first, t0.Add(ms(2)), lat, &bursty, &announcement{}); !got.Equal(first.Add(lat / GatherMaxDiv)) {
+	if got := gatherUntil(t0.Add(ms(2)), first, t0.Add(ms(2)), lat, &bursty, &announcement{}, true); !got.Equal(first.Add(lat / GatherMaxDiv)) {
 		t.Errorf("long burst: gatherUntil = +%v, want +%v", got.Sub(t0), lat/GatherMaxDiv)
 	}
 }
@@ -171,7 +171,7 @@ func TestDoOvertakesACallWhenSparse(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				clk := &fakeClock{now: t0}
 				r := &recorder{}
-				c := New(r.fn, Options[int]{MaxInFlight: 8, Clock: clock.Clock{NowFunc: clk.Now}, FewerCalls: tc.fewerCalls})
+				c := New(r.fn, Options[int]{MaxInFlight: 8, Clock: clock.Clock{NowFunc: clk.Now}, Policy: Adaptive{NoOvertake: tc.fewerCalls}.New})
 				defer c.Close(context.Background())
 				SetLatency(c, ms(10))
 				// History: lone arrivals tc.gap apart, each answered at once.
