@@ -236,7 +236,7 @@ func (r *Redriver) newPass(target string) *pass {
 	return &pass{
 		r:      r,
 		target: target,
-		sends:  batch.NewSends(r.client, 2),
+		sends:  batch.NewSends(r.client, 2, nil),
 		dels:   batch.NewDeletes(r.client, 2, 0),
 		vis:    batch.NewVisibilities(r.client, 2),
 		pace:   pacer{rate: r.opts.RateLimit},

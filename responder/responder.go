@@ -222,6 +222,7 @@ func New(client sqsapi.MessageClient, optFns ...func(*Options)) (*Responder, err
 	if err != nil {
 		return nil, err
 	}
+	policy := batch.SendPolicy(client, o.PreferFewerCalls)
 	client = httpbody.Ensure(client)
 	inFlight := max(2, o.MaxConcurrency/10)
 	// Reply sends in flight: full batches, and replies that internal/batch's
@@ -235,7 +236,7 @@ func New(client sqsapi.MessageClient, optFns ...func(*Options)) (*Responder, err
 		opts:          o,
 		log:           o.Logger,
 		replyTo:       replyTo,
-		sends:         batch.NewSends(client, sendsInFlight),
+		sends:         batch.NewSends(client, sendsInFlight, policy),
 		dels:          batch.NewDeletes(client, inFlight, batch.DeleteLinger),
 		vis:           batch.NewVisibilities(client, inFlight),
 		recvBO:        backoff.Policy{Base: 100 * time.Millisecond, Cap: 10 * time.Second},
@@ -246,9 +247,6 @@ func New(client sqsapi.MessageClient, optFns ...func(*Options)) (*Responder, err
 	}
 	r.turns.r = r
 	r.turns.limit = (sendsInFlight + 1) * wire.MaxBatchEntries
-	if o.PreferFewerCalls {
-		r.sends.PreferFewerCalls()
-	}
 	return r, nil
 }
 

@@ -7,11 +7,12 @@
 // grow with load and the call count per entry falls towards 1/10. A lone
 // entry waited for with Do is sent on the caller's own goroutine.
 //
-// Entries a caller waits for (Do) follow a policy that measures the calls'
-// latency and the entries' arrivals (policy.go): a burst of them waits a
-// small fraction of a call's latency for its last member, and they start a
-// call of their own while others are in flight unless, by Little's law,
-// enough company would join them before the earliest call ends.
+// When entries a caller waits for (Do, and SubmitUrgent's) go is decided by
+// a Policy per key (policy.go): by default one that measures the calls'
+// latency and the entries' arrivals, gathers a burst for a small fraction
+// of a call's latency, and starts a call of its own while others are in
+// flight unless, by Little's law, enough company would join it before the
+// earliest call ends.
 //
 // Failed entries are tried again when Options.Retry says so (for SQS:
 // throttling and transient failures), after a backoff with full jitter, in
@@ -81,10 +82,9 @@ type Options[E any] struct {
 	MaxRetries int
 	// Clock times the calls and the arrivals the send policy measures.
 	Clock clock.Clock
-	// FewerCalls makes entries a caller waits for always wait for a call
-	// of their key in flight rather than start one of their own: fewer,
-	// fuller calls at moderate loads, for up to a call's latency more.
-	FewerCalls bool
+	// Policy makes each key's policy for the entries a caller waits for
+	// (Do, SubmitUrgent); nil means Adaptive{}.New.
+	Policy NewPolicy
 }
 
 // DefaultMaxRetries is Options.MaxRetries' default: with the default
@@ -140,19 +140,13 @@ type keyState[E, R any] struct {
 	timer    *time.Timer // armed for timerAt while entries linger or gather
 	timerAt  time.Time
 
-	// The send policy's state (policy.go). urgent counts the pending
-	// entries a caller waits for; gatherFirst and gatherLast are the first
-	// and the latest arrival of those still gathering company (zero when
-	// none); arr estimates
-	// the arrivals; exp is the company announced by Announce. A key's state
-	// stays after it goes idle, so that the estimates span quiet moments,
-	// and is pruned after idleKeyTTL unused.
-	urgent      int
-	gatherFirst time.Time
-	gatherLast  time.Time
-	arr         arrivals
-	exp         announcement
-	used        time.Time // the latest use, for pruning
+	// urgent counts the pending entries a caller waits for, whose sending
+	// policy decides (policy.go). A key's state stays after it goes idle,
+	// so that the policy's estimates span quiet moments, and is pruned
+	// after idleKeyTTL unused.
+	urgent int
+	policy Policy
+	used   time.Time // the latest use, for pruning
 }
 
 // idleKeyTTL is how long the state of a key with nothing pending and no
@@ -186,6 +180,9 @@ func New[E, R any](fn Func[E, R], opts Options[E]) *Coalescer[E, R] {
 	}
 	if opts.MaxRetries <= 0 {
 		opts.MaxRetries = DefaultMaxRetries
+	}
+	if opts.Policy == nil {
+		opts.Policy = Adaptive{}.New
 	}
 	c := &Coalescer[E, R]{fn: fn, opts: opts, pool: workers.New(0), keys: make(map[string]*keyState[E, R]),
 		open: make(map[uint64]int), retrying: make(map[*retry[E, R]]struct{})}
@@ -234,12 +231,8 @@ func (c *Coalescer[E, R]) SubmitUrgent(key string, entry E, done func(R, error))
 	}
 	ks := c.keyLocked(key)
 	now := c.opts.Clock.Now()
-	ks.arr.note(now, c.lat.d)
-	ks.exp.arrived(now)
-	if ks.gatherFirst.IsZero() {
-		ks.gatherFirst = now
-	}
-	ks.gatherLast = now
+	ks.policy.Arrive(now, c.lat.d)
+	ks.policy.Join(now)
 	ks = c.addLocked(key, item[E, R]{entry: entry, done: done, urgent: true}, 0)
 	c.maybeStartLocked(key, ks)
 	c.mu.Unlock()
@@ -383,7 +376,7 @@ func (c *Coalescer[E, R]) keyLocked(key string) *keyState[E, R] {
 			}
 			c.pruneAt = max(16, 2*len(c.keys))
 		}
-		ks = &keyState[E, R]{}
+		ks = &keyState[E, R]{policy: c.opts.Policy()}
 		c.keys[key] = ks
 	}
 	ks.used = now
@@ -392,8 +385,8 @@ func (c *Coalescer[E, R]) keyLocked(key string) *keyState[E, R] {
 
 // Do submits entry and waits for its result or for ctx.
 //
-// An entry that goes alone (nothing pending for key, its arrivals not
-// bursty, and no call in flight that it should wait for: policy.go) is sent
+// An entry that goes alone (nothing pending for key, a call slot free, and
+// the policy lets it go at once) is sent
 // at once by a call on the caller's goroutine under ctx, as a plain SDK call
 // would be: handing it to another goroutine would only add a wake-up to its
 // latency. Otherwise the entry joins a batch call (Options.CallTimeout
@@ -475,31 +468,21 @@ func (c *Coalescer[E, R]) arrive(key string, it *item[E, R]) *keyState[E, R] {
 	}
 	ks := c.keyLocked(key)
 	now := c.opts.Clock.Now()
-	ks.arr.note(now, c.lat.d)
-	ks.exp.arrived(now)
-	if len(ks.pending) == 0 && ks.inFlight < c.opts.MaxInFlight &&
-		(ks.inFlight == 0 || !c.waitForCallLocked(ks, 1)) &&
-		!gatherUntil(now, now, now, c.lat.d, &ks.arr, &ks.exp).After(now) {
-		it.epoch = c.epoch
-		c.open[it.epoch]++
-		ks.inFlight++
-		c.calls.Add(1)
-		return ks
+	ks.policy.Arrive(now, c.lat.d)
+	if len(ks.pending) == 0 && ks.inFlight < c.opts.MaxInFlight {
+		d := ks.policy.Decide(now, State{Pending: 1, InFlight: ks.inFlight, MaxEntries: c.opts.MaxEntries, Latency: c.lat.d, Alone: true})
+		if !(d.WaitForCall && ks.inFlight > 0) && !d.At.After(now) {
+			it.epoch = c.epoch
+			c.open[it.epoch]++
+			ks.inFlight++
+			c.calls.Add(1)
+			return ks
+		}
 	}
-	if ks.gatherFirst.IsZero() {
-		ks.gatherFirst = now
-	}
-	ks.gatherLast = now
+	ks.policy.Join(now)
 	ks = c.addLocked(key, *it, 0)
 	c.maybeStartLocked(key, ks)
 	return nil
-}
-
-// waitForCallLocked reports whether pending urgent entries of key wait
-// for a call of its in flight to end (policy.go's waitForCall, or always
-// with Options.FewerCalls).
-func (c *Coalescer[E, R]) waitForCallLocked(ks *keyState[E, R], pending int) bool {
-	return c.opts.FewerCalls || waitForCall(c.lat.d, ks.arr.gap, pending, c.opts.MaxEntries)
 }
 
 // callInline makes the call arrive started for it (whose epoch arrive
@@ -658,9 +641,9 @@ func (c *Coalescer[E, R]) full(ks *keyState[E, R]) bool {
 
 // maybeStartLocked starts the calls key's pending entries are ready for:
 // more while full batches wait and call slots are free; for entries a
-// caller waits for, one once they stopped gathering company unless they
-// wait for a call in flight (policy.go); for the others, one when no call is
-// in flight and they may no longer linger.
+// caller waits for, one when a slot is free and the key's policy says so
+// (policy.go); for the others, one when no call is in flight and they may
+// no longer linger.
 func (c *Coalescer[E, R]) maybeStartLocked(key string, ks *keyState[E, R]) {
 	for len(ks.pending) > 0 {
 		now := c.opts.Clock.Now()
@@ -669,15 +652,18 @@ func (c *Coalescer[E, R]) maybeStartLocked(key string, ks *keyState[E, R]) {
 		case ks.urgent > 0:
 			// Waiting for a call in flight comes first: entries that
 			// wait for it gather company meanwhile.
-			if ks.inFlight > 0 && (ks.inFlight >= c.opts.MaxInFlight || c.waitForCallLocked(ks, len(ks.pending))) {
+			if ks.inFlight >= c.opts.MaxInFlight {
 				c.disarmLocked(ks) // the call's end starts them
 				return
 			}
-			if c.flushing == 0 && !c.closed {
-				if due := gatherUntil(now, ks.gatherFirst, ks.gatherLast, c.lat.d, &ks.arr, &ks.exp); now.Before(due) {
-					c.armLocked(key, ks, due)
-					return
-				}
+			d := ks.policy.Decide(now, State{Pending: len(ks.pending), InFlight: ks.inFlight, MaxEntries: c.opts.MaxEntries, Latency: c.lat.d})
+			if d.WaitForCall && ks.inFlight > 0 {
+				c.disarmLocked(ks)
+				return
+			}
+			if c.flushing == 0 && !c.closed && now.Before(d.At) {
+				c.armLocked(key, ks, d.At)
+				return
 			}
 		case ks.inFlight == 0 && !c.lingers(ks):
 		default:
@@ -717,7 +703,7 @@ func (c *Coalescer[E, R]) armLocked(key string, ks *keyState[E, R], at time.Time
 		ks.timer, ks.timerAt = nil, time.Time{}
 		// Waited enough: go.
 		ks.due = time.Time{}
-		ks.gatherFirst, ks.gatherLast = time.Time{}, time.Time{}
+		ks.policy.Waited()
 		c.maybeStartLocked(key, ks)
 	})
 	ks.timer = t
@@ -753,8 +739,7 @@ func (c *Coalescer[E, R]) startLocked(key string, ks *keyState[E, R], now time.T
 		}
 	}
 	if ks.urgent == 0 {
-		ks.gatherFirst, ks.gatherLast = time.Time{}, time.Time{}
-		ks.exp.made = ks.exp.expecting(now)
+		ks.policy.Sent(now)
 	}
 	rest := copy(ks.pending, ks.pending[n:])
 	clear(ks.pending[rest:])
@@ -933,15 +918,7 @@ func (c *Coalescer[E, R]) Announce(key string, n int, within time.Duration) {
 	}
 	ks := c.keyLocked(key)
 	now := c.opts.Clock.Now()
-	ks.exp.announce(now, now.Add(within), n)
-}
-
-// PreferFewerCalls sets Options.FewerCalls; call it before the first
-// entry.
-func (c *Coalescer[E, R]) PreferFewerCalls() {
-	c.mu.Lock()
-	c.opts.FewerCalls = true
-	c.mu.Unlock()
+	ks.policy.Announce(now, now.Add(within), n)
 }
 
 // Latency returns how long a batch call takes, as a moving average of the

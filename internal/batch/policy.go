@@ -2,34 +2,194 @@ package batch
 
 import "time"
 
-// The send policy for entries a caller waits for (Do). Two questions decide
-// when such an entry goes, and both are answered from what the coalescer
-// measures rather than from fixed constants:
+// The send policy for entries a caller waits for (Do) and for entries
+// somebody waits for at the other end (SubmitUrgent: a session's
+// messages). The coalescer keeps the mechanism (call slots, full batches,
+// byte limits, lingering of the entries nobody waits for, Flush and Close,
+// which send at once) and asks a key's Policy everything else: whether an
+// entry that arrived goes alone at once, whether pending entries wait for a
+// call in flight or start one of their own, and how long they wait for
+// company. A new policy is a type here that implements Policy.
 //
-//   - Gather: do entries come in bursts? A closed loop of callers does:
-//     the replies one receive brings wake their callers together, and a
-//     responder's handlers for the requests of one receive finish
-//     together. Such a burst is worth a moment's wait, since one call then
-//     carries all of it and the receive at the other end takes it in one
-//     piece. The wait is a small fraction of a call's latency: a burst ends
-//     when no entry came for a few times the usual gap within bursts, and
-//     nothing waits longer than an eighth of a call; entries that come one
-//     by one do not wait. A sender that knows company is coming (a
-//     responder that received several requests answers each) says so with
-//     Announce, and the batch then goes the moment the last one arrives.
-//   - Wait or overtake: when a call of the key is in flight, do the
-//     pending entries wait for its end and ride on the next call, or start
-//     a call of their own? By Little's law the entries that arrive before
-//     a call in flight ends are its remaining time (taken as a quarter of a
-//     call) times the arrival rate: when they would fill half a batch,
-//     waiting costs a little latency and saves calls, and the entries
-//     wait; otherwise waiting costs up to a whole call's latency for a
-//     batch that stays small, and they go at once.
+// The adaptive policy (Adaptive, the default) answers from what the
+// coalescer measures rather than from fixed constants, in three pieces
+// that can each be switched off:
+//
+//   - Gathering bursts: do entries come in bursts? A closed loop of
+//     callers does: the replies one receive brings wake their callers
+//     together, and a responder's handlers for the requests of one receive
+//     finish together. Such a burst is worth a moment's wait, since one
+//     call then carries all of it and the receive at the other end takes it
+//     in one piece. The wait is a small fraction of a call's latency: a
+//     burst ends when no entry came for a few times the usual gap within
+//     bursts, and nothing waits longer than an eighth of a call; entries
+//     that come one by one do not wait.
+//   - Announcements: a sender that knows company is coming (a responder
+//     that received several requests answers each; a requester whose
+//     receive wakes callers that send again) says so with Announce, and the
+//     batch then waits for it and goes the moment the last one arrives.
+//   - Overtaking: when a call of the key is in flight, do the pending
+//     entries wait for its end and ride on the next call, or start a call
+//     of their own? By Little's law the entries that arrive before a call in
+//     flight ends are its remaining time (taken as a quarter of a call)
+//     times the arrival rate: when they would fill half a batch, waiting
+//     costs a little latency and saves calls, and the entries wait;
+//     otherwise waiting costs up to a whole call's latency for a batch that
+//     stays small, and they go at once.
+//
+// Simple is the simplest sound policy: an entry goes at once when no call of
+// its key is in flight, and otherwise rides on the next call.
 //
 // Entries nobody waits for (Submit) keep their linger and never overtake a
-// call in flight. Entries that somebody waits for at the other end
-// (SubmitUrgent: a session's messages) follow the policy of those a caller
-// waits for.
+// call in flight; no policy is asked about them.
+
+// Policy decides when the urgent entries of one key go. The coalescer makes
+// one per key (Options.Policy) and calls it with its lock held, so a
+// Policy needs no lock of its own and must not block.
+type Policy interface {
+	// Arrive notes an urgent entry's arrival at now; lat is the call
+	// latency measured so far, 0 before the first call ended.
+	Arrive(now time.Time, lat time.Duration)
+	// Join notes that the entry that arrived at now joined the pending
+	// ones instead of going alone.
+	Join(now time.Time)
+	// Announce notes n entries announced to arrive before until.
+	Announce(now, until time.Time, n int)
+	// Decide says when the urgent entries pending go, as s describes them.
+	Decide(now time.Time, s State) Decision
+	// Waited notes that the time a Decision named has come: the entries
+	// pending go now.
+	Waited()
+	// Sent notes that a call started at now took the last urgent entries
+	// pending.
+	Sent(now time.Time)
+}
+
+// State is what a Policy decides on.
+type State struct {
+	Pending    int           // entries pending, at least 1
+	InFlight   int           // calls of the key in flight, below the limit
+	MaxEntries int           // entries per call
+	Latency    time.Duration // the call latency measured so far; 0 before the first
+	// Alone: the entry that just arrived, with nothing else pending, asks
+	// whether it goes alone at once (then on its caller's goroutine).
+	Alone bool
+}
+
+// Decision is a Policy's answer.
+type Decision struct {
+	// WaitForCall makes the entries wait for a call in flight to end and
+	// go with the next; the coalescer heeds it only while one is in flight.
+	WaitForCall bool
+	// At is when the entries go, unless they wait for a call: now or
+	// earlier (the zero value too) is at once. Flush and Close ignore it.
+	At time.Time
+}
+
+// NewPolicy makes the Policy of one key.
+type NewPolicy func() Policy
+
+// Adaptive is the adaptive policy's settings; the zero value is the
+// library's default, with every piece on. A setting switches one piece
+// off, for PreferFewerCalls and for tempq bench's measure of what each
+// piece buys.
+type Adaptive struct {
+	NoGather   bool // entries do not wait for the rest of a burst
+	NoAnnounce bool // announcements are not heeded
+	// NoOvertake makes pending entries always wait for a call in flight:
+	// fewer, fuller calls at moderate loads, for up to a call's latency
+	// more (PreferFewerCalls).
+	NoOvertake bool
+}
+
+// New makes a key's adaptive policy.
+func (a Adaptive) New() Policy { return &adaptive{set: a} }
+
+// adaptive is a key's adaptive policy. first and last are the first and
+// the latest arrival of the urgent entries gathering company (zero when
+// none), arr estimates the arrivals and exp holds the announced company.
+type adaptive struct {
+	set         Adaptive
+	first, last time.Time
+	arr         arrivals
+	exp         announcement
+}
+
+func (p *adaptive) Arrive(now time.Time, lat time.Duration) {
+	p.arr.note(now, lat)
+	p.exp.arrived(now)
+}
+
+func (p *adaptive) Join(now time.Time) {
+	if p.first.IsZero() {
+		p.first = now
+	}
+	p.last = now
+}
+
+func (p *adaptive) Announce(now, until time.Time, n int) {
+	if !p.set.NoAnnounce {
+		p.exp.announce(now, until, n)
+	}
+}
+
+func (p *adaptive) Decide(now time.Time, s State) Decision {
+	if s.InFlight > 0 && (p.set.NoOvertake || waitForCall(s.Latency, p.arr.gap, s.Pending, s.MaxEntries)) {
+		return Decision{WaitForCall: true}
+	}
+	first, last := p.first, p.last
+	if s.Alone {
+		first, last = now, now
+	}
+	return Decision{At: gatherUntil(now, first, last, s.Latency, &p.arr, &p.exp, !p.set.NoGather)}
+}
+
+func (p *adaptive) Waited() { p.first, p.last = time.Time{}, time.Time{} }
+
+func (p *adaptive) Sent(now time.Time) {
+	p.first, p.last = time.Time{}, time.Time{}
+	p.exp.made = p.exp.expecting(now)
+}
+
+// PolicyCarrier is a client that brings the send policy of the coalescers
+// made for it (SendPolicy). It is how tempq bench runs the requester and
+// responder under other policies than their own, with nothing in the
+// public API: no package outside the module can name NewPolicy to
+// implement it.
+type PolicyCarrier interface {
+	SendPolicy() NewPolicy
+}
+
+// SendPolicy is the send policy of a client's coalescers: the one it
+// carries (PolicyCarrier), else the adaptive policy without overtaking
+// when fewerCalls (PreferFewerCalls), else nil, the default.
+func SendPolicy(client any, fewerCalls bool) NewPolicy {
+	if pc, ok := client.(PolicyCarrier); ok {
+		if p := pc.SendPolicy(); p != nil {
+			return p
+		}
+	}
+	if fewerCalls {
+		return Adaptive{NoOvertake: true}.New
+	}
+	return nil
+}
+
+// Simple is the simplest sound policy: entries go at once when no call of
+// their key is in flight, and otherwise ride on the next call.
+func Simple() Policy { return simple{} }
+
+type simple struct{}
+
+func (simple) Arrive(time.Time, time.Duration)    {}
+func (simple) Join(time.Time)                     {}
+func (simple) Announce(time.Time, time.Time, int) {}
+func (simple) Waited()                            {}
+func (simple) Sent(time.Time)                     {}
+
+func (simple) Decide(_ time.Time, s State) Decision {
+	return Decision{WaitForCall: s.InFlight > 0}
+}
 
 const (
 	// gatherGapDiv: a burst ends when no entry came for the call latency
@@ -176,10 +336,10 @@ func (e *announcement) settle(now time.Time) {
 // gatherUntil is when urgent entries pending since first, the latest of
 // which arrived at last, stop waiting for company, a call taking lat: while
 // announced company is still to come, until it is due; once all of it
-// came, at once; otherwise at once when arrivals do not come in bursts or
-// the latency is unknown, else a gather gap after the latest. Never later
-// than a gather maximum after the first.
-func gatherUntil(now, first, last time.Time, lat time.Duration, a *arrivals, e *announcement) time.Time {
+// came, at once; otherwise at once when arrivals do not come in bursts,
+// bursts are not gathered or the latency is unknown, else a gather gap
+// after the latest. Never later than a gather maximum after the first.
+func gatherUntil(now, first, last time.Time, lat time.Duration, a *arrivals, e *announcement, bursts bool) time.Time {
 	if lat <= 0 || first.IsZero() {
 		return first
 	}
@@ -188,7 +348,7 @@ func gatherUntil(now, first, last time.Time, lat time.Duration, a *arrivals, e *
 	switch {
 	case e.expecting(now):
 		end = e.until
-	case e.made, !a.bursty():
+	case e.made, !bursts || !a.bursty():
 		return first
 	default:
 		end = last.Add(a.gatherGap(lat))

@@ -90,12 +90,12 @@ func TestGatherUntil(t *testing.T) {
 		{"announced company all came: at once, bursty or not", lat, &bursty, announcement{n: 0, until: t0.Add(ms(1)), made: true}, last, first},
 		{"announcement expired: at once", lat, &lone, announcement{n: 2, until: t0.Add(ms(0.05)), made: true}, last, first},
 	} {
-		if got := gatherUntil(tc.now, first, last, tc.lat, tc.a, &tc.e); !got.Equal(tc.want) {
+		if got := gatherUntil(tc.now, first, last, tc.lat, tc.a, &tc.e, true); !got.Equal(tc.want) {
 			t.Errorf("%s: gatherUntil = +%v, want +%v", tc.name, got.Sub(t0), tc.want.Sub(t0))
 		}
 	}
 	// A long burst stops gathering an eighth of a call after its first.
-	if got := gatherUntil(t0.Add(ms(2)), first, t0.Add(ms(2)), lat, &bursty, &announcement{}); !got.Equal(first.Add(lat / GatherMaxDiv)) {
+	if got := gatherUntil(t0.Add(ms(2)), first, t0.Add(ms(2)), lat, &bursty, &announcement{}, true); !got.Equal(first.Add(lat / GatherMaxDiv)) {
 		t.Errorf("long burst: gatherUntil = +%v, want +%v", got.Sub(t0), lat/GatherMaxDiv)
 	}
 }
@@ -171,7 +171,7 @@ func TestDoOvertakesACallWhenSparse(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				clk := &fakeClock{now: t0}
 				r := &recorder{}
-				c := New(r.fn, Options[int]{MaxInFlight: 8, Clock: clock.Clock{NowFunc: clk.Now}, FewerCalls: tc.fewerCalls})
+				c := New(r.fn, Options[int]{MaxInFlight: 8, Clock: clock.Clock{NowFunc: clk.Now}, Policy: Adaptive{NoOvertake: tc.fewerCalls}.New})
 				defer c.Close(context.Background())
 				SetLatency(c, ms(10))
 				// History: lone arrivals tc.gap apart, each answered at once.
@@ -385,6 +385,90 @@ func TestFlushAfterALoneDoAfterAFlush(t *testing.T) {
 		defer cancel()
 		if err := c.Close(cctx); err != nil {
 			t.Fatalf("Close after a lone Do after a Flush: %v", err)
+		}
+	})
+}
+
+// TestPolicyPieces checks each piece of the adaptive policy through
+// Decide, switched on and off one at a time, and the simple policy beside
+// them: gathering a burst, waiting for announced company, and waiting for
+// a call in flight rather than overtaking it.
+func TestPolicyPieces(t *testing.T) {
+	const lat = 10 * time.Millisecond
+	now := t0.Add(time.Second)
+	alone := State{Pending: 1, MaxEntries: 10, Latency: lat, Alone: true}
+	inFlight := State{Pending: 1, InFlight: 1, MaxEntries: 10, Latency: lat}
+	bursty := func(p Policy) {
+		for _, o := range bursts(20, 4, ms(0.05), ms(21)) {
+			p.Arrive(t0.Add(o), lat)
+		}
+	}
+	sparse := func(p Policy) {
+		for i := range 20 {
+			p.Arrive(t0.Add(time.Duration(i)*ms(5)), lat)
+		}
+	}
+	announced := func(p Policy) {
+		sparse(p)
+		p.Announce(now, now.Add(ms(1)), 3)
+	}
+	waits := func(d Decision) bool { return d.WaitForCall }
+	gathers := func(d Decision) bool { return d.At.After(now) }
+	for _, tc := range []struct {
+		name    string
+		history func(Policy)
+		s       State
+		asked   func(Decision) bool
+		on, off Adaptive
+	}{
+		{"a burst gathers", bursty, alone, gathers, Adaptive{}, Adaptive{NoGather: true}},
+		{"announced company is waited for", announced, alone, gathers, Adaptive{}, Adaptive{NoAnnounce: true}},
+		{"sparse sends overtake a call in flight", sparse, inFlight, func(d Decision) bool { return !d.WaitForCall }, Adaptive{}, Adaptive{NoOvertake: true}},
+	} {
+		on, off := tc.on.New(), tc.off.New()
+		tc.history(on)
+		tc.history(off)
+		if !tc.asked(on.Decide(now, tc.s)) {
+			t.Errorf("%s: not with %+v", tc.name, tc.on)
+		}
+		if tc.asked(off.Decide(now, tc.s)) {
+			t.Errorf("%s: still with %+v", tc.name, tc.off)
+		}
+		simple := Simple()
+		tc.history(simple)
+		if d := simple.Decide(now, tc.s); gathers(d) || waits(d) != (tc.s.InFlight > 0) {
+			t.Errorf("%s: the simple policy decides %+v, want at once, or the next call while one is in flight", tc.name, d)
+		}
+	}
+}
+
+// TestSimplePolicyRidesTheNextCall checks the simple policy in a
+// coalescer: a lone Do goes at once, and those that come while its call is
+// in flight wait for it and share the next call, however sparse they are.
+func TestSimplePolicyRidesTheNextCall(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := &recorder{hold: make(chan struct{})}
+		c := New(r.fn, Options[int]{MaxInFlight: 8, Policy: Simple})
+		defer c.Close(context.Background())
+		SetLatency(c, ms(10))
+		var wg sync.WaitGroup
+		for i := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if got, err := c.Do(context.Background(), "q", i); err != nil || got != 2*i {
+					t.Errorf("Do(%d) = %d, %v", i, got, err)
+				}
+			}()
+			synctest.Wait() // one at a time: the first is alone
+		}
+		if got := r.calls(); len(got) != 1 || got[0] != 1 {
+			t.Fatalf("calls = %v while the first is in flight, want one call of 1", got)
+		}
+		close(r.hold)
+		wg.Wait()
+		if got := r.calls(); len(got) != 2 || got[1] != 3 {
+			t.Fatalf("calls = %v, want the other 3 in the next call", got)
 		}
 	})
 }

@@ -150,9 +150,10 @@ func NewVisibilities(client visibilityChanger, maxInFlight int) *Visibilities {
 	}, Options[Visibility]{MaxInFlight: maxInFlight, Retry: retryable, RetryBackoff: retryBackoff})
 }
 
-// NewSends returns a coalescer of sends made through client. Batches respect
-// SQS's limit on the total payload of a SendMessageBatch call.
-func NewSends(client sender, maxInFlight int) *Sends {
+// NewSends returns a coalescer of sends made through client, whose urgent
+// entries follow policy (nil: the adaptive one). Batches respect SQS's
+// limit on the total payload of a SendMessageBatch call.
+func NewSends(client sender, maxInFlight int, policy NewPolicy) *Sends {
 	return New(func(ctx context.Context, queueURL string, es []types.SendMessageBatchRequestEntry) ([]Result[types.SendMessageBatchResultEntry], error) {
 		in := &sqs.SendMessageBatchInput{QueueUrl: aws.String(queueURL), Entries: make([]types.SendMessageBatchRequestEntry, len(es))}
 		for i, e := range es {
@@ -184,6 +185,7 @@ func NewSends(client sender, maxInFlight int) *Sends {
 		}
 		return res, nil
 	}, Options[types.SendMessageBatchRequestEntry]{
+		Policy:       policy,
 		MaxInFlight:  maxInFlight,
 		Retry:        retryable,
 		RetryBackoff: retryBackoff,

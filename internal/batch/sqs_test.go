@@ -27,7 +27,7 @@ func TestSendsReceivesDeletesOnRealServer(t *testing.T) {
 	url := aws.ToString(q.QueueUrl)
 	defer client.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: q.QueueUrl})
 
-	sends := batch.NewSends(client, 2)
+	sends := batch.NewSends(client, 2, nil)
 	const n = 40
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {

@@ -139,7 +139,7 @@ func TestThrottledSendIsRetriedWithinTheDeadline(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				sends := batch.NewSends(f, 2)
+				sends := batch.NewSends(f, 2, nil)
 				batch.FastRetries(sends)
 				defer sends.Close(context.Background())
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -161,7 +161,7 @@ func TestThrottledSendIsRetriedWithinTheDeadline(t *testing.T) {
 func TestThrottledSendFailsOnlyAtItsDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := &throttler{whole: -1}
-		sends := batch.NewSends(f, 2)
+		sends := batch.NewSends(f, 2, nil)
 		batch.FastRetries(sends)
 		defer sends.Close(context.Background())
 		const wait = 300 * time.Millisecond

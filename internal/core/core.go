@@ -19,6 +19,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 
+	"github.com/tempqueues/tempqueues/internal/batch"
 	"github.com/tempqueues/tempqueues/internal/callcount"
 	"github.com/tempqueues/tempqueues/internal/hostq"
 	"github.com/tempqueues/tempqueues/internal/httpbody"
@@ -58,7 +59,9 @@ type Options struct {
 
 	// MaxSends bounds the send calls in flight per queue; default 4.
 	MaxSends int
-	// PreferFewerCalls makes sends wait for company more readily.
+	// PreferFewerCalls makes sends wait for company more readily: the
+	// adaptive send policy without overtaking, unless the client carries
+	// a policy of its own (batch.SendPolicy).
 	PreferFewerCalls bool
 }
 
@@ -84,9 +87,10 @@ func New(op string, client sqsapi.Client, o Options) (*Core, error) {
 	if o.Calls == nil {
 		o.Calls = new(callcount.Counter)
 	}
+	policy := batch.SendPolicy(client, o.PreferFewerCalls)
 	client = httpbody.Ensure(client)
 	c := &Core{client: hostq.CountCalls(client, o.Calls), calls: o.Calls}
-	c.Sender = newSender(c.client, o.MaxSends, o.PreferFewerCalls)
+	c.Sender = newSender(c.client, o.MaxSends, policy)
 	if o.Prefix == "" {
 		return c, nil
 	}

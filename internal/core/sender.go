@@ -27,15 +27,11 @@ type Sender struct {
 	stopped atomic.Bool
 }
 
-func newSender(client sqsapi.Client, maxInFlight int, fewer bool) *Sender {
+func newSender(client sqsapi.Client, maxInFlight int, policy batch.NewPolicy) *Sender {
 	if maxInFlight <= 0 {
 		maxInFlight = defaultMaxSends
 	}
-	s := &Sender{client: client, sends: batch.NewSends(client, maxInFlight)}
-	if fewer {
-		s.sends.PreferFewerCalls()
-	}
-	return s
+	return &Sender{client: client, sends: batch.NewSends(client, maxInFlight, policy)}
 }
 
 // Send sends in (its QueueUrl a real queue) for the caller's operation op,

@@ -95,6 +95,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/google/uuid"
 
+	"github.com/tempqueues/tempqueues/internal/batch"
 	"github.com/tempqueues/tempqueues/internal/callcount"
 	"github.com/tempqueues/tempqueues/sqsapi"
 )
@@ -113,6 +114,19 @@ const (
 	// TempQueuesNoCompression is tempqueues with DisableCompression on
 	// both sides: what a body cost before compression, for --payload runs.
 	TempQueuesNoCompression = "tempqueues-no-compression"
+	// TempQueuesSimpleBatching is tempqueues with the simplest sound send
+	// policy on both sides: a send goes at once when no call of its
+	// queue is in flight, else with the next call (internal/batch's
+	// Simple). What the adaptive policy buys is measured against it.
+	TempQueuesSimpleBatching = "tempqueues-simple-batching"
+	// TempQueuesNoGather, TempQueuesNoAnnounce and TempQueuesNoOvertake
+	// are tempqueues with one piece of the adaptive send policy off on
+	// both sides (internal/batch's Adaptive): sends do not wait for the
+	// rest of a burst; announced sends are not waited for; pending sends
+	// always wait for a call in flight.
+	TempQueuesNoGather   = "tempqueues-no-gather"
+	TempQueuesNoAnnounce = "tempqueues-no-announce"
+	TempQueuesNoOvertake = "tempqueues-no-overtake"
 	// ExtendedClient is the static reply queue configured as AWS's SQS
 	// Extended Client Libraries are by default: a message over 256 KiB
 	// (body and attributes) goes through S3, nothing is compressed.
@@ -123,12 +137,18 @@ const (
 var Contenders = []string{TempQueues, QueuePerRequest, StaticReplyQueue, ParkedReceivers, Floor}
 
 // AllContenders lists every contender name: Contenders,
-// TempQueuesFewerCalls, which the sweep runs, and the two that --payload
-// runs compare large bodies with.
-var AllContenders = append(slices.Clone(Contenders), TempQueuesFewerCalls, TempQueuesNoCompression, ExtendedClient)
+// TempQueuesFewerCalls, which the sweep runs, the two that --payload runs
+// compare large bodies with, and the send policies (PolicyContenders).
+var AllContenders = append(append(slices.Clone(Contenders), TempQueuesFewerCalls, TempQueuesNoCompression, ExtendedClient), PolicyContenders...)
+
+// PolicyContenders are tempqueues under other send policies than its own,
+// to measure what the adaptive policy and each of its pieces buy.
+var PolicyContenders = []string{TempQueuesSimpleBatching, TempQueuesNoGather, TempQueuesNoAnnounce, TempQueuesNoOvertake}
 
 // ours reports whether name is tempqueues in one of its configurations.
-func ours(name string) bool { return name == TempQueues || name == TempQueuesFewerCalls }
+func ours(name string) bool {
+	return name == TempQueues || name == TempQueuesFewerCalls || slices.Contains(PolicyContenders, name)
+}
 
 // DefaultServerConcurrency is the responders' concurrency unless a run
 // has more callers: a service sized for 256 concurrent requests, the
@@ -782,6 +802,14 @@ func newContender(name string, e *env, client *sqs.Client) contender {
 		return &tempQueues{env: e, client: client, fewerCalls: true}
 	case TempQueuesNoCompression:
 		return &tempQueues{env: e, client: client, noCompression: true}
+	case TempQueuesSimpleBatching:
+		return &tempQueues{env: e, client: client, policy: policyOf{name, batch.Simple}}
+	case TempQueuesNoGather:
+		return &tempQueues{env: e, client: client, policy: policyOf{name, batch.Adaptive{NoGather: true}.New}}
+	case TempQueuesNoAnnounce:
+		return &tempQueues{env: e, client: client, policy: policyOf{name, batch.Adaptive{NoAnnounce: true}.New}}
+	case TempQueuesNoOvertake:
+		return &tempQueues{env: e, client: client, policy: policyOf{name, batch.Adaptive{NoOvertake: true}.New}}
 	case ExtendedClient:
 		return &staticReply{env: e, client: client, extended: true}
 	case QueuePerRequest:

@@ -13,6 +13,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/google/uuid"
 
+	"github.com/tempqueues/tempqueues/internal/batch"
+	"github.com/tempqueues/tempqueues/internal/httpbody"
 	"github.com/tempqueues/tempqueues/internal/payload"
 	"github.com/tempqueues/tempqueues/internal/wire"
 	"github.com/tempqueues/tempqueues/requester"
@@ -78,10 +80,41 @@ type tempQueues struct {
 	// fewerCalls sets PreferFewerCalls on both sides, noCompression
 	// DisableCompression.
 	fewerCalls, noCompression bool
+	// policy, when set, is the send policy of both sides.
+	policy policyOf
+}
+
+// policyOf is a contender's send policy and the contender's name.
+type policyOf struct {
+	name string
+	new  batch.NewPolicy
+}
+
+// policyClient is an SQS client that carries a send policy
+// (batch.PolicyCarrier): the requester and responder made over it send
+// by that policy instead of their own.
+type policyClient struct {
+	*sqs.Client
+	policy batch.NewPolicy
+}
+
+func (c policyClient) SendPolicy() batch.NewPolicy { return c.policy }
+
+// sqsClient is the client the requester and responder are made over:
+// t.client, or a policyClient over it. A policyClient is no *sqs.Client,
+// so the constructors leave it as it is: it gets the buffered request
+// bodies they would install here.
+func (t *tempQueues) sqsClient() sqsapi.Client {
+	if t.policy.new == nil {
+		return t.client
+	}
+	return policyClient{Client: sqs.New(t.client.Options(), httpbody.Buffer), policy: t.policy.new}
 }
 
 func (t *tempQueues) name() string {
 	switch {
+	case t.policy.name != "":
+		return t.policy.name
 	case t.fewerCalls:
 		return TempQueuesFewerCalls
 	case t.noCompression:
@@ -99,7 +132,8 @@ func (t *tempQueues) setup(ctx context.Context) error {
 		return err
 	}
 	store := t.store(t.name())
-	t.req, err = requester.New(t.client, func(o *requester.Options) {
+	client := t.sqsClient()
+	t.req, err = requester.New(client, func(o *requester.Options) {
 		o.Prefix = t.prefix + "tq-"
 		o.PreferFewerCalls = t.fewerCalls
 		o.DisableCompression = t.noCompression
@@ -108,7 +142,7 @@ func (t *tempQueues) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	t.resp, err = responder.New(t.client, func(o *responder.Options) {
+	t.resp, err = responder.New(client, func(o *responder.Options) {
 		o.MaxConcurrency = t.cfg.ServerConcurrency
 		o.PreferFewerCalls = t.fewerCalls
 		o.AllowReplyTo = []string{t.prefix + "tq-"} // the requester's Prefix

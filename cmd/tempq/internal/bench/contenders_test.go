@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/aws/smithy-go/middleware"
 
+	"github.com/tempqueues/tempqueues/internal/batch"
 	"github.com/tempqueues/tempqueues/internal/callcount"
 	"github.com/tempqueues/tempqueues/internal/payload"
 	"github.com/tempqueues/tempqueues/internal/testkit/testtime"
@@ -231,4 +232,41 @@ func TestMemStore(t *testing.T) {
 			t.Errorf("S3 dollars per million: %v, want 14", dollars)
 		}
 	})
+}
+
+// TestPolicyContenders runs tempqueues under each send policy the bench
+// compares on sqstest: every RPC answered, and the policy reaches both
+// sides, the requester's sends and the responder's (a key's policy is made
+// for the request queue by the one and for the host queue by the other).
+func TestPolicyContenders(t *testing.T) {
+	srv := sqstest.NewServer()
+	t.Cleanup(func() { _ = srv.Close(context.Background()) })
+	ctx := context.Background()
+	for _, name := range PolicyContenders {
+		t.Run(name, func(t *testing.T) {
+			cfg := &Config{Concurrency: []int{8}}
+			cfg.setDefaults()
+			e := &env{cfg: cfg, prefix: "t-", stores: map[string]*memStore{name: newMemStore(0)}}
+			tq, ok := newContender(name, e, srv.Client()).(*tempQueues)
+			if !ok || tq.policy.new == nil || tq.name() != name {
+				t.Fatalf("contender %q: %#v, want tempqueues under a send policy of that name", name, tq)
+			}
+			var keys atomic.Int64
+			made := tq.policy.new
+			tq.policy.new = func() batch.Policy { keys.Add(1); return made() }
+			if err := tq.setup(ctx); err != nil {
+				t.Fatal(err)
+			}
+			w := window(ctx, tq, 8, 200*time.Millisecond, 20*time.Second)
+			if err := tq.close(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if w.errors != 0 || len(w.lat) < 8 {
+				t.Fatalf("%d RPCs, %d errors, first %v", len(w.lat), w.errors, w.firstErr)
+			}
+			if n := keys.Load(); n < 2 {
+				t.Errorf("the policy was made for %d keys, want one on each side at least", n)
+			}
+		})
+	}
 }

@@ -13,11 +13,16 @@ var colours = map[string]string{
 	TempQueues:              "#1b7837",
 	TempQueuesFewerCalls:    "#7fbc41",
 	TempQueuesNoCompression: "#a6dba0",
-	ExtendedClient:          "#762a83",
-	QueuePerRequest:         "#b2182b",
-	StaticReplyQueue:        "#2166ac",
-	ParkedReceivers:         "#e08214",
-	Floor:                   "#555555",
+	// The send policies: browns and a teal, apart from the others.
+	TempQueuesSimpleBatching: "#8c510a",
+	TempQueuesNoGather:       "#bf812d",
+	TempQueuesNoAnnounce:     "#dfc27d",
+	TempQueuesNoOvertake:     "#80cdc1",
+	ExtendedClient:           "#762a83",
+	QueuePerRequest:          "#b2182b",
+	StaticReplyQueue:         "#2166ac",
+	ParkedReceivers:          "#e08214",
+	Floor:                    "#555555",
 }
 
 // series is one line of a chart: a value per concurrency level.
@@ -104,9 +109,9 @@ func WriteCPUSVG(w io.Writer, r *Report) error {
 }
 
 // plotOrder is the order of the contenders in the plots: tempqueues and
-// its other configurations first, then the others as in Contenders, then
+// its other configurations (send policies included) first, then the others as in Contenders, then
 // the extended client.
-var plotOrder = append(append([]string{TempQueues, TempQueuesFewerCalls, TempQueuesNoCompression}, Contenders[1:]...), ExtendedClient)
+var plotOrder = append(append(append([]string{TempQueues, TempQueuesFewerCalls, TempQueuesNoCompression}, PolicyContenders...), Contenders[1:]...), ExtendedClient)
 
 func contendersIn(r *Report) []string {
 	var names []string
