@@ -180,7 +180,7 @@ func encode(body string, attrs map[string]types.MessageAttributeValue, room, lim
 	// Compression pays up to nine tenths of the body, and what passes
 	// limit cannot be sent: past that it stops, so a body that cannot fit
 	// costs a few of its MiB of CPU, not all.
-	z, ok := compress(body, min(9*len(body)/10, limit)-carrierBytes, guess)
+	z, ok := compress(body, min(9*len(body)/10, limit)-carrierBytes, guess, wire.MessageSize(nil, attrs))
 	if !ok || 10*(carrierBytes+len(z)) > 9*len(body) {
 		return body, false
 	}
@@ -241,11 +241,11 @@ const poorRatio = 0.7
 // stream passes limit bytes; with guess, also once the first guessAfter
 // bytes of body, compressed, foretell a stream a quarter over limit. It
 // also gives up after the first sampleAfter bytes of data that compresses
-// poorly when the whole would still take as many billed 64 KiB chunks as
-// the body: such a body (64 KiB of random bytes in base64, 66 KB
-// compressed) cost CPU on both sides and saved nothing a lone message
-// bills.
-func compress(body string, limit int, guess bool) ([]byte, bool) {
+// poorly when the whole, with the message's other attributes (attrBytes),
+// would still take as many billed 64 KiB chunks as it takes plain: such
+// a body (64 KiB of random bytes in base64, 66 KB compressed) cost CPU on
+// both sides and saved nothing a lone message bills.
+func compress(body string, limit int, guess bool, attrBytes int) ([]byte, bool) {
 	var buf bytes.Buffer
 	buf.Grow(min(len(body)/4, limit) + 64)
 	w := writers.Get().(*gzip.Writer)
@@ -269,7 +269,7 @@ func compress(body string, limit int, guess bool) ([]byte, bool) {
 		if end == sampleAfter && end < len(body) {
 			_ = w.Flush() // what the writer holds back counts
 			ratio := float64(buf.Len()) / sampleAfter
-			if ratio > poorRatio && chunks(int(ratio*float64(len(body)))+carrierBytes) >= chunks(len(body)) {
+			if ratio > poorRatio && chunks(attrBytes+carrierBytes+int(ratio*float64(len(body)))) >= chunks(attrBytes+len(body)) {
 				return nil, false
 			}
 		}

@@ -71,10 +71,10 @@ func TestEncodeStopsPastOneMessage(t *testing.T) {
 	if sent, ok := Encode(body, attrs, 1); ok || sent != body || len(attrs) != 0 {
 		t.Fatalf("Encode compressed a body that cannot fit (ok %v, %d attributes)", ok, len(attrs))
 	}
-	if z, ok := compress(body, 1<<20, false); ok || z != nil {
+	if z, ok := compress(body, 1<<20, false, 0); ok || z != nil {
 		t.Fatalf("compress past its limit: ok %v, %d bytes", ok, len(z))
 	}
-	if z, ok := compress(body, len(body), false); !ok || len(z) <= sqsapi.MaxMessageSize {
+	if z, ok := compress(body, len(body), false, 0); !ok || len(z) <= sqsapi.MaxMessageSize {
 		t.Fatalf("compress within its limit: ok %v, %d bytes; the test body should not fit compressed", ok, len(z))
 	}
 }
@@ -108,10 +108,10 @@ func TestEncodeWithinAStoreLimit(t *testing.T) {
 	// body that starts with noise and goes on with JSON would come within
 	// the limit whole, but is given up on at the guess.
 	mixed := testbody.Random(guessAfter, 2) + testbody.JSON(768<<10, 2)
-	if _, ok := compress(mixed, StoreAbove, false); !ok {
+	if _, ok := compress(mixed, StoreAbove, false, 0); !ok {
 		t.Fatal("the mixed body does not come within StoreAbove compressed whole")
 	}
-	if _, ok := compress(mixed, StoreAbove, true); ok {
+	if _, ok := compress(mixed, StoreAbove, true, 0); ok {
 		t.Error("compress with a guess went on past a first 256 KiB that foretold too much")
 	}
 }
