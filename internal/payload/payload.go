@@ -156,7 +156,9 @@ func Advertise(attrs map[string]types.MessageAttributeValue, body *string, queue
 // the message has room for one more attribute (room, what the sender
 // counts it may still add, is at least 1), and the carrier (the
 // placeholder, the attribute's name, type and compressed bytes) is at
-// most nine tenths of the body and fits in one message. It then adds
+// most nine tenths of the body and fits in one message; a body that
+// compresses poorly (base64 of random bytes) also a billed chunk less
+// (compress). It then adds
 // BodyAttribute to attrs and returns Placeholder; otherwise it
 // returns body and leaves attrs alone. Whether it compressed is reported
 // too.
