@@ -152,12 +152,14 @@ func TestBacklogWithoutWorkers(t *testing.T) {
 }
 
 // sweep --retire removes a retired fleet's lease queue, and keeps it
-// while a temporary queue of the prefix is live.
+// while a temporary queue of the prefix is live; a Java sweeper's queue,
+// never temporary, does not count.
 func TestSweepRetireDeletesTheLeaseQueue(t *testing.T) {
 	t.Parallel()
 	client, ep, create := server(t)
 	const prefix = "tq-retire-"
 	lease := create(reaper.LeaseQueueName(prefix), map[string]string{"FifoQueue": "true"})
+	create(prefix, nil) // the Java client's sweeper queue is named by the prefix
 	live := create(prefix+"22222222-2222-2222-2222-222222222222-0", nil)
 	tags := map[string]string{sqsapi.RetentionTag: "300", sqsapi.HeartbeatTag: strconv.FormatInt(time.Now().UnixMilli(), 10)}
 	if _, err := client.TagQueue(context.Background(), &sqs.TagQueueInput{QueueUrl: aws.String(live), Tags: tags}); err != nil {

@@ -136,7 +136,9 @@ func retireLease(ctx context.Context, s *reaper.Sweeper, client *sqs.Client, pre
 	name := reaper.LeaseQueueName(prefix)
 	left := 0
 	for _, q := range qs {
-		if q.Verdict != reaper.VerdictNotTemporary && path.Base(q.QueueURL) != name {
+		// Reserved: the lease queue and a Java sweeper's queues, never
+		// temporary.
+		if q.Verdict != reaper.VerdictNotTemporary && q.Verdict != reaper.VerdictReserved && path.Base(q.QueueURL) != name {
 			left++
 		}
 	}
