@@ -271,7 +271,7 @@ func compress(body string, limit int, guess bool, attrBytes int) ([]byte, bool) 
 		if end == sampleAfter && end < len(body) {
 			_ = w.Flush() // what the writer holds back counts
 			ratio := float64(buf.Len()) / sampleAfter
-			if ratio > poorRatio && chunks(attrBytes+carrierBytes+int(ratio*float64(len(body)))) >= chunks(attrBytes+len(body)) {
+			if ratio > poorRatio && callcount.BilledRequests(attrBytes+carrierBytes+int(ratio*float64(len(body)))) >= callcount.BilledRequests(attrBytes+len(body)) {
 				return nil, false
 			}
 		}
@@ -285,9 +285,6 @@ func compress(body string, limit int, guess bool, attrBytes int) ([]byte, bool) 
 	_ = w.Close()
 	return buf.Bytes(), buf.Len() <= limit
 }
-
-// chunks is the number of 64 KiB chunks SQS bills for n bytes.
-func chunks(n int) int { return (n + callcount.ChunkBytes - 1) / callcount.ChunkBytes }
 
 // Decode returns m as its sender meant it: a message that carries its
 // body in BodyAttribute gets that body, inflated, as its Body,
